@@ -1,0 +1,9 @@
+"""The exceptions trainprof raises on purpose; anything else is a bug."""
+
+
+class TrainprofError(Exception):
+    """Base of every documented trainprof error; its message is one sentence for a person."""
+
+
+class TraceError(TrainprofError):
+    """A trace file or folder cannot be read or is not a Kineto trace."""
