@@ -1,0 +1,157 @@
+"""The per-rank overview and the ``analyze`` entry point of the Python API."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainprof.analysis.breakdown import step_breakdown
+from trainprof.analysis.gpu import GpuFigures, gpu_figures
+from trainprof.analysis.phases import phase_percentages, step_phases
+from trainprof.analysis.steps import find_steps, step_stats
+from trainprof.analysis.timeline import Timeline, gpu_timeline
+from trainprof.trace import discover
+from trainprof.trace.load import Progress, iter_traces, rank_in_trace
+from trainprof.trace.model import Trace
+
+SCHEMA = "trainprof.analysis/1"
+
+
+@dataclass
+class RankAnalysis:
+    """The overview of one recorded window of one rank."""
+
+    rank: int
+    window: int
+    path: Path
+    device: str
+    steps: dict[str, Any]
+    step_source: str
+    breakdown_pct: dict[str, float]
+    breakdown_ms: dict[str, float]
+    phases_pct: dict[str, float]
+    phases_ms: dict[str, float]
+    gpus: list[GpuFigures]
+    timeline: Timeline | None
+    environment: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    rank_in_trace: int | None = None
+
+    @property
+    def gpu(self) -> GpuFigures | None:
+        """The figures of the busiest device (most ranks use exactly one)."""
+        return max(self.gpus, key=lambda g: g.utilization_pct) if self.gpus else None
+
+    def to_dict(self) -> dict[str, Any]:
+        gpu = self.gpu
+        return {
+            "rank": self.rank,
+            "window": self.window,
+            "file": self.path.name,
+            "device": self.device,
+            "steps": {**self.steps, "source": self.step_source},
+            "breakdown_pct": self.breakdown_pct,
+            "breakdown_ms": self.breakdown_ms,
+            "phases_pct": self.phases_pct,
+            "phases_ms": self.phases_ms,
+            "gpu": None if gpu is None else _without(gpu.to_dict(), "device"),
+            "gpus": [g.to_dict() for g in self.gpus],
+            "timeline": None if self.timeline is None else self.timeline.to_dict(),
+            "environment": self.environment,
+            "notes": self.notes,
+        }
+
+
+def _without(d: dict, key: str) -> dict:
+    return {k: v for k, v in d.items() if k != key}
+
+
+@dataclass
+class Analysis:
+    """The result of ``trainprof.analyze``: one ``RankAnalysis`` per rank and window."""
+
+    ranks: list[RankAnalysis]
+    findings: list[Any] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "source": self.source,
+            "ranks": [r.to_dict() for r in self.ranks],
+            "findings": [f.to_dict() if hasattr(f, "to_dict") else f for f in self.findings],
+            "notes": self.notes,
+        }
+
+
+def analyze_trace(trace: Trace) -> RankAnalysis:
+    """The overview of one loaded trace."""
+    steps = find_steps(trace)
+    breakdown = step_breakdown(trace, steps)
+    phases = step_phases(trace, steps)
+    n = max(len(steps), 1)
+    return RankAnalysis(
+        rank=trace.rank,
+        window=trace.window,
+        path=trace.path,
+        device=trace.device_name(),
+        steps=step_stats(steps),
+        step_source=steps.source,
+        breakdown_pct=breakdown.percentages(),
+        breakdown_ms=breakdown.mean_ms(),
+        phases_pct=phase_percentages(phases, breakdown.step_us),
+        phases_ms={p: float(v.sum()) / n / 1000.0 for p, v in phases.items()},
+        gpus=gpu_figures(trace, steps),
+        timeline=gpu_timeline(trace, steps),
+        environment=environment(trace),
+        notes=[*trace.notes, *steps.notes],
+        rank_in_trace=rank_in_trace(trace),
+    )
+
+
+def environment(trace: Trace) -> dict[str, Any]:
+    """What the trace says about where it was recorded."""
+    info = trace.metadata.get("distributedInfo")
+    info = info if isinstance(info, dict) else {}
+    return {
+        "devices": [
+            {k: p.get(k) for k in ("id", "name", "totalGlobalMem", "computeMajor", "computeMinor",
+                                   "numSms")}
+            for p in trace.device_properties
+        ],
+        "world_size": info.get("world_size"),
+        "backend": info.get("backend"),
+        "schema_version": trace.metadata.get("schemaVersion"),
+    }
+
+
+def analyze(
+    source: str | os.PathLike[str] | Iterable[Trace], progress: Progress | None = None
+) -> Analysis:
+    """Analyse a trace file, a folder of ranks, or already loaded traces.
+
+    Raises ``trainprof.TraceError`` when the input cannot be read as Kineto traces.
+    """
+    if isinstance(source, str | os.PathLike):
+        results = [analyze_trace(t) for t in iter_traces(source, progress)]
+        label = str(source)
+    else:
+        results = [analyze_trace(t) for t in source]
+        label = ""
+    notes: list[str] = []
+    if results:
+        placements, notes = discover.place(
+            [r.path for r in results], [r.rank_in_trace for r in results]
+        )
+        for r, p in zip(results, placements, strict=True):
+            r.rank, r.window = p.rank, p.window
+    if not results:
+        from trainprof.errors import TraceError
+
+        raise TraceError(f"{label or 'The input'} holds no Kineto traces.")
+    results.sort(key=lambda r: (r.rank, r.window))
+    return Analysis(ranks=results, notes=notes, source=label)

@@ -1,0 +1,126 @@
+"""Which files are traces, and which rank and recording window each one holds.
+
+The rank comes from ``distributedInfo.rank`` when the trace has it, else from the file name, else
+each remaining worker gets a distinct rank (with a warning). Several files of one worker that
+differ only by a window token (tensorboard_trace_handler's ``.<timestamp>`` or our own
+``.step<N>``) are separate recording windows of that rank, never merged.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainprof.errors import TraceError
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+#: JSON files trainprof itself writes next to traces; never traces.
+NOT_TRACES = frozenset({"cluster_summary.json"})
+
+_WINDOW_TOKEN = re.compile(r"^(?P<worker>.*?)\.(?:step)?(?P<window>\d+)$")
+_RANK_PATTERNS = (
+    re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)(?![0-9])", re.IGNORECASE),  # rank-3, rank_3, rank3
+    re.compile(r"^profile_(\d+)$"),  # accelerate's Accelerator.profile()
+    re.compile(r"^worker[-_]?(\d+)$", re.IGNORECASE),  # tensorboard_trace_handler worker names
+)
+
+
+@dataclass(frozen=True)
+class TraceName:
+    """What a trace's file name says: the worker, its window token, and the rank if named."""
+
+    worker: str
+    window_token: int | None
+    rank: int | None
+
+
+def find_trace_files(path: Path) -> list[Path]:
+    """The trace files at ``path``: the file itself, or every trace under a folder."""
+    if not path.exists():
+        raise TraceError(f"{path} does not exist.")
+    if path.is_file():
+        return [path]
+    files = sorted(
+        p
+        for p in path.rglob("*")
+        if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and p.name not in NOT_TRACES
+    )
+    if not files:
+        raise TraceError(f"{path} holds no trace files (*.json or *.json.gz).")
+    return files
+
+
+def parse_name(path: Path) -> TraceName:
+    """Split a file name into worker, window token and rank."""
+    stem = path.name
+    for suffix in (".gz", ".json", ".pt.trace"):
+        stem = stem.removesuffix(suffix)
+    worker, token = stem, None
+    match = _WINDOW_TOKEN.match(stem)
+    if match and match.group("worker"):
+        worker, token = match.group("worker"), int(match.group("window"))
+    rank = None
+    for pattern in _RANK_PATTERNS:
+        found = pattern.search(worker)
+        if found:
+            rank = int(found.group(1))
+            break
+    return TraceName(worker=worker, window_token=token, rank=rank)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a file sits in the job: its rank and window number."""
+
+    rank: int
+    window: int
+
+
+def place(files: list[Path], ranks_in_file: list[int | None]) -> tuple[list[Placement], list[str]]:
+    """Rank and window for each file, plus warnings; two files claiming one window of one rank
+    raise a TraceError naming both."""
+    names = [parse_name(f) for f in files]
+    warnings: list[str] = []
+    group_key: list[tuple] = []
+    for f, n, r in zip(files, names, ranks_in_file, strict=True):
+        rank = r if r is not None else n.rank
+        group_key.append(("rank", rank) if rank is not None else ("worker", str(f.parent), n.worker))
+    known = {k[1] for k in group_key if k[0] == "rank"}
+    unnamed = sorted({k for k in group_key if k[0] == "worker"})
+    next_rank = max(known, default=-1) + 1
+    assigned: dict[tuple, int] = {}
+    for key in unnamed:
+        assigned[key] = next_rank
+        next_rank += 1
+    if unnamed and len(files) > 1:
+        warnings.append(
+            f"{len(unnamed)} trace(s) name no rank (no distributedInfo, no rank in the file name); "
+            f"numbered them as ranks {sorted(assigned.values())} in file-name order."
+        )
+    rank_of = [k[1] if k[0] == "rank" else assigned[k] for k in group_key]
+
+    by_rank: dict[int, list[int]] = {}
+    for i, rank in enumerate(rank_of):
+        by_rank.setdefault(rank, []).append(i)
+    placements: list[Placement | None] = [None] * len(files)
+    for rank, members in by_rank.items():
+        tokens = [names[i].window_token for i in members]
+        if len(members) > 1 and (None in tokens or len(set(tokens)) < len(tokens)):
+            a, b = _first_clash(members, tokens)
+            raise TraceError(
+                f"Two files claim rank {rank}: {files[a]} and {files[b]}; "
+                "analyse them separately or give each its own folder."
+            )
+        ordered = sorted(members, key=lambda i: names[i].window_token or 0)
+        for window, i in enumerate(ordered):
+            placements[i] = Placement(rank=rank, window=window)
+    return [p for p in placements if p is not None], warnings
+
+
+def _first_clash(members: list[int], tokens: list[int | None]) -> tuple[int, int]:
+    for x in range(len(members)):
+        for y in range(x + 1, len(members)):
+            if tokens[x] is None or tokens[y] is None or tokens[x] == tokens[y]:
+                return members[x], members[y]
+    return members[0], members[1]

@@ -1,0 +1,96 @@
+"""Load Kineto trace files (one file, or a folder of ranks) into columnar ``Trace`` objects."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from trainprof.errors import TraceError
+from trainprof.trace import decode, discover
+from trainprof.trace.model import Trace
+
+#: Called as ``progress(files_done, files_total, current_file)`` while loading.
+Progress = Callable[[int, int, Path], None]
+
+
+def load_file(path: str | os.PathLike[str], rank: int = 0, window: int = 0) -> Trace:
+    """Decode one trace file. Raises ``TraceError`` when it is unreadable or not a trace."""
+    path = Path(path)
+    data = decode.read_bytes(path)
+    raw_events, metadata = decode.decode(path, data)
+    del data
+    events, memory, flows, threads, t0 = decode.to_columns(path, raw_events)
+    del raw_events
+    notes = []
+    base_ns = metadata.get("baseTimeNanoseconds")
+    if isinstance(base_ns, int | float) and base_ns:
+        t0 += base_ns / 1000.0  # newer exports store ts relative to this base
+    return Trace(
+        path=path,
+        rank=rank,
+        window=window,
+        t0_us=t0,
+        events=events,
+        memory=memory,
+        flows=flows,
+        threads=threads,
+        metadata=metadata,
+        notes=notes,
+    )
+
+
+def rank_in_trace(trace: Trace) -> int | None:
+    """``distributedInfo.rank`` when the trace records it."""
+    info = trace.metadata.get("distributedInfo")
+    rank = info.get("rank") if isinstance(info, dict) else None
+    return rank if isinstance(rank, int) and rank >= 0 else None
+
+
+def iter_traces(path: str | os.PathLike[str], progress: Progress | None = None) -> Iterator[Trace]:
+    """Each trace file under ``path`` in turn, with a provisional rank (see ``place_traces``)."""
+    files = discover.find_trace_files(Path(path))
+    single = len(files) == 1
+    for i, file in enumerate(files):
+        if progress:
+            progress(i, len(files), file)
+        try:
+            trace = load_file(file)
+        except TraceError as exc:
+            if single or not _is_not_a_trace(exc):
+                raise
+            warnings.warn(f"Skipping {file}: {exc}", stacklevel=2)
+            continue
+        yield trace
+    if progress:
+        progress(len(files), len(files), files[-1])
+
+
+def _is_not_a_trace(exc: TraceError) -> bool:
+    return "not a trace" in str(exc)
+
+
+def place_traces(traces: list[Trace]) -> list[str]:
+    """Give each trace its final rank and window number; returns warnings for the user."""
+    if not traces:
+        return []
+    placements, notes = discover.place(
+        [t.path for t in traces], [rank_in_trace(t) for t in traces]
+    )
+    for trace, placement in zip(traces, placements, strict=True):
+        trace.rank, trace.window = placement.rank, placement.window
+    return notes
+
+
+def load(path: str | os.PathLike[str], progress: Progress | None = None) -> list[Trace]:
+    """Every trace under ``path`` (a file or a folder), ordered by rank then window.
+
+    Raises ``TraceError`` for a missing path, a folder without traces, or an unreadable file.
+    """
+    traces = list(iter_traces(path, progress))
+    if not traces:
+        raise TraceError(f"{path} holds no Kineto traces.")
+    for note in place_traces(traces):
+        warnings.warn(note, stacklevel=2)
+    return sorted(traces, key=lambda t: (t.rank, t.window))
