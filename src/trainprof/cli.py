@@ -1,0 +1,149 @@
+"""The ``trainprof`` command: parses arguments and calls the Python API, nothing more."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+from trainprof import __version__
+from trainprof.errors import TrainprofError
+
+#: Exit codes: 0 fine, 1 a check failed (e.g. a regression gate), 2 bad input or usage.
+EXIT_BAD_INPUT = 2
+
+
+def _add_analyze(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("analyze", help="analyse a trace file or a folder of ranks")
+    p.add_argument("path", type=Path, help="a .json or .json.gz trace, or a folder of them")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("-o", "--output", type=Path, help="write the result to this file")
+    p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    p.set_defaults(func=cmd_analyze)
+
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="record and analyse a small built-in training job (CPU)")
+    p.add_argument("--out", type=Path, default=Path("trainprof-demo"))
+    p.add_argument("--steps", type=int, default=30)
+    p.set_defaults(func=cmd_demo)
+
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    # Parsed lazily by the capture layer, so that other commands never import torch.
+    p = sub.add_parser("run", help="profile a training script without changing it", add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_run)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    try:
+        from trainprof.capture.runner import add_run_arguments, run_command
+    except ImportError as exc:
+        print(f"trainprof: `trainprof run` needs PyTorch ({exc}).", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    parser = argparse.ArgumentParser(prog="trainprof run")
+    add_run_arguments(parser)
+    return int(run_command(parser.parse_args(args.rest)) or 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trainprof", description="Find out why a PyTorch training run is slow."
+    )
+    parser.add_argument("--version", action="version", version=f"trainprof {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_analyze(sub)
+    _add_demo(sub)
+    _add_run(sub)
+    return parser
+
+
+def _analyze_path(path: Path, show_progress: bool):
+    from trainprof.analysis.overview import analyze
+    from trainprof.report.progress import delayed_progress
+
+    with delayed_progress(show_progress) as progress:
+        return analyze(path, progress=progress)
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from trainprof.report.json import to_json_bytes, write_json
+
+    as_json = args.format == "json"
+    analysis = _analyze_path(args.path, show_progress=not (as_json or args.no_progress))
+    if as_json:
+        if args.output:
+            write_json(analysis, args.output)
+        else:
+            sys.stdout.buffer.write(to_json_bytes(analysis))
+        return 0
+    from trainprof.report.text import print_analysis
+
+    if args.output:
+        from rich.console import Console
+
+        from trainprof.fileio import atomic_write_text
+
+        console = Console(record=True, width=120, file=open(os.devnull, "w"))  # noqa: SIM115
+        print_analysis(analysis, console)
+        atomic_write_text(args.output, console.export_text())
+    else:
+        print_analysis(analysis)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from trainprof.demo import record_demo
+    from trainprof.report.json import write_json
+    from trainprof.report.text import print_analysis
+
+    console = Console()
+    console.print(f"Training a small model on the CPU for {args.steps} steps, with the profiler on…")
+    trace_dir = record_demo(args.out / "traces", steps=args.steps)
+    analysis = _analyze_path(trace_dir, show_progress=True)
+    print_analysis(analysis, console)
+    result = write_json(analysis, args.out / "analysis.json")
+    console.print(f"Traces in {trace_dir}/, the JSON result in {result}.")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            warnings.formatwarning = _one_line_warning  # type: ignore[assignment]
+            return int(args.func(args) or 0)
+    except TrainprofError as exc:
+        print(f"trainprof: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("trainprof: interrupted.", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # a bug: say so in one line, keep the traceback for debugging
+        if os.environ.get("TRAINPROF_DEBUG"):
+            raise
+        print(
+            f"trainprof: internal error ({type(exc).__name__}: {exc}); "
+            "set TRAINPROF_DEBUG=1 for the traceback and please report it.",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:  # noqa: ANN001
+    return f"trainprof: warning: {message}\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""A progress bar that appears only when loading takes more than a second, on a terminal."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+#: Loads shorter than this never show a bar.
+SHOW_AFTER_S = 1.0
+
+
+class _DelayedBar:
+    def __init__(self, console: Console) -> None:
+        self._console = console
+        self._lock = threading.Lock()
+        self._progress: Progress | None = None
+        self._task = None
+        self._state = (0, 1, "")
+        self._timer = threading.Timer(SHOW_AFTER_S, self._show)
+        self._timer.daemon = True
+        self._closed = False
+
+    def start(self) -> None:
+        self._timer.start()
+
+    def _show(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._progress = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed}/{task.total} files"),
+                TimeElapsedColumn(),
+                console=self._console,
+                transient=True,
+            )
+            done, total, name = self._state
+            self._task = self._progress.add_task(f"Analysing {name}", total=total, completed=done)
+            self._progress.start()
+
+    def update(self, done: int, total: int, path: Path) -> None:
+        with self._lock:
+            self._state = (done, total, path.name)
+            if self._progress is not None:
+                self._progress.update(
+                    self._task, completed=done, total=total, description=f"Analysing {path.name}"
+                )
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._timer.cancel()
+            if self._progress is not None:
+                self._progress.stop()
+
+
+@contextmanager
+def delayed_progress(enabled: bool, console: Console | None = None) -> Iterator:
+    """Yield a ``progress(done, total, path)`` callback, or None when disabled."""
+    console = console or Console(stderr=True)
+    if not enabled or not console.is_terminal:
+        yield None
+        return
+    bar = _DelayedBar(console)
+    bar.start()
+    try:
+        yield bar.update
+    finally:
+        bar.close()

@@ -1,0 +1,167 @@
+"""The terminal report: rich tables, times in ms, shares that add up to 100%."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from trainprof.analysis.breakdown import ALL_CATEGORIES
+from trainprof.analysis.overview import Analysis, RankAnalysis
+from trainprof.analysis.phases import PHASES
+
+_LABELS = {
+    "kernel": "Kernel",
+    "memcpy": "Memcpy",
+    "memset": "Memset",
+    "communication": "Communication",
+    "runtime": "Runtime (launch API)",
+    "dataloader": "DataLoader",
+    "cpu_exec": "CPU Exec",
+    "other": "Other",
+}
+_BAR = 24
+
+
+def _bar(pct: float) -> Text:
+    filled = round(max(0.0, min(pct, 100.0)) / 100 * _BAR)
+    return Text("█" * filled + "·" * (_BAR - filled), style="cyan")
+
+
+def _fmt(value: float | None, unit: str = "%", digits: int = 1) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}{unit}"
+
+
+def step_table(r: RankAnalysis) -> Table:
+    s = r.steps
+    t = Table(title=f"Step time ({s['count']} steps, from {r.step_source})", title_justify="left")
+    for col in ("mean", "median", "p90", "min", "max"):
+        t.add_column(col, justify="right")
+    t.add_column("CV", justify="right")
+    t.add_row(*(f"{s[k + '_ms']:.1f} ms" for k in ("mean", "median", "p90", "min", "max")),
+              f"{s['cv'] * 100:.1f}%")
+    return t
+
+
+def breakdown_table(r: RankAnalysis) -> Table:
+    t = Table(title="Where the step time goes", title_justify="left")
+    t.add_column("category")
+    t.add_column("ms/step", justify="right")
+    t.add_column("share", justify="right")
+    t.add_column("")
+    for c in ALL_CATEGORIES:
+        pct = r.breakdown_pct[c]
+        if pct < 0.05 and c in ("memset", "communication"):
+            continue
+        t.add_row(_LABELS[c], f"{r.breakdown_ms[c]:.2f}", f"{pct:.1f}%", _bar(pct))
+    return t
+
+
+def phases_table(r: RankAnalysis) -> Table:
+    t = Table(title="Training phases (host timeline)", title_justify="left")
+    t.add_column("phase")
+    t.add_column("ms/step", justify="right")
+    t.add_column("share", justify="right")
+    t.add_column("")
+    for p in PHASES:
+        pct = r.phases_pct[p]
+        t.add_row(p, f"{r.phases_ms[p]:.2f}", f"{pct:.1f}%", _bar(pct))
+    return t
+
+
+def gpu_table(r: RankAnalysis) -> Table | None:
+    if not r.gpus:
+        return None
+    t = Table(title="GPU (over the step window)", title_justify="left",
+              caption="* estimated from launch sizes", caption_justify="left")
+    for col in ("device", "utilisation", "SM efficiency*", "occupancy*", "Tensor Core time"):
+        t.add_column(col, justify="right")
+    for g in r.gpus:
+        t.add_row(str(g.device), _fmt(g.utilization_pct), _fmt(g.sm_efficiency_pct),
+                  _fmt(g.achieved_occupancy_pct), _fmt(g.tensor_core_pct))
+    return t
+
+
+def timeline_table(r: RankAnalysis) -> Table | None:
+    tl = r.timeline
+    if tl is None:
+        return None
+    t = Table(title=f"GPU timeline ({tl.span_ms:.1f} ms analysed)", title_justify="left")
+    t.add_column("")
+    t.add_column("share", justify="right")
+    t.add_column("")
+    rows = (
+        ("busy", tl.busy_pct),
+        ("idle", tl.idle_pct),
+        ("compute", tl.compute_pct),
+        ("communication", tl.communication_pct),
+        ("  exposed (not under compute)", tl.exposed_communication_pct),
+        ("memcpy / memset", tl.memcpy_pct),
+        ("  exposed", tl.exposed_memcpy_pct),
+    )
+    for label, pct in rows:
+        t.add_row(label, _fmt(pct), _bar(pct))
+    if tl.comm_comp_overlap_pct is not None:
+        t.add_row("communication hidden by compute", _fmt(tl.comm_comp_overlap_pct), "")
+    return t
+
+
+def rank_panel(r: RankAnalysis) -> Panel:
+    parts = [step_table(r), breakdown_table(r), phases_table(r)]
+    parts += [x for x in (gpu_table(r), timeline_table(r)) if x is not None]
+    parts += [Text(f"note: {n}", style="yellow") for n in r.notes]
+    window = f", window {r.window}" if r.window else ""
+    title = f"rank {r.rank}{window} · {r.device} · {r.path.name}"
+    return Panel(Group(*parts), title=title, title_align="left")
+
+
+def ranks_table(a: Analysis) -> Table:
+    t = Table(title=f"{len(a.ranks)} ranks / windows (shares of step time)", title_justify="left",
+              box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+    for col in ("rank", "win", "step ms", "kernel", "comm", "data", "cpu", "GPU util",
+                "exp.comm", ""):
+        t.add_column(col, justify="right", no_wrap=True, min_width=max(len(col), 4 if col else 7))
+    means = [r.steps["mean_ms"] for r in a.ranks]
+    slowest, fastest = max(means), min(means)
+    for r in a.ranks:
+        b = r.breakdown_pct
+        mark = ""
+        if slowest != fastest:
+            mark = {slowest: "slowest", fastest: "fastest"}.get(r.steps["mean_ms"], "")
+        gpu, tl = r.gpu, r.timeline
+        t.add_row(
+            str(r.rank), str(r.window), f"{r.steps['mean_ms']:.1f}",
+            f"{b['kernel']:.0f}%", f"{b['communication']:.0f}%", f"{b['dataloader']:.0f}%",
+            f"{b['cpu_exec']:.0f}%", _fmt(gpu.utilization_pct if gpu else None, "%", 0),
+            _fmt(tl.exposed_communication_pct if tl else None, "%", 0), mark,
+        )
+    return t
+
+
+def findings_panel(a: Analysis) -> Panel | None:
+    if not a.findings:
+        return None
+    lines = []
+    for f in a.findings:
+        d = f.to_dict() if hasattr(f, "to_dict") else f
+        lines.append(Text(f"[{d['severity']}] {d['title']}", style="bold"))
+    return Panel(Group(*lines), title="Findings", title_align="left")
+
+
+def print_analysis(analysis: Analysis, console: Console | None = None) -> None:
+    """Print the overview of every rank (a summary table first when there are several)."""
+    console = console or Console()
+    panel = findings_panel(analysis)
+    if panel is not None:
+        console.print(panel)
+    if len(analysis.ranks) > 1:
+        console.print(ranks_table(analysis))
+        slowest = max(analysis.ranks, key=lambda r: r.steps["mean_ms"])
+        console.print(Text(f"Details of the slowest: rank {slowest.rank}", style="bold"))
+        console.print(rank_panel(slowest))
+    else:
+        console.print(rank_panel(analysis.ranks[0]))
+    for note in analysis.notes:
+        console.print(Text(f"note: {note}", style="yellow"))
