@@ -100,6 +100,9 @@ def decode(path: Path, data: bytes) -> tuple[list[_Event], dict[str, Any]]:
             raise TraceError(f"{path} is not JSON (it starts with {data.lstrip()[:12]!r}).")
         parsed = _FILE_DECODER.decode(data)
     except msgspec.ValidationError as exc:
+        if str(exc).startswith("Number out of range"):
+            where = str(exc).rpartition(" - at ")[2]
+            raise TraceError(f"{path} holds a number too large to represent (at {where}).") from None
         raise TraceError(f"{path} is not a Kineto trace: {exc}.") from None
     except msgspec.DecodeError as exc:
         raise TraceError(f"{path} is not valid JSON (truncated or corrupt): {exc}.") from None
@@ -131,7 +134,8 @@ def _float_or_nan(value: Any) -> float:
 
 
 def _id_column(values: list[Any]) -> np.ndarray:
-    """int64 ids; ids beyond 64 bits or non-integers are mapped to distinct negative codes."""
+    """int64 ids (-1 when absent); ids beyond 62 bits or that are not integers get distinct
+    codes from 2**62 up, so that equal ids stay equal and joins still work."""
     try:
         return np.array(values, dtype=np.int64)
     except (OverflowError, TypeError, ValueError):
@@ -141,7 +145,7 @@ def _id_column(values: list[Any]) -> np.ndarray:
             if type(v) is int and -1 <= v < 2**62:
                 out[i] = v
             else:
-                out[i] = codes.setdefault(v, -2 - len(codes))
+                out[i] = codes.setdefault(v, 2**62 + len(codes))
         return out
 
 

@@ -1,0 +1,47 @@
+"""Shared fixtures: the real traces in ../shared/traces and the synthetic trace builder."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "traces"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+KINETO = SHARED / "kineto" / "tb_plugin"
+RESNET_W0 = KINETO / "samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+RESNET_W0_SPAN2 = KINETO / "samples/resnet50_num_workers_0/worker0.1623143566756.pt.trace.json.gz"
+RESNET_W4 = KINETO / "samples/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"
+RESNET_W4_SPAN2 = KINETO / "samples/resnet50_num_workers_4/worker0.1623213129365.pt.trace.json.gz"
+HTA = SHARED / "hta" / "tests" / "data"
+NS_TRACE = HTA / "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+NCCL_TRACE = HTA / "nccl_parser_config/nccl_data.json.gz"
+TRACE_FILTER = HTA / "trace_filter"
+BIG_TRACE = HTA / "df_index_resolver/df_index_resolver.json.gz"
+ALEXNET = HTA / "critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"
+H100 = SHARED / "tracelens" / "tests" / "traces" / "h100"
+TIMESFORMER = H100 / "facebook_timesformer-base-finetuned-k400__1016002.json.gz"
+BERT = H100 / "gaunernst_bert-small-uncased__1016001.json.gz"
+PARAM = SHARED / "param/et_replay/tests/inputs/resnet_kineto.json.gz"
+COMPILED = SHARED / "jupytertracerviz" / "trace.json"
+GPU_METRICS = KINETO / "test/gpu_metrics_input.json"
+RESULT_CHECK = KINETO / "test/result_check_file.txt"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not SHARED.is_dir():
+        raise pytest.UsageError(
+            f"The real traces are missing: expected them at {os.path.relpath(SHARED)} "
+            "(the shared/ folder beside the repository)."
+        )
+
+
+@pytest.fixture
+def builder():
+    from tracegen import TraceBuilder
+
+    return TraceBuilder()
