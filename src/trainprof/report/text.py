@@ -120,8 +120,10 @@ def rank_panel(r: RankAnalysis) -> Panel:
 def ranks_table(a: Analysis) -> Table:
     t = Table(title=f"{len(a.ranks)} ranks / windows (shares of step time)", title_justify="left",
               box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
-    for col in ("rank", "win", "step ms", "kernel", "comm", "data", "cpu", "GPU util",
-                "exp.comm", ""):
+    windows = any(r.window for r in a.ranks)
+    columns = ["rank", *(["win"] if windows else []), "step ms", "kernel", "comm", "data", "cpu",
+               "GPU util", "exp.comm", ""]
+    for col in columns:
         t.add_column(col, justify="right", no_wrap=True, min_width=max(len(col), 4 if col else 7))
     means = [r.steps["mean_ms"] for r in a.ranks]
     slowest, fastest = max(means), min(means)
@@ -132,7 +134,7 @@ def ranks_table(a: Analysis) -> Table:
             mark = {slowest: "slowest", fastest: "fastest"}.get(r.steps["mean_ms"], "")
         gpu, tl = r.gpu, r.timeline
         t.add_row(
-            str(r.rank), str(r.window), f"{r.steps['mean_ms']:.1f}",
+            str(r.rank), *([str(r.window)] if windows else []), f"{r.steps['mean_ms']:.1f}",
             f"{b['kernel']:.0f}%", f"{b['communication']:.0f}%", f"{b['dataloader']:.0f}%",
             f"{b['cpu_exec']:.0f}%", _fmt(gpu.utilization_pct if gpu else None, "%", 0),
             _fmt(tl.exposed_communication_pct if tl else None, "%", 0), mark,
