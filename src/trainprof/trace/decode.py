@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import re
 import zlib
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,7 @@ _METADATA_KEYS = (
     "traceName",
 )
 _FILE_DECODER = msgspec.json.Decoder(_TraceFile)
+_FIRST_CHAR = re.compile(rb"\S")
 _LIST_DECODER = msgspec.json.Decoder(list[_Event])
 
 
@@ -85,19 +87,21 @@ def read_bytes(path: Path) -> bytes:
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as exc:
             raise TraceError(f"{path} is not a readable gzip file ({exc}).") from None
-    if not data.strip():
+    if _FIRST_CHAR.search(data) is None:
         raise TraceError(f"{path} is empty.")
     return data
 
 
 def decode(path: Path, data: bytes) -> tuple[list[_Event], dict[str, Any]]:
     """Parse the JSON into typed events and the top-level metadata we keep."""
-    head = data.lstrip()[:1]
+    first = _FIRST_CHAR.search(data)
+    head = first.group(0) if first else b""
     try:
         if head == b"[":
             return _LIST_DECODER.decode(data), {}
         if head != b"{":
-            raise TraceError(f"{path} is not JSON (it starts with {data.lstrip()[:12]!r}).")
+            start = first.start() if first else 0
+            raise TraceError(f"{path} is not JSON (it starts with {data[start:start + 12]!r}).")
         parsed = _FILE_DECODER.decode(data)
     except msgspec.ValidationError as exc:
         if str(exc).startswith("Number out of range"):
@@ -151,121 +155,120 @@ def _id_column(values: list[Any]) -> np.ndarray:
 
 def to_columns(path: Path, events: list[_Event]) -> tuple[Events, MemoryEvents, Flows, list, float]:
     """Columns for complete, memory and flow events, times relative to the earliest event."""
-    x_events: list[_Event] = []
-    mem_events: list[_Event] = []
-    flow_events: list[_Event] = []
-    for e in events:
-        ph = e.ph
-        if ph == "X":
-            x_events.append(e)
-        elif ph == "i" or ph == "I":
-            if e.name == "[memory]":
-                mem_events.append(e)
-        elif ph == "s" or ph == "f" or ph == "t":
-            flow_events.append(e)
+    x_events = [e for e in events if e.ph == "X"]
+    mem_events = [e for e in events if e.name == "[memory]" and e.ph in ("i", "I")]
+    flow_events = [e for e in events if e.ph in ("s", "f", "t")]
     if not x_events and not mem_events:
         raise TraceError(f"{path} holds no trace events (the profiler recorded nothing).")
-
     threads: dict[tuple[Any, Any], int] = {}
     try:
-        t0 = math.floor(min(e.ts for e in x_events)) if x_events else math.floor(mem_events[0].ts)
+        first = x_events if x_events else mem_events
+        t0 = math.floor(min(e.ts for e in first))
     except TypeError:
         raise TraceError(f"{path} has events without a numeric 'ts' timestamp.") from None
     except (OverflowError, ValueError):
         raise TraceError(f"{path} has a timestamp that is not a finite number.") from None
     return (
         _complete_columns(path, x_events, threads, t0),
-        _memory_columns(mem_events, t0),
-        _flow_columns(flow_events, threads, t0),
+        _memory_columns(path, mem_events, t0),
+        _flow_columns(path, flow_events, threads, t0),
         list(threads),
         float(t0),
     )
 
 
+def _numbers(path: Path, values: list[Any], what: str) -> np.ndarray:
+    """float64 column from Python numbers (None -> nan); a non-number is a TraceError."""
+    try:
+        return np.array([math.nan if v is None else v for v in values], dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        out = np.array([_float_or_nan(v) for v in values], dtype=np.float64)
+        if what in ("ts", "dur") and np.isnan(out).any():
+            raise TraceError(f"{path} has an event whose '{what}' is not a number.") from None
+        return out
+
+
+def _thread_ids(events: list[_Event], threads: dict) -> np.ndarray:
+    """Index of each event's (pid, tid) in ``threads``, adding threads not seen yet."""
+    keys = [(e.pid, e.tid) for e in events]
+    for key in dict.fromkeys(keys):
+        if key not in threads:
+            threads[key] = len(threads)
+    return np.array([threads[k] for k in keys], dtype=np.int32)
+
+
 def _complete_columns(path: Path, events: list[_Event], threads: dict, t0: float) -> Events:
     n = len(events)
     names: list[str] = []
-    by_key: dict[tuple[str, str], tuple[int, int, int]] = {}
-    kind = np.empty(n, dtype=np.uint8)
-    name = np.empty(n, dtype=np.int32)
-    flags = np.empty(n, dtype=np.uint8)
-    tid = np.empty(n, dtype=np.int32)
-    ts = [0.0] * n
-    dur = [0.0] * n
-    device = [-1] * n
-    stream = [-1] * n
-    corr: list[Any] = [-1] * n
-    ext: list[Any] = [-1] * n
-    bps = [math.nan] * n
-    occ = [math.nan] * n
-    nbytes = [math.nan] * n
-    device_kinds = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
-    for i, e in enumerate(events):
-        cat, nm = e.cat, e.name
-        key = (cat, nm)
-        hit = by_key.get(key)
-        if hit is None:
-            if not isinstance(cat, str) or not isinstance(nm, str):
-                cat, nm = str(cat), str(nm)
-            k = model.classify(cat, nm)
-            hit = by_key[key] = (int(k), len(names), model.name_flags(k, nm))
-            names.append(nm)
-        k, name[i], flags[i] = hit
-        kind[i] = k
-        thread = (e.pid, e.tid)
-        t = threads.get(thread)
-        if t is None:
-            t = threads[thread] = len(threads)
-        tid[i] = t
-        ts[i] = e.ts
-        d = e.dur
-        dur[i] = d if d is not None else 0.0
-        a = e.args
-        if a is not None:
-            c = a.correlation
-            if c is not None:
-                corr[i] = c
-            x = a.external_id if a.external_id is not None else a.external_id_old
-            if x is not None:
-                ext[i] = x
-            if k in device_kinds:
-                device[i] = _int_or(a.device if a.device is not None else e.pid, -1)
-                stream[i] = _int_or(a.stream if a.stream is not None else e.tid, -1)
-                if a.blocks_per_sm is not None:
-                    bps[i] = _float_or_nan(a.blocks_per_sm)
-                if a.occupancy is not None:
-                    occ[i] = _float_or_nan(a.occupancy)
-                if a.bytes is not None:
-                    nbytes[i] = _float_or_nan(a.bytes)
-        elif k in device_kinds:
-            device[i] = _int_or(e.pid, -1)
-            stream[i] = _int_or(e.tid, -1)
-    try:
-        ts_arr = np.array(ts, dtype=np.float64) - t0
-        dur_arr = np.array(dur, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TraceError(f"{path} has an event whose 'ts' or 'dur' is not a number.") from None
+    by_key: dict[tuple[Any, Any], tuple[int, int, int]] = {}
+
+    def describe(key: tuple[Any, Any]) -> tuple[int, int, int]:
+        cat, nm = (k if isinstance(k, str) else str(k) for k in key)
+        kind = model.classify(cat, nm)
+        by_key[key] = hit = (int(kind), len(names), model.name_flags(kind, nm))
+        names.append(nm)
+        return hit
+
+    hits = [by_key.get(k) or describe(k) for k in [(e.cat, e.name) for e in events]]
+    kind = np.array([h[0] for h in hits], dtype=np.uint8)
+    name = np.array([h[1] for h in hits], dtype=np.int32)
+    flags = np.array([h[2] for h in hits], dtype=np.uint8)
+    del hits
+    ts_arr = _numbers(path, [e.ts for e in events], "ts") - t0
+    dur_arr = _numbers(path, [e.dur for e in events], "dur")
     if not (np.isfinite(ts_arr).all() and np.isfinite(dur_arr).all()):
         raise TraceError(f"{path} has a timestamp or duration that is not a finite number.")
     dur_arr = np.maximum(dur_arr, 0.0)  # a negative duration is a recording glitch, not time
+
+    args = [e.args for e in events]
+    corr = [-1 if a is None or a.correlation is None else a.correlation for a in args]
+    ext = [
+        -1 if a is None else a.external_id if a.external_id is not None
+        else -1 if a.external_id_old is None else a.external_id_old
+        for a in args
+    ]
+    # Device-side fields only for the (few) kernels, copies and memsets.
+    device_idx = np.flatnonzero(np.isin(kind, [Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET]))
+    device = np.full(n, -1, dtype=np.int16)
+    stream = np.full(n, -1, dtype=np.int64)
+    bps = np.full(n, np.nan, dtype=np.float32)
+    occ = np.full(n, np.nan, dtype=np.float32)
+    nbytes = np.full(n, np.nan, dtype=np.float64)
+    if len(device_idx):
+        dev_events = [events[i] for i in device_idx]
+        dev_args = [args[i] or _NO_ARGS for i in device_idx]
+        device[device_idx] = [
+            _int_or(a.device if a.device is not None else e.pid, -1)
+            for e, a in zip(dev_events, dev_args, strict=True)
+        ]
+        stream[device_idx] = [
+            _int_or(a.stream if a.stream is not None else e.tid, -1)
+            for e, a in zip(dev_events, dev_args, strict=True)
+        ]
+        bps[device_idx] = _numbers(path, [a.blocks_per_sm for a in dev_args], "args")
+        occ[device_idx] = _numbers(path, [a.occupancy for a in dev_args], "args")
+        nbytes[device_idx] = _numbers(path, [a.bytes for a in dev_args], "args")
     order = np.argsort(ts_arr, kind="stable")
     cols = Events(
         kind=kind,
         name=name,
         ts=ts_arr,
         dur=dur_arr,
-        tid=tid,
-        device=np.array(device, dtype=np.int16),
-        stream=np.array(stream, dtype=np.int64),
+        tid=_thread_ids(events, threads),
+        device=device,
+        stream=stream,
         correlation=_id_column(corr),
         external_id=_id_column(ext),
-        blocks_per_sm=np.array(bps, dtype=np.float32),
-        occupancy=np.array(occ, dtype=np.float32),
-        nbytes=np.array(nbytes, dtype=np.float64),
+        blocks_per_sm=bps,
+        occupancy=occ,
+        nbytes=nbytes,
         flags=flags,
         names=names,
     )
     return _take(cols, order)
+
+
+_NO_ARGS = _Args()
 
 
 def _take(ev: Events, order: np.ndarray) -> Events:
@@ -274,63 +277,38 @@ def _take(ev: Events, order: np.ndarray) -> Events:
     return Events(
         **{
             f: getattr(ev, f)[order]
-            for f in (
-                "kind name ts dur tid device stream correlation external_id blocks_per_sm "
-                "occupancy nbytes flags"
-            ).split()
+            for f in ["kind", "name", "ts", "dur", "tid", "device", "stream", "correlation", "external_id", "blocks_per_sm", "occupancy", "nbytes", "flags"]
         },
         names=ev.names,
     )
 
 
-def _memory_columns(events: list[_Event], t0: float) -> MemoryEvents:
-    n = len(events)
-    cols = {k: [math.nan] * n for k in ("ts", "type", "id", "bytes", "alloc", "reserved", "addr")}
-    for i, e in enumerate(events):
-        cols["ts"][i] = _float_or_nan(e.ts)
-        a = e.args
-        if a is None:
-            continue
-        cols["type"][i] = _float_or_nan(a.device_type)
-        cols["id"][i] = _float_or_nan(a.device_id)
-        cols["bytes"][i] = _float_or_nan(a.mem_bytes)
-        cols["alloc"][i] = _float_or_nan(a.total_allocated)
-        cols["reserved"][i] = _float_or_nan(a.total_reserved)
-        cols["addr"][i] = _float_or_nan(a.addr)
-    ts = np.array(cols["ts"], dtype=np.float64) - t0
+def _memory_columns(path: Path, events: list[_Event], t0: float) -> MemoryEvents:
+    args = [e.args or _NO_ARGS for e in events]
+    ts = _numbers(path, [e.ts for e in events], "ts") - t0
     order = np.argsort(ts, kind="stable")
+
+    def column(values: list[Any]) -> np.ndarray:
+        return _numbers(path, values, "args")[order]
+
     return MemoryEvents(
         ts=ts[order],
-        device_type=np.nan_to_num(np.array(cols["type"])[order], nan=-1).astype(np.int8),
-        device_id=np.nan_to_num(np.array(cols["id"])[order], nan=-1).astype(np.int16),
-        nbytes=np.array(cols["bytes"], dtype=np.float64)[order],
-        total_allocated=np.array(cols["alloc"], dtype=np.float64)[order],
-        total_reserved=np.array(cols["reserved"], dtype=np.float64)[order],
-        addr=np.array(cols["addr"], dtype=np.float64)[order],
+        device_type=np.nan_to_num(column([a.device_type for a in args]), nan=-1).astype(np.int8),
+        device_id=np.nan_to_num(column([a.device_id for a in args]), nan=-1).astype(np.int16),
+        nbytes=column([a.mem_bytes for a in args]),
+        total_allocated=column([a.total_allocated for a in args]),
+        total_reserved=column([a.total_reserved for a in args]),
+        addr=column([a.addr for a in args]),
     )
 
 
-def _flow_columns(events: list[_Event], threads: dict, t0: float) -> Flows:
-    n = len(events)
-    ids: list[Any] = [-1] * n
-    phase = np.empty(n, dtype=np.uint8)
-    ts = [math.nan] * n
-    tid = np.empty(n, dtype=np.int32)
-    fwdbwd = np.empty(n, dtype=bool)
-    for i, e in enumerate(events):
-        ids[i] = e.id if e.id is not None else -1
-        phase[i] = 0 if e.ph == "s" else 1
-        ts[i] = _float_or_nan(e.ts)
-        thread = (e.pid, e.tid)
-        t = threads.get(thread)
-        if t is None:
-            t = threads[thread] = len(threads)
-        tid[i] = t
-        fwdbwd[i] = e.cat == "fwdbwd" or e.cat == "forward_backward"
+def _flow_columns(path: Path, events: list[_Event], threads: dict, t0: float) -> Flows:
     return Flows(
-        id=_id_column(ids),
-        phase=phase,
-        ts=np.array(ts, dtype=np.float64) - t0,
-        tid=tid,
-        forward_backward=fwdbwd,
+        id=_id_column([-1 if e.id is None else e.id for e in events]),
+        phase=np.array([e.ph != "s" for e in events], dtype=np.uint8),
+        ts=_numbers(path, [e.ts for e in events], "ts") - t0,
+        tid=_thread_ids(events, threads),
+        forward_backward=np.array(
+            [e.cat == "fwdbwd" or e.cat == "forward_backward" for e in events], dtype=bool
+        ),
     )
