@@ -46,3 +46,9 @@ def test_weighted_union_sums_and_caps():
                                       np.array([0.6, 0.7]))
     assert iv.weighted_total(points, level, 0, 20) == pytest.approx(5 * 0.6 + 5 * 1.0 + 5 * 0.7)
     assert iv.weighted_total(points, level, 0, 5) == pytest.approx(3.0)
+
+
+def test_negative_times_are_handled():
+    u = iv.union(np.array([-50.0, -45.0, -10.0]), np.array([-40.0, -30.0, -5.0]))
+    assert list(u.starts) == [-50.0, -10.0] and list(u.ends) == [-30.0, -5.0]
+    assert u.total() == 25.0

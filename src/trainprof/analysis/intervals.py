@@ -45,7 +45,7 @@ def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
     new_run[1:] = starts[1:] > reach[:-1]
     run_ids = np.cumsum(new_run) - 1
     out_starts = starts[new_run]
-    out_ends = np.zeros(len(out_starts))
+    out_ends = np.full(len(out_starts), -np.inf)
     np.maximum.at(out_ends, run_ids, ends)
     return Intervals(out_starts, out_ends)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import warnings
 from collections.abc import Callable, Iterator
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from trainprof.errors import TraceError
 from trainprof.trace import decode, discover
+from trainprof.trace.columns import ColumnBuilder
 from trainprof.trace.model import Trace
 
 #: Called as ``progress(files_done, files_total, current_file)`` while loading.
@@ -18,12 +20,21 @@ Progress = Callable[[int, int, Path], None]
 def load_file(path: str | os.PathLike[str], rank: int = 0, window: int = 0) -> Trace:
     """Decode one trace file. Raises ``TraceError`` when it is unreadable or not a trace."""
     path = Path(path)
-    data = decode.read_bytes(path)
-    raw_events, metadata = decode.decode(path, data)
-    del data
-    events, memory, flows, threads, t0 = decode.to_columns(path, raw_events)
-    del raw_events
-    notes = []
+    gc_was_on = gc.isenabled()
+    gc.disable()  # millions of short-lived, acyclic objects: collection only costs time here
+    try:
+        data = decode.read_bytes(path)
+        array, metadata = decode.decode(path, data)
+        try:
+            columns = ColumnBuilder(path).add_all(decode.event_chunks(path, array)).finish()
+        except decode.SplitError:
+            columns = ColumnBuilder(path).add_all(decode.event_chunks(path, array, True)).finish()
+        del array, data
+    finally:
+        if gc_was_on:
+            gc.enable()
+    events, memory, flows, threads, t0 = columns
+    notes: list[str] = []
     base_ns = metadata.get("baseTimeNanoseconds")
     if isinstance(base_ns, int | float) and base_ns:
         t0 += base_ns / 1000.0  # newer exports store ts relative to this base

@@ -1,0 +1,238 @@
+"""Typed events to columns, chunk by chunk, with names and threads interned across chunks."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trainprof.errors import TraceError
+from trainprof.trace import model
+from trainprof.trace.decode import _Args, _Event
+from trainprof.trace.model import Events, Flows, Kind, MemoryEvents
+
+_NO_ARGS = _Args()
+_DEVICE_KINDS = [Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET]
+_EVENT_FIELDS = ("kind", "name", "ts", "dur", "tid", "device", "stream", "correlation",
+                 "external_id", "blocks_per_sm", "occupancy", "nbytes", "flags")
+_MEMORY_FIELDS = ("ts", "device_type", "device_id", "nbytes", "total_allocated",
+                  "total_reserved", "addr")
+_FLOW_FIELDS = ("id", "phase", "ts", "tid", "forward_backward")
+
+
+def _int_or(value: Any, default: int) -> int:
+    if type(value) is int:
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
+        return int(value)
+    if isinstance(value, str):
+        digits = value.rsplit(" ", 1)[-1]  # "stream 7"
+        if digits.lstrip("-").isdigit():
+            return int(digits)
+    return default
+
+
+def _float_or_nan(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
+
+
+@dataclass
+class ColumnBuilder:
+    """Accumulates columns from chunks of typed events; ``finish`` sorts and joins them."""
+
+    path: Path
+    names: list[str] = field(default_factory=list)
+    threads: dict[tuple[Any, Any], int] = field(default_factory=dict)
+    t0: float | None = None
+    _kinds: dict[tuple[Any, Any], tuple[int, int, int]] = field(default_factory=dict)
+    _id_codes: dict[Any, int] = field(default_factory=dict)
+    _events: list[dict[str, np.ndarray]] = field(default_factory=list)
+    _memory: list[dict[str, np.ndarray]] = field(default_factory=list)
+    _flows: list[dict[str, np.ndarray]] = field(default_factory=list)
+
+    def add(self, events: list[_Event]) -> None:
+        complete = [e for e in events if e.ph == "X"]
+        memory = [e for e in events if e.name == "[memory]" and e.ph in ("i", "I")]
+        flows = [e for e in events if e.ph in ("s", "f", "t")]
+        if self.t0 is None and (complete or memory or flows):
+            self.t0 = self._first_ts(complete or memory or flows)
+        if complete:
+            self._events.append(self._complete(complete))
+        if memory:
+            self._memory.append(self._memory_columns(memory))
+        if flows:
+            self._flows.append(self._flow_columns(flows))
+
+    def add_all(self, chunks: Iterable[list[_Event]]) -> ColumnBuilder:
+        for chunk in chunks:
+            self.add(chunk)
+            del chunk
+        return self
+
+    def finish(self) -> tuple[Events, MemoryEvents, Flows, list, float]:
+        if not self._events and not self._memory:
+            raise TraceError(f"{self.path} holds no trace events (the profiler recorded nothing).")
+        ev = _joined(self._events, _EVENT_FIELDS, {"kind": np.uint8, "name": np.int32,
+                                                   "tid": np.int32, "flags": np.uint8})
+        mem = _joined(self._memory, _MEMORY_FIELDS, {"device_type": np.int8,
+                                                     "device_id": np.int16})
+        flows = _joined(self._flows, _FLOW_FIELDS, {"id": np.int64, "phase": np.uint8,
+                                                    "tid": np.int32, "forward_backward": bool})
+        events = Events(**_sorted_by_ts(ev), names=self.names)
+        return (
+            events,
+            MemoryEvents(**_sorted_by_ts(mem)),
+            Flows(**flows),
+            list(self.threads),
+            self.t0,
+        )
+
+    # -- one chunk -------------------------------------------------------------------------
+
+    def _first_ts(self, events: list[_Event]) -> float:
+        try:
+            return float(math.floor(min(e.ts for e in events)))
+        except TypeError:
+            raise TraceError(f"{self.path} has events without a numeric 'ts' timestamp.") from None
+        except (OverflowError, ValueError):
+            raise TraceError(f"{self.path} has a timestamp that is not a finite number.") from None
+
+    def _numbers(self, values: list[Any], what: str) -> np.ndarray:
+        """float64 column from Python numbers (None -> nan); bad times are a TraceError."""
+        try:
+            out = np.array([math.nan if v is None else v for v in values], dtype=np.float64)
+        except (TypeError, ValueError, OverflowError):
+            out = np.array([_float_or_nan(v) for v in values], dtype=np.float64)
+        if what in ("ts", "dur") and not np.isfinite(out).all():
+            if what == "ts" and any(not isinstance(v, int | float) for v in values):
+                raise TraceError(f"{self.path} has events without a numeric 'ts' timestamp.")
+            raise TraceError(f"{self.path} has an event whose '{what}' is not a finite number.")
+        return out
+
+    def _ids(self, values: list[Any]) -> np.ndarray:
+        """int64 ids (-1 when absent); ids beyond 62 bits, or not integers, get distinct codes
+        from 2**62 up, so that equal ids stay equal and joins still work."""
+        try:
+            return np.array(values, dtype=np.int64)
+        except (OverflowError, TypeError, ValueError):
+            codes = self._id_codes
+            out = np.empty(len(values), dtype=np.int64)
+            for i, v in enumerate(values):
+                if type(v) is int and -1 <= v < 2**62:
+                    out[i] = v
+                else:
+                    out[i] = codes.setdefault(v, 2**62 + len(codes))
+            return out
+
+    def _thread_ids(self, events: list[_Event]) -> np.ndarray:
+        keys = [(e.pid, e.tid) for e in events]
+        threads = self.threads
+        for key in dict.fromkeys(keys):
+            if key not in threads:
+                threads[key] = len(threads)
+        return np.array([threads[k] for k in keys], dtype=np.int32)
+
+    def _describe(self, key: tuple[Any, Any]) -> tuple[int, int, int]:
+        cat, name = (k if isinstance(k, str) else str(k) for k in key)
+        kind = model.classify(cat, name)
+        self._kinds[key] = hit = (int(kind), len(self.names), model.name_flags(kind, name))
+        self.names.append(name)
+        return hit
+
+    def _complete(self, events: list[_Event]) -> dict[str, np.ndarray]:
+        n = len(events)
+        kinds = self._kinds
+        hits = [kinds.get(k) or self._describe(k) for k in [(e.cat, e.name) for e in events]]
+        kind = np.array([h[0] for h in hits], dtype=np.uint8)
+        cols = {
+            "kind": kind,
+            "name": np.array([h[1] for h in hits], dtype=np.int32),
+            "flags": np.array([h[2] for h in hits], dtype=np.uint8),
+            "ts": self._numbers([e.ts for e in events], "ts") - self.t0,
+            # A negative duration is a recording glitch, not time.
+            "dur": np.maximum(self._numbers([e.dur for e in events], "dur"), 0.0),
+            "tid": self._thread_ids(events),
+        }
+        del hits
+        args = [e.args for e in events]
+        cols["correlation"] = self._ids(
+            [-1 if a is None or a.correlation is None else a.correlation for a in args]
+        )
+        cols["external_id"] = self._ids([
+            -1 if a is None else a.external_id if a.external_id is not None
+            else -1 if a.external_id_old is None else a.external_id_old
+            for a in args
+        ])
+        cols.update(self._device_fields(events, args, kind, n))
+        return cols
+
+    def _device_fields(self, events, args, kind: np.ndarray, n: int) -> dict[str, np.ndarray]:
+        """Device-side fields, read only for the (few) kernels, copies and memsets."""
+        idx = np.flatnonzero(np.isin(kind, _DEVICE_KINDS))
+        out = {
+            "device": np.full(n, -1, dtype=np.int16),
+            "stream": np.full(n, -1, dtype=np.int64),
+            "blocks_per_sm": np.full(n, np.nan, dtype=np.float32),
+            "occupancy": np.full(n, np.nan, dtype=np.float32),
+            "nbytes": np.full(n, np.nan, dtype=np.float64),
+        }
+        if not len(idx):
+            return out
+        dev_events = [events[i] for i in idx]
+        dev_args = [args[i] or _NO_ARGS for i in idx]
+        pairs = list(zip(dev_events, dev_args, strict=True))
+        out["device"][idx] = [_int_or(e.pid if a.device is None else a.device, -1) for e, a in pairs]
+        out["stream"][idx] = [_int_or(e.tid if a.stream is None else a.stream, -1) for e, a in pairs]
+        out["blocks_per_sm"][idx] = self._numbers([a.blocks_per_sm for a in dev_args], "args")
+        out["occupancy"][idx] = self._numbers([a.occupancy for a in dev_args], "args")
+        out["nbytes"][idx] = self._numbers([a.bytes for a in dev_args], "args")
+        return out
+
+    def _memory_columns(self, events: list[_Event]) -> dict[str, np.ndarray]:
+        args = [e.args or _NO_ARGS for e in events]
+        num = self._numbers
+        return {
+            "ts": num([e.ts for e in events], "ts") - self.t0,
+            "device_type": np.nan_to_num(num([a.device_type for a in args], "args"), nan=-1),
+            "device_id": np.nan_to_num(num([a.device_id for a in args], "args"), nan=-1),
+            "nbytes": num([a.mem_bytes for a in args], "args"),
+            "total_allocated": num([a.total_allocated for a in args], "args"),
+            "total_reserved": num([a.total_reserved for a in args], "args"),
+            "addr": num([a.addr for a in args], "args"),
+        }
+
+    def _flow_columns(self, events: list[_Event]) -> dict[str, np.ndarray]:
+        return {
+            "id": self._ids([-1 if e.id is None else e.id for e in events]),
+            "phase": np.array([e.ph != "s" for e in events], dtype=np.uint8),
+            "ts": self._numbers([_float_or_nan(e.ts) for e in events], "args") - self.t0,
+            "tid": self._thread_ids(events),
+            "forward_backward": np.array(
+                [e.cat == "fwdbwd" or e.cat == "forward_backward" for e in events], dtype=bool
+            ),
+        }
+
+
+def _joined(parts: list[dict[str, np.ndarray]], fields: tuple[str, ...],
+            dtypes: dict[str, Any]) -> dict[str, np.ndarray]:
+    if not parts:
+        return {f: np.empty(0, dtype=dtypes.get(f, np.float64)) for f in fields}
+    if len(parts) == 1:
+        return {f: parts[0][f].astype(dtypes.get(f, parts[0][f].dtype), copy=False)
+                for f in fields}
+    return {f: np.concatenate([p[f] for p in parts]).astype(dtypes.get(f, parts[0][f].dtype),
+                                                             copy=False) for f in fields}
+
+
+def _sorted_by_ts(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    order = np.argsort(cols["ts"], kind="stable")
+    if len(order) and np.all(order[1:] > order[:-1]):
+        return cols
+    return {k: v[order] for k, v in cols.items()}

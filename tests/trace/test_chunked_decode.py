@@ -1,0 +1,44 @@
+"""Big event arrays are decoded in chunks; the numbers must not change."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import BERT, BIG_TRACE
+
+import trainprof
+from trainprof.trace import decode
+from trainprof.trace.load import load_file
+
+
+def result(path):
+    data = trainprof.analyze(path).to_dict()["ranks"][0]
+    data.pop("file")
+    return data
+
+
+@pytest.mark.parametrize("trace", [BIG_TRACE, BERT], ids=["pretty", "minified"])
+def test_chunked_equals_whole(trace, monkeypatch):
+    whole = result(trace)
+    whole_events = len(load_file(trace).events)
+    monkeypatch.setattr(decode, "CHUNK_BYTES", 64 * 1024)
+    assert result(trace) == whole
+    assert len(load_file(trace).events) == whole_events
+
+
+def test_boundary_inside_a_nested_object_falls_back_to_whole(tmp_path, monkeypatch, builder):
+    builder.step(1, 0, 100)
+    for i in range(200):
+        ev = builder.op(f"op{i}", i * 0.5, 0.5)
+        ev["args"]["nested"] = [{"a": i}, {"b": i}]
+    doc = builder.document()
+    # Kineto-like layout: one event per block, and nested lists of objects over several lines.
+    text = json.dumps(doc, indent=2)
+    assert "},\n" in text
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    monkeypatch.setattr(decode, "CHUNK_BYTES", 2048)
+    rank = trainprof.analyze(path).ranks[0]
+    assert rank.breakdown_pct["cpu_exec"] == pytest.approx(100)
+    assert len(load_file(path).events) == 201
