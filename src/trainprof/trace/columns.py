@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from trainprof.errors import TraceError
@@ -18,7 +19,8 @@ from trainprof.trace.model import Events, Flows, Kind, MemoryEvents
 _NO_ARGS = _Args()
 _DEVICE_KINDS = [Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET]
 _EVENT_FIELDS = ("kind", "name", "ts", "dur", "tid", "device", "stream", "correlation",
-                 "external_id", "blocks_per_sm", "occupancy", "nbytes", "flags")
+                 "external_id", "blocks_per_sm", "occupancy", "nbytes", "flags", "flops", "shape",
+                 "stack", "detail")
 _MEMORY_FIELDS = ("ts", "device_type", "device_id", "nbytes", "total_allocated",
                   "total_reserved", "addr")
 _FLOW_FIELDS = ("id", "phase", "ts", "tid", "forward_backward")
@@ -53,6 +55,9 @@ class ColumnBuilder:
     t0: float | None = None
     _kinds: dict[tuple[Any, Any], tuple[int, int, int]] = field(default_factory=dict)
     _id_codes: dict[Any, int] = field(default_factory=dict)
+    _shapes: dict[bytes, int] = field(default_factory=dict)
+    _stacks: dict[bytes, int] = field(default_factory=dict)
+    details: list[dict[str, Any]] = field(default_factory=list)
     _events: list[dict[str, np.ndarray]] = field(default_factory=list)
     _memory: list[dict[str, np.ndarray]] = field(default_factory=list)
     _flows: list[dict[str, np.ndarray]] = field(default_factory=list)
@@ -79,13 +84,20 @@ class ColumnBuilder:
     def finish(self) -> tuple[Events, MemoryEvents, Flows, list, float]:
         if not self._events and not self._memory:
             raise TraceError(f"{self.path} holds no trace events (the profiler recorded nothing).")
-        ev = _joined(self._events, _EVENT_FIELDS, {"kind": np.uint8, "name": np.int32,
-                                                   "tid": np.int32, "flags": np.uint8})
+        ev = _joined(self._events, _EVENT_FIELDS, {
+            "kind": np.uint8, "name": np.int32, "tid": np.int32, "flags": np.uint8,
+            "shape": np.int32, "stack": np.int32, "detail": np.int32})
         mem = _joined(self._memory, _MEMORY_FIELDS, {"device_type": np.int8,
                                                      "device_id": np.int16})
         flows = _joined(self._flows, _FLOW_FIELDS, {"id": np.int64, "phase": np.uint8,
                                                     "tid": np.int32, "forward_backward": bool})
-        events = Events(**_sorted_by_ts(ev), names=self.names)
+        events = Events(
+            **_sorted_by_ts(ev),
+            names=self.names,
+            shapes=[b.decode("utf-8", "replace") for b in self._shapes],
+            stacks=[_json_string(b) for b in self._stacks],
+            details=self.details,
+        )
         return (
             events,
             MemoryEvents(**_sorted_by_ts(mem)),
@@ -171,7 +183,32 @@ class ColumnBuilder:
             for a in args
         ])
         cols.update(self._device_fields(events, args, kind, n))
+        cols.update(self._op_fields(args, n, kind, cols["flags"]))
         return cols
+
+    def _op_fields(self, args: list[_Args | None], n: int, kind: np.ndarray,
+                   flags: np.ndarray) -> dict[str, np.ndarray]:
+        """Shapes, stacks and FLOPs of host ops; launch and collective details."""
+        present = [i for i, a in enumerate(args) if a is not None]
+        shape = np.full(n, -1, dtype=np.int32)
+        stack = np.full(n, -1, dtype=np.int32)
+        detail = np.full(n, -1, dtype=np.int32)
+        flops = np.full(n, np.nan)
+        if not present:
+            return {"shape": shape, "stack": stack, "detail": detail, "flops": flops}
+        shape[present] = _interned(self._shapes, [args[i].input_dims for i in present])
+        stack[present] = _interned(self._stacks, [args[i].call_stack for i in present])
+        flops[present] = self._numbers([args[i].flops for i in present], "args")
+        # Details only where they exist: kernels and communication.
+        wanted = (kind == Kind.KERNEL) | ((flags & model.FLAG_COMM) != 0)
+        for i in np.flatnonzero(wanted):
+            if args[i] is None:
+                continue
+            d = args[i].detail()
+            if d is not None:
+                detail[i] = len(self.details)
+                self.details.append(d)
+        return {"shape": shape, "stack": stack, "detail": detail, "flops": flops}
 
     def _device_fields(self, events, args, kind: np.ndarray, n: int) -> dict[str, np.ndarray]:
         """Device-side fields, read only for the (few) kernels, copies and memsets."""
@@ -218,6 +255,30 @@ class ColumnBuilder:
                 [e.cat == "fwdbwd" or e.cat == "forward_backward" for e in events], dtype=bool
             ),
         }
+
+
+def _interned(table: dict[bytes, int], raws: list[Any]) -> list[int]:
+    """Index of each raw value in ``table`` (added when new); -1 for an absent value."""
+    out = []
+    for raw in raws:
+        if not len(raw):
+            out.append(-1)
+            continue
+        key = bytes(raw)
+        idx = table.get(key)
+        if idx is None:
+            idx = table[key] = len(table)
+        out.append(idx)
+    return out
+
+
+def _json_string(raw: bytes) -> str:
+    """A JSON string value as text (call stacks are strings in the trace)."""
+    try:
+        value = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return raw.decode("utf-8", "replace")
+    return value if isinstance(value, str) else str(value)
 
 
 def _joined(parts: list[dict[str, np.ndarray]], fields: tuple[str, ...],

@@ -35,6 +35,31 @@ class _Args(msgspec.Struct, gc=False):
     total_allocated: Any = msgspec.field(name="Total Allocated", default=None)
     total_reserved: Any = msgspec.field(name="Total Reserved", default=None)
     addr: Any = msgspec.field(name="Addr", default=None)
+    # Kept raw (no Python objects built) and interned later: they repeat every step.
+    input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default_factory=msgspec.Raw)
+    call_stack: msgspec.Raw = msgspec.field(name="Call stack", default_factory=msgspec.Raw)
+    flops: Any = None
+    # Launch configuration of kernels, and collective metadata (record_param_comms, NCCL).
+    grid: Any = None
+    block: Any = None
+    registers: Any = msgspec.field(name="registers per thread", default=None)
+    shared_memory: Any = msgspec.field(name="shared memory", default=None)
+    collective: Any = msgspec.field(name="Collective name", default=None)
+    in_nelems: Any = msgspec.field(name="In msg nelems", default=None)
+    out_nelems: Any = msgspec.field(name="Out msg nelems", default=None)
+    group_size: Any = msgspec.field(name="Group size", default=None)
+    dtype: Any = None
+    pg_name: Any = msgspec.field(name="Process Group Name", default=None)
+    pg_ranks: Any = msgspec.field(name="Process Group Ranks", default=None)
+
+    def detail(self) -> dict[str, Any] | None:
+        """Launch configuration and collective metadata, when the event has any."""
+        out = {k: getattr(self, k) for k in _DETAIL_FIELDS if getattr(self, k) is not None}
+        return out or None
+
+
+_DETAIL_FIELDS = ("grid", "block", "registers", "shared_memory", "collective", "in_nelems",
+                  "out_nelems", "group_size", "dtype", "pg_name", "pg_ranks")
 
 
 class _Event(msgspec.Struct, gc=False):

@@ -168,9 +168,14 @@ class Events:
     occupancy: np.ndarray  # float32, est. achieved occupancy %, nan when absent
     nbytes: np.ndarray  # float64, bytes moved by a memcpy/memset, nan when absent
     flags: np.ndarray  # uint8, FLAG_* derived from the name
+    flops: np.ndarray  # float64, the op's FLOPs when recorded with_flops, nan otherwise
+    shape: np.ndarray  # int32 into shapes (the op's "Input Dims" as JSON), -1 when absent
+    stack: np.ndarray  # int32 into stacks (the "Call stack" string), -1 when absent
+    detail: np.ndarray  # int32 into details (launch configuration, collective metadata), -1
     names: list[str]
-    #: Raw per-event args kept only where an analysis needs them later (index -> args dict).
-    extra: dict[int, dict[str, Any]] = field(default_factory=dict)
+    shapes: list[str] = field(default_factory=list)
+    stacks: list[str] = field(default_factory=list)
+    details: list[dict[str, Any]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ts)

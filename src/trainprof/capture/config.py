@@ -1,0 +1,116 @@
+"""`ProfileConfig`: accelerate's `ProfileKwargs` fields and meanings, plus trainprof's defaults."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity
+
+#: Where traces go when neither `output_trace_dir` nor `on_trace_ready` is given.
+DEFAULT_OUTPUT_DIR = "trainprof-traces"
+
+#: Skip 5 steps (lazy initialisation, allocator growth, autotuning and compilation happen there),
+#: warm the profiler up for 1, record 3, once. A long loop is recorded once, in steady state.
+DEFAULT_SCHEDULE: Mapping[str, int] = {"skip_first": 0, "wait": 5, "warmup": 1, "active": 3, "repeat": 1}
+
+SCHEDULE_KEYS = frozenset({"wait", "warmup", "active", "repeat", "skip_first", "skip_first_wait"})
+
+_ACTIVITY_NAMES = {
+    "cpu": "CPU",
+    "cuda": "CUDA",
+    "xpu": "XPU",
+    "mtia": "MTIA",
+    "hpu": "HPU",
+    "privateuse1": "PrivateUse1",
+}
+
+
+def machine_activities() -> list[str]:
+    """The activities this machine can record: the CPU plus whichever accelerator is present."""
+    names = ["cpu"]
+    if torch.cuda.is_available():  # true on ROCm too; Kineto records HIP kernels as CUDA
+        names.append("cuda")
+    xpu = getattr(torch, "xpu", None)
+    if xpu is not None and xpu.is_available():
+        names.append("xpu")
+    return names
+
+
+def to_torch_activity(name: str | ProfilerActivity) -> ProfilerActivity:
+    """Maps "cpu", "cuda", ... to `torch.profiler.ProfilerActivity`, as accelerate does."""
+    if isinstance(name, ProfilerActivity):
+        return name
+    attr = _ACTIVITY_NAMES.get(str(name).lower())
+    if attr is None or not hasattr(ProfilerActivity, attr):
+        raise ValueError(f"unknown profiler activity {name!r}; use one of {sorted(_ACTIVITY_NAMES)}")
+    return getattr(ProfilerActivity, attr)
+
+
+@dataclass
+class ProfileConfig:
+    """What to record and where; field names and meanings follow accelerate's `ProfileKwargs`.
+
+    Differences, all on purpose: `activities=None` means what this machine has; a missing
+    `schedule_option` means `DEFAULT_SCHEDULE` (pass `{}` to record every step as one cycle);
+    `output_trace_dir=None` means `DEFAULT_OUTPUT_DIR` unless `on_trace_ready` is given; `ranks`
+    limits recording to some global ranks (None: all).
+    """
+
+    activities: list[str] | None = None
+    schedule_option: Mapping[str, int] | None = None
+    on_trace_ready: Callable[[Any], None] | None = None
+    record_shapes: bool = False
+    profile_memory: bool = False
+    with_stack: bool = False
+    with_flops: bool = False
+    with_modules: bool = False
+    output_trace_dir: str | os.PathLike[str] | None = None
+    ranks: Collection[int] | int | None = None
+
+    def __post_init__(self) -> None:
+        # Check now, so a typo fails at the call site rather than warning mid-training.
+        for name in self.activities or ():
+            to_torch_activity(name)
+        unknown = set(self.schedule_option or {}) - SCHEDULE_KEYS
+        if unknown:
+            raise ValueError(f"unknown schedule_option keys {sorted(unknown)}; use {sorted(SCHEDULE_KEYS)}")
+        if isinstance(self.ranks, int):
+            self.ranks = (self.ranks,)
+
+    @classmethod
+    def from_profile_kwargs(cls, kwargs: Any) -> ProfileConfig:
+        """Builds a config from accelerate's `ProfileKwargs` (or anything with the same fields)."""
+        names = [f.name for f in dataclasses.fields(cls) if f.name != "ranks"]
+        return cls(**{name: getattr(kwargs, name) for name in names if hasattr(kwargs, name)})
+
+    def with_options(self, **options: Any) -> ProfileConfig:
+        """A copy with some fields replaced; an unknown name is a `TypeError` that lists the valid ones."""
+        valid = {f.name for f in dataclasses.fields(self)}
+        unknown = set(options) - valid
+        if unknown:
+            raise TypeError(f"unknown profile option(s) {sorted(unknown)}; valid: {sorted(valid)}")
+        return dataclasses.replace(self, **options)
+
+    def torch_activities(self) -> list[ProfilerActivity]:
+        return [to_torch_activity(name) for name in (self.activities or machine_activities())]
+
+    def torch_schedule(self) -> Callable[[int], Any] | None:
+        """The torch schedule, or None (record every step) for an empty `schedule_option`."""
+        option = DEFAULT_SCHEDULE if self.schedule_option is None else self.schedule_option
+        if not option:
+            return None
+        return torch.profiler.schedule(**option)
+
+    def trace_dir(self) -> str | os.PathLike[str] | None:
+        """Where trace files go, or None when only the user's `on_trace_ready` handles traces."""
+        if self.output_trace_dir is None and self.on_trace_ready is None:
+            return DEFAULT_OUTPUT_DIR
+        return self.output_trace_dir
+
+    def records_rank(self, rank: int) -> bool:
+        return self.ranks is None or rank in self.ranks  # type: ignore[operator]

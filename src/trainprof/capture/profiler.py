@@ -1,0 +1,165 @@
+"""`trainprof.profile`: torch.profiler with a schedule, one gzipped trace per rank and cycle, and
+no way to break the training loop it records.
+
+    with trainprof.profile(output_trace_dir="traces") as prof:
+        for batch in loader:
+            ...              # the training step, unchanged
+            prof.step()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainprof.capture.config import ProfileConfig
+from trainprof.capture.ranks import current_rank
+from trainprof.capture.safety import WarnOnce
+from trainprof.capture.writer import write_trace
+
+__all__ = ["ProfileConfig", "Recorder", "profile"]
+
+
+def profile(config: Any = None, /, *, accelerator: Any = None, **options: Any) -> Recorder:
+    """Records training with torch.profiler; use as a context manager and call `.step()` per step.
+
+    `config` is a `ProfileConfig`, an accelerate `ProfileKwargs`, or None; keyword `options` (any
+    `ProfileConfig` field) override it. With an `accelerator`, its rank names the files, its
+    registered `ProfileKwargs` is the default config, and all ranks meet at a barrier on exit.
+    """
+    if config is None and accelerator is not None:
+        config = getattr(accelerator, "profile_handler", None)
+    if config is None:
+        config = ProfileConfig()
+    elif not isinstance(config, ProfileConfig):
+        config = ProfileConfig.from_profile_kwargs(config)
+    config = config.with_options(**options)
+    if accelerator is None:
+        return Recorder(config)
+    return Recorder(
+        config,
+        rank=int(accelerator.process_index),
+        barrier=accelerator.wait_for_everyone,
+    )
+
+
+class Recorder:
+    """A running recording: `start`, `step` once per training step, `stop` (or use `with`).
+
+    Any failure of the profiler or of a write is turned into a single `RecordingWarning`; after a
+    profiler failure the recorder stops recording and `step()` does nothing.
+    """
+
+    def __init__(
+        self,
+        config: ProfileConfig,
+        *,
+        rank: int | None = None,
+        barrier: Callable[[], Any] | None = None,
+    ) -> None:
+        self.config = config
+        self.trace_files: list[Path] = []
+        self.profiler: torch.profiler.profile | None = None
+        self.steps = 0
+        self._fixed_rank = rank
+        self._barrier = barrier
+        self._warn = WarnOnce()
+        self._in_step = False
+
+    @property
+    def rank(self) -> int:
+        return self._fixed_rank if self._fixed_rank is not None else current_rank()
+
+    @property
+    def recording(self) -> bool:
+        return self.profiler is not None
+
+    def start(self) -> Recorder:
+        if not self.config.records_rank(self.rank):
+            return self
+        try:
+            self.profiler = torch.profiler.profile(
+                activities=self.config.torch_activities(),
+                schedule=self.config.torch_schedule(),
+                on_trace_ready=self._on_trace_ready,
+                record_shapes=self.config.record_shapes,
+                profile_memory=self.config.profile_memory,
+                with_stack=self.config.with_stack,
+                with_flops=self.config.with_flops,
+                with_modules=self.config.with_modules,
+            )
+            self.profiler.__enter__()
+        except Exception as error:
+            self._give_up("the profiler could not start; training goes on unrecorded", error)
+        return self
+
+    def step(self) -> None:
+        """Marks the end of one training step (the profiler's `ProfilerStep#N` boundary)."""
+        self.steps += 1
+        if self.profiler is None:
+            return
+        self._in_step = True
+        try:
+            self.profiler.step()
+        except Exception as error:
+            self._give_up("the profiler failed during a step; recording stopped", error)
+        finally:
+            self._in_step = False
+
+    def stop(self) -> None:
+        """Ends recording (writing a cycle in progress) and waits for the other ranks if asked."""
+        profiler, self.profiler = self.profiler, None
+        if profiler is not None:
+            try:
+                profiler.__exit__(None, None, None)
+            except Exception as error:
+                self._warn("the profiler failed while stopping; the last cycle may be lost", error)
+            self._warn_if_nothing_recorded()
+        if self._barrier is not None:
+            try:
+                self._barrier()
+            except Exception as error:
+                self._warn("waiting for the other ranks after recording failed", error)
+
+    def __enter__(self) -> Recorder:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _on_trace_ready(self, profiler: torch.profiler.profile) -> None:
+        # Inside step(), torch has already moved step_num on to the next step.
+        last_step = profiler.step_num - 1 if self._in_step else profiler.step_num
+        out_dir = self.config.trace_dir()
+        if out_dir is not None:
+            try:
+                self.trace_files.append(write_trace(profiler, out_dir, self.rank, last_step))
+            except Exception as error:
+                self._warn(f"could not write a trace to {str(out_dir)!r}; training goes on", error)
+        if self.config.on_trace_ready is not None:
+            try:
+                self.config.on_trace_ready(profiler)
+            except Exception as error:
+                self._warn("the on_trace_ready callback failed; training goes on", error)
+
+    def _give_up(self, message: str, error: BaseException) -> None:
+        self._warn(message, error)
+        profiler, self.profiler = self.profiler, None
+        if profiler is not None:
+            try:  # leave no half-started Kineto session behind for the next profiler
+                profiler.__exit__(None, None, None)
+            except Exception:
+                pass
+
+    def _warn_if_nothing_recorded(self) -> None:
+        if self.trace_files or self.config.trace_dir() is None:
+            return
+        option = self.config.schedule_option
+        self._warn(
+            f"no trace was written: the loop ran {self.steps} step(s), fewer than the schedule "
+            f"{dict(option) if option is not None else 'default'} needs before it records; "
+            "pass a shorter schedule_option"
+        )

@@ -1,0 +1,27 @@
+"""Recording must never break training: failures become one warning, and the loop goes on."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+logger = logging.getLogger("trainprof")
+
+
+class RecordingWarning(UserWarning):
+    """Something went wrong while recording; training carried on without it."""
+
+
+class WarnOnce:
+    """Issues at most one `RecordingWarning` per recording session, however often things fail."""
+
+    def __init__(self) -> None:
+        self.warned = False
+
+    def __call__(self, message: str, error: BaseException | None = None) -> None:
+        if self.warned:
+            logger.debug("trainprof (suppressed repeat): %s %s", message, error or "")
+            return
+        self.warned = True
+        detail = f" ({type(error).__name__}: {error})" if error is not None else ""
+        warnings.warn(f"trainprof: {message}{detail}", RecordingWarning, stacklevel=3)
