@@ -11,6 +11,7 @@ from typing import Any
 from trainprof.analysis.breakdown import step_breakdown
 from trainprof.analysis.gpu import GpuFigures, gpu_figures
 from trainprof.analysis.phases import phase_percentages, step_phases
+from trainprof.analysis.sections import run_sections
 from trainprof.analysis.steps import find_steps, step_stats
 from trainprof.analysis.timeline import Timeline, gpu_timeline
 from trainprof.trace import discover
@@ -39,6 +40,8 @@ class RankAnalysis:
     environment: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     rank_in_trace: int | None = None
+    #: Deep-analysis results by section name (analysis/sections.py).
+    sections: dict[str, Any] = field(default_factory=dict)
 
     @property
     def gpu(self) -> GpuFigures | None:
@@ -62,6 +65,7 @@ class RankAnalysis:
             "timeline": None if self.timeline is None else self.timeline.to_dict(),
             "environment": self.environment,
             "notes": self.notes,
+            **{name: result.to_dict() for name, result in self.sections.items()},
         }
 
 
@@ -110,6 +114,7 @@ def analyze_trace(trace: Trace) -> RankAnalysis:
         environment=environment(trace),
         notes=[*trace.notes, *steps.notes],
         rank_in_trace=rank_in_trace(trace),
+        sections=run_sections(trace, steps),
     )
 
 

@@ -11,6 +11,7 @@ from rich.text import Text
 from trainprof.analysis.breakdown import ALL_CATEGORIES
 from trainprof.analysis.overview import Analysis, RankAnalysis
 from trainprof.analysis.phases import PHASES
+from trainprof.report.sections import RENDERERS
 
 _LABELS = {
     "kernel": "Kernel",
@@ -111,6 +112,11 @@ def timeline_table(r: RankAnalysis) -> Table | None:
 def rank_panel(r: RankAnalysis) -> Panel:
     parts = [step_table(r), breakdown_table(r), phases_table(r)]
     parts += [x for x in (gpu_table(r), timeline_table(r)) if x is not None]
+    for name, result in r.sections.items():
+        render = RENDERERS.get(name)
+        shown = render(result) if render else None
+        if shown is not None:
+            parts.append(shown)
     parts += [Text(f"note: {n}", style="yellow") for n in r.notes]
     window = f", window {r.window}" if r.window else ""
     title = f"rank {r.rank}{window} · {r.device} · {r.path.name}"
