@@ -11,7 +11,7 @@ from typing import Any
 from trainprof.analysis.breakdown import step_breakdown
 from trainprof.analysis.gpu import GpuFigures, gpu_figures
 from trainprof.analysis.phases import phase_percentages, step_phases
-from trainprof.analysis.sections import run_sections
+from trainprof.analysis.sections import run_job_sections, run_sections
 from trainprof.analysis.steps import find_steps, step_stats
 from trainprof.analysis.timeline import Timeline, gpu_timeline
 from trainprof.trace import discover
@@ -81,6 +81,8 @@ class Analysis:
     findings: list[Any] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     source: str = ""
+    #: Job-level results by section name (analysis/sections.py JOB_SECTIONS).
+    job: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -89,6 +91,7 @@ class Analysis:
             "ranks": [r.to_dict() for r in self.ranks],
             "findings": [f.to_dict() if hasattr(f, "to_dict") else f for f in self.findings],
             "notes": self.notes,
+            "job": {name: result.to_dict() for name, result in self.job.items()},
         }
 
 
@@ -159,4 +162,4 @@ def analyze(
 
         raise TraceError(f"{label or 'The input'} holds no Kineto traces.")
     results.sort(key=lambda r: (r.rank, r.window))
-    return Analysis(ranks=results, notes=notes, source=label)
+    return Analysis(ranks=results, notes=notes, source=label, job=run_job_sections(results))

@@ -171,5 +171,10 @@ def print_analysis(analysis: Analysis, console: Console | None = None) -> None:
         console.print(rank_panel(slowest))
     else:
         console.print(rank_panel(analysis.ranks[0]))
+    for name, result in analysis.job.items():
+        render = RENDERERS.get(name)
+        shown = render(result) if render else None
+        if shown is not None:
+            console.print(shown)
     for note in analysis.notes:
         console.print(Text(f"note: {note}", style="yellow"))
