@@ -26,14 +26,14 @@ __all__ = [
 # Names served lazily, so that `import trainprof` stays cheap and torch-free.
 _LAZY = {
     "load": ("trainprof.trace.load", "load"),
-    "analyze": ("trainprof.analysis.overview", "analyze"),
+    "analyze": ("trainprof.pipeline", "analyze"),
     "profile": ("trainprof.capture.profiler", "profile"),
     "ProfileConfig": ("trainprof.capture.profiler", "ProfileConfig"),
     "StepTimer": ("trainprof.capture.steps", "StepTimer"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
-    from trainprof.analysis.overview import analyze
+    from trainprof.pipeline import analyze
     from trainprof.capture.profiler import ProfileConfig, profile
     from trainprof.capture.steps import StepTimer
     from trainprof.trace.load import load

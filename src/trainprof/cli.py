@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _analyze_path(path: Path, show_progress: bool):
-    from trainprof.analysis.overview import analyze
+    from trainprof.pipeline import analyze
     from trainprof.report.progress import delayed_progress
 
     with delayed_progress(show_progress) as progress:

@@ -148,22 +148,33 @@ def ranks_table(a: Analysis) -> Table:
     return t
 
 
-def findings_panel(a: Analysis) -> Panel | None:
+_SEVERITY_STYLE = {"high": "bold red", "medium": "bold yellow", "low": "bold blue"}
+
+
+def findings_panel(a: Analysis) -> Panel:
+    """The verdict: each finding with its cost, evidence and fix; or where the time goes."""
     if not a.findings:
-        return None
-    lines = []
-    for f in a.findings:
-        d = f.to_dict() if hasattr(f, "to_dict") else f
-        lines.append(Text(f"[{d['severity']}] {d['title']}", style="bold"))
-    return Panel(Group(*lines), title="Findings", title_align="left")
+        return Panel(Text("No major bottleneck found. Where the time goes is below."),
+                     title="Verdict", title_align="left", border_style="green")
+    parts = []
+    for i, f in enumerate(a.findings, 1):
+        where = "" if f.rank is None else f" · rank {f.rank}"
+        head = Text(f"{i}. ")
+        head.append(f"[{f.severity}] ", style=_SEVERITY_STYLE[f.severity])
+        head.append(f.title, style="bold")
+        head.append(f"{where} · saves ~{f.saving_pct:.0f}% ({f.saving_ms:.1f} ms/step)")
+        parts.append(head)
+        for e in f.evidence:
+            parts.append(Text(f"     {e}", style="dim"))
+        parts.append(Text(f"     Fix: {f.fix.summary}", style="green"))
+        parts.append(Text(f"     See {f.docs}", style="dim"))
+    return Panel(Group(*parts), title="Findings, most costly first", title_align="left")
 
 
 def print_analysis(analysis: Analysis, console: Console | None = None) -> None:
     """Print the overview of every rank (a summary table first when there are several)."""
     console = console or Console()
-    panel = findings_panel(analysis)
-    if panel is not None:
-        console.print(panel)
+    console.print(findings_panel(analysis))
     if len(analysis.ranks) > 1:
         console.print(ranks_table(analysis))
         slowest = max(analysis.ranks, key=lambda r: r.steps["mean_ms"])

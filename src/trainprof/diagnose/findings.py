@@ -1,0 +1,87 @@
+"""The Finding: what is slow, how sure we are, what it costs, and what to change."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Severity = Literal["high", "medium", "low"]
+SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
+DOCS = "docs/rules.md"
+
+
+@dataclass
+class Evidence:
+    """One measured number behind a finding, with its unit and where it was measured."""
+
+    what: str
+    value: float | int | str
+    unit: str = ""
+    where: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"what": self.what, "value": self.value, "unit": self.unit, "where": self.where}
+
+    def __str__(self) -> str:
+        value = f"{self.value:.1f}" if isinstance(self.value, float) else str(self.value)
+        unit = self.unit if self.unit in ("%", "") else f" {self.unit}"
+        where = f" ({self.where})" if self.where else ""
+        return f"{self.what}: {value}{unit}{where}"
+
+
+@dataclass
+class Fix:
+    """What to change, with a snippet for plain PyTorch and, where it differs, for accelerate."""
+
+    summary: str
+    pytorch: str = ""
+    accelerate: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"summary": self.summary, "pytorch": self.pytorch, "accelerate": self.accelerate}
+
+
+@dataclass
+class Finding:
+    id: str
+    severity: Severity
+    rank: int | None
+    title: str
+    explanation: str
+    evidence: list[Evidence]
+    saving_pct: float
+    saving_ms: float
+    saving_assumption: str
+    fix: Fix
+    window: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def docs(self) -> str:
+        return f"{DOCS}#{self.id.replace('_', '-')}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "severity": self.severity,
+            "rank": self.rank,
+            "window": self.window,
+            "title": self.title,
+            "explanation": self.explanation,
+            "evidence": [e.to_dict() for e in self.evidence],
+            "saving_pct": round(self.saving_pct, 2),
+            "saving_ms": round(self.saving_ms, 3),
+            "saving_assumption": self.saving_assumption,
+            "fix": self.fix.to_dict(),
+            "docs": self.docs,
+            **self.extra,
+        }
+
+
+def ranked(findings: list[Finding]) -> list[Finding]:
+    """Most costly first; ties broken by severity, then by id for a stable order."""
+    return sorted(
+        findings,
+        key=lambda f: (-round(f.saving_pct, 2), SEVERITY_ORDER[f.severity], f.id,
+                       -1 if f.rank is None else f.rank),
+    )

@@ -1,0 +1,24 @@
+"""The whole pipeline behind ``trainprof.analyze``: read, analyse, diagnose."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from trainprof.analysis import overview
+from trainprof.analysis.overview import Analysis
+from trainprof.diagnose.engine import diagnose
+from trainprof.trace.load import Progress
+from trainprof.trace.model import Trace
+
+
+def analyze(
+    source: str | os.PathLike[str] | Iterable[Trace], progress: Progress | None = None
+) -> Analysis:
+    """Analyse a trace file, a folder of ranks, or loaded traces, and diagnose the result.
+
+    Raises ``trainprof.TraceError`` when the input cannot be read as Kineto traces.
+    """
+    analysis = overview.analyze(source, progress=progress)
+    analysis.findings = diagnose(analysis)
+    return analysis
