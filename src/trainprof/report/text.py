@@ -52,9 +52,10 @@ def breakdown_table(r: RankAnalysis) -> Table:
     t.add_column("ms/step", justify="right")
     t.add_column("share", justify="right")
     t.add_column("")
+    device_only = ("kernel", "memcpy", "memset", "runtime") if r.gpu is None else ("memset",)
     for c in ALL_CATEGORIES:
         pct = r.breakdown_pct[c]
-        if pct < 0.05 and c in ("memset", "communication"):
+        if pct < 0.05 and (c in device_only or c == "communication"):
             continue
         t.add_row(_LABELS[c], f"{r.breakdown_ms[c]:.2f}", f"{pct:.1f}%", _bar(pct))
     return t
