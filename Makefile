@@ -28,7 +28,7 @@ lint: setup
 
 bench: setup
 	$(PY) -m pip install -q -e '.[bench]'
-	$(PY) benchmarks/bench_load.py
+	$(PY) benchmarks/bench_analyze.py
 
 clean:
 	rm -rf $(VENV) trainprof-demo .pytest_cache
