@@ -9,9 +9,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from trainprof.errors import TraceError
-from trainprof.trace import decode, discover
+from trainprof.trace import discover
 from trainprof.trace.columns import ColumnBuilder
 from trainprof.trace.model import Trace
+from trainprof.trace.stream import EventReader
 
 #: Called as ``progress(files_done, files_total, current_file)`` while loading.
 Progress = Callable[[int, int, Path], None]
@@ -23,13 +24,9 @@ def load_file(path: str | os.PathLike[str], rank: int = 0, window: int = 0) -> T
     gc_was_on = gc.isenabled()
     gc.disable()  # millions of short-lived, acyclic objects: collection only costs time here
     try:
-        data = decode.read_bytes(path)
-        array, metadata = decode.decode(path, data)
-        try:
-            columns = ColumnBuilder(path).add_all(decode.event_chunks(path, array)).finish()
-        except decode.SplitError:
-            columns = ColumnBuilder(path).add_all(decode.event_chunks(path, array, True)).finish()
-        del array, data
+        reader = EventReader(path)
+        columns = ColumnBuilder(path).add_all(reader.chunks()).finish()
+        metadata = reader.metadata
     finally:
         if gc_was_on:
             gc.enable()

@@ -42,6 +42,9 @@ DEVICE_KINDS = frozenset({Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET})
 LAUNCH_KINDS = frozenset({Kind.RUNTIME, Kind.DRIVER})
 #: Host kinds that count as CPU execution in the step breakdown.
 HOST_KINDS = frozenset({Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON})
+#: Kinds that nest by time on a host thread: the call tree of ops, annotations, Python frames,
+#: steps, and the launch/runtime calls at its leaves.
+CALL_TREE_KINDS = frozenset({*HOST_KINDS, Kind.STEP, *LAUNCH_KINDS})
 
 _CATEGORY_KIND = {
     "kernel": Kind.KERNEL,
@@ -124,10 +127,199 @@ def is_backward(kind: Kind, name: str) -> bool:
     return kind in (Kind.CPU_OP, Kind.USER_ANNOTATION) and bool(_BACKWARD.search(name))
 
 
+# Operators: wrappers the operator table leaves out, as the TensorBoard plugin did (the DataLoader
+# and optimizer wrappers are left out through FLAG_DATALOADER and FLAG_OPTIMIZER).
+_WRAPPER_OPS = frozenset({"DataParallel.forward", "DistributedDataParallel.forward"})
+
+
+def is_operator_row(kind: Kind, name: str) -> bool:
+    """Whether a host event is listed in the operator table (a CPU op, not a step or wrapper)."""
+    return (
+        kind == Kind.CPU_OP
+        and name not in _WRAPPER_OPS
+        and not is_dataloader(kind, name)
+        and not is_optimizer(kind, name)
+    )
+
+
+# Host calls that block the CPU until the device catches up: CUDA runtime and driver, and HIP.
+# Plain (non-Async) memcpy calls are synchronous with the host.
+_SYNC_CALLS = (
+    ("device", re.compile(r"^(?:cuda|hip)(?:Device|Thread)Synchronize$|^cuCtxSynchronize$")),
+    ("stream", re.compile(r"^(?:cuda|hip)StreamSynchronize$|^cuStreamSynchronize$")),
+    ("event", re.compile(r"^(?:cuda|hip)EventSynchronize$|^cuEventSynchronize$")),
+    ("memcpy", re.compile(
+        r"^(?:cuda|hip)Memcpy(?:2D|3D|Peer|ToSymbol|FromSymbol|DtoH|HtoD|DtoD)?$"
+        r"|^cuMemcpy(?:DtoH|HtoD|DtoD|2D|3D|Peer)?(?:_v2)?$")),
+)
+#: Every value ``sync_call_kind`` returns.
+SYNC_KINDS = tuple(kind for kind, _ in _SYNC_CALLS)
+# ``cuda_sync`` events (CUPTI synchronisation records) that block the host; "Stream Wait Event"
+# is a wait of one stream on another on the device, and never blocks the host.
+_HOST_BLOCKING_SYNC_EVENTS = {"Context Sync": "device", "Stream Sync": "stream",
+                              "Event Sync": "event"}
+
+
+def sync_call_kind(kind: Kind, name: str) -> str | None:
+    """"device", "stream", "event" or "memcpy" for a host call that blocks on the device."""
+    if kind in LAUNCH_KINDS:
+        for label, pattern in _SYNC_CALLS:
+            if pattern.match(name):
+                return label
+    elif kind == Kind.SYNC:
+        return _HOST_BLOCKING_SYNC_EVENTS.get(name)
+    return None
+
+
+# Host ops known to make the CPU wait for the device, and why (the words the report uses).
+_SYNC_CAUSES = (
+    (re.compile(r"^aten::(?:item|_local_scalar_dense)$"), "reads a tensor value on the host"),
+    (re.compile(r"^aten::is_nonzero$"), "tensor truth value (if tensor: ...)"),
+    (re.compile(r"^aten::(?:nonzero|masked_select|_unique2?|unique_\w+|unique_consecutive"
+                r"|repeat_interleave|argwhere|masked_scatter)$"),
+     "output size depends on the data"),
+    (re.compile(r"^aten::(?:to|_to_copy|copy_|cpu|tolist)$"), "copies to the host"),
+    (re.compile(r"^aten::(?:equal|allclose)$"), "compares on the host"),
+)
+
+
+def sync_cause(name: str) -> str | None:
+    """Why a host op syncs with the device, when it is one of the known culprits."""
+    for pattern, why in _SYNC_CAUSES:
+        if pattern.match(name):
+            return why
+    return None
+
+
+# Call-stack frames ("path/file.py(123): function") inside PyTorch and the training frameworks,
+# and interpreter built-ins: the source line reported is the first frame that is none of these.
+_FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<function>.*)$")
+_LIBRARY_FRAME = re.compile(
+    r"(?:^|[/\\])(?:torch|functorch|triton|torchvision|torchaudio|accelerate|lightning"
+    r"|pytorch_lightning|lightning_fabric)[/\\]|^<(?:built-in|frozen )|^<string>"
+)
+
+
+def split_frame(frame: str) -> tuple[str, int, str] | None:
+    """(file, line, function) of a frame such as ``path/train.py(42): step``, else None."""
+    match = _FRAME.match(frame.strip())
+    return (match["file"], int(match["line"]), match["function"]) if match else None
+
+
+def is_source_frame(frame: str) -> bool:
+    """Whether a call-stack frame is a line of the user's code (not torch, not a built-in)."""
+    frame = frame.strip()
+    return bool(_FRAME.match(frame)) and not _LIBRARY_FRAME.search(frame)
+
+
 def step_number(name: str) -> int | None:
     """The N of ``ProfilerStep#N``, or None."""
     match = _STEP.match(name)
     return int(match.group(1)) if match else None
+
+
+# Collective types, recognised once from host op names (``nccl:all_reduce``, ``gloo:broadcast``,
+# ``c10d::allreduce_``), ``record_param_comms``' "Collective name" (``allreduce``,
+# ``_allgather_base``) and kernel names (``ncclKernel_AllReduce_RING_LL_Sum_float``,
+# ``ncclDevKernel_ReduceScatter_Sum_f32``). Letters only are compared, so ``all_reduce``,
+# ``allreduce`` and ``AllReduce`` agree; the more specific word is tried first.
+_COLLECTIVE_WORDS = (
+    ("reducescatter", "reduce_scatter"),
+    ("allgather", "all_gather"),
+    ("allreduce", "all_reduce"),
+    ("alltoall", "all_to_all"),
+    ("broadcast", "broadcast"),
+    ("sendrecv", "send_recv"),
+    ("barrier", "barrier"),
+    ("send", "send"),
+    ("recv", "recv"),
+    ("reduce", "reduce"),
+    ("gather", "gather"),
+    ("scatter", "scatter"),
+    ("wait", "wait"),
+)
+#: Every value ``collective_type`` returns.
+COLLECTIVE_TYPES = (*dict.fromkeys(t for _, t in _COLLECTIVE_WORDS), "other")
+_NOT_LETTER = re.compile(r"[^a-z]")
+# Host ops of the backend itself (the collective as it runs), rather than the c10d dispatch
+# wrappers (``c10d::allreduce_``, ``record_param_comms``) around them.
+_BACKEND_COLLECTIVE = re.compile(r"^(?:nccl|gloo|mpi|ucc|xccl|hccl|rccl):")
+
+
+def collective_type(name: str) -> str:
+    """The collective a communication name stands for (one of COLLECTIVE_TYPES)."""
+    head = name.split("(", 1)[0].lower()
+    for prefix in ("ncclkernel_", "nccldevkernel_", "rcclkernel_"):
+        head = head.replace(prefix, "")
+    letters = _NOT_LETTER.sub("", head.split("::")[-1].split(":")[-1])
+    for word, kind in _COLLECTIVE_WORDS:
+        if word in letters:
+            return kind
+    return "other"
+
+
+def is_backend_collective(kind: Kind, name: str) -> bool:
+    """A host range recorded by the communication backend (``nccl:*``, ``gloo:*``, ...)."""
+    return kind in (Kind.CPU_OP, Kind.USER_ANNOTATION) and bool(_BACKEND_COLLECTIVE.match(name))
+
+
+# Element sizes of the dtypes record_param_comms names (c10 ScalarType names and torch names).
+_DTYPE_BYTES = {
+    "double": 8, "float64": 8, "long": 8, "int64": 8, "complexfloat": 8, "complex64": 8,
+    "complexdouble": 16, "complex128": 16, "uint64": 8,
+    "float": 4, "float32": 4, "int": 4, "int32": 4, "uint32": 4,
+    "half": 2, "float16": 2, "bfloat16": 2, "short": 2, "int16": 2, "uint16": 2,
+    "char": 1, "int8": 1, "byte": 1, "uint8": 1, "bool": 1,
+    "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1,
+}
+
+
+def dtype_bytes(dtype: object) -> int | None:
+    """Bytes per element of a collective's ``dtype`` ("Float", "BFloat16", ...), or None."""
+    if not isinstance(dtype, str):
+        return None
+    key = dtype.lower().removeprefix("torch.").removeprefix("c10::")
+    return _DTYPE_BYTES.get(key)
+
+
+# Copies: CUPTI names them "Memcpy <kind> (<src memory> -> <dst memory>)", e.g.
+# "Memcpy HtoD (Pageable -> Device)"; ROCm traces say "CopyHostToDevice" and the like.
+_MEMCPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|PtoP|HtoH|HtoA|AtoH|AtoA|AtoD|DtoA)\b")
+_ROCM_COPY = {"copyhosttodevice": "HtoD", "copydevicetohost": "DtoH",
+              "copydevicetodevice": "DtoD", "copyhosttohost": "HtoH"}
+#: Directions ``memcpy_direction`` returns ("other" for array copies and unknown names).
+MEMCPY_DIRECTIONS = ("HtoD", "DtoH", "DtoD", "PtoP", "HtoH", "other")
+
+
+def memcpy_direction(name: str) -> str:
+    """HtoD, DtoH, DtoD, PtoP (peer to peer), HtoH, or "other", from a memcpy's name."""
+    match = _MEMCPY_KIND.search(name)
+    if match:
+        kind = match.group(1)
+        return kind if kind in MEMCPY_DIRECTIONS else "other"
+    return _ROCM_COPY.get(_NOT_LETTER.sub("", name.lower()), "other")
+
+
+def memcpy_host_memory(name: str) -> str | None:
+    """"pageable" or "pinned" for the host side of a copy when its name says, else None."""
+    lower = name.lower()
+    if "pageable" in lower:
+        return "pageable"
+    if "pinned" in lower:
+        return "pinned"
+    return None
+
+
+# Ops that only allocate (the caching allocator's callers): memory is attributed to the op
+# that called them, as the TensorBoard plugin showed "<parent> (aten::empty)".
+_ALLOCATION_OP = re.compile(
+    r"^aten::(?:empty|empty_strided|empty_like|new_empty|new_empty_strided|resize_)$"
+)
+
+
+def is_allocation_op(name: str) -> bool:
+    """Whether a host op does nothing but allocate (``aten::empty`` and its kin)."""
+    return bool(_ALLOCATION_OP.match(name))
 
 
 #: Name flags, bit values of ``Events.flags``.

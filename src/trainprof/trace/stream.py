@@ -1,0 +1,201 @@
+"""Read a trace file as a stream of typed event chunks, never holding the whole JSON text.
+
+The file is gunzipped block by block. The top-level keys before ``"traceEvents": [`` are
+decoded on their own, the event array is cut at event boundaries (``}`` ``,`` ``{``) into
+pieces of about ``CHUNK_BYTES`` and each piece is decoded with msgspec, and what follows the
+array is decoded last. A cut that falls inside a string or a nested object makes the piece
+invalid JSON, which is how it is detected: the piece is then extended to the next boundary.
+So a cut can never produce wrong events, only a retry.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from trainprof.errors import TraceError
+from trainprof.trace import decode
+from trainprof.trace.decode import _Event
+
+#: Size of the pieces the event array is decoded in.
+CHUNK_BYTES = 8 * 1024 * 1024
+#: Size of the blocks read from disk.
+BLOCK_BYTES = 1024 * 1024
+
+_FIRST_CHAR = re.compile(rb"\S")
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_ERROR_BYTE = re.compile(r"\(byte (\d+)\)")
+
+
+def _cut_is_the_cause(exc: msgspec.DecodeError, piece_len: int) -> bool:
+    """A bad cut breaks a piece at its very end (truncated, or our closing bracket); an error
+    earlier in the piece is in the data itself."""
+    found = _ERROR_BYTE.search(str(exc))
+    return found is None or int(found.group(1)) >= piece_len - 2
+
+
+def byte_blocks(path: Path) -> Iterator[bytes]:
+    """The file's bytes in blocks, gunzipped when it is gzip (by magic number, not name)."""
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 (closed below, also on error)
+    except OSError as exc:
+        raise TraceError(f"Cannot read {path}: {exc.strerror or exc}.") from None
+    with handle:
+        first = handle.read(BLOCK_BYTES)
+        if first[:2] != b"\x1f\x8b":
+            while first:
+                yield first
+                first = handle.read(BLOCK_BYTES)
+            return
+        yield from _gunzip(path, handle, first)
+
+
+def _gunzip(path: Path, handle, first: bytes) -> Iterator[bytes]:
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    block = first
+    try:
+        while block:
+            out = inflate.decompress(block)
+            while inflate.eof and inflate.unused_data:  # another gzip member follows
+                rest = inflate.unused_data
+                inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                out += inflate.decompress(rest)
+            if out:
+                yield out
+            block = handle.read(BLOCK_BYTES)
+        tail = inflate.flush()
+    except zlib.error as exc:
+        raise TraceError(f"{path} is not a readable gzip file ({exc}).") from None
+    if tail:
+        yield tail
+    if not inflate.eof:
+        raise TraceError(f"{path} is not a readable gzip file (it is truncated).")
+
+
+class EventReader:
+    """Iterate ``chunks()`` for lists of typed events; ``metadata`` is complete afterwards."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.metadata: dict[str, Any] = {}
+        self._blocks = byte_blocks(path)
+        self._buf = bytearray()
+        self._eof = False
+        self._bare = False  # the file is a bare event array, not an object
+
+    def _more(self) -> bool:
+        """Append the next block to the buffer; False at the end of the file."""
+        if self._eof:
+            return False
+        block = next(self._blocks, None)
+        if block is None:
+            self._eof = True
+            return False
+        self._buf += block
+        return True
+
+    def _decode(self, data: bytes | bytearray, decoder: msgspec.json.Decoder) -> Any:
+        try:
+            return decoder.decode(data)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            raise decode.trace_error(self.path, exc) from None
+
+    def chunks(self) -> Iterator[list[_Event]]:
+        start = self._array_start()
+        if start is None:  # no event array found: decode the whole document for the error
+            yield from self._whole_document()
+            return
+        yield from self._array_pieces(start)
+
+    def _array_start(self) -> int | None:
+        """Position just after the event array's ``[``; reads the metadata before it."""
+        while True:
+            first = _FIRST_CHAR.search(self._buf)
+            if first is not None or not self._more():
+                break
+        if first is None:
+            raise TraceError(f"{self.path} is empty.")
+        head = self._buf[first.start():first.start() + 1]
+        if head == b"[":
+            self._bare = True
+            return first.end()
+        if head != b"{":
+            sample = bytes(self._buf[first.start():first.start() + 12])
+            raise TraceError(f"{self.path} is not JSON (it starts with {sample!r}).")
+        searched = 0
+        while True:
+            match = _EVENTS_KEY.search(self._buf, max(searched - 32, 0))
+            if match is not None:
+                break
+            searched = len(self._buf)
+            if not self._more():
+                return None
+        try:
+            before = decode.FILE_DECODER.decode(
+                bytes(self._buf[:match.start()]) + b'"traceEvents": []}'
+            )
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return None  # the key sat inside some other value: read the file whole
+        self.metadata.update(decode.metadata_of(before))
+        return match.end()
+
+    def _whole_document(self) -> Iterator[list[_Event]]:
+        while self._more():
+            pass
+        parsed = self._decode(self._buf, decode.FILE_DECODER)
+        self._buf = bytearray()
+        events = parsed.traceEvents
+        if not len(events):
+            raise TraceError(f"{self.path} is JSON but not a trace: it has no 'traceEvents' list.")
+        if _FIRST_CHAR.search(bytes(events)[:64]).group(0) != b"[":
+            raise TraceError(f"{self.path} is not a Kineto trace: 'traceEvents' is not a list.")
+        self.metadata.update(decode.metadata_of(parsed))
+        yield self._decode(events, decode.LIST_DECODER)
+
+    def _array_pieces(self, pos: int) -> Iterator[list[_Event]]:
+        while True:
+            while len(self._buf) - pos < CHUNK_BYTES and self._more():
+                pass
+            piece_end = self._decodable_piece(pos)
+            if piece_end is None:
+                break
+            events, next_pos = piece_end
+            yield events
+            del self._buf[:next_pos]
+            pos = 0
+        tail = bytes(self._buf[pos:])
+        self._buf = bytearray()
+        if self._bare:
+            yield self._decode(b"[" + tail, decode.LIST_DECODER)
+            return
+        parsed = self._decode(b'{"traceEvents": [' + tail, decode.FILE_DECODER)
+        self.metadata.update(decode.metadata_of(parsed))
+        yield self._decode(parsed.traceEvents, decode.LIST_DECODER)
+
+    def _decodable_piece(self, pos: int) -> tuple[list[_Event], int] | None:
+        """The next piece of at least CHUNK_BYTES ending at a real event boundary, decoded,
+        and where the following piece starts; None when the rest is the tail."""
+        search_from = pos + CHUNK_BYTES
+        while True:
+            if search_from >= len(self._buf) and not self._more():
+                return None
+            match = _BOUNDARY.search(self._buf, search_from)
+            if match is None:
+                if not self._more():
+                    return None
+                continue
+            piece = b"[" + bytes(self._buf[pos:match.start() + 1]) + b"]"
+            try:
+                return decode.LIST_DECODER.decode(piece), match.end() - 1
+            except msgspec.DecodeError as exc:
+                if not _cut_is_the_cause(exc, len(piece)):
+                    raise decode.trace_error(self.path, exc) from None
+                search_from = match.start() + 1  # the cut fell inside an event: go on
+            except msgspec.ValidationError as exc:
+                raise decode.trace_error(self.path, exc) from None
