@@ -33,9 +33,9 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:  # pragma: no cover
-    from trainprof.pipeline import analyze
     from trainprof.capture.profiler import ProfileConfig, profile
     from trainprof.capture.steps import StepTimer
+    from trainprof.pipeline import analyze
     from trainprof.trace.load import load
 
 

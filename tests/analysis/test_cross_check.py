@@ -8,9 +8,10 @@ whose last step differs from the rest are compared with a wider tolerance (docs/
 from __future__ import annotations
 
 import pytest
-from conftest import ALEXNET, BERT, COMPILED, NCCL_TRACE, NS_TRACE, TIMESFORMER, TRACE_FILTER
 
 import trainprof
+
+from conftest import ALEXNET, BERT, COMPILED, NCCL_TRACE, NS_TRACE, TIMESFORMER, TRACE_FILTER
 
 
 @pytest.mark.parametrize(

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from tracegen import OLD, TraceBuilder
 
 import trainprof
 from trainprof.analysis.steps import find_steps
 from trainprof.trace.load import load_file
+
+from tracegen import OLD, TraceBuilder
 
 
 def one_step(b: TraceBuilder):

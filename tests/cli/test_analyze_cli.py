@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from conftest import ROOT, SHARED, TRACE_FILTER
 
 CHECKER = SHARED.parent / "tools" / "check_analysis_json.py"

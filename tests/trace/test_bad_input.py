@@ -7,10 +7,11 @@ import subprocess
 import sys
 
 import pytest
-from conftest import NCCL_TRACE
 
 import trainprof
 from trainprof.errors import TraceError
+
+from conftest import NCCL_TRACE
 
 
 def write(tmp_path, name, data: bytes):

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import BERT, BIG_TRACE
 
 import trainprof
 from trainprof.trace import stream
 from trainprof.trace.load import load_file
+
+from conftest import BERT, BIG_TRACE
 
 
 def result(path):

@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import RESNET_W0, RESNET_W0_SPAN2, TRACE_FILTER
-from tracegen import TraceBuilder
 
 import trainprof
 from trainprof.errors import TraceError
 from trainprof.trace.discover import parse_name
+
+from conftest import RESNET_W0, RESNET_W0_SPAN2, TRACE_FILTER
+from tracegen import TraceBuilder
 
 
 @pytest.mark.parametrize(

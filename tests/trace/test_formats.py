@@ -7,15 +7,26 @@ import json
 
 import numpy as np
 import pytest
-from conftest import (
-    ALEXNET, BERT, BIG_TRACE, COMPILED, GPU_METRICS, NCCL_TRACE, NS_TRACE, PARAM, RESNET_W0,
-    SHARED, TIMESFORMER, TRACE_FILTER,
-)
-from tracegen import TraceBuilder
 
 import trainprof
 from trainprof.trace.load import load_file
 from trainprof.trace.model import FLAG_COMM, Kind
+
+from conftest import (
+    ALEXNET,
+    BERT,
+    BIG_TRACE,
+    COMPILED,
+    GPU_METRICS,
+    NCCL_TRACE,
+    NS_TRACE,
+    PARAM,
+    RESNET_W0,
+    SHARED,
+    TIMESFORMER,
+    TRACE_FILTER,
+)
+from tracegen import TraceBuilder
 
 ALL_REAL = sorted(p for p in SHARED.rglob("*.json*") if "result_check" not in p.name)
 
