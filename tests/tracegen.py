@@ -36,43 +36,70 @@ class TraceBuilder:
         self.events.append(ev)
         return ev
 
-    def op(self, name: str, ts: float, dur: float, tid: Any = None) -> dict:
+    def op(self, name: str, ts: float, dur: float, tid: Any = None,
+           args: dict | None = None) -> dict:
         ext = self._ext
         self._ext += 1
         return self._x(self.spelling["op"], name, ts, dur, self.pid,
-                       self.tid if tid is None else tid, {"External id": ext})
+                       self.tid if tid is None else tid, {"External id": ext, **(args or {})})
 
-    def annotation(self, name: str, ts: float, dur: float) -> dict:
-        return self._x(self.spelling["annotation"], name, ts, dur, self.pid, self.tid, {})
+    def annotation(self, name: str, ts: float, dur: float, tid: Any = None) -> dict:
+        return self._x(self.spelling["annotation"], name, ts, dur, self.pid,
+                       self.tid if tid is None else tid, {})
 
     def step(self, n: int, ts: float, dur: float) -> dict:
         return self._x(self.spelling["op"], f"ProfilerStep#{n}", ts, dur, self.pid, self.tid, {})
 
     def launch(self, ts: float, dur: float, kind: str = "kernel", name: str = "k",
                k_ts: float | None = None, k_dur: float = 10.0, args: dict | None = None,
-               launcher: str = "cudaLaunchKernel", category: str | None = None) -> tuple[dict, dict]:
+               launcher: str = "cudaLaunchKernel", category: str | None = None,
+               external_id: int = 0, tid: Any = None, linked: bool = True,
+               flow: bool = False) -> tuple[dict, dict]:
         """A launch call on the host and the device event it starts (``kind``: kernel, memcpy,
-        memset)."""
+        memset). ``external_id`` ties the call to an op (``op(...)["args"]["External id"]``);
+        ``linked=False`` leaves the correlation off the device event, and ``flow=True`` writes
+        the ac2g flow from the call to the device event."""
         corr = self._corr
         self._corr += 1
-        rt = self._x(category or self.spelling["runtime"], launcher, ts, dur, self.pid, self.tid,
-                     {"correlation": corr, "External id": 0})
-        dev_args = {"device": self.device, "stream": self.stream, "correlation": corr}
+        host_tid = self.tid if tid is None else tid
+        rt = self._x(category or self.spelling["runtime"], launcher, ts, dur, self.pid, host_tid,
+                     {"correlation": corr, "External id": external_id})
+        dev_args = {"device": self.device, "stream": self.stream}
+        if linked:
+            dev_args["correlation"] = corr
         dev_args.update(args or {})
         dev = self._x(self.spelling[kind], name, ts + dur if k_ts is None else k_ts, k_dur,
                       self.device, self.stream, dev_args)
+        if flow:
+            for ph, pid, t, at in (("s", self.pid, host_tid, ts),
+                                   ("f", self.device, self.stream, dev["ts"] - self.base)):
+                self.events.append({"ph": ph, "id": corr, "pid": pid, "tid": t,
+                                    "ts": self.base + at, "cat": "ac2g", "name": "ac2g",
+                                    **({"bp": "e"} if ph == "f" else {})})
         return rt, dev
+
+    def event(self, cat: str, name: str, ts: float, dur: float, args: dict | None = None,
+              on_device: bool = False, tid: Any = None) -> dict:
+        """Any complete event: on the host thread, or on the device stream."""
+        pid = self.device if on_device else self.pid
+        thread = (self.stream if on_device else self.tid) if tid is None else tid
+        return self._x(cat, name, ts, dur, pid, thread, args)
 
     def kernel(self, name: str, ts: float, dur: float, **args: Any) -> dict:
         """A device event with no launch recorded (e.g. from a sampled trace)."""
         return self._x(self.spelling["kernel"], name, ts, dur, self.device, self.stream,
                        {"device": self.device, "stream": self.stream, **args})
 
-    def memory(self, ts: float, nbytes: int, total: int, device_type: int = 1) -> dict:
-        ev = {"ph": "i", "s": "t", "name": "[memory]", "pid": self.pid, "tid": self.tid,
-              "ts": self.base + ts,
-              "args": {"Device Type": device_type, "Device Id": 0, "Addr": 1, "Bytes": nbytes,
-                       "Total Allocated": total, "Total Reserved": total}}
+    def memory(self, ts: float, nbytes: int, total: int | None, device_type: int = 1,
+               reserved: int | None = None, device_id: int = 0, tid: Any = None) -> dict:
+        """A ``[memory]`` event; ``total`` None writes the old format (no Addr, no totals)."""
+        args: dict[str, Any] = {"Device Type": device_type, "Device Id": device_id,
+                                "Bytes": nbytes}
+        if total is not None:
+            args.update({"Addr": 1, "Total Allocated": total,
+                         "Total Reserved": total if reserved is None else reserved})
+        ev = {"ph": "i", "s": "t", "name": "[memory]", "pid": self.pid,
+              "tid": self.tid if tid is None else tid, "ts": self.base + ts, "args": args}
         self.events.append(ev)
         return ev
 

@@ -10,6 +10,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from trainprof import __version__
+from trainprof.analysis.options import (
+    DEFAULT_TOP,
+    OPERATOR_SORT_COLUMNS,
+    TableOptions,
+    using_table_options,
+)
 from trainprof.errors import TrainprofError
 
 #: Exit codes: 0 fine, 1 a check failed (e.g. a regression gate), 2 bad input or usage.
@@ -22,7 +28,21 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("-o", "--output", type=Path, help="write the result to this file")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    p.add_argument("--sort", choices=OPERATOR_SORT_COLUMNS, default=None,
+                   help="sort the operator table by this column (default: device self time, "
+                        "or host self time on CPU traces)")
+    p.add_argument("--top", type=_positive_int, default=DEFAULT_TOP,
+                   help=f"rows shown per table in the text report (default {DEFAULT_TOP})")
+    p.add_argument("--by-shape", action="store_true",
+                   help="group the operator table by op name and input shapes")
     p.set_defaults(func=cmd_analyze)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
@@ -71,6 +91,12 @@ def _analyze_path(path: Path, show_progress: bool):
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    options = TableOptions(sort_by=args.sort, top=args.top, by_shape=args.by_shape)
+    with using_table_options(options):
+        return _analyze_and_report(args)
+
+
+def _analyze_and_report(args: argparse.Namespace) -> int:
     from trainprof.report.json import to_json_bytes, write_json
 
     as_json = args.format == "json"

@@ -18,11 +18,12 @@ from trainprof.trace.model import FLAG_COMM, Kind, Trace
 # Kernel names that run on Tensor Cores. The plugin's list (from NVIDIA PyProf) plus modern
 # names: CUTLASS "tensorop", Ampere/Hopper shapes (s16816, h16816, i16832), wgmma/gmma (Hopper),
 # nvjet (cuBLAS on Hopper), xmma, flash attention, cuDNN v8 "sm80_xmma", and bf16/fp16 gemm
-# variants from cuBLASLt that carry an MMA tile tag.
+# variants from cuBLASLt that carry an MMA tile tag. Triton template kernels (``triton_tem_*``:
+# Inductor's mm, bmm, addmm, convolution and flex-attention templates) are built on ``tl.dot``.
 _TENSOR_CORE = re.compile(
     r"h884|s884|h1688|s1688|c1688|i8816|16816|16832|hmma|imma|bmma|dmma|tensorop|wgmma|gmma_"
     r"|nvjet|xmma|dgrad_1x1_stride_2x2|first_layer_wgrad_kernel|conv1x1|conv2d_c1_k1"
-    r"|direct_group|flash_fwd|flash_bwd|flash::|fmha|_mma_|mma_sync|triton_tem_fused_mm"
+    r"|direct_group|flash_fwd|flash_bwd|flash::|flash_attn|fmha|_mma_|mma_sync|triton_tem_"
     r"|sm90_gemm|sm80_gemm|ampere_.*gemm.*(?:bf16|fp16|h16)|cutlass.*(?:bf16|f16|tf32)",
     re.IGNORECASE,
 )

@@ -10,7 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from trainprof.analysis.communication import communication
+from trainprof.analysis.copies import copies
+from trainprof.analysis.idle import idle_time
+from trainprof.analysis.kernels import kernel_stats
+from trainprof.analysis.launch import launch_stats
+from trainprof.analysis.memory import memory
+from trainprof.analysis.operators import operators_section
 from trainprof.analysis.steps import StepWindows
+from trainprof.analysis.stragglers import stragglers
+from trainprof.analysis.syncs import sync_stats
 
 if TYPE_CHECKING:
     from trainprof.analysis.overview import RankAnalysis
@@ -20,6 +29,18 @@ Section = Callable[[Trace, StepWindows], Any]
 
 #: (name, function), in the order they run and are shown.
 SECTIONS: list[tuple[str, Section]] = []
+SECTIONS += [
+    ("idle", idle_time),
+    ("copies", copies),
+    ("memory", memory),
+    ("communication", communication),
+]
+SECTIONS += [
+    ("operators", operators_section),
+    ("kernels", kernel_stats),
+    ("launch", launch_stats),
+    ("syncs", sync_stats),
+]
 
 
 def run_sections(trace: Trace, steps: StepWindows) -> dict[str, Any]:
@@ -32,6 +53,7 @@ JobSection = Callable[[list["RankAnalysis"]], Any]
 #: Job-level sections computed from every rank's result (e.g. stragglers), shown once. Their
 #: results go under the top-level "job" key of the JSON result.
 JOB_SECTIONS: list[tuple[str, JobSection]] = []
+JOB_SECTIONS += [("stragglers", stragglers)]
 
 
 def run_job_sections(ranks: list[RankAnalysis]) -> dict[str, Any]:

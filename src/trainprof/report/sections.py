@@ -8,5 +8,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from trainprof.report.communication import render_communication, render_stragglers
+from trainprof.report.copies import render_copies
+from trainprof.report.hotspots import render_kernels, render_operators
+from trainprof.report.idle import render_idle
+from trainprof.report.launches import render_launch, render_syncs
+from trainprof.report.memory import render_memory
+
 #: section name -> renderer
 RENDERERS: dict[str, Callable[[Any], Any]] = {}
+RENDERERS.update(
+    idle=render_idle,
+    copies=render_copies,
+    memory=render_memory,
+    communication=render_communication,
+    stragglers=render_stragglers,
+)
+RENDERERS.update(
+    operators=render_operators,
+    kernels=render_kernels,
+    launch=render_launch,
+    syncs=render_syncs,
+)

@@ -1,0 +1,119 @@
+"""Which host range encloses a moment on a thread: top-level ranges and the innermost enclosing one.
+
+Host ranges (ops, annotations, launch calls) nest on their thread. Both questions are answered
+with sorting, a running maximum and a sparse table of range maxima; no Python loop per event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+
+@dataclass
+class HostRanges:
+    """Ranges of the chosen host events, sorted by (thread, start, longest first)."""
+
+    index: np.ndarray  # int64 event index in Trace.events
+    ts: np.ndarray
+    end: np.ndarray
+    thread: np.ndarray  # int32 into Trace.threads
+
+    @staticmethod
+    def of(ts: np.ndarray, end: np.ndarray, thread: np.ndarray, index: np.ndarray) -> HostRanges:
+        order = np.lexsort((-(end - ts), ts, thread))
+        return HostRanges(index[order], ts[order], end[order], thread[order])
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    @cached_property
+    def _table(self) -> list[np.ndarray]:
+        return _sparse_max(self.end)
+
+    def top_level(self) -> np.ndarray:
+        """Mask of ranges that no earlier range on their thread encloses."""
+        n = len(self)
+        if not n:
+            return np.zeros(0, dtype=bool)
+        # A running maximum of ends per thread: lift each thread above the ones before it.
+        lift = self.thread * _lift_unit(self.ts, self.end)
+        reach = np.maximum.accumulate(self.end + lift)
+        top = np.ones(n, dtype=bool)
+        same = self.thread[1:] == self.thread[:-1]
+        top[1:] = ~same | (self.ts[1:] + lift[1:] >= reach[:-1])
+        return top
+
+    def innermost(self, t: np.ndarray, thread: np.ndarray) -> np.ndarray:
+        """Per query (time, thread): position of the latest-starting range with
+        start <= t < end on that thread, or -1."""
+        t = np.asarray(t, dtype=np.float64)
+        thread = np.asarray(thread)
+        out = np.full(len(t), -1, dtype=np.int64)
+        if not len(self) or not len(t):
+            return out
+        unit = _lift_unit(self.ts, self.end, t)
+        starts = self.ts + self.thread * unit
+        q = t + thread * unit
+        # The last range starting at or before t on the same thread, then leftwards to the
+        # last one still open at t: a "previous greater" search on a sparse table of ends.
+        pos = np.searchsorted(starts, q, side="right")
+        first = np.searchsorted(self.thread, thread, side="left")
+        table = self._table
+        for k in range(len(table) - 1, -1, -1):
+            step = 1 << k
+            can = pos - step >= first
+            idx = np.where(can, pos - step, 0)  # pos <= n, so idx indexes table[k]
+            pos = np.where(can & (table[k][idx] <= t), pos - step, pos)
+        cand = pos - 1
+        ok = cand >= first
+        ok[ok] &= (self.end[cand[ok]] > t[ok]) & (self.ts[cand[ok]] <= t[ok])
+        out[ok] = cand[ok]
+        return out
+
+
+def _lift_unit(ts: np.ndarray, end: np.ndarray, extra: np.ndarray | None = None) -> float:
+    """A time offset per thread number that lifts each thread's times above every earlier
+    thread's, so that one sorted array serves all threads."""
+    lo = float(ts.min()) if len(ts) else 0.0
+    hi = float(end.max()) if len(end) else 0.0
+    if extra is not None and len(extra):
+        lo, hi = min(lo, float(extra.min())), max(hi, float(extra.max()))
+    return hi - lo + 1.0
+
+
+def _sparse_max(values: np.ndarray) -> list[np.ndarray]:
+    """table[k][i] = max(values[i : i + 2**k]) (only where the block fits)."""
+    table = [values]
+    k = 1
+    while (1 << k) <= len(values):
+        prev = table[-1]
+        half = 1 << (k - 1)
+        table.append(np.maximum(prev[:-half], prev[half:]))
+        k += 1
+    return table
+
+
+def innermost_on_any_thread(ranges: HostRanges, t: np.ndarray) -> np.ndarray:
+    """For queries whose thread is unknown: the shortest of each thread's innermost range
+    enclosing t (position in ``ranges``), or -1."""
+    best = np.full(len(t), -1, dtype=np.int64)
+    best_dur = np.full(len(t), np.inf)
+    for thread in np.unique(ranges.thread):
+        pos = ranges.innermost(t, np.full(len(t), thread))
+        ok = pos >= 0
+        dur = np.full(len(t), np.inf)
+        dur[ok] = ranges.end[pos[ok]] - ranges.ts[pos[ok]]
+        better = dur < best_dur
+        best[better], best_dur[better] = pos[better], dur[better]
+    return best
+
+
+def enclosing_chain(ranges: HostRanges, t: float, thread: int) -> np.ndarray:
+    """Positions of every range enclosing t on a thread, outermost first."""
+    lo = np.searchsorted(ranges.thread, thread, side="left")
+    hi = np.searchsorted(ranges.thread, thread, side="right")
+    ts, end = ranges.ts[lo:hi], ranges.end[lo:hi]
+    return lo + np.flatnonzero((ts <= t) & (end > t))

@@ -1,0 +1,203 @@
+"""Per-operator host and device time, the TensorBoard plugin's operator view.
+
+Host total is the op's duration; host self subtracts its direct children in the call tree (ops,
+annotations, Python frames) and its own launch/runtime calls. Device self is the time of the
+kernels, copies and memsets its own launch calls started; device total adds those of every op
+below it. Everything is summed over the whole trace, per op name (or name and input shapes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trainprof.analysis.attribution import device_links
+from trainprof.analysis.callsites import python_sources, stack_sources, user_frames
+from trainprof.analysis.calltree import CallTree, call_tree, canonical_names
+from trainprof.analysis.frames import data_frame
+from trainprof.analysis.options import OPERATOR_SORT_COLUMNS, table_options
+from trainprof.analysis.steps import StepWindows
+from trainprof.analysis.tabular import group_ids
+from trainprof.trace.model import Kind, Trace, is_operator_row
+
+#: Call stacks kept per operator row, heaviest first.
+TOP_STACKS = 3
+
+
+@dataclass
+class CallSite:
+    """Where an op was called from, and how much of its time came from there."""
+
+    source: str | None  # the innermost frame of the user's code
+    frames: list[str]  # the user-code frames of the call stack, innermost first
+    calls: int
+    host_total_us: float
+    device_total_us: float
+
+
+@dataclass
+class OperatorRow:
+    """One op name (or name and input shapes), summed over its calls. Times in µs."""
+
+    name: str
+    calls: int
+    host_self_us: float
+    host_total_us: float
+    device_self_us: float
+    device_total_us: float
+    shape: str | None = None  # the "Input Dims", when grouped by shape
+    call_sites: list[CallSite] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class OperatorStats:
+    """The operator table of one trace, sorted by ``sort_by`` (largest first)."""
+
+    rows: list[OperatorRow]
+    sort_by: str
+    by_shape: bool
+    has_device: bool
+    has_stacks: bool
+
+    def top(self, n: int) -> list[OperatorRow]:
+        return self.rows[:n]
+
+    def sorted(self, sort_by: str) -> OperatorStats:
+        """The same table in another order."""
+        return OperatorStats(_sort(self.rows, sort_by), sort_by, self.by_shape, self.has_device,
+                             self.has_stacks)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sort_by": self.sort_by, "by_shape": self.by_shape,
+                "has_device": self.has_device, "has_stacks": self.has_stacks,
+                "rows": [r.to_dict() for r in self.rows]}
+
+    def to_pandas(self) -> Any:
+        """One row per operator (call sites left out)."""
+        return data_frame([{k: v for k, v in r.to_dict().items() if k != "call_sites"}
+                           for r in self.rows])
+
+
+def operator_stats(trace: Trace, steps: StepWindows | None = None, *, by_shape: bool = False,
+                   sort_by: str | None = None) -> OperatorStats:
+    """The operator table: per op name (or name and input shapes), sorted by ``sort_by``
+    (one of OPERATOR_SORT_COLUMNS; default device self time, or host self on CPU traces)."""
+    ev = trace.events
+    tree = call_tree(trace)
+    has_device = bool(ev.of_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET).any())
+    sort_by = sort_by or ("device_self_us" if has_device else "host_self_us")
+    if sort_by not in OPERATOR_SORT_COLUMNS:
+        raise ValueError(f"cannot sort operators by {sort_by!r}; choose one of "
+                         f"{', '.join(OPERATOR_SORT_COLUMNS)}")
+    times = node_times(trace, tree)
+    rows = _row_nodes(trace, tree)
+    names = canonical_names(ev.names)[ev.name[tree.event[rows]]]
+    shapes = ev.shape[tree.event[rows]] if by_shape else np.zeros(len(rows), dtype=np.int64)
+    first, group = group_ids(names, shapes)
+    n = len(first)
+
+    def total(values: np.ndarray) -> np.ndarray:
+        return np.bincount(group, weights=values[rows], minlength=n)
+
+    sums = {k: total(v) for k, v in times.items()}
+    calls = np.bincount(group, minlength=n)
+    sites = _call_sites(trace, tree, rows, group, times) if _has_sites(trace, tree) else {}
+    out = []
+    for g in range(n):
+        e = tree.event[rows[first[g]]]
+        out.append(OperatorRow(
+            name=ev.names[ev.name[e]], calls=int(calls[g]),
+            host_self_us=float(sums["host_self"][g]), host_total_us=float(sums["host_total"][g]),
+            device_self_us=float(sums["device_self"][g]),
+            device_total_us=float(sums["device_total"][g]),
+            shape=(ev.shapes[ev.shape[e]] if ev.shape[e] >= 0 else None) if by_shape else None,
+            call_sites=sites.get(g, []),
+        ))
+    return OperatorStats(_sort(out, sort_by), sort_by, by_shape, has_device, bool(sites))
+
+
+def operators_section(trace: Trace, steps: StepWindows) -> OperatorStats:
+    """The registered section: options from the command line, if any were given."""
+    options = table_options()
+    return operator_stats(trace, steps, by_shape=options.by_shape, sort_by=options.sort_by)
+
+
+def node_times(trace: Trace, tree: CallTree) -> dict[str, np.ndarray]:
+    """Host self/total and device self/total (µs) of every call-tree node."""
+    ev = trace.events
+    n = len(tree)
+    dur = ev.dur[tree.event]
+    counted = (tree.owner >= 0) & ~tree.merged
+    into = tree.rep[np.maximum(tree.owner, 0)]
+    children = np.bincount(into[counted], weights=dur[counted], minlength=n)
+    links = device_links(trace)
+    linked = links.owner >= 0
+    device_self = np.bincount(links.owner[linked], weights=ev.dur[links.device[linked]],
+                              minlength=n)
+    # Descendants are a contiguous run in depth-first order: a difference of prefix sums.
+    cum = np.concatenate([[0.0], np.cumsum(device_self)])
+    return {
+        "host_self": np.maximum(dur - children, 0.0),
+        "host_total": dur,
+        "device_self": device_self,
+        "device_total": cum[tree.end] - cum[np.arange(n)],
+    }
+
+
+def _row_nodes(trace: Trace, tree: CallTree) -> np.ndarray:
+    ev = trace.events
+    listed = np.array([is_operator_row(Kind.CPU_OP, s) for s in ev.names], dtype=bool)
+    node_kind = ev.kind[tree.event]
+    keep = (node_kind == Kind.CPU_OP) & listed[ev.name[tree.event]] & ~tree.merged
+    return np.flatnonzero(keep)
+
+
+def _sort(rows: list[OperatorRow], sort_by: str) -> list[OperatorRow]:
+    if sort_by == "name":
+        return sorted(rows, key=lambda r: (r.name, r.shape or ""))
+    return sorted(rows, key=lambda r: (-getattr(r, sort_by), r.name, r.shape or ""))
+
+
+def _has_sites(trace: Trace, tree: CallTree) -> bool:
+    ev = trace.events
+    return bool(ev.stacks) or bool((ev.kind[tree.event] == Kind.PYTHON).any())
+
+
+def _call_sites(trace: Trace, tree: CallTree, rows: np.ndarray, group: np.ndarray,
+                times: dict[str, np.ndarray]) -> dict[int, list[CallSite]]:
+    """The heaviest call sites of each row: by ``Call stack`` when recorded, else by the
+    nearest Python frame of the user's code around the op."""
+    ev = trace.events
+    stack = ev.stack[tree.event[rows]]
+    if ev.stacks:
+        site, frames = stack, [user_frames(s) for s in ev.stacks]
+        sources = stack_sources(trace)
+    else:
+        site = python_sources(trace, tree)[rows]
+        site = np.where(site >= 0, ev.name[tree.event[np.maximum(site, 0)]], -1)
+        frames = [[s] for s in ev.names]
+        sources = list(ev.names)
+    has = site >= 0
+    if not has.any():
+        return {}
+    first, sub = group_ids(group[has], site[has])
+    host = np.bincount(sub, weights=times["host_total"][rows[has]])
+    device = np.bincount(sub, weights=times["device_total"][rows[has]])
+    calls = np.bincount(sub)
+    owner_group = group[has][first]
+    owner_site = site[has][first]
+    order = np.lexsort((-host, -device, owner_group))
+    out: dict[int, list[CallSite]] = {}
+    for k in order:
+        g = int(owner_group[k])
+        kept = out.setdefault(g, [])
+        if len(kept) < TOP_STACKS:
+            s = int(owner_site[k])
+            kept.append(CallSite(sources[s], frames[s], int(calls[k]), float(host[k]),
+                                 float(device[k])))
+    return out

@@ -1,0 +1,54 @@
+"""How the operator and kernel tables are grouped, sorted and cut, for the command line.
+
+The Python API takes these as arguments (``operator_stats(..., by_shape=True)``); the command
+line sets them for one ``analyze`` run with ``using_table_options``, which the registered
+sections and their renderers read. Plain data, no numpy: the CLI imports it to build its parser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+#: Columns the operator table can be sorted by (largest first; ``name`` alphabetically).
+OPERATOR_SORT_COLUMNS = ("device_self_us", "device_total_us", "host_self_us", "host_total_us",
+                         "calls", "name")
+#: Rows the text report shows per table.
+DEFAULT_TOP = 10
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """``sort_by`` None means device self time on GPU traces, host self time otherwise."""
+
+    sort_by: str | None = None
+    top: int = DEFAULT_TOP
+    by_shape: bool = False
+
+    def __post_init__(self) -> None:
+        if self.sort_by is not None and self.sort_by not in OPERATOR_SORT_COLUMNS:
+            raise ValueError(f"cannot sort operators by {self.sort_by!r}; choose one of "
+                             f"{', '.join(OPERATOR_SORT_COLUMNS)}")
+        if self.top < 1:
+            raise ValueError("top must be at least 1")
+
+
+_DEFAULT = TableOptions()
+_CURRENT: ContextVar[TableOptions | None] = ContextVar("trainprof_table_options", default=None)
+
+
+def table_options() -> TableOptions:
+    """The options in force (the defaults unless ``using_table_options`` set others)."""
+    return _CURRENT.get() or _DEFAULT
+
+
+@contextmanager
+def using_table_options(options: TableOptions) -> Iterator[TableOptions]:
+    """Use these options for the sections and renderers run inside the ``with`` block."""
+    token = _CURRENT.set(options)
+    try:
+        yield options
+    finally:
+        _CURRENT.reset(token)

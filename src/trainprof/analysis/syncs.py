@@ -1,0 +1,206 @@
+"""Host-device synchronisations: calls that block the CPU until the GPU catches up, and the ops
+and source lines that make them.
+
+A sync is a runtime/driver call that blocks (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``,
+``cudaEventSynchronize``, plain ``cudaMemcpy``, their HIP and driver spellings), or a host-blocking
+``cuda_sync`` event whose call was not recorded. Its op is the innermost CPU op around the call;
+its caller the outermost; its cause the outermost known culprit on that chain (``aten::item``,
+``aten::nonzero``, ``.cpu()``...). Time blocked is the call's duration, in µs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trainprof.analysis.callsites import node_sources
+from trainprof.analysis.calltree import CallTree, call_tree
+from trainprof.analysis.frames import data_frame
+from trainprof.analysis.steps import StepWindows
+from trainprof.analysis.tabular import share
+from trainprof.trace.model import (
+    LAUNCH_KINDS,
+    SYNC_KINDS,
+    Kind,
+    Trace,
+    sync_call_kind,
+    sync_cause,
+)
+
+#: The cause given to a device-wide sync outside any op.
+EXPLICIT_SYNC = "torch.cuda.synchronize() (at the very end: the profiler's own)"
+
+
+@dataclass
+class SyncSite:
+    """Syncs with the same call, ops and source line."""
+
+    call: str  # e.g. cudaStreamSynchronize
+    kind: str  # device, stream, event, memcpy
+    op: str | None  # innermost CPU op around the call
+    caller: str | None  # outermost CPU op around it (what the Python code called)
+    cause: str | None  # why, when the chain holds a known culprit
+    source: str | None  # the user's line, when the trace has stacks or Python frames
+    count: int
+    total_us: float
+    max_us: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class StepSyncs:
+    step: int
+    count: int
+    blocked_us: float
+
+
+@dataclass
+class SyncStats:
+    """Every sync of one trace, grouped by call site (most time blocked first)."""
+
+    count: int
+    blocked_us: float
+    blocked_pct: float | None  # of the step time (syncs inside steps only)
+    per_step: list[StepSyncs]
+    sites: list[SyncSite]
+    has_sources: bool
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def mean_per_step(self) -> float | None:
+        return sum(s.count for s in self.per_step) / len(self.per_step) if self.per_step else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "blocked_us": self.blocked_us,
+                "blocked_pct": self.blocked_pct, "mean_per_step": self.mean_per_step,
+                "per_step": [asdict(s) for s in self.per_step],
+                "sites": [s.to_dict() for s in self.sites], "has_sources": self.has_sources,
+                "notes": self.notes}
+
+    def to_pandas(self) -> Any:
+        return data_frame([s.to_dict() for s in self.sites])
+
+
+def sync_stats(trace: Trace, steps: StepWindows) -> SyncStats:
+    """Blocking syncs: counted per step, time blocked, and the ops and lines that cause them."""
+    ev = trace.events
+    calls, kinds, notes = _sync_events(trace)
+    tree = call_tree(trace)
+    node = tree.node_of[calls]
+    op, caller, cause = _op_chain(trace, tree, node)
+    cause = [c or (EXPLICIT_SYNC if o is None and k == "device" else None)
+             for c, o, k in zip(cause, op, kinds, strict=True)]
+    sources = node_sources(trace, tree, np.maximum(node, 0)) if len(calls) else []
+    sources = [s if n >= 0 else None for s, n in zip(sources, node, strict=True)]
+    sites = _sites(trace, calls, kinds, op, caller, cause, sources)
+    step_of = _step_of(steps, ev.ts[calls])
+    counted = step_of >= 0
+    per_step = [
+        StepSyncs(step=int(num), count=int((step_of == i).sum()),
+                  blocked_us=float(ev.dur[calls][step_of == i].sum()))
+        for i, num in enumerate(steps.numbers)
+    ]
+    step_time = float(steps.durations.sum())
+    return SyncStats(
+        count=len(calls),
+        blocked_us=float(ev.dur[calls].sum()),
+        blocked_pct=share(float(ev.dur[calls][counted].sum()), step_time),
+        per_step=per_step,
+        sites=sites,
+        has_sources=any(s is not None for s in sources),
+        notes=notes,
+    )
+
+
+def _sync_events(trace: Trace) -> tuple[np.ndarray, list[str], list[str]]:
+    """Blocking host calls, plus host-blocking cuda_sync events whose call is not a known sync
+    (the call then counts) or was not recorded (the event itself counts)."""
+    ev = trace.events
+    # A name index belongs to one category, hence one kind: label names, then select events.
+    label = np.zeros(len(ev.names), dtype=np.int8)
+    for k in (*LAUNCH_KINDS, Kind.SYNC):
+        for i in np.unique(ev.name[ev.kind == k]):
+            found = sync_call_kind(k, ev.names[i])
+            if found:
+                label[i] = SYNC_KINDS.index(found) + 1
+    hits = np.flatnonzero((label[ev.name] > 0) & ev.of_kind(*LAUNCH_KINDS, Kind.SYNC))
+    kind_of = dict(zip(hits.tolist(), (label[ev.name[hits]] - 1).tolist(), strict=True))
+    device_side = hits[ev.kind[hits] == Kind.SYNC]
+    calls = set(hits[ev.kind[hits] != Kind.SYNC].tolist())
+    notes = []
+    if len(device_side):
+        host = np.flatnonzero(ev.of_kind(*LAUNCH_KINDS) & (ev.correlation >= 0))
+        by_corr = dict(zip(ev.correlation[host].tolist(), host.tolist(), strict=True))
+        unmatched = 0
+        for e in device_side.tolist():
+            call = by_corr.get(int(ev.correlation[e]))
+            if call is None:
+                calls.add(e)
+                unmatched += 1
+            elif call not in calls:
+                calls.add(call)
+                kind_of[call] = kind_of[e]
+        if unmatched:
+            notes.append(f"{unmatched} sync(s) seen only on the device side (cuda_sync events "
+                         "without their host call): no op or source line for them.")
+    order = np.array(sorted(calls, key=lambda e: (ev.ts[e], e)), dtype=np.int64)
+    return order, [SYNC_KINDS[kind_of[int(e)]] for e in order], notes
+
+
+def _op_chain(trace: Trace, tree: CallTree,
+              node: np.ndarray) -> tuple[list[str | None], list[str | None], list[str | None]]:
+    """Innermost op, outermost op and known cause of each call (node -1: none), walking all
+    calls up the ops of the call tree together."""
+    ev = trace.events
+    n = len(node)
+    if not n or not len(tree):
+        return [None] * n, [None] * n, [None] * n
+    is_op = ev.kind[tree.event] == Kind.CPU_OP
+    parent_op = tree.nearest(is_op, include_self=False)
+    why = {int(i): sync_cause(ev.names[i]) for i in np.unique(ev.name[tree.event[is_op]])}
+    known = np.zeros(len(ev.names), dtype=bool)
+    known[[i for i, w in why.items() if w]] = True
+    inner = np.full(n, -1)
+    outer = np.full(n, -1)
+    culprit = np.full(n, -1)
+    cur = np.where(node >= 0, parent_op[np.maximum(node, 0)], -1)
+    while (cur >= 0).any():  # one pass per level of op nesting
+        live = cur >= 0
+        name = ev.name[tree.event[cur[live]]]
+        inner[live] = np.where(inner[live] < 0, name, inner[live])
+        outer[live] = name
+        culprit[live] = np.where(known[name], name, culprit[live])
+        cur[live] = parent_op[cur[live]]
+
+    def text(ids: np.ndarray) -> list[str | None]:
+        return [ev.names[i] if i >= 0 else None for i in ids]
+
+    cause = [f"{ev.names[i]}: {why[i]}" if i >= 0 else None for i in culprit]
+    return text(inner), text(outer), cause
+
+
+def _sites(trace: Trace, calls: np.ndarray, kinds: list[str], op, caller, cause,
+           sources) -> list[SyncSite]:
+    ev = trace.events
+    groups: dict[tuple, list[int]] = {}
+    for k, e in enumerate(calls):
+        key = (ev.names[ev.name[e]], kinds[k], op[k], caller[k], cause[k], sources[k])
+        groups.setdefault(key, []).append(k)
+    sites = []
+    for (call, kind, o, c, why, src), members in groups.items():
+        d = ev.dur[calls[members]]
+        sites.append(SyncSite(call=call, kind=kind, op=o, caller=c, cause=why, source=src,
+                              count=len(members), total_us=float(d.sum()), max_us=float(d.max())))
+    return sorted(sites, key=lambda s: (-s.total_us, -s.count, s.call))
+
+
+def _step_of(steps: StepWindows, ts: np.ndarray) -> np.ndarray:
+    """Index of the step window each time falls in, -1 outside every step."""
+    i = np.searchsorted(steps.starts, ts, side="right") - 1
+    ok = i >= 0
+    ok[ok] &= ts[ok] < steps.ends[i[ok]]
+    return np.where(ok, i, -1)

@@ -1,0 +1,77 @@
+"""Terminal views of the launch-overhead and synchronisation sections."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.text import Text
+
+from trainprof.analysis.launch import (
+    BACK_TO_BACK_US,
+    SMALL_KERNEL_US,
+    LaunchStats,
+)
+from trainprof.analysis.options import table_options
+from trainprof.analysis.syncs import SyncStats
+from trainprof.report.hotspots import compact_table, file_line
+from trainprof.report.quantities import clip, pct
+
+#: Column widths that keep the sync table inside 100 columns.
+CALL_WIDTH = 22
+OPS_WIDTH = 26
+WHERE_WIDTH = 30
+
+
+def _us(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+def render_launch(result: LaunchStats) -> Group | None:
+    if not result.launches:
+        return None
+    head = Text(f"Kernel launches in the steps ({result.launches} calls, {result.kernels} "
+                "kernels)", style="italic")
+    t = compact_table()
+    t.add_column("")
+    for col in ("median µs", "p90 µs", "max µs"):
+        t.add_column(col, justify="right")
+    for label, d in (("launch call (CPU)", result.launch_us),
+                     ("launch end → kernel start", result.delay_us),
+                     ("kernel duration", result.kernel_us)):
+        t.add_row(label, _us(d["median"]), _us(d["p90"]), _us(d["max"]))
+    lines = [
+        f"kernels under {SMALL_KERNEL_US:.0f} µs: {pct(result.small_kernel_pct)}; shorter than "
+        f"their own launch call: {pct(result.shorter_than_launch_pct)}; launched onto an idle "
+        f"GPU: {pct(result.starved_kernel_pct)}",
+        f"GPU idle {pct(result.gpu_idle_pct)} of the step time; idle while the CPU launched "
+        f"back to back (gaps ≤ {BACK_TO_BACK_US:.0f} µs): {pct(result.cpu_bound_pct)}",
+    ]
+    parts: list = [head, t, *(Text(line) for line in lines)]
+    if result.cpu_bound:
+        parts.append(Text("→ CPU-bound: the GPU waits for kernels the CPU cannot launch fast "
+                          "enough.", style="bold yellow"))
+    return Group(*parts)
+
+
+def render_syncs(result: SyncStats) -> Group | None:
+    if not result.count:
+        return None
+    per_step = result.mean_per_step
+    head = (f"{result.count} host-device syncs, {result.blocked_us / 1000:.2f} ms blocked "
+            f"({pct(result.blocked_pct)} of the step time)")
+    if per_step is not None:
+        head += f", {per_step:.1f} per step"
+    t = compact_table()
+    t.add_column("call", no_wrap=True, max_width=CALL_WIDTH)
+    t.add_column("n", justify="right", no_wrap=True, min_width=4)
+    t.add_column("ms", justify="right", no_wrap=True, min_width=6)
+    t.add_column("op called › innermost", no_wrap=True, max_width=OPS_WIDTH)
+    t.add_column("source / cause", no_wrap=True, max_width=WHERE_WIDTH)
+    for s in result.sites[: table_options().top]:
+        ops = s.caller or "(no op)"
+        if s.op and s.op != s.caller:
+            ops = f"{s.caller} › {s.op.removeprefix('aten::')}"
+        where = file_line(s.source) if s.source else (s.cause or "")
+        t.add_row(clip(s.call, CALL_WIDTH), str(s.count), f"{s.total_us / 1000:.2f}", clip(ops, OPS_WIDTH),
+                  clip(where, WHERE_WIDTH))
+    return Group(Text(head, style="italic"), t,
+                 *(Text(f"note: {n}", style="yellow") for n in result.notes))
