@@ -22,7 +22,7 @@ _EVENT_FIELDS = ("kind", "name", "ts", "dur", "tid", "device", "stream", "correl
                  "external_id", "blocks_per_sm", "occupancy", "nbytes", "flags", "flops", "shape",
                  "stack", "detail")
 _MEMORY_FIELDS = ("ts", "device_type", "device_id", "nbytes", "total_allocated",
-                  "total_reserved", "addr")
+                  "total_reserved", "addr", "tid")
 _FLOW_FIELDS = ("id", "phase", "ts", "tid", "forward_backward")
 
 
@@ -36,6 +36,13 @@ def _int_or(value: Any, default: int) -> int:
         if digits.lstrip("-").isdigit():
             return int(digits)
     return default
+
+
+def _canonical_id(value: Any) -> Any:
+    """A pid or tid as an int when it is one written as a string."""
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return value
 
 
 def _float_or_nan(value: Any) -> float:
@@ -55,6 +62,7 @@ class ColumnBuilder:
     t0: float | None = None
     _kinds: dict[tuple[Any, Any], tuple[int, int, int]] = field(default_factory=dict)
     _id_codes: dict[Any, int] = field(default_factory=dict)
+    _raw_threads: dict[tuple[Any, Any], int] = field(default_factory=dict)
     _shapes: dict[bytes, int] = field(default_factory=dict)
     _stacks: dict[bytes, int] = field(default_factory=dict)
     details: list[dict[str, Any]] = field(default_factory=list)
@@ -88,7 +96,7 @@ class ColumnBuilder:
             "kind": np.uint8, "name": np.int32, "tid": np.int32, "flags": np.uint8,
             "shape": np.int32, "stack": np.int32, "detail": np.int32})
         mem = _joined(self._memory, _MEMORY_FIELDS, {"device_type": np.int8,
-                                                     "device_id": np.int16})
+                                                     "device_id": np.int16, "tid": np.int32})
         flows = _joined(self._flows, _FLOW_FIELDS, {"id": np.int64, "phase": np.uint8,
                                                     "tid": np.int32, "forward_backward": bool})
         events = Events(
@@ -144,12 +152,15 @@ class ColumnBuilder:
             return out
 
     def _thread_ids(self, events: list[_Event]) -> np.ndarray:
+        """Index of each event's thread; "25738" and 25738 are one thread (old traces write
+        the tid of complete events as a string and of memory events as a number)."""
         keys = [(e.pid, e.tid) for e in events]
-        threads = self.threads
+        raw, threads = self._raw_threads, self.threads
         for key in dict.fromkeys(keys):
-            if key not in threads:
-                threads[key] = len(threads)
-        return np.array([threads[k] for k in keys], dtype=np.int32)
+            if key not in raw:
+                canonical = (_canonical_id(key[0]), _canonical_id(key[1]))
+                raw[key] = threads.setdefault(canonical, len(threads))
+        return np.array([raw[k] for k in keys], dtype=np.int32)
 
     def _describe(self, key: tuple[Any, Any]) -> tuple[int, int, int]:
         cat, name = (k if isinstance(k, str) else str(k) for k in key)
@@ -243,6 +254,7 @@ class ColumnBuilder:
             "total_allocated": num([a.total_allocated for a in args], "args"),
             "total_reserved": num([a.total_reserved for a in args], "args"),
             "addr": num([a.addr for a in args], "args"),
+            "tid": self._thread_ids(events),
         }
 
     def _flow_columns(self, events: list[_Event]) -> dict[str, np.ndarray]:

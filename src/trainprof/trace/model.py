@@ -397,6 +397,7 @@ class MemoryEvents:
     total_allocated: np.ndarray  # float64, nan in old traces
     total_reserved: np.ndarray  # float64, nan in old traces
     addr: np.ndarray  # float64 (addresses exceed int64 on some platforms), nan when absent
+    tid: np.ndarray  # int32 into Trace.threads: the thread that allocated or freed
 
     def __len__(self) -> int:
         return len(self.ts)
