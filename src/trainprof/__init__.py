@@ -21,6 +21,7 @@ __all__ = [
     "profile",
     "ProfileConfig",
     "StepTimer",
+    "RecordingWarning",
 ]
 
 # Names served lazily, so that `import trainprof` stays cheap and torch-free.
@@ -30,6 +31,7 @@ _LAZY = {
     "profile": ("trainprof.capture.profiler", "profile"),
     "ProfileConfig": ("trainprof.capture.profiler", "ProfileConfig"),
     "StepTimer": ("trainprof.capture.steps", "StepTimer"),
+    "RecordingWarning": ("trainprof.capture.safety", "RecordingWarning"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover

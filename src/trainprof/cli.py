@@ -45,29 +45,34 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _at_least_two(text: str) -> int:
+    value = int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError("the demo needs at least 2 steps")
+    return value
+
+
 def _add_demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="record and analyse a small built-in training job (CPU)")
     p.add_argument("--out", type=Path, default=Path("trainprof-demo"))
-    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--steps", type=_at_least_two, default=30, help="steps to train (>= 2)")
     p.set_defaults(func=cmd_demo)
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
-    # Parsed lazily by the capture layer, so that other commands never import torch.
-    p = sub.add_parser("run", help="profile a training script without changing it", add_help=False)
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=cmd_run)
+    # Listed for --help only: main() hands `run` to the capture layer before parsing, so that
+    # the other commands never import torch and `run`'s own options reach its parser.
+    sub.add_parser("run", help="profile a training script without changing it: "
+                               "trainprof run [options] -- train.py args...")
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_run(argv: Sequence[str]) -> int:
     try:
-        from trainprof.capture.runner import add_run_arguments, run_command
+        from trainprof.capture.runner import main as run_main
     except ImportError as exc:
         print(f"trainprof: `trainprof run` needs PyTorch ({exc}).", file=sys.stderr)
         return EXIT_BAD_INPUT
-    parser = argparse.ArgumentParser(prog="trainprof run")
-    add_run_arguments(parser)
-    return int(run_command(parser.parse_args(args.rest)) or 0)
+    return int(run_main(list(argv)) or 0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,12 +146,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv) if argv[:1] != ["run"] else None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("default")
             warnings.formatwarning = _one_line_warning  # type: ignore[assignment]
+            if args is None:
+                return cmd_run(argv[1:])
             return int(args.func(args) or 0)
     except TrainprofError as exc:
         print(f"trainprof: {exc}", file=sys.stderr)

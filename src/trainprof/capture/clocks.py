@@ -1,7 +1,7 @@
-"""Timestamps for the step timer: host nanoseconds on the CPU, CUDA events on a GPU.
+"""Timestamps for the step timer: host seconds on the CPU, CUDA events on a GPU.
 
-A CUDA event is recorded into the stream, so the elapsed time between two events is GPU time and
-needs no synchronisation when taken; it is only read once the later event has completed.
+A CUDA event is recorded into the stream, so the time between two events is GPU time, and
+taking it needs no synchronisation; it is only read once the later event has completed.
 """
 
 from __future__ import annotations
@@ -13,14 +13,10 @@ import torch
 
 
 class CpuClock:
-    """`time.perf_counter_ns`; every mark is ready at once."""
+    """`time.perf_counter`: marks are float seconds, ready at once."""
 
     immediate = True
-    now = staticmethod(time.perf_counter_ns)
-
-    @staticmethod
-    def elapsed_ms(start: int, end: int) -> float:
-        return (end - start) / 1e6
+    now = staticmethod(time.perf_counter)
 
     @staticmethod
     def ready(mark: Any) -> bool:
@@ -31,7 +27,7 @@ class CpuClock:
         pass
 
     @staticmethod
-    def release(step: Any) -> None:
+    def resolve(step: Any) -> None:
         pass
 
 
@@ -39,18 +35,17 @@ class CudaClock:
     """CUDA events on the current stream, reused from a pool so a long run allocates few."""
 
     immediate = False
+
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self._pool: list[torch.cuda.Event] = []
+        self._origin = torch.cuda.Event(enable_timing=True)  # every mark is read against it
+        self._origin.record(torch.cuda.current_stream(device))
 
     def now(self) -> torch.cuda.Event:
         event = self._pool.pop() if self._pool else torch.cuda.Event(enable_timing=True)
         event.record(torch.cuda.current_stream(self.device))
         return event
-
-    @staticmethod
-    def elapsed_ms(start: torch.cuda.Event, end: torch.cuda.Event) -> float:
-        return start.elapsed_time(end)
 
     @staticmethod
     def ready(mark: torch.cuda.Event) -> bool:
@@ -60,12 +55,27 @@ class CudaClock:
     def wait(mark: torch.cuda.Event) -> None:
         mark.synchronize()
 
-    def release(self, step: Any) -> None:
-        """Returns a read-back step's events to the pool."""
-        marks = [step.start, step.data_end, step.end]
-        marks += [mark for _, start, end in step.intervals for mark in (start, end)]
-        # The end of one step is the start of the next, so each event goes back once.
-        self._pool.extend({id(m): m for m in marks if m is not None and m is not step.end}.values())
+    def resolve(self, step: Any) -> None:
+        """Replaces a finished step's events by float seconds, and pools the events again.
+
+        The step's end event is also the next step's start, so it goes back to the pool when
+        that step is resolved.
+        """
+        seconds, end = self._seconds, step.end
+        used = [step.start, step.data_end] + [m for _, s, e in step.intervals for m in (s, e)]
+        step.intervals = [(phase, seconds(s), seconds(e)) for phase, s, e in step.intervals]
+        if step.data_end is not None:
+            step.data_end = seconds(step.data_end)
+        step.start, step.end = seconds(step.start), seconds(end)
+        reusable = {id(m): m for m in used if isinstance(m, torch.cuda.Event) and m is not end}
+        self._pool.extend(reusable.values())
+
+    def _seconds(self, event: Any) -> float:
+        if not isinstance(event, torch.cuda.Event):
+            return event  # already resolved
+        if not event.query():  # recorded on another stream than the step's end: rare, and late
+            event.synchronize()
+        return self._origin.elapsed_time(event) / 1e3
 
 
 def clock_for(device: torch.device) -> CpuClock | CudaClock:

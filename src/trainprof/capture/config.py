@@ -6,19 +6,23 @@ import dataclasses
 import os
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import torch
-from torch.profiler import ProfilerActivity
+from torch.profiler import ProfilerAction, ProfilerActivity
 
 #: Where traces go when neither `output_trace_dir` nor `on_trace_ready` is given.
 DEFAULT_OUTPUT_DIR = "trainprof-traces"
 
 #: Skip 5 steps (lazy initialisation, allocator growth, autotuning and compilation happen there),
 #: warm the profiler up for 1, record 3, once. A long loop is recorded once, in steady state.
-DEFAULT_SCHEDULE: Mapping[str, int] = {"skip_first": 0, "wait": 5, "warmup": 1, "active": 3, "repeat": 1}
+DEFAULT_SCHEDULE: Mapping[str, int] = MappingProxyType(
+    {"skip_first": 0, "wait": 5, "warmup": 1, "active": 3, "repeat": 1}
+)
 
 SCHEDULE_KEYS = frozenset({"wait", "warmup", "active", "repeat", "skip_first", "skip_first_wait"})
+REQUIRED_SCHEDULE_KEYS = ("wait", "warmup", "active")  # torch.profiler.schedule has no defaults for these
 
 _ACTIVITY_NAMES = {
     "cpu": "CPU",
@@ -51,6 +55,15 @@ def to_torch_activity(name: str | ProfilerActivity) -> ProfilerActivity:
     return getattr(ProfilerActivity, attr)
 
 
+def record_every_step(step: int) -> ProfilerAction:
+    """A schedule that records from the start to the end as one cycle.
+
+    torch's own "no schedule" does the same but then leaves out the `ProfilerStep#N` spans that
+    the analysis uses to find steps; passing a schedule keeps them.
+    """
+    return ProfilerAction.RECORD
+
+
 @dataclass
 class ProfileConfig:
     """What to record and where; field names and meanings follow accelerate's `ProfileKwargs`.
@@ -76,9 +89,13 @@ class ProfileConfig:
         # Check now, so a typo fails at the call site rather than warning mid-training.
         for name in self.activities or ():
             to_torch_activity(name)
-        unknown = set(self.schedule_option or {}) - SCHEDULE_KEYS
+        option = self.schedule_option or {}
+        unknown = set(option) - SCHEDULE_KEYS
         if unknown:
             raise ValueError(f"unknown schedule_option keys {sorted(unknown)}; use {sorted(SCHEDULE_KEYS)}")
+        missing = [key for key in REQUIRED_SCHEDULE_KEYS if option and key not in option]
+        if missing:
+            raise ValueError(f"schedule_option needs {missing} too (or pass {{}} to record every step)")
         if isinstance(self.ranks, int):
             self.ranks = (self.ranks,)
 
@@ -99,11 +116,11 @@ class ProfileConfig:
     def torch_activities(self) -> list[ProfilerActivity]:
         return [to_torch_activity(name) for name in (self.activities or machine_activities())]
 
-    def torch_schedule(self) -> Callable[[int], Any] | None:
-        """The torch schedule, or None (record every step) for an empty `schedule_option`."""
+    def torch_schedule(self) -> Callable[[int], Any]:
+        """The torch schedule; for an empty `schedule_option`, one that records every step."""
         option = DEFAULT_SCHEDULE if self.schedule_option is None else self.schedule_option
         if not option:
-            return None
+            return record_every_step
         return torch.profiler.schedule(**option)
 
     def trace_dir(self) -> str | os.PathLike[str] | None:

@@ -9,13 +9,15 @@ no way to break the training loop it records.
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from trainprof.capture.config import ProfileConfig
+from trainprof.capture.config import DEFAULT_SCHEDULE, ProfileConfig
 from trainprof.capture.ranks import current_rank
 from trainprof.capture.safety import WarnOnce
 from trainprof.capture.writer import write_trace
@@ -103,14 +105,19 @@ class Recorder:
             return
         self._in_step = True
         try:
-            self.profiler.step()
+            with warnings.catch_warnings():
+                # torch's note that each cycle starts afresh: we write every cycle to its own file.
+                warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
+                self.profiler.step()
         except Exception as error:
-            self._give_up("the profiler failed during a step; recording stopped", error)
+            # With a schedule, the profiler really starts here, at the first warm-up step.
+            self._give_up(f"the profiler failed at step {self.steps}; training goes on unrecorded", error)
         finally:
             self._in_step = False
 
-    def stop(self) -> None:
-        """Ends recording (writing a cycle in progress) and waits for the other ranks if asked."""
+    def stop(self, wait_for_others: bool = True) -> None:
+        """Ends recording (writing a cycle in progress), then meets the other ranks at the barrier
+        if one was given; pass `wait_for_others=False` after an error, when they may be gone."""
         profiler, self.profiler = self.profiler, None
         if profiler is not None:
             try:
@@ -118,7 +125,7 @@ class Recorder:
             except Exception as error:
                 self._warn("the profiler failed while stopping; the last cycle may be lost", error)
             self._warn_if_nothing_recorded()
-        if self._barrier is not None:
+        if self._barrier is not None and wait_for_others:
             try:
                 self._barrier()
             except Exception as error:
@@ -127,8 +134,8 @@ class Recorder:
     def __enter__(self) -> Recorder:
         return self.start()
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+    def __exit__(self, exc_type: object, *exc_info: object) -> None:
+        self.stop(wait_for_others=exc_type is None)
 
     def _on_trace_ready(self, profiler: torch.profiler.profile) -> None:
         # Inside step(), torch has already moved step_num on to the next step.
@@ -149,17 +156,16 @@ class Recorder:
         self._warn(message, error)
         profiler, self.profiler = self.profiler, None
         if profiler is not None:
-            try:  # leave no half-started Kineto session behind for the next profiler
+            # Leave no half-started Kineto session behind for the next profiler.
+            with contextlib.suppress(Exception):
                 profiler.__exit__(None, None, None)
-            except Exception:
-                pass
 
     def _warn_if_nothing_recorded(self) -> None:
         if self.trace_files or self.config.trace_dir() is None:
             return
         option = self.config.schedule_option
+        schedule = dict(DEFAULT_SCHEDULE if option is None else option)
         self._warn(
-            f"no trace was written: the loop ran {self.steps} step(s), fewer than the schedule "
-            f"{dict(option) if option is not None else 'default'} needs before it records; "
-            "pass a shorter schedule_option"
+            f"no trace was written: the loop ran {self.steps} step(s), too few for the schedule "
+            f"{schedule} to record one; pass a shorter schedule_option"
         )

@@ -1,71 +1,88 @@
-"""Running totals for the step timer, and the numbers and log line made from them."""
+"""The step timer's measurements and the numbers made from them.
+
+Flat arrays of 8-byte numbers (about 60 bytes a step) keep each step's cost to a few appends;
+sums and percentiles are computed only when a summary or a log line asks for them.
+"""
 
 from __future__ import annotations
 
 import statistics
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 PHASES = ("data", "forward", "backward", "optimizer", "other")
 
 
 @dataclass
 class Window:
-    """Sums over a run of measured steps: their count, total ms, ms per phase, samples."""
+    """Totals over a run of measured steps."""
 
-    steps: int = 0
-    total_ms: float = 0.0
-    phase_ms: list[float] = field(default_factory=lambda: [0.0] * len(PHASES))
-    samples: int = 0
-
-    def add(self, step_ms: float, phases: list[float], samples: int | None) -> None:
-        self.steps += 1
-        self.total_ms += step_ms
-        for i, value in enumerate(phases):
-            self.phase_ms[i] += value
-        self.samples += samples or 0
+    steps: int
+    total_ms: float
+    phase_ms: list[float]
+    samples: int | None
+    tokens: int | None
 
 
 class StepStats:
-    """Every measured step's time (8 bytes each) and the sums that the summary needs."""
+    """Every measured step's time and phases in seconds, as rows of one flat column, with its
+    samples and tokens."""
+
+    _WIDTH = 1 + len(PHASES)  # step time, then the phases
 
     def __init__(self) -> None:
-        self.step_ms = array("d")
-        self.all = Window()
-        self._logged = Window()  # a copy of `all` when the last log line was made
-        self.samples: int | None = 0
-        self.tokens: int | None = 0
+        self.rows = array("d")
+        self.samples = array("q")
+        self.tokens = array("q")
+        self.samples_known = True  # one step of unknown size makes the total unknown
+        self.tokens_known = True
+        self._logged = 0  # steps already covered by a log line
 
-    def add(self, step_ms: float, phases: list[float], samples: int | None, tokens: int | None) -> None:
-        self.step_ms.append(step_ms)
-        self.all.add(step_ms, phases, samples)
-        # One step of unknown size makes the total unknown, rather than quietly too small.
-        self.samples = None if self.samples is None or samples is None else self.samples + samples
-        self.tokens = None if self.tokens is None or tokens is None else self.tokens + tokens
+    def add(self, step_s: float, phases: list[float], samples: int | None, tokens: int | None) -> None:
+        self.rows.append(step_s)
+        self.rows.extend(phases)
+        if samples is None:
+            self.samples_known = False
+        else:
+            self.samples.append(samples)
+        if tokens is None:
+            self.tokens_known = False
+        else:
+            self.tokens.append(tokens)
+
+    @property
+    def steps(self) -> int:
+        return len(self.rows) // self._WIDTH
 
     @property
     def steps_since_log(self) -> int:
-        return self.all.steps - self._logged.steps
+        return self.steps - self._logged
+
+    def column(self, index: int, start: int = 0, end: int | None = None) -> array:
+        """Column `index` (0: step time, then PHASES) for steps [start, end)."""
+        end = self.steps if end is None else end
+        return self.rows[start * self._WIDTH + index : end * self._WIDTH : self._WIDTH]
+
+    def window(self, start: int = 0, end: int | None = None) -> Window:
+        """Totals over steps [start, end)."""
+        end = self.steps if end is None else end
+        return Window(
+            steps=end - start,
+            total_ms=sum(self.column(0, start, end)) * 1e3,
+            phase_ms=[sum(self.column(1 + i, start, end)) * 1e3 for i in range(len(PHASES))],
+            samples=sum(self.samples[start:end]) if self.samples_known else None,
+            tokens=sum(self.tokens[start:end]) if self.tokens_known else None,
+        )
 
     def take_recent(self) -> Window:
         """The steps since the last call, as one window."""
-        now, before = self.all, self._logged
-        self._logged = Window(now.steps, now.total_ms, list(now.phase_ms), now.samples)
-        return Window(
-            now.steps - before.steps,
-            now.total_ms - before.total_ms,
-            [a - b for a, b in zip(now.phase_ms, before.phase_ms)],
-            now.samples - before.samples,
-        )
-
-    @property
-    def seconds(self) -> float:
-        return self.all.total_ms / 1e3
+        start, self._logged = self._logged, self.steps
+        return self.window(start)
 
     def distribution(self) -> dict[str, float] | None:
-        if not self.step_ms:
+        if not self.rows:
             return None
-        ordered = sorted(self.step_ms)
+        ordered = sorted(s * 1e3 for s in self.column(0))
         return {
             "mean": statistics.fmean(ordered),
             "median": statistics.median(ordered),
@@ -74,21 +91,24 @@ class StepStats:
             "max": ordered[-1],
         }
 
-    def phases_ms(self) -> dict[str, float | None]:
-        steps = self.all.steps
-        return {p: (self.all.phase_ms[i] / steps if steps else None) for i, p in enumerate(PHASES)}
 
-    def per_second(self, count: int | None) -> float | None:
-        return count / self.seconds if count and self.seconds > 0 else None
+def phases_ms(window: Window) -> dict[str, float | None]:
+    """Mean milliseconds per step in each phase."""
+    return {p: (ms / window.steps if window.steps else None) for p, ms in zip(PHASES, window.phase_ms, strict=True)}
+
+
+def per_second(count: int | None, window: Window) -> float | None:
+    return count / (window.total_ms / 1e3) if count and window.total_ms > 0 else None
 
 
 def log_line(last_index: int, window: Window, mfu: float | None) -> str:
     """`trainprof step 99: 52.1 ms/step (data 30.2, forward ...), 1228 samples/s, MFU 31.0%`."""
     mean = window.total_ms / window.steps
-    phases = ", ".join(f"{p} {window.phase_ms[i] / window.steps:.1f}" for i, p in enumerate(PHASES))
+    phases = ", ".join(f"{p} {ms / window.steps:.1f}" for p, ms in zip(PHASES, window.phase_ms, strict=True))
     line = f"trainprof step {last_index}: {mean:.1f} ms/step ({phases})"
-    if window.samples and window.total_ms > 0:
-        line += f", {window.samples / (window.total_ms / 1e3):.0f} samples/s"
+    rate = per_second(window.samples, window)
+    if rate is not None:
+        line += f", {rate:.0f} samples/s"
     if mfu is not None:
         line += f", MFU {mfu:.1%}"
     return line

@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
+import secrets
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +35,13 @@ def write_trace(profiler: Any, out_dir: str | os.PathLike[str], rank: int, step:
     packed = _temp_path(directory, final.name)
     try:
         profiler.export_chrome_trace(str(raw))
-        with open(raw, "rb") as src, open(packed, "wb") as sink:
-            # An empty inner name and mtime keep temp names and clock out of the gzip header.
-            with gzip.GzipFile(filename="", mode="wb", fileobj=sink, compresslevel=GZIP_LEVEL, mtime=0) as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
+        # An empty inner name and mtime keep temp names and the clock out of the gzip header.
+        with (
+            open(raw, "rb") as src,
+            open(packed, "wb") as sink,
+            gzip.GzipFile(filename="", mode="wb", fileobj=sink, compresslevel=GZIP_LEVEL, mtime=0) as dst,
+        ):
+            shutil.copyfileobj(src, dst, 1 << 20)
         os.replace(packed, final)
     finally:
         for leftover in (raw, packed):
@@ -48,6 +51,11 @@ def write_trace(profiler: Any, out_dir: str | os.PathLike[str], rank: int, step:
 
 
 def _temp_path(directory: Path, name: str) -> Path:
-    fd, path = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-    os.close(fd)
-    return Path(path)
+    """A new hidden file; made with mode 0o666 so that the umask, not mkstemp's 0o600, decides."""
+    while True:
+        path = directory / f".{name}.{secrets.token_hex(4)}.tmp"
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+            return path
+        except FileExistsError:
+            continue

@@ -1,0 +1,1 @@
+"""Recording under accelerate and Lightning with trainprof's options and file layout."""

@@ -1,0 +1,1 @@
+"""Short import paths for the framework integrations (`trainprof.integrations.lightning`)."""

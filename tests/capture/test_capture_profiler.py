@@ -1,0 +1,167 @@
+"""`trainprof.profile` on a real CPU training loop: files, names, schedule, and never failing."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import trainprof
+from trainprof.capture.config import DEFAULT_SCHEDULE, ProfileConfig
+from trainprof.capture.safety import RecordingWarning
+
+from capture_helpers import TinyTraining, profiler_steps, read_trace, trace_names
+
+SHORT = {"wait": 1, "warmup": 1, "active": 2, "repeat": 2}
+
+
+def test_plain_loop_writes_one_gzipped_trace_per_cycle(tmp_path):
+    training = TinyTraining()
+    with trainprof.profile(output_trace_dir=tmp_path, schedule_option=SHORT) as prof:
+        training.run(10, after_step=prof.step)
+
+    # cycle = wait 1, warmup 1, active 2: steps 2-3 and 6-7 are recorded, twice, then nothing
+    assert trace_names(tmp_path) == ["rank0.step3.pt.trace.json.gz", "rank0.step7.pt.trace.json.gz"]
+    assert profiler_steps(read_trace(tmp_path / "rank0.step3.pt.trace.json.gz")) == [2, 3]
+    trace = read_trace(tmp_path / "rank0.step7.pt.trace.json.gz")
+    assert profiler_steps(trace) == [6, 7]
+    names = {e.get("name") for e in trace["traceEvents"]}
+    assert "aten::addmm" in names  # the real forward ran under the profiler
+    assert training.steps_done == 10
+    assert prof.trace_files == [tmp_path / "rank0.step3.pt.trace.json.gz", tmp_path / "rank0.step7.pt.trace.json.gz"]
+
+
+def test_default_schedule_records_one_steady_state_cycle(tmp_path):
+    training = TinyTraining()
+    with trainprof.profile(output_trace_dir=tmp_path) as prof:
+        training.run(40, after_step=prof.step)
+    first = DEFAULT_SCHEDULE["wait"] + DEFAULT_SCHEDULE["warmup"]
+    last = first + DEFAULT_SCHEDULE["active"] - 1
+    assert trace_names(tmp_path) == [f"rank0.step{last}.pt.trace.json.gz"]
+    assert profiler_steps(read_trace(tmp_path / f"rank0.step{last}.pt.trace.json.gz")) == list(range(first, last + 1))
+
+
+def test_empty_schedule_records_every_step_in_one_file(tmp_path):
+    training = TinyTraining()
+    with trainprof.profile(output_trace_dir=tmp_path, schedule_option={}) as prof:
+        training.run(3, after_step=prof.step)
+    (path,) = tmp_path.iterdir()
+    assert path.name == "rank0.step3.pt.trace.json.gz"
+    # step() after the last step opens ProfilerStep#3, closed when the profiler stops
+    assert profiler_steps(read_trace(path)) == [0, 1, 2, 3]
+
+
+def test_no_temporary_files_are_left_behind(tmp_path):
+    training = TinyTraining()
+    with trainprof.profile(output_trace_dir=tmp_path, schedule_option=SHORT) as prof:
+        training.run(8, after_step=prof.step)
+    assert all(not name.startswith(".") for name in trace_names(tmp_path))
+    assert all(name.endswith(".pt.trace.json.gz") for name in trace_names(tmp_path))
+
+
+def test_output_path_that_is_a_file_warns_once_and_training_finishes(tmp_path):
+    training = TinyTraining()
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the trace folder should be")
+    losses = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with trainprof.profile(output_trace_dir=blocker, schedule_option=SHORT) as prof:
+            for _ in range(10):  # two cycles, so two failed writes
+                losses.append(training.step())
+                prof.step()
+    ours = [w for w in caught if issubclass(w.category, RecordingWarning)]
+    assert len(ours) == 1, [str(w.message) for w in ours]
+    assert "could not write a trace" in str(ours[0].message)
+    assert training.steps_done == 10 and len(losses) == 10
+    assert blocker.read_text() == "a file where the trace folder should be"
+    assert prof.trace_files == []
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+@pytest.mark.filterwarnings("ignore:CUDA is not available")
+def test_profiler_that_cannot_start_warns_and_training_goes_on(tmp_path):
+    training = TinyTraining()
+    with (
+        pytest.warns(RecordingWarning, match="training goes on unrecorded"),
+        trainprof.profile(output_trace_dir=tmp_path, activities=["cuda"], schedule_option=SHORT) as prof,
+    ):
+        training.run(6, after_step=prof.step)
+    assert training.steps_done == 6
+    assert not prof.recording
+    assert not tmp_path.exists() or trace_names(tmp_path) == []
+
+
+def test_too_short_a_loop_says_so(tmp_path):
+    training = TinyTraining()
+    with (
+        pytest.warns(RecordingWarning, match="no trace was written"),
+        trainprof.profile(output_trace_dir=tmp_path) as prof,
+    ):
+        training.run(3, after_step=prof.step)
+    assert prof.trace_files == []
+
+
+def test_ranks_filter_skips_this_rank_quietly(tmp_path):
+    training = TinyTraining()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RecordingWarning)
+        with trainprof.profile(output_trace_dir=tmp_path, schedule_option=SHORT, ranks=[1]) as prof:
+            training.run(8, after_step=prof.step)
+    assert not prof.recording
+    assert not tmp_path.exists() or trace_names(tmp_path) == []
+    assert training.steps_done == 8
+
+
+def test_on_trace_ready_is_called_per_cycle_and_its_errors_do_not_escape(tmp_path):
+    training = TinyTraining()
+    seen = []
+
+    def handler(profiler):
+        seen.append(profiler.step_num)
+        raise RuntimeError("a broken user handler")
+
+    with (
+        pytest.warns(RecordingWarning, match="on_trace_ready"),
+        trainprof.profile(output_trace_dir=tmp_path, schedule_option=SHORT, on_trace_ready=handler) as prof,
+    ):
+        training.run(10, after_step=prof.step)
+    assert len(seen) == 2
+    assert len(trace_names(tmp_path)) == 2  # our own files are written before the user's handler
+
+
+def test_on_trace_ready_alone_writes_no_files(tmp_path, monkeypatch):
+    training = TinyTraining()
+    monkeypatch.chdir(tmp_path)
+    cycles = []
+    with trainprof.profile(schedule_option=SHORT, on_trace_ready=cycles.append) as prof:
+        training.run(10, after_step=prof.step)
+    assert len(cycles) == 2
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_accelerate_profile_kwargs_are_accepted_as_they_are(tmp_path):
+    training = TinyTraining()
+    from accelerate.utils import ProfileKwargs
+
+    kwargs = ProfileKwargs(activities=["cpu"], schedule_option={"wait": 0, "warmup": 1, "active": 1, "repeat": 1},
+                           record_shapes=True, output_trace_dir=str(tmp_path))
+    with trainprof.profile(kwargs) as prof:
+        training.run(4, after_step=prof.step)
+    assert prof.config.record_shapes is True
+    (path,) = tmp_path.iterdir()
+    assert path.name == "rank0.step1.pt.trace.json.gz"
+    trace = read_trace(path)
+    assert any("Input Dims" in e.get("args", {}) for e in trace["traceEvents"])  # record_shapes took effect
+
+
+def test_options_are_checked_at_the_call():
+    with pytest.raises(ValueError, match="unknown profiler activity"):
+        ProfileConfig(activities=["gpu"])
+    with pytest.raises(ValueError, match="schedule_option"):
+        ProfileConfig(schedule_option={"wiat": 1})
+    with pytest.raises(ValueError, match="needs \\['warmup'\\]"):
+        ProfileConfig(schedule_option={"wait": 1, "active": 2})
+    with pytest.raises(TypeError, match="output_trace_dir"):
+        trainprof.profile(output_dir="traces")

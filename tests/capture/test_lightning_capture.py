@@ -1,0 +1,59 @@
+"""The Lightning callback on a CPU Trainer: one trace per rank, the same options as profile()."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from capture_helpers import profiler_steps, read_trace, trace_names
+
+pl = pytest.importorskip("lightning.pytorch")
+# lightning 2.6 on torch 2.13 warns about its own use of a torch pytree API; not ours to fix.
+pytestmark = pytest.mark.filterwarnings("ignore:.*LeafSpec")
+
+from trainprof.integrations.lightning import TrainprofCallback  # noqa: E402
+
+
+class TinyModule(pl.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(16, 4)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self.layer(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def trainer(callback, tmp_path, **kwargs):
+    return pl.Trainer(
+        accelerator="cpu", devices=1, max_steps=8, callbacks=[callback], default_root_dir=tmp_path,
+        logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        **kwargs,
+    )
+
+
+def loader():
+    data = torch.utils.data.TensorDataset(torch.randn(128, 16), torch.randint(0, 4, (128,)))
+    return torch.utils.data.DataLoader(data, batch_size=8)
+
+
+@pytest.mark.slow
+def test_callback_records_one_trace_for_rank_0(tmp_path):
+    callback = TrainprofCallback(schedule_option={"wait": 1, "warmup": 1, "active": 3, "repeat": 1},
+                                 output_trace_dir=tmp_path / "traces", record_shapes=True)
+    trainer(callback, tmp_path).fit(TinyModule(), loader())
+    assert trace_names(tmp_path / "traces") == ["rank0.step4.pt.trace.json.gz"]
+    trace = read_trace(tmp_path / "traces" / "rank0.step4.pt.trace.json.gz")
+    assert profiler_steps(trace) == [2, 3, 4]
+    assert any("Input Dims" in e.get("args", {}) for e in trace["traceEvents"])
+    assert callback.trace_files == [tmp_path / "traces" / "rank0.step4.pt.trace.json.gz"]
+
+
+@pytest.mark.slow
+def test_callback_defaults_to_the_trainers_root_dir(tmp_path):
+    callback = TrainprofCallback(schedule_option={"wait": 0, "warmup": 1, "active": 2, "repeat": 1})
+    trainer(callback, tmp_path).fit(TinyModule(), loader())
+    assert trace_names(tmp_path / "trainprof-traces") == ["rank0.step2.pt.trace.json.gz"]

@@ -1,0 +1,46 @@
+"""torchrun with two gloo ranks: one trace file per rank, each saying which rank it is."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from capture_helpers import read_trace, run_python, trace_names
+
+DDP_SCRIPT = textwrap.dedent(
+    """
+    import torch, torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(6):
+        loss = model(torch.randn(8, 16)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    dist.destroy_process_group()
+    """
+)
+
+
+@pytest.mark.slow
+def test_torchrun_two_ranks_write_one_file_each(tmp_path):
+    (tmp_path / "ddp.py").write_text(DDP_SCRIPT)
+    result = run_python(
+        ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         "-m", "trainprof.capture.runner", "--out", "traces", "--wait", "1", "--warmup", "1", "--active", "2",
+         "--", "ddp.py"],
+        cwd=tmp_path, timeout=180,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert trace_names(tmp_path / "traces") == ["rank0.step3.pt.trace.json.gz", "rank1.step3.pt.trace.json.gz"]
+    for rank in (0, 1):
+        trace = read_trace(tmp_path / "traces" / f"rank{rank}.step3.pt.trace.json.gz")
+        assert trace["distributedInfo"]["rank"] == rank
+        assert trace["distributedInfo"]["world_size"] == 2
+        assert any(e.get("name", "").startswith("gloo:all_reduce") for e in trace["traceEvents"])
+    # only rank 0 prints the analysis, after both files are there
+    assert result.stderr.count("trace file(s) in traces") == 1
+    assert "2 trace file(s)" in result.stderr
