@@ -18,6 +18,7 @@ from trainprof.trace.model import Events, Flows, Kind, MemoryEvents
 
 _NO_ARGS = _Args()
 _DEVICE_KINDS = [Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET]
+_HOST_OP_KINDS = [Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON]
 _EVENT_FIELDS = ("kind", "name", "ts", "dur", "tid", "device", "stream", "correlation",
                  "external_id", "blocks_per_sm", "occupancy", "nbytes", "flags", "flops", "shape",
                  "stack", "detail")
@@ -200,22 +201,26 @@ class ColumnBuilder:
     def _op_fields(self, args: list[_Args | None], n: int, kind: np.ndarray,
                    flags: np.ndarray) -> dict[str, np.ndarray]:
         """Shapes, stacks and FLOPs of host ops; launch and collective details."""
-        present = [i for i, a in enumerate(args) if a is not None]
         shape = np.full(n, -1, dtype=np.int32)
         stack = np.full(n, -1, dtype=np.int32)
         detail = np.full(n, -1, dtype=np.int32)
         flops = np.full(n, np.nan)
-        if not present:
-            return {"shape": shape, "stack": stack, "detail": detail, "flops": flops}
-        shape[present] = _interned(self._shapes, [args[i].input_dims for i in present])
-        stack[present] = _interned(self._stacks, [args[i].call_stack for i in present])
-        flops[present] = self._numbers([args[i].flops for i in present], "args")
+        # Shapes, stacks and FLOPs belong to host ops only.
+        ops = [i for i in np.flatnonzero(np.isin(kind, _HOST_OP_KINDS)).tolist()
+               if args[i] is not None]
+        if ops:
+            shape[ops] = _interned(self._shapes, [args[i].input_dims for i in ops])
+            stack[ops] = _interned(self._stacks, [args[i].call_stack for i in ops])
+            flops[ops] = self._numbers([args[i].flops for i in ops], "args")
         # Details only where they exist: kernels and communication.
-        wanted = (kind == Kind.KERNEL) | ((flags & model.FLAG_COMM) != 0)
-        for i in np.flatnonzero(wanted):
-            if args[i] is None:
+        is_kernel = kind == Kind.KERNEL
+        wanted = np.flatnonzero(is_kernel | ((flags & model.FLAG_COMM) != 0)).tolist()
+        kernel_flags = is_kernel[wanted].tolist()
+        for i, on_device in zip(wanted, kernel_flags, strict=True):
+            a = args[i]
+            if a is None:
                 continue
-            d = args[i].detail()
+            d = a.kernel_detail() if on_device else a.detail()
             if d is not None:
                 detail[i] = len(self.details)
                 self.details.append(d)
@@ -271,17 +276,12 @@ class ColumnBuilder:
 
 def _interned(table: dict[bytes, int], raws: list[Any]) -> list[int]:
     """Index of each raw value in ``table`` (added when new); -1 for an absent value."""
-    out = []
-    for raw in raws:
-        if not len(raw):
-            out.append(-1)
-            continue
-        key = bytes(raw)
-        idx = table.get(key)
-        if idx is None:
-            idx = table[key] = len(table)
-        out.append(idx)
-    return out
+    keys = [bytes(raw) if len(raw) else None for raw in raws]
+    for key in dict.fromkeys(keys):
+        if key is not None and key not in table:
+            table[key] = len(table)
+    get = table.get
+    return [-1 if k is None else get(k) for k in keys]
 
 
 def _json_string(raw: bytes) -> str:

@@ -47,6 +47,15 @@ class _Args(msgspec.Struct, gc=False):
     pg_name: Any = msgspec.field(name="Process Group Name", default=None)
     pg_ranks: Any = msgspec.field(name="Process Group Ranks", default=None)
 
+    def kernel_detail(self) -> dict[str, Any] | None:
+        """A kernel's launch configuration (and collective metadata on NCCL kernels)."""
+        if self.collective is not None:
+            return self.detail()
+        if self.grid is None and self.block is None:
+            return None
+        return {"grid": self.grid, "block": self.block, "registers": self.registers,
+                "shared_memory": self.shared_memory}
+
     def detail(self) -> dict[str, Any] | None:
         """Launch configuration and collective metadata, when the event has any."""
         out = {k: getattr(self, k) for k in _DETAIL_FIELDS if getattr(self, k) is not None}
