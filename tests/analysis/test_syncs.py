@@ -7,7 +7,7 @@ import json
 import pytest
 
 from trainprof.analysis.steps import find_steps
-from trainprof.analysis.syncs import EXPLICIT_SYNC, sync_stats
+from trainprof.analysis.syncs import EXPLICIT_SYNC, PROFILER_SYNC, sync_stats
 from trainprof.trace.load import load_file
 from trainprof.trace.model import Kind, sync_call_kind, sync_cause
 
@@ -121,3 +121,22 @@ def test_cuda_sync_events_are_not_counted_twice():
     names = [trace.events.names[i] for i in trace.events.name[calls]]
     expected = sum(n in ("cudaStreamSynchronize", "cudaDeviceSynchronize") for n in names)
     assert s.count == expected and not s.notes
+
+
+def test_synthetic_loop_syncs_leave_out_the_profilers_own(synthetic):
+    """The Context Sync after the last op is the profiler's; the other four are the loop's."""
+    s = synthetic
+    assert (s.loop_count, s.profiler_syncs) == (4, 1)
+    assert s.loop_blocked_us == pytest.approx(40 + 40 + 200 + 30)
+    own = next(x for x in s.sites if x.call == "Context Sync")
+    assert own.cause == PROFILER_SYNC
+
+
+def test_resnet_loop_syncs_and_what_they_cost():
+    trace = load_file(RESNET_W0)
+    s = sync_stats(trace, find_steps(trace))
+    assert (s.loop_count, s.profiler_syncs) == (12, 1)
+    # The GPU idles after each copy to the host until the host launches again; without the
+    # sync the host would have been ahead by at most the time it was blocked.
+    assert s.loop_gpu_idle_after_us > s.loop_avoidable_us > 0
+    assert s.loop_avoidable_us <= s.loop_blocked_us

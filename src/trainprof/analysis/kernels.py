@@ -7,7 +7,8 @@ kernel's calls weighted by duration. Calls that do not report them are left out 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,41 @@ class KernelRow:
         return asdict(self)
 
 
+#: Ops whose kernels could run on Tensor Cores (matmuls, convolutions, attention, RNNs): the
+#: TensorBoard plugin's allow-list, by pattern so that new spellings match.
+_TC_ELIGIBLE_OP = re.compile(
+    r"conv|(?:^|::|_)(?:mm|addmm|bmm|baddbmm|addbmm|matmul|linear|einsum)(?:$|_)"
+    r"|scaled_dot_product|_flash_attention|_efficient_attention|_cudnn_attention"
+    r"|cudnn_rnn|lstm|(?:^|::|_)gru(?:$|_)", re.IGNORECASE)
+#: Softmax ops (not log-softmax, a loss) and fused attention, by op or kernel name.
+_SOFTMAX_OP = re.compile(r"(?:^|::)_?softmax(?:$|_backward)", re.IGNORECASE)
+_FUSED_ATTENTION = re.compile(
+    r"flash|fmha|efficient_attention|scaled_dot_product|_cudnn_attention|sdpa|attention_fwd"
+    r"|attn_fwd|mem_eff", re.IGNORECASE)
+
+
+@dataclass
+class KernelFacts:
+    """Kernel time (µs, whole trace, communication kernels left out) behind the GPU rules."""
+
+    compute_us: float = 0.0
+    #: Launched by an op that could use Tensor Cores, and of that, by Tensor Core kernels.
+    tc_eligible_us: float = 0.0
+    tc_eligible_on_tc_us: float = 0.0
+    #: Calls that report fewer blocks than SMs (blocks per SM < 1), and the SM time they leave
+    #: empty: sum of duration x (1 - blocks per SM).
+    underfilled_us: float = 0.0
+    underfilled_empty_us: float = 0.0
+    reported_blocks_us: float = 0.0  # time of the calls that report blocks per SM
+    #: Softmax kernels (launched by a softmax op) and fused attention kernels.
+    softmax_us: float = 0.0
+    softmax_calls: int = 0
+    fused_attention_us: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 @dataclass
 class KernelStats:
     """Kernels of one trace, largest total time first."""
@@ -51,13 +87,15 @@ class KernelStats:
     total_us: float
     calls: int
     tensor_core_pct: float | None  # share of kernel time in Tensor Core kernels
+    facts: KernelFacts = field(default_factory=KernelFacts)
 
     def top(self, n: int) -> list[KernelRow]:
         return self.rows[:n]
 
     def to_dict(self) -> dict[str, Any]:
         return {"total_us": self.total_us, "calls": self.calls,
-                "tensor_core_pct": self.tensor_core_pct, "rows": [r.to_dict() for r in self.rows]}
+                "tensor_core_pct": self.tensor_core_pct, "facts": self.facts.to_dict(),
+                "rows": [r.to_dict() for r in self.rows]}
 
     def to_pandas(self) -> Any:
         return data_frame([r.to_dict() for r in self.rows])
@@ -98,7 +136,56 @@ def kernel_stats(trace: Trace, steps: StepWindows | None = None) -> KernelStats:
     rows.sort(key=lambda r: (-r.total_us, r.name))
     tc = sum(r.total_us for r in rows if r.tensor_cores)
     return KernelStats(rows=rows, total_us=all_time, calls=len(kernels),
-                       tensor_core_pct=share(tc, all_time))
+                       tensor_core_pct=share(tc, all_time), facts=kernel_facts(trace, kernels))
+
+
+def kernel_facts(trace: Trace, kernels: np.ndarray) -> KernelFacts:
+    """Tensor Core eligibility, under-filled launches and attention, per kernel call."""
+    ev = trace.events
+    kernels = kernels[~ev.flagged(FLAG_COMM)[kernels]]
+    if not len(kernels):
+        return KernelFacts()
+    dur = ev.dur[kernels]
+    op = _kernel_ops(trace, kernels)
+    op_names = np.unique(op[op >= 0])
+    eligible = _name_mask(ev.names, op_names, _TC_ELIGIBLE_OP)[np.maximum(op, 0)] & (op >= 0)
+    softmax = _name_mask(ev.names, op_names, _SOFTMAX_OP)[np.maximum(op, 0)] & (op >= 0)
+    k_names = np.unique(ev.name[kernels])
+    on_tc = np.zeros(len(ev.names), dtype=bool)
+    on_tc[k_names] = [uses_tensor_cores(ev.names[n]) for n in k_names]
+    fused = _name_mask(ev.names, k_names, _FUSED_ATTENTION)[ev.name[kernels]]
+    fused |= _name_mask(ev.names, op_names, _FUSED_ATTENTION)[np.maximum(op, 0)] & (op >= 0)
+    bps = ev.blocks_per_sm[kernels].astype(np.float64)
+    reported = np.isfinite(bps) & (bps > 0)
+    under = reported & (bps < 1.0)
+    return KernelFacts(
+        compute_us=float(dur.sum()),
+        tc_eligible_us=float(dur[eligible].sum()),
+        tc_eligible_on_tc_us=float(dur[eligible & on_tc[ev.name[kernels]]].sum()),
+        underfilled_us=float(dur[under].sum()),
+        underfilled_empty_us=float((dur[under] * (1.0 - bps[under])).sum()),
+        reported_blocks_us=float(dur[reported].sum()),
+        softmax_us=float(dur[softmax].sum()),
+        softmax_calls=int(softmax.sum()),
+        fused_attention_us=float(dur[fused].sum()),
+    )
+
+
+def _kernel_ops(trace: Trace, kernels: np.ndarray) -> np.ndarray:
+    """Per kernel call, the name index of the innermost op around its launch, or -1."""
+    ev = trace.events
+    links = device_links(trace)
+    node = links.op[np.searchsorted(links.device, kernels)]
+    tree = call_tree(trace)
+    return np.where(node >= 0, ev.name[tree.event[np.maximum(node, 0)]], -1)
+
+
+def _name_mask(names: list[str], used: np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:
+    """Per name index, whether it is among ``used`` and matches ``pattern``."""
+    out = np.zeros(len(names), dtype=bool)
+    for n in used:
+        out[n] = bool(pattern.search(names[n]))
+    return out
 
 
 def _weighted_mean(group: np.ndarray, weight: np.ndarray, values: np.ndarray,

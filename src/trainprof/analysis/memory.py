@@ -9,6 +9,7 @@ headroom are reported as unknown (None) and a note says so. See docs/memory.md.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +20,7 @@ from trainprof.analysis.frames import data_frame
 from trainprof.analysis.memory_series import downsample, growth
 from trainprof.analysis.nesting import HostRanges, enclosing_chain, innermost_on_any_thread
 from trainprof.analysis.steps import StepWindows
-from trainprof.trace.model import Kind, Trace, is_allocation_op
+from trainprof.trace.model import LAUNCH_KINDS, Kind, Trace, is_allocation_op
 
 #: Points kept of each curve for display (min and max per bucket, so peaks survive).
 CURVE_POINTS = 1000
@@ -27,6 +28,10 @@ CURVE_POINTS = 1000
 HIGH_MEMORY_SHARE = 0.9
 #: How many top allocating ops are listed per device.
 TOP_OPS = 10
+#: Host calls that ask the driver for device memory or give it back.
+_ALLOCATOR_CALL = re.compile(
+    r"^(?:cuda|hip)(?:Malloc|Free)(?:Async|Host|Managed)?$|^cuMem(?:Alloc|Free|Create|Map|Unmap"
+    r"|Release)(?:_v2)?(?:Async)?$")
 _OLD_FORMAT_NOTE = (
     "{devices}: old-format memory events (no Total Allocated/Reserved): allocated memory is "
     "shown relative to the trace start; the absolute peak, reserved memory and headroom "
@@ -122,16 +127,32 @@ class DeviceMemory:
 
 
 @dataclass
+class AllocatorCalls:
+    """Device allocator calls (``cudaMalloc``, ``cudaFree``...) that start inside the steps."""
+
+    calls: int = 0
+    time_us: float = 0.0
+    per_step: float = 0.0
+    time_pct: float | None = None  # of the step time
+    names: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"calls": self.calls, "time_us": self.time_us, "per_step": self.per_step,
+                "time_pct": self.time_pct, "names": self.names}
+
+
+@dataclass
 class Memory:
     devices: list[DeviceMemory]
     notes: list[str] = field(default_factory=list)
+    allocator: AllocatorCalls = field(default_factory=AllocatorCalls)
 
     def device(self, name: str) -> DeviceMemory | None:
         return next((d for d in self.devices if d.device == name), None)
 
     def to_dict(self) -> dict[str, Any]:
         return {"units": "bytes", "devices": [d.to_dict() for d in self.devices],
-                "notes": self.notes}
+                "allocator_calls": self.allocator.to_dict(), "notes": self.notes}
 
     def to_pandas(self) -> Any:
         """One row of scalar figures per device."""
@@ -141,11 +162,13 @@ class Memory:
 def memory(trace: Trace, steps: StepWindows) -> Memory:
     """Memory figures per device (none when the trace has no ``[memory]`` events)."""
     mem = trace.memory
+    allocator = allocator_calls(trace, steps)
     if not len(mem):
-        return Memory(devices=[], notes=["No [memory] events: record with profile_memory=True."])
+        return Memory(devices=[], notes=["No [memory] events: record with profile_memory=True."],
+                      allocator=allocator)
     ranges = _host_ranges(trace)
     owner = _allocating_op(trace, ranges)
-    out = Memory(devices=[])
+    out = Memory(devices=[], allocator=allocator)
     first, group = tabular.group_ids(mem.device_type, mem.device_id)
     for g in np.lexsort((mem.device_id[first], mem.device_type[first])):
         d = _device(trace, steps, ranges, owner, np.flatnonzero(group == g),
@@ -155,6 +178,29 @@ def memory(trace: Trace, steps: StepWindows) -> Memory:
     if old:
         out.notes.append(_OLD_FORMAT_NOTE.format(devices=", ".join(old)))
     return out
+
+
+def allocator_calls(trace: Trace, steps: StepWindows) -> AllocatorCalls:
+    """Device allocator calls inside the steps: the caching allocator asking the driver."""
+    ev = trace.events
+    launch = ev.of_kind(*LAUNCH_KINDS)
+    names = np.unique(ev.name[launch])
+    is_alloc = np.zeros(len(ev.names), dtype=bool)
+    is_alloc[names] = [bool(_ALLOCATOR_CALL.match(ev.names[n])) for n in names]
+    idx = np.flatnonzero(launch & is_alloc[ev.name])
+    which = np.searchsorted(steps.starts, ev.ts[idx], side="right") - 1
+    ok = which >= 0
+    ok[ok] &= ev.ts[idx[ok]] < steps.ends[which[ok]]
+    idx = idx[ok]
+    if not len(idx):
+        return AllocatorCalls()
+    time = float(ev.dur[idx].sum())
+    step_time = float(steps.durations.sum())
+    return AllocatorCalls(
+        calls=len(idx), time_us=time, per_step=len(idx) / max(len(steps), 1),
+        time_pct=time / step_time * 100.0 if step_time > 0 else None,
+        names=sorted({ev.names[n] for n in ev.name[idx]}),
+    )
 
 
 def _label(device_type: int, device_id: int) -> str:

@@ -8,6 +8,7 @@ below it. Everything is summed over the whole trace, per op name (or name and in
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -24,6 +25,9 @@ from trainprof.trace.model import Kind, Trace, is_operator_row
 
 #: Call stacks kept per operator row, heaviest first.
 TOP_STACKS = 3
+#: GradScaler's own ops: unscaling with the inf/nan check, and the scale update.
+GRAD_SCALER_OPS = re.compile(
+    r"_amp_(?:foreach_)?non_finite_check_and_unscale_?|_amp_update_scale_?$")
 
 
 @dataclass
@@ -66,6 +70,12 @@ class OperatorStats:
 
     def top(self, n: int) -> list[OperatorRow]:
         return self.rows[:n]
+
+    def time_of(self, pattern: re.Pattern[str]) -> tuple[int, float, float]:
+        """(calls, host total µs, device total µs) of the ops whose name matches."""
+        rows = [r for r in self.rows if pattern.search(r.name)]
+        return (sum(r.calls for r in rows), sum(r.host_total_us for r in rows),
+                sum(r.device_total_us for r in rows))
 
     def sorted(self, sort_by: str) -> OperatorStats:
         """The same table in another order."""

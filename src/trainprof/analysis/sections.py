@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainprof.analysis.communication import communication
 from trainprof.analysis.copies import copies
+from trainprof.analysis.host import host_time
 from trainprof.analysis.idle import idle_time
 from trainprof.analysis.kernels import kernel_stats
 from trainprof.analysis.launch import launch_stats
@@ -40,6 +41,7 @@ SECTIONS += [
     ("kernels", kernel_stats),
     ("launch", launch_stats),
     ("syncs", sync_stats),
+    ("host", host_time),
 ]
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from trainprof.analysis.callsites import node_sources
 from trainprof.analysis.calltree import CallTree, call_tree
+from trainprof.analysis.exposure import window_sets
 from trainprof.analysis.frames import data_frame
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import share
@@ -30,7 +31,9 @@ from trainprof.trace.model import (
 )
 
 #: The cause given to a device-wide sync outside any op.
-EXPLICIT_SYNC = "torch.cuda.synchronize() (at the very end: the profiler's own)"
+EXPLICIT_SYNC = "torch.cuda.synchronize()"
+#: ...and to one that comes after the last host op: the profiler's own when it stops.
+PROFILER_SYNC = "torch.cuda.synchronize() after the last op: the profiler's own, when it stops"
 
 
 @dataclass
@@ -46,6 +49,9 @@ class SyncSite:
     count: int
     total_us: float
     max_us: float
+    #: GPU idle from the end of each call to the next device work, inside its step: what the
+    #: sync costs the device while the host refills the queue.
+    gpu_idle_after_us: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,6 +75,15 @@ class SyncStats:
     sites: list[SyncSite]
     has_sources: bool
     notes: list[str] = field(default_factory=list)
+    #: The syncs the training loop makes: inside a step, and not the profiler's own.
+    loop_count: int = 0
+    loop_blocked_us: float = 0.0
+    loop_gpu_idle_after_us: float = 0.0
+    #: Per sync, the smaller of its blocked time and the GPU idle after it: how far ahead the
+    #: host would have been without it, up to the idle time that could shrink.
+    loop_avoidable_us: float = 0.0
+    loop_avoidable_pct: float | None = None
+    profiler_syncs: int = 0
 
     @property
     def mean_per_step(self) -> float | None:
@@ -79,7 +94,11 @@ class SyncStats:
                 "blocked_pct": self.blocked_pct, "mean_per_step": self.mean_per_step,
                 "per_step": [asdict(s) for s in self.per_step],
                 "sites": [s.to_dict() for s in self.sites], "has_sources": self.has_sources,
-                "notes": self.notes}
+                "loop_count": self.loop_count, "loop_blocked_us": self.loop_blocked_us,
+                "loop_gpu_idle_after_us": self.loop_gpu_idle_after_us,
+                "loop_avoidable_us": self.loop_avoidable_us,
+                "loop_avoidable_pct": self.loop_avoidable_pct,
+                "profiler_syncs": self.profiler_syncs, "notes": self.notes}
 
     def to_pandas(self) -> Any:
         return data_frame([s.to_dict() for s in self.sites])
@@ -92,13 +111,21 @@ def sync_stats(trace: Trace, steps: StepWindows) -> SyncStats:
     tree = call_tree(trace)
     node = tree.node_of[calls]
     op, caller, cause = _op_chain(trace, tree, node)
-    cause = [c or (EXPLICIT_SYNC if o is None and k == "device" else None)
-             for c, o, k in zip(cause, op, kinds, strict=True)]
+    op_ends = ev.end[ev.kind == Kind.CPU_OP]
+    last_op_end = float(op_ends.max()) if len(op_ends) else np.inf
+    own = np.array([o is None and k == "device" and ev.ts[e] >= last_op_end
+                    for e, o, k in zip(calls, op, kinds, strict=True)], dtype=bool)
+    cause = [c or ((PROFILER_SYNC if mine else EXPLICIT_SYNC) if o is None and k == "device"
+                   else None)
+             for c, o, k, mine in zip(cause, op, kinds, own, strict=True)]
     sources = node_sources(trace, tree, np.maximum(node, 0)) if len(calls) else []
     sources = [s if n >= 0 else None for s, n in zip(sources, node, strict=True)]
-    sites = _sites(trace, calls, kinds, op, caller, cause, sources)
     step_of = _step_of(steps, ev.ts[calls])
+    idle_after = _gpu_idle_after(trace, steps, ev.end[calls], step_of)
+    sites = _sites(trace, calls, kinds, op, caller, cause, sources, idle_after)
     counted = step_of >= 0
+    loop = counted & ~own
+    avoidable = float(np.minimum(ev.dur[calls], idle_after)[loop].sum())
     per_step = [
         StepSyncs(step=int(num), count=int((step_of == i).sum()),
                   blocked_us=float(ev.dur[calls][step_of == i].sum()))
@@ -113,7 +140,31 @@ def sync_stats(trace: Trace, steps: StepWindows) -> SyncStats:
         sites=sites,
         has_sources=any(s is not None for s in sources),
         notes=notes,
+        loop_count=int(loop.sum()),
+        loop_blocked_us=float(ev.dur[calls][loop].sum()),
+        loop_gpu_idle_after_us=float(idle_after[loop].sum()),
+        loop_avoidable_us=avoidable,
+        loop_avoidable_pct=share(avoidable, step_time),
+        profiler_syncs=int(own.sum()),
     )
+
+
+def _gpu_idle_after(trace: Trace, steps: StepWindows, ends: np.ndarray,
+                    step_of: np.ndarray) -> np.ndarray:
+    """Per sync, the GPU idle time from its end to the next device work, within its step."""
+    out = np.zeros(len(ends))
+    if not trace.has_gpu or not len(ends):
+        return out
+    busy = window_sets(trace, steps).busy
+    inside = step_of >= 0
+    if not len(busy) or not inside.any():
+        return out
+    t = ends[inside]
+    step_end = steps.ends[step_of[inside]]
+    i = np.searchsorted(busy.ends, t, side="right")  # first busy interval ending after t
+    nxt = np.where(i < len(busy), busy.starts[np.minimum(i, len(busy) - 1)], np.inf)
+    out[inside] = np.clip(np.minimum(nxt, step_end) - t, 0.0, None)
+    return out
 
 
 def _sync_events(trace: Trace) -> tuple[np.ndarray, list[str], list[str]]:
@@ -184,7 +235,7 @@ def _op_chain(trace: Trace, tree: CallTree,
 
 
 def _sites(trace: Trace, calls: np.ndarray, kinds: list[str], op, caller, cause,
-           sources) -> list[SyncSite]:
+           sources, idle_after: np.ndarray) -> list[SyncSite]:
     ev = trace.events
     groups: dict[tuple, list[int]] = {}
     for k, e in enumerate(calls):
@@ -194,7 +245,8 @@ def _sites(trace: Trace, calls: np.ndarray, kinds: list[str], op, caller, cause,
     for (call, kind, o, c, why, src), members in groups.items():
         d = ev.dur[calls[members]]
         sites.append(SyncSite(call=call, kind=kind, op=o, caller=c, cause=why, source=src,
-                              count=len(members), total_us=float(d.sum()), max_us=float(d.max())))
+                              count=len(members), total_us=float(d.sum()), max_us=float(d.max()),
+                              gpu_idle_after_us=float(idle_after[members].sum())))
     return sorted(sites, key=lambda s: (-s.total_us, -s.count, s.call))
 
 

@@ -1,20 +1,38 @@
-"""Run every rule over an analysis and rank the findings, most costly first."""
+"""Run every rule over an analysis, fold repeats across ranks, rank by estimated saving."""
 
 from __future__ import annotations
 
 from trainprof.analysis.overview import Analysis
-from trainprof.diagnose.findings import Finding, ranked
+from trainprof.diagnose.findings import Evidence, Finding, ranked
 from trainprof.diagnose.rules import JOB_RULES, RANK_RULES
 
 
 def diagnose(analysis: Analysis) -> list[Finding]:
-    """The findings for every rank and the job, sorted by estimated saving."""
-    findings: list[Finding] = []
-    for r in analysis.ranks:
-        for rule in RANK_RULES:
-            found = rule(r)
-            if found is not None:
-                findings.append(found)
-    for job_rule in JOB_RULES:
-        findings.extend(job_rule(analysis))
-    return ranked(findings)
+    """The findings for every rank and the job, one per id, sorted by estimated saving."""
+    per_rank = [f for r in analysis.ranks for rule in RANK_RULES if (f := rule(r)) is not None]
+    job = [f for rule in JOB_RULES for f in rule(analysis, per_rank)]
+    return ranked(fold(per_rank + job))
+
+
+def fold(findings: list[Finding]) -> list[Finding]:
+    """One finding per id: the costliest rank's, naming the other ranks and windows it was
+    found on (a 64-rank job with the same bottleneck everywhere reads as one finding)."""
+    by_id: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_id.setdefault(f.id, []).append(f)
+    out = []
+    for group in by_id.values():
+        best = max(group, key=lambda f: (f.saving_pct, -(f.rank or 0), -f.window))
+        if len(group) > 1:
+            others = sorted((f for f in group if f is not best),
+                            key=lambda f: (f.rank or 0, f.window))
+            best.evidence.append(Evidence("also found on", ", ".join(
+                _label(f) for f in others), "", "saving there"))
+            best.extra["ranks"] = sorted({f.rank for f in group if f.rank is not None})
+        out.append(best)
+    return out
+
+
+def _label(f: Finding) -> str:
+    window = f" window {f.window}" if f.window else ""
+    return f"rank {f.rank}{window} ({f.saving_pct:.0f}%)"

@@ -43,6 +43,10 @@ class Fix:
 
 @dataclass
 class Finding:
+    """One diagnosis: what is slow (``id``, ``title``), why (``explanation``, ``evidence``),
+    what it costs (``saving_pct`` of the step, ``saving_ms`` per step, and the assumption) and
+    what to change (``fix``). ``rank`` is None when it concerns the whole job."""
+
     id: str
     severity: Severity
     rank: int | None

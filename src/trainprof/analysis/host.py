@@ -1,0 +1,229 @@
+"""What the GPU waits for while it idles inside a step, and host time no recorded op explains.
+
+Each step's GPU idle time (no kernel, copy or memset on any device of the rank) is split, each
+part claiming only what the parts before it left, into:
+
+1. ``data``: a DataLoader ``__next__`` runs (waiting for the next batch);
+2. ``communication``: a host collective runs (``gloo:*``, ``nccl:*``, ``c10d::*``);
+3. ``after_optimizer``: after the step's last optimizer annotation, with no host op, annotation
+   or CUDA API call running: Python the profiler does not see (logging, metrics, checkpoints);
+4. ``lead_in``: before the step's first device work, except CUDA API calls: the host prepares
+   the input outside a DataLoader (decoding, tokenising, pipeline pre-processing);
+5. ``host_bound``: the rest: the host issuing work too slowly (Python and dispatcher time
+   between launches, API calls, refilling the queue after a sync).
+
+The parts add up to the GPU idle time. On a CPU-only trace only ``after_optimizer`` is
+computed (host time outside any op after the optimizer step, as a share of the whole step).
+See docs/metrics.md, "Host time".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trainprof.analysis import intervals as iv
+from trainprof.analysis.exposure import window_sets
+from trainprof.analysis.steps import StepWindows
+from trainprof.analysis.tabular import share
+from trainprof.trace.model import (
+    FLAG_COMM,
+    FLAG_DATALOADER,
+    FLAG_OPTIMIZER,
+    HOST_KINDS,
+    LAUNCH_KINDS,
+    Kind,
+    Trace,
+    is_source_frame,
+)
+
+PARTS = ("data", "communication", "after_optimizer", "lead_in", "host_bound")
+#: A host range names a gap when at least this share of it lies inside the gap (so the frames
+#: around the whole loop, which the gap is a small part of, are not named).
+SPOT_INSIDE_SHARE = 0.8
+#: How many host ranges are named per part.
+SPOTS = 3
+_FUSED_OPTIMIZER = re.compile(r"_fused_(?:adam|adamw|sgd|adagrad)", re.IGNORECASE)
+#: Host events that count as "a recorded op running" (Python frames do not: they are the
+#: Python code the ops leave unexplained).
+_OP_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, *LAUNCH_KINDS)
+
+
+@dataclass
+class HostSpot:
+    """A host range (Python frame or op) inside the time of one part."""
+
+    name: str
+    ms_per_step: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "ms_per_step": self.ms_per_step}
+
+
+@dataclass
+class OptimizerFacts:
+    """What the optimizer step runs: its name, ops per step and implementation."""
+
+    name: str | None  # e.g. "Adam", from ``Optimizer.step#Adam.step``
+    ops_per_step: float  # CPU ops (all depths) inside optimizer annotations, per step
+    mean_op_us: float | None  # their mean duration
+    implementation: str  # "fused", "foreach" or "for-loop" (from the op names), "" when none
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "ops_per_step": self.ops_per_step,
+                "mean_op_us": self.mean_op_us, "implementation": self.implementation}
+
+
+@dataclass
+class HostTime:
+    """Per part: mean ms per step and share of the step time; None where not measured."""
+
+    steps: int
+    gpu: bool
+    ms: dict[str, float | None]
+    pct: dict[str, float | None]
+    after_optimizer_per_step_ms: list[tuple[int, float]]
+    has_optimizer: bool
+    spots: dict[str, list[HostSpot]] = field(default_factory=dict)
+    optimizer: OptimizerFacts | None = None
+    #: DataLoader iterator names seen (``_SingleProcessDataLoaderIter``: no worker processes).
+    data_loaders: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpu": self.gpu,
+            "steps": self.steps,
+            "ms_per_step": self.ms,
+            "pct": self.pct,
+            "has_optimizer": self.has_optimizer,
+            "after_optimizer_per_step_ms": [{"step": s, "ms": m}
+                                            for s, m in self.after_optimizer_per_step_ms],
+            "spots": {k: [s.to_dict() for s in v] for k, v in self.spots.items()},
+            "optimizer": None if self.optimizer is None else self.optimizer.to_dict(),
+            "data_loaders": self.data_loaders,
+        }
+
+
+def _set(trace: Trace, mask: np.ndarray) -> iv.Intervals:
+    ev = trace.events
+    return iv.union(ev.ts[mask], ev.end[mask])
+
+
+def _after_optimizer(trace: Trace, steps: StepWindows) -> iv.Intervals:
+    """From the end of each step's last optimizer annotation to the step's end."""
+    ev = trace.events
+    opt = np.flatnonzero(ev.flagged(FLAG_OPTIMIZER) & ev.of_kind(*HOST_KINDS))
+    if not len(opt) or not len(steps):
+        return iv.Intervals.empty()
+    which = np.searchsorted(steps.starts, ev.ts[opt], side="right") - 1
+    ok = which >= 0
+    ok[ok] &= ev.ts[opt[ok]] < steps.ends[which[ok]]
+    last = np.full(len(steps), -np.inf)
+    np.maximum.at(last, which[ok], ev.end[opt[ok]])
+    has = np.isfinite(last)
+    return iv.union(np.minimum(last[has], steps.ends[has]), steps.ends[has])
+
+
+def _lead_in(busy: iv.Intervals, steps: StepWindows) -> iv.Intervals:
+    """From each step's start to its first device work (the whole step when it has none)."""
+    if not len(busy):
+        return iv.union(steps.starts, steps.ends)
+    i = np.searchsorted(busy.ends, steps.starts, side="right")
+    first = np.where(i < len(busy), busy.starts[np.minimum(i, len(busy) - 1)], np.inf)
+    first = np.clip(first, steps.starts, steps.ends)
+    return iv.union(steps.starts, first)
+
+
+def host_time(trace: Trace, steps: StepWindows) -> HostTime:
+    """The split of GPU idle time (GPU runs) and host time outside ops after the optimizer."""
+    ev = trace.events
+    n = max(len(steps), 1)
+    total = float(steps.durations.sum()) if len(steps) else 0.0
+    slots = iv.union(steps.starts, steps.ends)
+    gpu = trace.has_gpu
+    busy = window_sets(trace, steps).busy if gpu else iv.Intervals.empty()
+    idle = iv.subtract(slots, busy)
+    ops = _set(trace, ev.of_kind(*_OP_KINDS))
+    after_window = _after_optimizer(trace, steps)
+    parts: dict[str, iv.Intervals] = {}
+    rest = idle
+    if gpu:
+        for name, mask in (("data", ev.flagged(FLAG_DATALOADER)),
+                           ("communication", ev.flagged(FLAG_COMM) & ev.of_kind(*HOST_KINDS))):
+            parts[name] = iv.intersect(rest, _set(trace, mask))
+            rest = iv.subtract(rest, parts[name])
+    parts["after_optimizer"] = iv.subtract(iv.intersect(rest, after_window), ops)
+    rest = iv.subtract(rest, parts["after_optimizer"])
+    if gpu:
+        api = _set(trace, ev.of_kind(*LAUNCH_KINDS))
+        parts["lead_in"] = iv.subtract(iv.intersect(rest, _lead_in(busy, steps)), api)
+        parts["host_bound"] = iv.subtract(rest, parts["lead_in"])
+    ms = {p: (parts[p].total() / n / 1000.0 if p in parts else None) for p in PARTS}
+    pct = {p: (share(parts[p].total(), total) if p in parts else None) for p in PARTS}
+    per_step = iv.covered_in_windows(parts["after_optimizer"], steps.starts, steps.ends)
+    return HostTime(
+        steps=len(steps),
+        gpu=gpu,
+        ms=ms,
+        pct=pct,
+        after_optimizer_per_step_ms=[(int(s), float(u) / 1000.0)
+                                     for s, u in zip(steps.numbers, per_step, strict=True)],
+        has_optimizer=bool(len(after_window)),
+        spots={p: _spots(trace, parts[p], n) for p in ("after_optimizer", "lead_in")
+               if p in parts},
+        optimizer=optimizer_facts(trace, steps),
+        data_loaders=sorted({ev.names[i] for i in np.unique(ev.name[ev.flagged(FLAG_DATALOADER)])}),
+    )
+
+
+def optimizer_facts(trace: Trace, steps: StepWindows) -> OptimizerFacts | None:
+    """The optimizer's ops inside the steps, or None without optimizer annotations."""
+    ev = trace.events
+    opt = ev.flagged(FLAG_OPTIMIZER) & ev.of_kind(*HOST_KINDS)
+    if not opt.any():
+        return None
+    inside = iv.intersect(_set(trace, opt), iv.union(steps.starts, steps.ends))
+    ops = np.flatnonzero(ev.of_kind(Kind.CPU_OP) & ~opt)
+    if len(inside):
+        pos = np.searchsorted(inside.starts, ev.ts[ops], side="right") - 1
+        ok = pos >= 0
+        ok[ok] &= ev.ts[ops[ok]] < inside.ends[pos[ok]]
+        ops = ops[ok]
+    else:
+        ops = ops[:0]
+    names = {ev.names[i] for i in np.unique(ev.name[ops])}
+    impl = ("fused" if any(_FUSED_OPTIMIZER.search(x) for x in names)
+            else "foreach" if any("_foreach_" in x for x in names)
+            else "for-loop" if names else "")
+    label = next((ev.names[i] for i in np.unique(ev.name[opt])
+                  if ev.names[i].startswith("Optimizer.step#")), None)
+    return OptimizerFacts(
+        name=label.split("#", 1)[1].split(".")[0] if label else None,
+        ops_per_step=len(ops) / max(len(steps), 1),
+        mean_op_us=float(ev.dur[ops].mean()) if len(ops) else None,
+        implementation=impl,
+    )
+
+
+def _spots(trace: Trace, gaps: iv.Intervals, n: int) -> list[HostSpot]:
+    """The host ranges (user Python frames, ops) that lie mostly inside ``gaps``, by overlap."""
+    if not len(gaps):
+        return []
+    ev = trace.events
+    source = np.array([is_source_frame(s) for s in ev.names], dtype=bool)
+    candidates = (ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION)
+                  | ((ev.kind == Kind.PYTHON) & source[ev.name]))
+    idx = np.flatnonzero(candidates & (ev.dur > 0) & (ev.end > gaps.starts[0])
+                         & (ev.ts < gaps.ends[-1]))
+    if not len(idx):
+        return []
+    inside = (iv.covered_in_windows(gaps, ev.ts[idx], ev.end[idx]))
+    keep = inside >= SPOT_INSIDE_SHARE * ev.dur[idx]
+    idx, inside = idx[keep], inside[keep]
+    names, which = np.unique(ev.name[idx], return_inverse=True)
+    totals = np.bincount(which, weights=inside)
+    order = np.argsort(-totals, kind="stable")[:SPOTS]
+    return [HostSpot(ev.names[names[k]], float(totals[k]) / n / 1000.0) for k in order]

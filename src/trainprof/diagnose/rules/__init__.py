@@ -1,0 +1,50 @@
+"""The rules: one small function per finding id, grouped by theme, thresholds as constants.
+
+A rank rule takes one ``RankAnalysis`` and returns a ``Finding`` or None; a job rule takes the
+whole ``Analysis`` and the rank findings, and returns a list. docs/rules.md explains every
+threshold and estimate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from trainprof.analysis.overview import Analysis, RankAnalysis
+from trainprof.diagnose.findings import Finding
+from trainprof.diagnose.rules import distributed, gpu, host, input, memory, training
+
+RankRule = Callable[[RankAnalysis], Finding | None]
+JobRule = Callable[[Analysis, list[Finding]], list[Finding]]
+
+RANK_RULES: list[RankRule] = [
+    input.data_loading,
+    input.input_preprocessing,
+    input.host_to_device_copies,
+    host.host_bound,
+    host.small_kernels,
+    host.sync_points,
+    host.logging_overhead,
+    host.step_variance,
+    gpu.low_occupancy,
+    gpu.no_tensor_cores,
+    gpu.attention_not_fused,
+    training.optimizer_overhead,
+    training.fp16_scaler_overhead,
+    memory.memory_pressure,
+    memory.memory_headroom,
+    memory.memory_growth,
+    memory.memory_fragmentation,
+]
+JOB_RULES: list[JobRule] = [
+    distributed.communication_exposed,
+    distributed.straggler,
+]
+
+#: Every finding id, in the order docs/rules.md lists them.
+FINDING_IDS = [
+    "data_loading", "input_preprocessing", "host_to_device_copies", "host_bound",
+    "small_kernels", "sync_points", "logging_overhead", "step_variance", "low_occupancy",
+    "no_tensor_cores", "attention_not_fused", "optimizer_overhead", "fp16_scaler_overhead",
+    "memory_pressure", "memory_headroom", "memory_growth", "memory_fragmentation",
+    "communication_exposed", "straggler",
+]

@@ -1,0 +1,163 @@
+"""Job rules about several ranks: communication the compute does not hide, and stragglers.
+
+Both are job rules (they take the whole ``Analysis``) because the time a rank waits for a
+straggler inside a collective looks like exposed communication on that rank: it is charged to
+the straggler and taken out of the waiting rank's communication.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trainprof.analysis.overview import Analysis, RankAnalysis
+from trainprof.diagnose.findings import Evidence, Finding, Fix
+from trainprof.diagnose.rules.common import pct_of, rank_finding, severity, where
+
+# communication_exposed: communication with no compute running, per step, as a share of the
+# step; or, on a GPU, as a share of the GPU's busy time (a host-bound GPU idles most of the
+# step, which hides how much of its own work is waiting on the network).
+EXPOSED_COMM_PCT = 15.0
+EXPOSED_COMM_BUSY_PCT = 20.0
+EXPOSED_COMM_MIN_PCT = 2.0
+EXPOSED_COMM_MEDIUM_PCT = 5.0
+EXPOSED_COMM_HIGH_PCT = 30.0
+# straggler: analysis/stragglers.py names the rank; the finding is high above this saving.
+STRAGGLER_MEDIUM_PCT = 5.0
+STRAGGLER_HIGH_PCT = 20.0
+
+OVERLAP_COMM = Fix(
+    summary=(
+        "Overlap gradient communication with backward and send less often: DDP bucket sizes, "
+        "no all-reduce on gradient-accumulation micro-steps, a larger batch per rank, NCCL on "
+        "GPUs."
+    ),
+    pytorch=(
+        "model = DDP(model, bucket_cap_mb=50, gradient_as_bucket_view=True)\n"
+        "with model.no_sync():   # on gradient-accumulation micro-steps\n"
+        "    loss.backward()"
+    ),
+    accelerate=(
+        "from accelerate.utils import DistributedDataParallelKwargs\n"
+        "accelerator = Accelerator(gradient_accumulation_steps=4, kwargs_handlers=[\n"
+        "    DistributedDataParallelKwargs(bucket_cap_mb=50, gradient_as_bucket_view=True)])\n"
+        "with accelerator.accumulate(model):\n"
+        "    ..."
+    ),
+)
+BALANCE_RANKS = Fix(
+    summary=(
+        "Make the slow rank keep pace: fix its own bottleneck (often its data loading), give "
+        "every rank the same amount of work (balanced shards, equal sequence lengths), and "
+        "check its machine (thermal throttling, a noisy neighbour)."
+    ),
+    pytorch=(
+        "sampler = DistributedSampler(dataset, shuffle=True, drop_last=True)\n"
+        "loader = DataLoader(dataset, batch_size=bs, sampler=sampler, num_workers=4)"
+    ),
+    accelerate=(
+        "loader = DataLoader(dataset, batch_size=bs, num_workers=4)\n"
+        "loader = accelerator.prepare(loader)   # shards evenly across ranks"
+    ),
+)
+
+
+def _waits(analysis: Analysis) -> dict[int, float]:
+    """ms per step each rank waited for the named straggler (0 for the straggler itself)."""
+    s = analysis.job.get("stragglers")
+    if s is None or s.straggler is None:
+        return {}
+    return {w.rank: (0.0 if w.rank == s.straggler else w.waited_ms_per_step) for w in s.ranks}
+
+
+def communication_exposed(analysis: Analysis, found: list[Finding]) -> list[Finding]:
+    waits = _waits(analysis)
+    out = []
+    for r in analysis.ranks:
+        finding = _exposed(r, waits.get(r.rank, 0.0))
+        if finding is not None:
+            out.append(finding)
+    return out
+
+
+def _exposed(r: RankAnalysis, waited_ms: float) -> Finding | None:
+    comm = r.sections.get("communication")
+    if comm is None or comm.source == "none" or not comm.steps:
+        return None
+    exposed_ms = comm.exposed_us / comm.steps / 1000.0
+    own_ms = max(exposed_ms - waited_ms, 0.0)
+    share = pct_of(r, own_ms)
+    busy = r.timeline.busy_pct if r.timeline is not None else None
+    of_busy = share / busy * 100.0 if busy else None
+    if share <= EXPOSED_COMM_PCT and not (
+            of_busy is not None and of_busy >= EXPOSED_COMM_BUSY_PCT
+            and share >= EXPOSED_COMM_MIN_PCT):
+        return None
+    evidence = [
+        Evidence("communication with no compute running", own_ms, "ms/step", where(r)),
+        Evidence("of the step", share, "%", where(r)),
+        Evidence("all communication", comm.busy_us / comm.steps / 1000.0, "ms/step",
+                 where(r, f"{comm.source}, {comm.overlap_pct or 0:.0f}% hidden by compute")),
+    ]
+    if of_busy is not None:
+        evidence.append(Evidence("of the GPU's busy time", of_busy, "%", where(r)))
+    for t in comm.types[:2]:
+        size = f", {t.bytes / comm.steps / 1e6:.1f} MB/step" if t.sized else ""
+        evidence.append(Evidence(f"{t.type}", t.count / comm.steps, "per step",
+                                 where(r, f"{t.time_us / comm.steps / 1000:.1f} ms/step{size}")))
+    if waited_ms:
+        evidence.append(Evidence("left out: waiting for the straggler", waited_ms, "ms/step",
+                                 where(r)))
+    return rank_finding(
+        r, "communication_exposed",
+        severity(share, EXPOSED_COMM_MEDIUM_PCT, EXPOSED_COMM_HIGH_PCT),
+        f"Communication not hidden under compute takes {share:.0f}% of each step",
+        "Collectives (gradient all-reduce and others) run while no compute does, so the step "
+        "pays for them in full instead of overlapping them with the backward pass.",
+        evidence, share, "upper bound: all communication overlapped with compute",
+        OVERLAP_COMM,
+    )
+
+
+def straggler(analysis: Analysis, found: list[Finding]) -> list[Finding]:
+    s = analysis.job.get("stragglers")
+    if s is None or s.straggler is None:
+        return []
+    slow = next(w for w in s.ranks if w.rank == s.straggler)
+    others = [w for w in s.ranks if w.rank != s.straggler]
+    exposed = [w.exposed_comm_ms_per_step for w in others if w.exposed_comm_ms_per_step]
+    # Waits in concurrent collectives add up; the others' exposed communication (a union of
+    # intervals) less the straggler's own (the transfer itself: it arrives last and does not
+    # wait) bounds what they can stop waiting.
+    saving_ms = slow.caused_wait_ms_per_step
+    if exposed:
+        bound = float(np.mean(exposed)) - (slow.exposed_comm_ms_per_step or 0.0)
+        saving_ms = min(saving_ms, max(bound, 0.0))
+    r = next(x for x in analysis.ranks if x.rank == s.straggler)
+    step = float(np.median([w.step_median_ms for w in s.ranks]))
+    saving = saving_ms / step * 100.0 if step > 0 else 0.0
+    evidence = [
+        Evidence("arrived last at collectives", f"{slow.last_arrivals} of {s.matched}", "",
+                 f"rank {slow.rank}"),
+        Evidence("the other ranks waited for it", slow.caused_wait_ms_per_step, "ms/step",
+                 "sum over its collectives"),
+        Evidence("their communication not hidden by compute",
+                 float(np.mean(exposed)) if exposed else "unknown",
+                 "ms/step" if exposed else "", "the other ranks"),
+        Evidence("median step", step, "ms", "all ranks"),
+    ]
+    own = [f for f in found if f.rank == s.straggler and f.id != "straggler"]
+    if own:
+        top = max(own, key=lambda f: f.saving_pct)
+        evidence.append(Evidence(f"its own largest finding: {top.id}", top.saving_pct,
+                                 "% of its step", f"rank {s.straggler}"))
+    finding = rank_finding(
+        r, "straggler", severity(saving, STRAGGLER_MEDIUM_PCT, STRAGGLER_HIGH_PCT),
+        f"Rank {s.straggler} is a straggler: the other ranks wait {saving_ms:.1f} ms per step "
+        "for it",
+        "Every collective waits for the last rank to arrive; this rank arrives last nearly "
+        "every time, so the whole job runs at its pace.",
+        evidence, saving, "the straggler keeps pace: the others stop waiting in collectives",
+        BALANCE_RANKS,
+    )
+    finding.saving_ms = min(saving_ms, step)  # of the job's median step, not the rank's
+    return [finding]

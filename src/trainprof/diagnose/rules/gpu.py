@@ -1,0 +1,160 @@
+"""Rules about how well the kernels use the GPU: filling the SMs, Tensor Cores, fused attention."""
+
+from __future__ import annotations
+
+from trainprof.analysis.overview import RankAnalysis
+from trainprof.diagnose.findings import Evidence, Finding, Fix
+from trainprof.diagnose.rules.common import rank_finding, severity, share_of_steps, where
+
+# low_occupancy: most kernel time in launches with fewer blocks than SMs, and memory to spare
+# (peak below this share of the device, or unknown).
+UNDERFILLED_PCT = 50.0
+MEMORY_TO_SPARE_PCT = 80.0
+# no_tensor_cores: on compute capability >= 7, at least this share of kernel time comes from
+# ops that could use Tensor Cores, and under TC_LOW_PCT of that time runs on them.
+TC_MIN_COMPUTE_CAPABILITY = 7
+TC_ELIGIBLE_MIN_PCT = 20.0
+TC_LOW_PCT = 10.0
+#: Assumed speed-up of eligible kernels on Tensor Cores (AMP end to end, well below the
+#: hardware's 8-16x peak ratio): the saving is (1 - 1/TC_SPEEDUP) of their time.
+TC_SPEEDUP = 2.0
+# attention_not_fused: softmax kernels take at least this share of kernel time, and fused
+# attention kernels less than FUSED_ATTENTION_MAX_PCT.
+SOFTMAX_MIN_PCT = 5.0
+FUSED_ATTENTION_MAX_PCT = 1.0
+# Severity of the three, on the estimated saving (% of the step).
+GPU_MEDIUM_PCT = 5.0
+GPU_HIGH_PCT = 20.0
+_SOFTMAX_OPS = ("aten::softmax", "aten::_softmax")
+
+LARGER_BATCH = Fix(
+    summary=(
+        "The kernels are too small to fill the GPU: raise the batch size (or sequence "
+        "length per step), or batch several requests together; the memory allows it."
+    ),
+    pytorch="loader = DataLoader(dataset, batch_size=4 * bs, ...)   # and scale the lr",
+    accelerate=(
+        "loader = DataLoader(dataset, batch_size=4 * bs)\n"
+        "accelerator = Accelerator(gradient_accumulation_steps=1)   # instead of accumulating"
+    ),
+)
+MIXED_PRECISION = Fix(
+    summary=(
+        "Run matmuls and convolutions in reduced precision: bf16/fp16 autocast, and TF32 for "
+        "what stays in fp32 (Ampere and newer)."
+    ),
+    pytorch=(
+        "torch.backends.cuda.matmul.allow_tf32 = True\n"
+        "torch.backends.cudnn.allow_tf32 = True\n"
+        "with torch.autocast('cuda', dtype=torch.bfloat16):\n"
+        "    loss = loss_fn(model(x), y)"
+    ),
+    accelerate="accelerator = Accelerator(mixed_precision='bf16')   # or 'fp16'",
+)
+FUSED_ATTENTION = Fix(
+    summary=(
+        "Use fused attention (scaled_dot_product_attention: flash or memory-efficient "
+        "kernels) instead of matmul + softmax + matmul."
+    ),
+    pytorch=(
+        "out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)\n"
+        "# Hugging Face models:\n"
+        "model = AutoModel.from_pretrained(name, attn_implementation='sdpa')"
+    ),
+)
+
+
+def _gpu_facts(r: RankAnalysis):
+    kernels = r.sections.get("kernels")
+    if r.gpu is None or kernels is None or kernels.facts.compute_us <= 0:
+        return None
+    return kernels.facts
+
+
+def low_occupancy(r: RankAnalysis) -> Finding | None:
+    f = _gpu_facts(r)
+    if f is None or f.reported_blocks_us <= 0:
+        return None
+    share = f.underfilled_us / f.reported_blocks_us * 100.0
+    peaks = [d.peak_pct_of_device for d in r.sections["memory"].devices
+             if d.peak_pct_of_device is not None]
+    if share < UNDERFILLED_PCT or (peaks and max(peaks) >= MEMORY_TO_SPARE_PCT):
+        return None
+    saving = share_of_steps(r, f.underfilled_empty_us)
+    g = r.gpu
+    evidence = [
+        Evidence("kernel time in launches with fewer blocks than SMs", share, "%", where(r)),
+        Evidence("SM time those launches leave empty", f.underfilled_empty_us / 1000, "ms",
+                 where(r, "whole trace")),
+        Evidence("estimated SM efficiency / GPU utilisation",
+                 f"{g.sm_efficiency_pct or 0:.1f}% / {g.utilization_pct:.1f}%", "", where(r)),
+        Evidence("peak memory of the device", max(peaks) if peaks else "unknown", "%" if peaks
+                 else "", where(r)),
+    ]
+    return rank_finding(
+        r, "low_occupancy", severity(saving, GPU_MEDIUM_PCT, GPU_HIGH_PCT),
+        f"{share:.0f}% of kernel time runs on part of the GPU (fewer blocks than SMs)",
+        "The kernels launch fewer thread blocks than the GPU has multiprocessors, so part of "
+        "the GPU sits empty while they run: the work per kernel (the batch) is too small.",
+        evidence, saving, "per sample: a batch that fills every SM runs the same work in the "
+        "time the launches now leave empty (it does not shorten a step)", LARGER_BATCH,
+    )
+
+
+def no_tensor_cores(r: RankAnalysis) -> Finding | None:
+    f = _gpu_facts(r)
+    majors = [d.get("computeMajor") or 0 for d in r.environment.get("devices", [])]
+    if f is None or not majors or max(majors) < TC_MIN_COMPUTE_CAPABILITY:
+        return None
+    eligible = f.tc_eligible_us / f.compute_us * 100.0
+    on_tc = f.tc_eligible_on_tc_us / f.tc_eligible_us * 100.0 if f.tc_eligible_us else 0.0
+    if eligible < TC_ELIGIBLE_MIN_PCT or on_tc >= TC_LOW_PCT:
+        return None
+    off_tc = f.tc_eligible_us - f.tc_eligible_on_tc_us
+    compute = r.timeline.compute_pct if r.timeline is not None else 100.0
+    saving = min(share_of_steps(r, off_tc * (1.0 - 1.0 / TC_SPEEDUP)), compute)
+    evidence = [
+        Evidence("kernel time of matmul/convolution ops (Tensor Core eligible)", eligible, "%",
+                 where(r)),
+        Evidence("of which on Tensor Core kernels", on_tc, "%", where(r)),
+        Evidence("compute capability", f"{max(majors)}.x", "", r.device),
+        Evidence("Tensor Core share of all kernel time", r.gpu.tensor_core_pct, "%", where(r)),
+    ]
+    return rank_finding(
+        r, "no_tensor_cores", severity(saving, GPU_MEDIUM_PCT, GPU_HIGH_PCT),
+        f"Matmuls and convolutions ({eligible:.0f}% of kernel time) do not use Tensor Cores",
+        "This GPU has Tensor Cores, but the kernels of the matrix multiplications and "
+        "convolutions run on the ordinary FP32 units: the model runs in full precision.",
+        evidence, saving, f"eligible kernels run {TC_SPEEDUP:g}x faster on Tensor Cores "
+        "(bf16/fp16 autocast or TF32)", MIXED_PRECISION,
+    )
+
+
+def attention_not_fused(r: RankAnalysis) -> Finding | None:
+    f = _gpu_facts(r)
+    if f is None:
+        return None
+    softmax = f.softmax_us / f.compute_us * 100.0
+    fused = f.fused_attention_us / f.compute_us * 100.0
+    if softmax < SOFTMAX_MIN_PCT or fused >= FUSED_ATTENTION_MAX_PCT:
+        return None
+    saving = share_of_steps(r, f.softmax_us)
+    ops = r.sections.get("operators")
+    sites = [s.source for row in (ops.rows if ops else []) if row.name in _SOFTMAX_OPS
+             for s in row.call_sites if s.source]
+    evidence = [
+        Evidence("softmax kernel time", softmax, "% of kernel time", where(r)),
+        Evidence("softmax kernels", f.softmax_calls / max(r.steps["count"], 1), "per step",
+                 where(r)),
+        Evidence("fused attention kernels (flash, memory-efficient, cuDNN)", fused,
+                 "% of kernel time", where(r)),
+        *[Evidence("softmax called from", s, "", where(r)) for s in sites[:2]],
+    ]
+    return rank_finding(
+        r, "attention_not_fused", severity(saving, GPU_MEDIUM_PCT, GPU_HIGH_PCT),
+        f"Attention is not fused: softmax kernels take {softmax:.0f}% of kernel time",
+        "Attention runs as separate matmul, softmax and matmul kernels, writing and reading "
+        "the whole score matrix; a fused attention kernel computes it on the fly.",
+        evidence, saving, "a fused kernel removes the softmax pass; the matmuls remain",
+        FUSED_ATTENTION,
+    )

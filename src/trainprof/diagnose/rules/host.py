@@ -1,0 +1,249 @@
+"""Rules about the host holding the step back: launching, syncing, Python between steps, noise."""
+
+from __future__ import annotations
+
+from trainprof.analysis.overview import RankAnalysis
+from trainprof.diagnose.findings import Evidence, Finding, Fix
+from trainprof.diagnose.rules.common import (
+    duration,
+    ms_of,
+    pct_of,
+    rank_finding,
+    readable_us,
+    severity,
+    where,
+)
+
+# host_bound: GPU idle in the step that no data wait, collective, inline preprocessing or
+# after-optimizer Python explains (analysis/host.py), as a share of the step.
+HOST_BOUND_PCT = 20.0
+HOST_BOUND_HIGH_PCT = 40.0
+# small_kernels: most kernels shorter than 10 µs or than their own launch, and the GPU idle
+# while the host launches back to back for at least this share of the step.
+SMALL_KERNELS_SHARE_PCT = 50.0
+SMALL_KERNELS_STARVED_PCT = 10.0
+SMALL_KERNELS_HIGH_PCT = 40.0
+# sync_points: the loop's syncs per step, or the time they cost the GPU (% of the step).
+SYNCS_PER_STEP = 1.0
+SYNC_COST_PCT = 1.0
+SYNC_MEDIUM_PCT = 3.0
+SYNC_HIGH_PCT = 10.0
+# logging_overhead: host time outside any op after the optimizer step, % of the step.
+LOGGING_PCT = 10.0
+LOGGING_HIGH_PCT = 25.0
+# step_variance: coefficient of variation, at least two separate episodes of slow steps (one
+# burst is contention, or the first step after warm-up), and their excess over the median (% of
+# the mean step) needed to report them; the slow steps are found in analysis/steps.py.
+STEP_CV = 0.10
+STEP_VARIANCE_MIN_SLOW = 2
+STEP_VARIANCE_MIN_PCT = 2.0
+STEP_VARIANCE_MEDIUM_PCT = 5.0
+STEP_VARIANCE_HIGH_PCT = 20.0
+#: Sync sites named in the evidence.
+SYNC_SITES = 3
+
+COMPILE = Fix(
+    summary=(
+        "Give the GPU more work per launch: a larger batch, torch.compile (fewer, fused "
+        "kernels), CUDA graphs (mode='reduce-overhead'), and no host work inside the step."
+    ),
+    pytorch="model = torch.compile(model, mode='reduce-overhead')",
+    accelerate=(
+        "from accelerate.utils import TorchDynamoPlugin\n"
+        "accelerator = Accelerator(dynamo_plugin=TorchDynamoPlugin(backend='inductor',\n"
+        "                                                          mode='reduce-overhead'))"
+    ),
+)
+NO_SYNC = Fix(
+    summary=(
+        "Keep values on the device inside the step: accumulate metrics as tensors and read "
+        "them (.item(), .cpu(), print) every N steps; avoid `if tensor:` and data-dependent "
+        "shapes (boolean indexing, nonzero) in the hot loop."
+    ),
+    pytorch=(
+        "running = torch.zeros((), device='cuda')\n"
+        "running += loss.detach()              # no sync\n"
+        "if step % 100 == 0:\n"
+        "    print(running.item() / 100)       # one sync every 100 steps\n"
+        "    running.zero_()"
+    ),
+    accelerate=(
+        "running += loss.detach()\n"
+        "if step % 100 == 0:\n"
+        "    accelerator.print(accelerator.gather(running).mean().item() / 100)"
+    ),
+)
+LOG_LESS = Fix(
+    summary=(
+        "Log, compute metrics and checkpoint every N steps, not every step; move slow work "
+        "(serialising, writing files, plotting) to a background thread."
+    ),
+    pytorch=(
+        "if step % log_every == 0:\n"
+        "    logger.log({'loss': loss.item(), 'step': step})\n"
+        "# or hand the values to a thread:\n"
+        "executor.submit(write_metrics, step, loss.detach().cpu())"
+    ),
+    accelerate=(
+        "if step % log_every == 0:\n"
+        "    accelerator.log({'loss': loss.item()}, step=step)"
+    ),
+)
+STEADY_STEPS = Fix(
+    summary=(
+        "Move periodic work (evaluation, checkpoints, logging) out of the hot loop or make it "
+        "asynchronous; avoid shape changes that recompile; check for contention."
+    ),
+    pytorch=(
+        "if step % 500 == 0:   # rarely, and after the optimizer step\n"
+        "    torch.save(model.state_dict(), path)"
+    ),
+    accelerate=(
+        "if step % 500 == 0:\n"
+        "    accelerator.save_state(output_dir)"
+    ),
+)
+
+
+def host_bound(r: RankAnalysis) -> Finding | None:
+    host = r.sections.get("host")
+    share = host.pct.get("host_bound") if host is not None else None
+    if share is None or share <= HOST_BOUND_PCT:
+        return None
+    launch = r.sections["launch"]
+    evidence = [
+        Evidence("GPU idle while the host issues work (no data wait, collective or "
+                 "preprocessing)", share, "%", where(r)),
+        Evidence("GPU idle over the step window", r.timeline.idle_pct, "%", where(r)),
+    ]
+    if launch.cpu_bound_pct is not None:
+        evidence.append(Evidence("of the step, GPU idle while launches run back to back",
+                                 launch.cpu_bound_pct, "%", where(r)))
+    if launch.kernel_us.get("median") is not None:
+        evidence.append(Evidence("median kernel", launch.kernel_us["median"], "µs",
+                                 where(r, f"{launch.kernels} kernels")))
+    gaps = r.sections["idle"].longest if "idle" in r.sections else []
+    step = {"step": gaps[0].step} if gaps and gaps[0].step is not None else {}
+    if gaps and gaps[0].host:
+        g = gaps[0]
+        busy = ", ".join(f"{h.name} {readable_us(h.overlap_us)}" for h in g.host)
+        evidence.append(Evidence("longest GPU gap", g.duration_us / 1000, "ms",
+                                 where(r, f"step {g.step}", f"host: {busy}")))
+    return rank_finding(
+        r, "host_bound", severity(share, HOST_BOUND_PCT, HOST_BOUND_HIGH_PCT),
+        f"The GPU waits on the CPU for {share:.0f}% of each step",
+        "For this share of the step no kernel runs while the host executes Python, operators "
+        "or CUDA API calls: the GPU finishes work faster than the CPU can issue it.",
+        evidence, share, "upper bound: the host work is overlapped with GPU work or removed",
+        COMPILE, **step,
+    )
+
+
+def small_kernels(r: RankAnalysis) -> Finding | None:
+    launch = r.sections.get("launch")
+    if launch is None or not launch.kernels or launch.cpu_bound_pct is None:
+        return None
+    small = max(launch.small_kernel_pct or 0.0, launch.shorter_than_launch_pct or 0.0)
+    starved = launch.cpu_bound_pct
+    if small < SMALL_KERNELS_SHARE_PCT or starved < SMALL_KERNELS_STARVED_PCT:
+        return None
+    evidence = [
+        Evidence("kernels shorter than 10 µs", launch.small_kernel_pct or 0.0, "%",
+                 where(r, f"{launch.kernels} kernels")),
+        Evidence("kernels shorter than their own launch call",
+                 launch.shorter_than_launch_pct or 0.0, "%", where(r)),
+        Evidence("median kernel / launch call", f"{launch.kernel_us['median']:.1f} µs / "
+                 f"{launch.launch_us['median']:.1f} µs", "", where(r)),
+        Evidence("GPU idle while launches run back to back", starved, "%", where(r)),
+    ]
+    return rank_finding(
+        r, "small_kernels", severity(starved, SMALL_KERNELS_STARVED_PCT, SMALL_KERNELS_HIGH_PCT),
+        f"Tiny kernels: the GPU waits on kernel launches for {starved:.0f}% of each step",
+        "Most kernels finish in less time than it takes to launch them, so the GPU drains its "
+        "queue and waits for the next launch: launch overhead, not compute, sets the pace.",
+        evidence, starved, "fusion or CUDA graphs remove the launch gaps (upper bound)", COMPILE,
+    )
+
+
+def sync_points(r: RankAnalysis) -> Finding | None:
+    syncs = r.sections.get("syncs")
+    if syncs is None or not syncs.loop_count or not r.steps["count"]:
+        return None
+    per_step = syncs.loop_count / r.steps["count"]
+    cost = syncs.loop_avoidable_pct or 0.0
+    if per_step < SYNCS_PER_STEP and cost < SYNC_COST_PCT:
+        return None
+    n = r.steps["count"]
+    evidence = [
+        Evidence("host-device syncs per step", per_step, "", where(r)),
+        duration("host blocked in them", syncs.loop_blocked_us / n, where(r), per_step=True),
+        duration("GPU idle after them until the next GPU work",
+                 syncs.loop_gpu_idle_after_us / n, where(r), per_step=True),
+    ]
+    for s in [s for s in syncs.sites if not _profilers(s)][:SYNC_SITES]:
+        evidence.append(duration(f"{s.call} x{s.count}, blocked", s.total_us,
+                                 ", ".join(x for x in (s.cause or s.caller or s.op,
+                                                       s.source) if x)))
+    if syncs.profiler_syncs:
+        evidence.append(Evidence("not counted: the profiler's own synchronize when it stops",
+                                 syncs.profiler_syncs, "", where(r)))
+    return rank_finding(
+        r, "sync_points", severity(cost, SYNC_MEDIUM_PCT, SYNC_HIGH_PCT),
+        f"{per_step:.1f} host-device syncs per step",
+        "Each sync blocks the host until the GPU has finished everything queued; the GPU then "
+        "idles until the host has launched the next work.",
+        evidence, cost, "without the syncs the host runs ahead by the time it was blocked, "
+        "and the GPU idle after each sync shrinks by as much", NO_SYNC,
+    )
+
+
+def _profilers(site) -> bool:
+    return bool(site.cause and "profiler's own" in site.cause)
+
+
+def logging_overhead(r: RankAnalysis) -> Finding | None:
+    host = r.sections.get("host")
+    share = host.pct.get("after_optimizer") if host is not None else None
+    if share is None or share <= LOGGING_PCT:
+        return None
+    worst = max(host.after_optimizer_per_step_ms, key=lambda p: p[1])
+    evidence = [
+        Evidence("host time outside any op after the optimizer step", share, "%", where(r)),
+        Evidence("per step", ms_of(r, share), "ms", where(r)),
+        Evidence("longest", worst[1], "ms", where(r, f"step {worst[0]}")),
+        *[Evidence("Python in that time", s.ms_per_step, "ms/step", s.name)
+          for s in host.spots.get("after_optimizer", [])],
+    ]
+    return rank_finding(
+        r, "logging_overhead", severity(share, LOGGING_PCT, LOGGING_HIGH_PCT),
+        f"Work after the optimizer step (logging, metrics) takes {share:.0f}% of each step",
+        "Between the optimizer step and the next batch the host runs Python that no PyTorch op "
+        "records: logging, metric computation, checkpointing, progress bars.",
+        evidence, share, "the work runs every N steps or in a background thread", LOG_LESS,
+        step=worst[0],
+    )
+
+
+def step_variance(r: RankAnalysis) -> Finding | None:
+    s = r.steps
+    saving = pct_of(r, s.get("slow_excess_ms", 0.0))
+    if (s["count"] < 3 or s["cv"] <= STEP_CV or saving < STEP_VARIANCE_MIN_PCT
+            or s.get("slow_episodes", 0) < STEP_VARIANCE_MIN_SLOW):
+        return None
+    slow = {p["step"]: p["ms"] for p in s["per_step"]}
+    names = ", ".join(f"#{n} ({slow[n]:.1f} ms)" for n in s["slow_steps"][:6])
+    evidence = [
+        Evidence("coefficient of variation", s["cv"] * 100, "%", where(r)),
+        Evidence("median step", s["median_ms"], "ms", where(r)),
+        Evidence("slow steps", names, "", where(r)),
+    ]
+    if s.get("slow_period"):
+        evidence.append(Evidence("slow every", s["slow_period"], "steps", where(r)))
+    return rank_finding(
+        r, "step_variance", severity(saving, STEP_VARIANCE_MEDIUM_PCT, STEP_VARIANCE_HIGH_PCT),
+        f"Step times vary by {s['cv'] * 100:.0f}%: {len(s['slow_steps'])} slow step(s)",
+        "Some steps take much longer than the median: periodic work (evaluation, "
+        "checkpointing, logging, garbage collection, recompilation) or contention.",
+        evidence, saving, "the slow steps run as fast as the median step", STEADY_STEPS,
+        step=s["slow_steps"][0],
+    )

@@ -1,0 +1,122 @@
+"""The diagnosis of real GPU traces recorded by other projects (../shared/traces)."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+
+import pytest
+
+import trainprof
+from trainprof.report.json import to_json_bytes
+
+from conftest import (
+    ALEXNET,
+    BERT,
+    BIG_TRACE,
+    NCCL_TRACE,
+    NS_TRACE,
+    PARAM,
+    RESNET_W0,
+    RESNET_W0_SPAN2,
+    RESNET_W4,
+    RESNET_W4_SPAN2,
+    SHARED,
+    TIMESFORMER,
+    TRACE_FILTER,
+)
+
+HOST_FAMILY = ("host_bound", "small_kernels", "sync_points")
+CHECKER = SHARED.parent / "tools" / "check_analysis_json.py"
+
+
+@functools.cache
+def analysed(path):
+    return trainprof.analyze(path)
+
+
+def ids(path) -> list[str]:
+    return [f.id for f in analysed(path).findings]
+
+
+@pytest.mark.parametrize("path", [RESNET_W0, RESNET_W0_SPAN2])
+def test_resnet_without_workers_waits_for_data(path):
+    top = analysed(path).findings[0]
+    assert top.id == "data_loading" and top.severity == "high"
+    assert top.saving_pct == pytest.approx(33.4 if path == RESNET_W0 else 22.9, abs=0.1)
+    assert "num_workers=0" in next(e.where for e in top.evidence if e.what == "data loader")
+
+
+@pytest.mark.parametrize("path", [RESNET_W4, RESNET_W4_SPAN2])
+def test_resnet_with_four_workers_does_not(path):
+    assert "data_loading" not in ids(path)
+
+
+def test_resnet_runs_without_tensor_cores():
+    """FP32 on a V100: 68% of kernel time in eligible convolutions and GEMMs (the plugin's
+    figure), none on Tensor Cores."""
+    f = next(f for f in analysed(RESNET_W0).findings if f.id == "no_tensor_cores")
+    assert f.evidence[0].value == pytest.approx(67.6, abs=0.5) and f.evidence[1].value == 0
+
+
+@pytest.mark.parametrize("path", [ALEXNET, BERT])
+def test_host_bound_traces(path):
+    assert ids(path)[0] in HOST_FAMILY
+
+
+def test_bert_small_kernels_and_its_sync():
+    found = {f.id: f for f in analysed(BERT).findings}
+    assert found["small_kernels"].severity == "high"
+    sync = found["sync_points"]
+    assert any("is_nonzero" in e.where for e in sync.evidence)
+    assert any("profiler's own" in e.what for e in sync.evidence)  # not counted
+
+
+def test_timesformer_is_not_host_bound():
+    """Its GPU is busy 99% of the device span; the step starts with 217 ms of video
+    preprocessing in the Hugging Face pipeline, and attention runs unfused."""
+    found = ids(TIMESFORMER)
+    assert found[0] not in HOST_FAMILY and "host_bound" not in found
+    assert "small_kernels" not in found
+    top = analysed(TIMESFORMER).findings[0]
+    assert top.id == "input_preprocessing"
+    assert any("video_classification.py(129): preprocess" in e.where for e in top.evidence)
+    assert "attention_not_fused" in found
+
+
+def test_a100_ddp_shows_exposed_communication():
+    """Exposed communication is only 6% of the step window (the GPU idles 76%, host-bound),
+    but a quarter of the GPU's busy time."""
+    f = next(f for f in analysed(NCCL_TRACE).findings if f.id == "communication_exposed")
+    of_busy = next(e for e in f.evidence if e.what == "of the GPU's busy time")
+    assert f.saving_pct == pytest.approx(5.9, abs=0.2) and of_busy.value > 20
+
+
+def test_gpu_bound_fp32_resnet_needs_tensor_cores():
+    assert ids(NS_TRACE) == ["no_tensor_cores"]
+
+
+def test_two_ranks_fold_into_one_finding_per_id():
+    findings = analysed(TRACE_FILTER).findings
+    assert len({f.id for f in findings}) == len(findings)
+    host = next(f for f in findings if f.id == "host_bound")
+    assert host.extra["ranks"] == [0, 1] and host.evidence[-1].what == "also found on"
+
+
+def _checker():
+    spec = importlib.util.spec_from_file_location("check_analysis_json", CHECKER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("path", [RESNET_W0, NCCL_TRACE, TRACE_FILTER, BERT, TIMESFORMER,
+                                  ALEXNET, PARAM, BIG_TRACE])
+def test_json_result_passes_the_schema_check(path):
+    data = json.loads(to_json_bytes(analysed(path)))
+    assert _checker().check(data) == []
+    assert data["findings"], "every one of these traces has findings"
+    for f in data["findings"]:
+        assert f["evidence"] and f["fix"]["summary"] and f["docs"].startswith("docs/rules.md#")
+        assert f["saving_assumption"]

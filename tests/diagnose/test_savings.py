@@ -1,0 +1,52 @@
+"""Estimated savings are honest: apply the fix, run the same job again, compare.
+
+The slow-dataset run estimates that the data wait (its share of the step) would go away; the
+same job with the cost removed (the dataset's extra work gone, everything else equal) measures
+what really goes away. Runs alternate and medians are compared, so that other work on the
+machine slows both sides alike.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+import workloads
+
+import trainprof
+
+pytestmark = pytest.mark.slow
+
+#: Recordings per side; the measured gain must be within this share of the estimate.
+REPEATS = 3
+TOLERANCE = 0.30
+
+
+def _saving(kind: str, fixed: str, finding: str, tmp_path) -> tuple[float, float]:
+    """(median estimated saving %, measured gain %) of ``kind`` fixed as ``fixed``."""
+    estimates, before, after = [], [], []
+    for i in range(REPEATS):
+        slow = trainprof.analyze(workloads.record(kind, tmp_path / f"{kind}{i}"))
+        f = next(x for x in slow.findings if x.id == finding)
+        estimates.append(f.saving_pct)
+        before.append(slow.ranks[0].steps["mean_ms"])
+        fast = trainprof.analyze(workloads.record(fixed, tmp_path / f"{fixed}{i}"))
+        after.append(fast.ranks[0].steps["mean_ms"])
+    estimate = statistics.median(estimates)
+    measured = (1.0 - statistics.median(after) / statistics.median(before)) * 100.0
+    print(f"\n{kind}: estimated {estimate:.1f}%, measured {measured:.1f}% "
+          f"(step {statistics.median(before):.1f} -> {statistics.median(after):.1f} ms)")
+    return estimate, measured
+
+
+def test_slow_dataset_saving_matches_the_fix(tmp_path):
+    estimate, measured = _saving("slow_data", "healthy", "data_loading", tmp_path)
+    assert estimate > 30  # the data wait is most of the step
+    assert abs(measured - estimate) <= TOLERANCE * estimate, (estimate, measured)
+
+
+def test_per_parameter_optimizer_saving_matches_the_fix(tmp_path):
+    """The same loop with Adam(fused=True) instead of the per-parameter for-loop."""
+    estimate, measured = _saving("per_param_optimizer", "per_param_optimizer_fixed",
+                                 "optimizer_overhead", tmp_path)
+    assert abs(measured - estimate) <= TOLERANCE * estimate, (estimate, measured)

@@ -1,0 +1,155 @@
+"""Small real CPU training runs, each with one injected bottleneck, recorded with torch.profiler.
+
+Every run trains the same MLP on pre-made batches; a pathology changes one thing (the dataset,
+the optimizer, what the loop keeps or does after the step). ``record(kind, out)`` writes
+``out/rank0.json`` and returns the folder.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.profiler import ProfilerActivity, profile, schedule
+from torch.utils.data import DataLoader, Dataset
+
+# Two cores shared with other work: one intra-op thread keeps the timings steady.
+torch.set_num_threads(1)
+
+BATCH = 128
+FEATURES = 256
+HIDDEN = 512
+CLASSES = 10
+#: Profiler schedule: steps skipped, warmed up, recorded.
+WAIT, WARMUP, ACTIVE = 1, 1, 11
+STEPS = WAIT + WARMUP + ACTIVE
+#: Pure-Python work per batch of the slow dataset, and per step of the logging loop (loop
+#: iterations; about 10-20 ms on this machine type, comparable to a step).
+SLOW_DATA_WORK = 150_000
+LOGGING_WORK = 150_000
+#: Every PERIOD-th step of the periodic run evaluates on EVAL_BATCHES extra batches.
+PERIOD = 4
+EVAL_BATCHES = 12
+#: The per-parameter optimizer's model: this many tiny parameter tensors.
+TINY_PARAMS = 400
+#: The leaking loop keeps a metric computed on this many copies of the batch, with its graph
+#: (about 4 MB of activations per step).
+LEAK_REPEAT = 4
+
+
+def mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(FEATURES, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, HIDDEN),
+                         nn.ReLU(), nn.Linear(HIDDEN, CLASSES))
+
+
+class TinyParams(nn.Module):
+    """The MLP plus hundreds of tiny parameters (per-channel scales): a per-parameter optimizer
+    pays its Python and dispatch cost once per tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = mlp()
+        self.scales = nn.ParameterList(nn.Parameter(torch.ones(4)) for _ in range(TINY_PARAMS))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.body(x)
+        bias = torch.stack(list(self.scales)).sum()
+        return out + bias
+
+
+def busy_python(n: int) -> float:
+    """CPU work no PyTorch op records: a stand-in for decoding, augmenting, logging."""
+    total = 0.0
+    for i in range(n):
+        total += (i % 7) * 0.5
+    return total
+
+
+class Batches(Dataset):
+    """Pre-made batches; ``work`` adds that much pure-Python work to each (a slow decoder)."""
+
+    def __init__(self, count: int, work: int = 0) -> None:
+        gen = torch.Generator().manual_seed(1)
+        self.x = torch.randn(count, BATCH, FEATURES, generator=gen)
+        self.y = torch.randint(0, CLASSES, (count, BATCH), generator=gen)
+        self.work = work
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.work:
+            busy_python(self.work)
+        return self.x[i], self.y[i]
+
+
+@dataclass
+class Job:
+    """One training loop: the dataset's extra work, the model, the optimizer, whether a metric
+    is kept with its graph, how often an evaluation pass runs, and a hook after each step."""
+
+    data_work: int = 0
+    model: Callable[[], nn.Module] = mlp
+    optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] = (
+        lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9))
+    keep_graphs: bool = False
+    evaluate_every: int = 0
+    after_step: Callable[[int, torch.Tensor], None] | None = None
+
+
+def _log_metrics(step: int, loss: torch.Tensor) -> None:
+    """Heavy per-step logging: Python work outside any op after the optimizer step."""
+    json.dumps({"step": step, "stats": busy_python(LOGGING_WORK)})
+
+
+JOBS: dict[str, Job] = {
+    "healthy": Job(),
+    "slow_data": Job(data_work=SLOW_DATA_WORK),
+    "per_param_optimizer": Job(model=TinyParams, optimizer=lambda p: torch.optim.Adam(
+        p, lr=1e-3, foreach=False)),
+    "per_param_optimizer_fixed": Job(model=TinyParams, optimizer=lambda p: torch.optim.Adam(
+        p, lr=1e-3, fused=True)),
+    "leak": Job(keep_graphs=True),
+    "periodic": Job(evaluate_every=PERIOD),
+    "logging": Job(after_step=_log_metrics),
+}
+
+
+def _steps(job: Job, on_step: Callable[[], None]) -> None:
+    model = job.model()
+    optimizer = job.optimizer(list(model.parameters()))
+    loader = DataLoader(Batches(STEPS, job.data_work), batch_size=None, num_workers=0)
+    eval_x = torch.randn(EVAL_BATCHES, BATCH, FEATURES)
+    kept: list[torch.Tensor] = []
+    for step, (x, y) in enumerate(loader):
+        loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        if job.keep_graphs:  # a metric kept for an epoch average, with its graph
+            kept.append(nn.functional.cross_entropy(model(x.repeat(LEAK_REPEAT, 1)),
+                                                    y.repeat(LEAK_REPEAT)))
+        if job.after_step is not None:
+            job.after_step(step, loss)
+        if job.evaluate_every and step % job.evaluate_every == job.evaluate_every - 1:
+            with torch.no_grad():  # an evaluation pass, inside ops
+                for xb in eval_x:
+                    model(xb)
+        on_step()
+
+
+def record(kind: str, out: Path, *, profile_memory: bool = False,
+           with_stack: bool = False) -> Path:
+    """Run the job under torch.profiler; writes ``out/rank0.json`` and returns ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=profile_memory,
+                 with_stack=with_stack,
+                 schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE)) as prof:
+        _steps(JOBS[kind], prof.step)
+    prof.export_chrome_trace(str(out / "rank0.json"))
+    return out
