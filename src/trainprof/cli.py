@@ -6,8 +6,9 @@ import argparse
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 from trainprof import __version__
 from trainprof.analysis.options import (
@@ -20,12 +21,15 @@ from trainprof.errors import TrainprofError
 
 #: Exit codes: 0 fine, 1 a check failed (e.g. a regression gate), 2 bad input or usage.
 EXIT_BAD_INPUT = 2
+T = TypeVar("T")
 
 
 def _add_analyze(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="analyse a trace file or a folder of ranks")
     p.add_argument("path", type=Path, help="a .json or .json.gz trace, or a folder of them")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json", "md"), default="text",
+                   help="text (the terminal report), json (docs/json.md) or md (Markdown for a "
+                        "pull-request comment)")
     p.add_argument("-o", "--output", type=Path, help="write the result to this file")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     p.add_argument("--sort", choices=OPERATOR_SORT_COLUMNS, default=None,
@@ -36,6 +40,52 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--by-shape", action="store_true",
                    help="group the operator table by op name and input shapes")
     p.set_defaults(func=cmd_analyze)
+
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="write a self-contained HTML report (works offline)")
+    p.add_argument("path", type=Path,
+                   help="a trace, a folder of traces, or a saved JSON result")
+    p.add_argument("-o", "--output", type=Path, default=Path("trainprof-report.html"),
+                   help="the HTML file to write (default: trainprof-report.html)")
+    p.add_argument("--top", type=_positive_int, default=25,
+                   help="rows per operator and kernel table (default 25)")
+    p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    p.set_defaults(func=cmd_report)
+
+
+def _add_compare(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="compare two runs side by side; gate CI on a slowdown")
+    p.add_argument("base", type=Path, help="the reference run: trace, folder or JSON result")
+    p.add_argument("new", type=Path, help="the run to judge: trace, folder or JSON result")
+    p.add_argument("--format", choices=("text", "json", "md"), default="text")
+    p.add_argument("-o", "--output", type=Path, help="write the comparison to this file")
+    p.add_argument("--fail-if-slower", type=float, metavar="PCT",
+                   help="exit 1 when NEW's median step is more than PCT%% slower than BASE's")
+    p.add_argument("--batch-size", type=_batch_sizes, default=(None, None), metavar="N[,M]",
+                   help="samples per step per rank (N for both runs, or N for BASE and M for "
+                        "NEW), to report samples/s")
+    p.add_argument("--top", type=_positive_int, default=10,
+                   help="changed ops and kernels listed (default 10)")
+    p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    p.set_defaults(func=cmd_compare)
+
+
+def _add_annotate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("annotate", help="copy a trace with trainprof's counters and findings, "
+                                        "for Perfetto or chrome://tracing")
+    p.add_argument("trace", type=Path, help="one trace file (.json or .json.gz)")
+    p.add_argument("-o", "--output", type=Path,
+                   help="the copy to write (default: <trace name>.annotated.json.gz here); "
+                        "gzipped when the name ends in .gz")
+    p.set_defaults(func=cmd_annotate)
+
+
+def _batch_sizes(text: str) -> tuple[int, int]:
+    parts = [_positive_int(x) for x in text.split(",")]
+    if len(parts) not in (1, 2):
+        raise argparse.ArgumentTypeError("give N, or N,M (BASE,NEW)")
+    return (parts[0], parts[-1])
 
 
 def _positive_int(text: str) -> int:
@@ -82,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"trainprof {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_analyze(sub)
+    _add_report(sub)
+    _add_compare(sub)
+    _add_annotate(sub)
     _add_demo(sub)
     _add_run(sub)
     return parser
@@ -89,10 +142,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _analyze_path(path: Path, show_progress: bool):
     from trainprof.pipeline import analyze
+
+    return _with_progress(lambda progress: analyze(path, progress=progress), show_progress)
+
+
+def _with_progress(work: Callable[[Any], T], show_progress: bool) -> T:
+    """``work(progress)`` with a progress bar that shows only on a terminal, after a delay."""
     from trainprof.report.progress import delayed_progress
 
     with delayed_progress(show_progress) as progress:
-        return analyze(path, progress=progress)
+        return work(progress)
+
+
+def _write_or_print(text: str, output: Path | None) -> None:
+    if output:
+        from trainprof.fileio import atomic_write_text
+
+        atomic_write_text(output, text)
+    else:
+        sys.stdout.write(text)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -105,7 +173,13 @@ def _analyze_and_report(args: argparse.Namespace) -> int:
     from trainprof.report.json import to_json_bytes, write_json
 
     as_json = args.format == "json"
-    analysis = _analyze_path(args.path, show_progress=not (as_json or args.no_progress))
+    quiet = args.format != "text" or args.no_progress
+    analysis = _analyze_path(args.path, show_progress=not quiet)
+    if args.format == "md":
+        from trainprof.report.markdown import to_markdown
+
+        _write_or_print(to_markdown(analysis, top=args.top), args.output)
+        return 0
     if as_json:
         if args.output:
             write_json(analysis, args.output)
@@ -124,6 +198,63 @@ def _analyze_and_report(args: argparse.Namespace) -> int:
         atomic_write_text(args.output, console.export_text())
     else:
         print_analysis(analysis)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from trainprof.report.html import write_html
+    from trainprof.report.html_input import report_result
+
+    result = _with_progress(lambda progress: report_result(args.path, progress),
+                            not args.no_progress)
+    path = write_html(result, args.output, rows=args.top)
+    print(f"Report written to {path} ({path.stat().st_size / 1e6:.1f} MB); open it in a browser.")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from trainprof.report.compare import compare
+
+    comparison = _with_progress(
+        lambda progress: compare(args.base, args.new, fail_if_slower=args.fail_if_slower,
+                                 batch_size=args.batch_size, progress=progress),
+        not (args.no_progress or args.format != "text"),
+    )
+    if args.format == "json":
+        from trainprof.report.json import to_json_bytes
+
+        _write_or_print(to_json_bytes(comparison.to_dict(args.top)).decode(), args.output)
+    elif args.format == "md":
+        from trainprof.report.compare_render import render_markdown
+
+        _write_or_print(render_markdown(comparison, args.top), args.output)
+    else:
+        _print_compare_text(comparison, args)
+    gate = comparison.gate
+    if gate and (args.format != "text" or args.output):
+        print(gate.message(), file=sys.stderr)
+    return 1 if gate and gate.failed else 0
+
+
+def _print_compare_text(comparison: Any, args: argparse.Namespace) -> None:
+    from rich.console import Console
+
+    from trainprof.report.compare_render import render_text
+
+    if not args.output:
+        render_text(comparison, top=args.top)
+        return
+    console = Console(record=True, width=120, file=open(os.devnull, "w"))  # noqa: SIM115
+    render_text(comparison, console, top=args.top)
+    _write_or_print(console.export_text(), args.output)
+
+
+def cmd_annotate(args: argparse.Namespace) -> int:
+    from trainprof.report.annotate import annotate, default_output
+
+    done = annotate(args.trace, args.output or default_output(args.trace))
+    print(f"Wrote {done.path}: {done.counters} counter events and {done.findings} findings "
+          "on the timeline. Open it in Perfetto (ui.perfetto.dev) or chrome://tracing.")
     return 0
 
 

@@ -1,0 +1,150 @@
+"""Two runs side by side (``trainprof compare``): step time, throughput, breakdown, phases and
+the ops that changed most, with a regression gate for CI.
+
+Each side is a trace file, a folder of traces, a saved JSON result, or an ``Analysis``. The
+deltas come from ``analysis.diff``; the gate compares median step times and says how sure the
+slowdown is (``compare_stats``). See docs/reports.md.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trainprof.analysis.diff import TraceDiff, diff
+from trainprof.analysis.overview import Analysis
+from trainprof.report.compare_stats import SlowdownOdds, slowdown_odds
+from trainprof.report.saved import analysis_from_result, is_saved_result, load_result
+from trainprof.trace.load import Progress
+
+SCHEMA = "trainprof.compare/1"
+#: Changed ops and kernels listed (the JSON keeps ``analysis.diff.TOP_CHANGES``).
+TOP_CHANGED = 10
+
+Input = str | os.PathLike[str] | Analysis
+
+
+@dataclass
+class Run:
+    """One side: its label, every step's time (all ranks), ranks, and the batch size if known."""
+
+    label: str
+    step_ms: list[float]
+    ranks: int
+    batch_size: int | None = None
+
+    @property
+    def median_ms(self) -> float | None:
+        return float(np.median(self.step_ms)) if self.step_ms else None
+
+    @property
+    def mean_ms(self) -> float | None:
+        return float(np.mean(self.step_ms)) if self.step_ms else None
+
+    @property
+    def steps_per_s(self) -> float | None:
+        m = self.median_ms
+        return 1000.0 / m if m else None
+
+    @property
+    def samples_per_s(self) -> float | None:
+        """Batch size x ranks / median step time, when the batch size is known."""
+        rate = self.steps_per_s
+        return None if rate is None or self.batch_size is None else rate * self.batch_size * self.ranks
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "steps": len(self.step_ms), "ranks": self.ranks,
+                "median_step_ms": self.median_ms, "mean_step_ms": self.mean_ms,
+                "steps_per_s": self.steps_per_s, "batch_size": self.batch_size,
+                "samples_per_s": self.samples_per_s, "per_step_ms": self.step_ms}
+
+
+@dataclass
+class Gate:
+    """``--fail-if-slower``: failed when NEW's median step is slower by more than the limit."""
+
+    limit_pct: float
+    odds: SlowdownOdds | None
+    base_ms: float | None
+    new_ms: float | None
+
+    @property
+    def failed(self) -> bool:
+        return self.odds is not None and self.odds.change_pct > self.limit_pct
+
+    def message(self) -> str:
+        o = self.odds
+        if o is None:
+            return "trainprof compare: no steps to compare; the gate cannot judge (passes)."
+        how = "slower" if o.change_pct >= 0 else "faster"
+        verdict = "FAIL" if self.failed else "OK"
+        side = "over" if self.failed else "within"
+        text = (f"{verdict}: NEW's median step is {abs(o.change_pct):.1f}% {how} than BASE's "
+                f"({self.base_ms:.1f} -> {self.new_ms:.1f} ms), {side} the "
+                f"{self.limit_pct:g}% limit. That NEW is really more than {self.limit_pct:g}% "
+                f"slower is {o.words} ({o.probability * 100:.1f}% of bootstrap resamples of "
+                f"{o.base_steps} + {o.new_steps} steps; 90% interval {o.low_pct:+.1f}% to "
+                f"{o.high_pct:+.1f}%).")
+        if o.rough:
+            text += " Few steps were recorded, so this estimate of the noise is rough."
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"limit_pct": self.limit_pct, "failed": self.failed, "message": self.message(),
+                **(self.odds.to_dict() if self.odds else {})}
+
+
+@dataclass
+class Comparison:
+    base: Run
+    new: Run
+    diff: TraceDiff
+    gate: Gate | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self, top: int = TOP_CHANGED) -> dict[str, Any]:
+        return {"schema": SCHEMA, "base": self.base.to_dict(), "new": self.new.to_dict(),
+                **self.diff.to_dict(top), "gate": self.gate.to_dict() if self.gate else None,
+                "notes": [*self.diff.notes, *self.notes]}
+
+
+def load_side(x: Input, progress: Progress | None = None) -> Analysis:
+    """An ``Analysis`` for a trace, a folder, a saved JSON result, or an ``Analysis``."""
+    if isinstance(x, Analysis):
+        return x
+    if is_saved_result(x):
+        return analysis_from_result(load_result(x))
+    from trainprof.pipeline import analyze
+
+    return analyze(x, progress=progress)
+
+
+def _run(a: Analysis, label: str, batch_size: int | None) -> Run:
+    steps = [float(s["ms"]) for r in a.ranks for s in r.steps.get("per_step", [])]
+    return Run(label, steps, len({r.rank for r in a.ranks}), batch_size)
+
+
+def compare(base: Input, new: Input, *, fail_if_slower: float | None = None,
+            batch_size: tuple[int | None, int | None] = (None, None),
+            progress: Progress | None = None) -> Comparison:
+    """Compare two runs; ``fail_if_slower`` (percent) adds the regression gate."""
+    a, b = load_side(base, progress), load_side(new, progress)
+    runs = [_run(x, _label(src, x), n) for x, src, n in ((a, base, batch_size[0]),
+                                                         (b, new, batch_size[1]))]
+    result = Comparison(runs[0], runs[1], diff(a, b))
+    if fail_if_slower is not None:
+        odds = slowdown_odds(runs[0].step_ms, runs[1].step_ms, fail_if_slower)
+        result.gate = Gate(fail_if_slower, odds, runs[0].median_ms, runs[1].median_ms)
+    if any(r.step_ms and len(r.step_ms) < 2 for r in runs):
+        result.notes.append("A run with a single step has no step-to-step noise to measure.")
+    return result
+
+
+def _label(src: Input, a: Analysis) -> str:
+    if isinstance(src, Analysis):
+        return a.source or "analysis"
+    return Path(src).name or str(src)

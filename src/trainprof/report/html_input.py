@@ -1,0 +1,56 @@
+"""What the HTML report is drawn from: the JSON result, plus each step's breakdown.
+
+The result keeps the breakdown as a mean per step; the report's stacked bars want it step by
+step, so while the traces stream through the analysis, ``analysis.breakdown.step_breakdown``
+is run on each and its figures are added to ``steps.per_step[i].breakdown_ms`` (an addition to
+the JSON contract). A saved JSON result is used as it is (the chart then shows step totals).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from trainprof.analysis.breakdown import step_breakdown
+from trainprof.analysis.steps import find_steps
+from trainprof.pipeline import analyze
+from trainprof.report.saved import is_saved_result, load_result
+from trainprof.trace.load import Progress, iter_traces
+from trainprof.trace.model import Trace
+
+#: ms per category, per step of one trace file.
+StepBreakdown = dict[str, list[float]]
+
+
+def report_result(path: str | os.PathLike[str], progress: Progress | None = None
+                  ) -> dict[str, Any]:
+    """The result dict for a trace, a folder of traces, or a saved JSON result."""
+    if is_saved_result(path):
+        return load_result(path)
+    per_file: dict[Path, StepBreakdown] = {}
+    analysis = analyze(_with_breakdown(iter_traces(path, progress), per_file))
+    analysis.source = str(path)
+    result = analysis.to_dict()
+    for rank, out in zip(analysis.ranks, result["ranks"], strict=True):
+        add_step_breakdown(out, per_file.get(rank.path))
+    return result
+
+
+def _with_breakdown(traces: Iterator[Trace], sink: dict[Path, StepBreakdown]
+                    ) -> Iterator[Trace]:
+    """The traces, unchanged; each one's per-step breakdown (ms) lands in ``sink``."""
+    for trace in traces:
+        per_step = step_breakdown(trace, find_steps(trace)).per_step
+        sink[trace.path] = {c: [float(v) / 1000.0 for v in us] for c, us in per_step.items()}
+        yield trace
+
+
+def add_step_breakdown(rank: dict[str, Any], breakdown: StepBreakdown | None) -> None:
+    """Put each step's breakdown beside its time, when the step counts agree."""
+    steps = rank["steps"]["per_step"]
+    if not breakdown or any(len(v) != len(steps) for v in breakdown.values()):
+        return
+    for i, step in enumerate(steps):
+        step["breakdown_ms"] = {c: v[i] for c, v in breakdown.items()}

@@ -1,0 +1,53 @@
+"""Names and colours of the breakdown categories, phases and GPU time shares, shared by the
+HTML, Markdown and compare reports (one place, so every view says the same)."""
+
+from __future__ import annotations
+
+CATEGORY_LABELS = {
+    "kernel": "Kernel",
+    "memcpy": "Memcpy",
+    "memset": "Memset",
+    "communication": "Communication",
+    "runtime": "Runtime (launch API)",
+    "dataloader": "DataLoader",
+    "cpu_exec": "CPU Exec",
+    "other": "Other",
+}
+CATEGORY_COLORS = {
+    "kernel": "#4e79a7",
+    "memcpy": "#f28e2b",
+    "memset": "#edc948",
+    "communication": "#e15759",
+    "runtime": "#76b7b2",
+    "dataloader": "#b07aa1",
+    "cpu_exec": "#59a14f",
+    "other": "#bab0ac",
+}
+PHASE_COLORS = {
+    "data": "#b07aa1",
+    "forward": "#4e79a7",
+    "backward": "#59a14f",
+    "optimizer": "#f28e2b",
+    "other": "#bab0ac",
+}
+#: The GPU timeline as four shares that add up to 100% of the step window.
+TIMELINE_SHARES = (
+    ("compute_pct", "compute", "#4e79a7"),
+    ("exposed_communication_pct", "exposed communication", "#e15759"),
+    ("exposed_memcpy_pct", "exposed copies", "#f28e2b"),
+    ("idle_pct", "idle", "#d5d5d5"),
+)
+
+
+def category_label(key: str) -> str:
+    return CATEGORY_LABELS.get(key, key.replace("_", " "))
+
+
+def evidence_text(e: dict) -> str:
+    """A finding's evidence (its ``to_dict`` form) as ``Evidence.__str__`` says it."""
+    value = e.get("value")
+    shown = f"{value:,.1f}" if isinstance(value, float) else str(value)
+    unit = e.get("unit") or ""
+    unit = unit if unit in ("%", "") else f" {unit}"
+    where = f" ({e['where']})" if e.get("where") else ""
+    return f"{e.get('what', '')}: {shown}{unit}{where}"

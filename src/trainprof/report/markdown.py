@@ -1,0 +1,131 @@
+"""Markdown for a pull-request comment: the findings, the overview and the top ops.
+
+Every string from a trace goes through ``md_text`` (table cells) or ``code_block`` (fenced
+code): Markdown punctuation is backslash-escaped, ``<``, ``>`` and ``&`` become entities, and
+line breaks become spaces, so a name cannot break a table, open a link or inject HTML.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from trainprof.analysis.overview import Analysis
+from trainprof.report.labels import category_label, evidence_text
+
+#: Rows of the operator and kernel tables.
+TOP_ROWS = 10
+#: Longest name shown in a table cell (kernel names can run to hundreds of characters).
+MAX_CELL = 90
+# Characters that start emphasis, code, links, images, strikethrough, math or a table cell.
+_PUNCTUATION = re.compile(r"([\\`*_\[\]|~#!$])")
+_ENTITIES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))
+
+
+def md_text(value: Any, limit: int | None = MAX_CELL) -> str:
+    """Plain text that Markdown (GitHub's included) shows as is, on one line."""
+    text = " ".join(str(value).split())
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    for char, entity in _ENTITIES:
+        text = text.replace(char, entity)
+    return _PUNCTUATION.sub(r"\\\1", text)
+
+
+def code_block(code: str, language: str = "python") -> str:
+    """A fenced block whose fence is longer than any run of backticks inside it."""
+    longest = max((len(m) for m in re.findall(r"`+", code)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{code.rstrip()}\n{fence}"
+
+
+def table(head: list[str], rows: list[list[str]], align: str = "") -> str:
+    """A Markdown table; ``align`` has one letter per column, l or r (default: l, then r)."""
+    align = align or "l" + "r" * (len(head) - 1)
+    marks = ["---:" if a == "r" else "---" for a in align]
+    lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(marks) + " |"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _f(value: float | None, digits: int = 1, unit: str = "") -> str:
+    return "n/a" if value is None else f"{value:,.{digits}f}{unit}"
+
+
+def findings_md(findings: list[dict[str, Any]]) -> str:
+    if not findings:
+        return "**No major bottleneck found.** Where the time goes is below."
+    rows = []
+    for i, f in enumerate(findings, 1):
+        where = "job" if f.get("rank") is None else f"rank {f['rank']}"
+        rows.append([str(i), md_text(f["severity"]), md_text(f["title"], None), where,
+                     f"{_f(f.get('saving_pct'), 0)}% ({_f(f.get('saving_ms'), 1)} ms)",
+                     md_text(f["fix"]["summary"], None)])
+    out = [table(["#", "severity", "finding", "where", "saves/step", "fix"], rows, "rllrrl")]
+    out.append("<details><summary>Evidence and fixes</summary>\n")
+    for i, f in enumerate(findings, 1):
+        out.append(f"**{i}. {md_text(f['title'], None)}**\n")
+        out.append(md_text(f.get("explanation", ""), None) + "\n")
+        out += [f"- {md_text(evidence_text(e), None)}" for e in f.get("evidence", [])]
+        for label in ("pytorch", "accelerate"):
+            if f["fix"].get(label):
+                out.append(f"\n{'PyTorch' if label == 'pytorch' else 'accelerate'}:\n")
+                out.append(code_block(f["fix"][label]))
+        out.append("")
+    out.append("</details>")
+    return "\n".join(out)
+
+
+def overview_md(r: dict[str, Any]) -> str:
+    s, gpu, tl = r["steps"], r.get("gpu") or {}, r.get("timeline") or {}
+    facts = [["median step", f"{_f(s.get('median_ms'))} ms ({s['count']} steps, "
+              f"{md_text(s.get('source', ''))})"],
+             ["step-to-step variation (CV)", f"{_f((s.get('cv') or 0) * 100)}%"]]
+    if gpu:
+        facts.append(["GPU utilisation", f"{_f(gpu.get('utilization_pct'))}%"])
+    if tl:
+        facts.append(["GPU idle / exposed communication",
+                      f"{_f(tl.get('idle_pct'))}% / {_f(tl.get('exposed_communication_pct'))}%"])
+    out = [table(["", "value"], facts, "ll"), ""]
+    rows = [[category_label(c), _f(r["breakdown_ms"].get(c), 2), _f(pct, 1, "%")]
+            for c, pct in r["breakdown_pct"].items() if pct >= 0.05]
+    out += [table(["category", "ms/step", "share"], rows), ""]
+    rows = [[p, _f(r["phases_ms"].get(p), 2), _f(pct, 1, "%")] for p, pct in r["phases_pct"].items()]
+    out.append(table(["phase", "ms/step", "share"], rows))
+    return "\n".join(out)
+
+
+def top_md(r: dict[str, Any], top: int = TOP_ROWS) -> str:
+    out = []
+    ops = r.get("operators") or {}
+    if ops.get("rows"):
+        dev = bool(ops.get("has_device"))
+        head = ["operator", "calls", *(["device self ms"] if dev else []), "host self ms"]
+        rows = [[md_text(o["name"]), _f(o["calls"], 0),
+                 *([_f((o.get("device_self_us") or 0) / 1000, 2)] if dev else []),
+                 _f((o.get("host_self_us") or 0) / 1000, 2)] for o in ops["rows"][:top]]
+        out += ["**Top operators**", "", table(head, rows), ""]
+    kernels = r.get("kernels") or {}
+    if kernels.get("rows"):
+        rows = [[md_text(k["name"]), _f(k["calls"], 0), _f(k["total_us"] / 1000, 2),
+                 _f(k.get("share_pct"), 1, "%")] for k in kernels["rows"][:top]]
+        out += ["**Top kernels**", "", table(["kernel", "calls", "total ms", "share"], rows), ""]
+    return "\n".join(out).rstrip()
+
+
+def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
+    """The whole comment: verdict, findings, then the slowest rank's overview and top ops."""
+    data = result.to_dict() if isinstance(result, Analysis) else result
+    ranks = data["ranks"]
+    slowest = max(ranks, key=lambda r: r["steps"].get("median_ms") or 0)
+    where = f"rank {slowest['rank']}" + (f" (slowest of {len(ranks)})" if len(ranks) > 1 else "")
+    out = [f"## trainprof: {md_text(data.get('source') or slowest.get('file', ''), None)}", "",
+           f"{len(ranks)} rank(s)/window(s) · {md_text(slowest.get('device', ''))}", "",
+           "### Findings", "", findings_md(data.get("findings") or []), "",
+           f"### Overview: {where}", "", overview_md(slowest), ""]
+    tops = top_md(slowest, top)
+    if tops:
+        out += ["### Where the time goes: top ops", "", tops, ""]
+    notes = [*slowest.get("notes", []), *data.get("notes", [])]
+    out += [f"> Note: {md_text(n, None)}" for n in notes]
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,142 @@
+"""The HTML report as a string: its sections, self-containment, size, and escaping."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from report_helpers import IMG_PAYLOAD, SCRIPT_PAYLOAD, hostile_trace, result_of
+
+from trainprof.report.html import json_for_script, render_html, write_html
+from trainprof.report.html_input import report_result
+from trainprof.report.json import write_json
+
+from conftest import (
+    ALEXNET,
+    BERT,
+    BIG_TRACE,
+    COMPILED,
+    GPU_METRICS,
+    NCCL_TRACE,
+    NS_TRACE,
+    PARAM,
+    RESNET_W0,
+    RESNET_W4,
+    TIMESFORMER,
+    TRACE_FILTER,
+)
+from tracegen import TraceBuilder
+
+#: "A few MB at most for the shared traces."
+MAX_BYTES = 3_000_000
+ALL_SHARED = [RESNET_W0, RESNET_W4, NS_TRACE, NCCL_TRACE, TRACE_FILTER, BIG_TRACE, ALEXNET,
+              TIMESFORMER, BERT, PARAM, COMPILED, GPU_METRICS]
+#: Anything that would make a browser fetch: external scripts, styles, fonts, images, frames.
+FETCHES = re.compile(r"<(?:link|img|iframe|object|embed)\b|\bsrc=|@import|url\(|@font-face",
+                     re.IGNORECASE)
+
+
+def section_order(html: str) -> list[str]:
+    return re.findall(r'<section id="([\w-]+)"', html)
+
+
+def test_resnet_report_opens_on_the_verdict():
+    html = render_html(result_of(RESNET_W0))
+    assert section_order(html)[:2] == ["verdict", "rank-0"]
+    verdict = html[html.index('id="verdict"'):html.index('id="rank-0"')]
+    assert "Waiting for data" in verdict and "num_workers=4" in verdict  # finding and its fix
+    assert "DataLoader time with nothing else running: 33.4%" in verdict  # evidence
+    # Charts: per-step stacked bars (6 steps x categories), shares, the memory curve and peak.
+    assert html.count("<svg") >= 6
+    steps = html[html.index("Step time, step by step"):html.index("Where the step time goes")]
+    assert steps.count("<rect") >= 6 * 3 and "DataLoader" in steps
+    assert "peak 2,792 MB in step 5" in html
+    assert "Top operators" in html and "aten::cudnn_convolution_backward_weight" in html
+    assert "Longest GPU idle gaps" in html and "Tesla V100-DGXS-32GB" in html
+    assert "schema version" in html  # environment, from the trace's schemaVersion
+
+
+def test_multi_rank_report_compares_ranks():
+    html = render_html(result_of(TRACE_FILTER))
+    assert section_order(html)[:3] == ["verdict", "ranks", "rank-0"]
+    ranks = html[html.index('id="ranks"'):html.index('id="rank-0"')]
+    assert "Mean step time per rank" in ranks and "Who waits for whom" in ranks
+    assert "world size" in html and "128" in html
+
+
+def test_every_shared_trace_gives_a_small_self_contained_page():
+    sizes = {}
+    for path in ALL_SHARED:
+        html = render_html(result_of(path))
+        sizes[path.name] = len(html.encode())
+        assert html.startswith("<!DOCTYPE html>")
+        assert not FETCHES.search(html), path.name
+        assert "default-src 'none'" in html  # the CSP forbids every fetch, too
+    assert max(sizes.values()) < MAX_BYTES, sizes
+
+
+def test_saved_json_result_renders(tmp_path):
+    saved = write_json(result_of(RESNET_W4), tmp_path / "result.json")
+    html = render_html(report_result(saved))
+    assert "Where the step time goes" in html and "<svg" in html
+
+
+def test_cpu_trace_has_no_gpu_sections(tmp_path):
+    b = TraceBuilder()
+    for n in range(3):
+        b.step(n, n * 100.0, 100)
+        b.op("aten::add", n * 100.0 + 5, 60)
+    html = render_html(report_result(b.write(tmp_path / "cpu.json")))
+    assert "GPU timeline" not in html and "Top operators" in html
+
+
+def test_trace_strings_are_escaped_everywhere(tmp_path):
+    out = write_html(report_result(hostile_trace(tmp_path)), tmp_path / "report.html")
+    html = out.read_text()
+    for payload in (IMG_PAYLOAD, SCRIPT_PAYLOAD, "<img", "<script>window"):
+        assert payload not in html
+    assert html.count("<script") == 2  # the data block and our own script, nothing else
+    assert html.count("&lt;img src=x onerror=") >= 4  # kernel table, title, source, device
+    assert "&lt;/script&gt;&lt;script&gt;window.__pwned=2" in html  # the op name, as text
+    data = html[html.index('id="trainprof-result">'):]
+    data = data[data.index(">") + 1:data.index("</script>")]
+    assert not re.search(r"[<>&]", data) and "\\u003cimg src=x" in data
+    assert json.loads(data)["ranks"][0]["kernels"]["rows"][0]["name"] == IMG_PAYLOAD
+
+
+@pytest.mark.parametrize("text", ["</script><script>alert(1)</script>", "<!--", "a\u2028b\u2029c",
+                                  "&amp;", "'\""])
+def test_json_for_script_round_trips_and_cannot_break_out(text):
+    safe = str(json_for_script({"name": text}))
+    assert not re.search(r"[<>&\u2028\u2029]", safe)
+    assert json.loads(safe) == {"name": text}
+
+
+def test_charts_escape_their_labels():
+    from trainprof.report import svg
+
+    chart = str(svg.stacked_bars([IMG_PAYLOAD], [svg.Series(SCRIPT_PAYLOAD, "#000")], [[1.0]],
+                                 "ms", "<b>"))
+    assert "<img" not in chart and "</script>" not in chart and "<b>" not in chart
+    assert "&lt;img src=x" in chart
+
+
+def test_many_ranks_show_the_slowest_in_full_and_stay_small(tmp_path):
+    for rank in range(10):
+        b = TraceBuilder()
+        b.metadata["distributedInfo"] = {"rank": rank, "world_size": 10, "backend": "nccl"}
+        for n in range(2):
+            t = n * 2000.0
+            b.step(n, t, 1000 + 100 * rank)
+            b.launch(t + 10, 5, k_ts=t + 20, k_dur=500, name=f"gemm{rank}")
+        b.write(tmp_path / f"rank{rank}.json")
+    html = render_html(report_result(tmp_path))
+    sections = section_order(html)
+    assert sections[:2] == ["verdict", "ranks"] and len(sections) == 2 + 8 + 1
+    assert "rank-0" not in sections and "rank-1" not in sections  # the two fastest
+    assert "2 more ranks are in the table above only" in html
+    data = html[html.index('id="trainprof-result">'):]
+    data = json.loads(data[data.index(">") + 1:data.index("</script>")])
+    assert data["trimmed_ranks"] == [0, 1] and "kernels" not in data["ranks"][0]
+    assert "kernels" in data["ranks"][9] and len(data["ranks"]) == 10

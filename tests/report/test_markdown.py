@@ -1,0 +1,59 @@
+"""Markdown for pull-request comments: the findings table, the overview, and escaping."""
+
+from __future__ import annotations
+
+import re
+
+from report_helpers import IMG_PAYLOAD, PIPE_PAYLOAD, SCRIPT_PAYLOAD, hostile_trace, result_of
+
+from trainprof.report.html_input import report_result
+from trainprof.report.markdown import code_block, md_text, to_markdown
+
+from conftest import RESNET_W0, TRACE_FILTER
+
+
+def table_rows(md: str, header_start: str) -> list[list[str]]:
+    """The cells of the table whose header row starts with ``header_start``."""
+    lines = md.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]])
+    return rows
+
+
+def test_resnet_comment_has_findings_overview_and_top_ops():
+    md = to_markdown(result_of(RESNET_W0))
+    findings = table_rows(md, "| # | severity | finding")
+    assert findings[0][:4] == ["1", "high", "Waiting for data takes 33% of each step", "rank 0"]
+    assert findings[0][4].startswith("33%")
+    assert "<details><summary>Evidence and fixes</summary>" in md
+    assert "num_workers=4" in md  # the fix snippet, in a code block
+    breakdown = {r[0]: r for r in table_rows(md, "| category | ms/step | share")}
+    assert breakdown["DataLoader"][2] == "33.4%"
+    ops = table_rows(md, "| operator | calls")
+    assert ops[0][0] == r"aten::cudnn\_convolution\_backward\_weight" and len(ops) == 10
+    assert "**Top kernels**" in md
+
+
+def test_multi_rank_comment_describes_the_slowest_rank():
+    md = to_markdown(result_of(TRACE_FILTER))
+    assert "### Overview: rank 1 (slowest of 2)" in md
+
+
+def test_trace_strings_cannot_break_the_markdown(tmp_path):
+    md = to_markdown(report_result(hostile_trace(tmp_path)))
+    for payload in (IMG_PAYLOAD, SCRIPT_PAYLOAD, PIPE_PAYLOAD, "<img", "<script"):
+        assert payload not in md
+    ops = table_rows(md, "| operator | calls")
+    assert all(len(row) == 4 for row in ops)  # no pipe in a name splits a cell
+    assert r"a\|b\`c\`\*d\*\_e\_\[f\](javascript:g)" in md
+
+
+def test_md_text_and_code_block():
+    assert md_text("x|y <b> & `z`\nnext") == r"x\|y &lt;b&gt; &amp; \`z\` next"
+    assert md_text("k" * 200).endswith("…") and len(md_text("k" * 200)) == 90
+    block = code_block("a = '```'\n")
+    assert block.startswith("````python\n") and block.endswith("\n````")
