@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.trainprof-installed
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup browser demo test lint bench clean
 
 setup: $(STAMP)
 
@@ -20,7 +20,16 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(VENV)/bin/trainprof demo
 
-test: setup
+# The HTML report's tests drive a real headless Chromium (Debian's package). Installed here when
+# this user can; where it cannot be, the browser tests skip with a loud reason.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	        || echo '!!! could not install chromium: the browser tests will skip !!!'; \
+	    else echo '!!! chromium is missing and this user cannot install it: the browser tests will skip !!!'; fi; }
+
+test: setup browser
 	$(PY) -m pytest -q
 
 lint: setup
