@@ -22,10 +22,13 @@ from trainprof.errors import TraceError
 from trainprof.trace import decode
 from trainprof.trace.decode import _Event
 
-#: Size of the pieces the event array is decoded in.
-CHUNK_BYTES = 8 * 1024 * 1024
-#: Size of the blocks read from disk.
-BLOCK_BYTES = 1024 * 1024
+#: Size of the pieces the event array is decoded in. Each piece's typed events live until its
+#: columns are built, so this bounds the loader's peak memory; 1 MiB (about 4k events) is also
+#: faster than larger pieces (the lists stay in cache). docs/performance.md.
+CHUNK_BYTES = 1024 * 1024
+#: Size of the blocks read from disk. A gzipped block inflates 10 to 20 times, so blocks are
+#: small enough that one never outgrows a piece.
+BLOCK_BYTES = 64 * 1024
 
 _FIRST_CHAR = re.compile(rb"\S")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
