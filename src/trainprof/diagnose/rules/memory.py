@@ -86,6 +86,11 @@ def _peak(d: DeviceMemory) -> Evidence:
                     + (f", in {d.peak_op}" if d.peak_op else ""))
 
 
+def _share(pct: float) -> str:
+    """A share of the device for a title: "0.1%" rather than a misleading "0%"."""
+    return f"{pct:.0f}%" if pct >= 10 else f"{pct:.1f}%" if pct >= 0.1 else "under 0.1%"
+
+
 def memory_pressure(r: RankAnalysis) -> Finding | None:
     full = [d for d in _cuda(r) if d.peak_pct_of_device >= PRESSURE_PCT]
     if not full:
@@ -108,7 +113,7 @@ def memory_headroom(r: RankAnalysis) -> Finding | None:
     d = max(spare, key=lambda x: x.peak_pct_of_device)
     return rank_finding(
         r, "memory_headroom", "low",
-        f"Memory peaks at {d.peak_pct_of_device:.0f}% of {d.device}: room for a larger batch",
+        f"Memory peaks at {_share(d.peak_pct_of_device)} of {d.device}: room for a larger batch",
         "More than half of the device memory is never used; a larger batch would use it and "
         "give the GPU larger kernels.",
         [_peak(d)], 0.0, "an opportunity: the gain depends on the batch size chosen",
