@@ -71,7 +71,8 @@ class ProfileConfig:
     Differences, all on purpose: `activities=None` means what this machine has; a missing
     `schedule_option` means `DEFAULT_SCHEDULE` (pass `{}` to record every step as one cycle);
     `output_trace_dir=None` means `DEFAULT_OUTPUT_DIR` unless `on_trace_ready` is given; `ranks`
-    limits recording to some global ranks (None: all).
+    limits recording to some global ranks (None: all); `memory_snapshot` also dumps the CUDA
+    allocator's history beside the traces (docs/memory_snapshots.md).
     """
 
     activities: list[str] | None = None
@@ -84,6 +85,7 @@ class ProfileConfig:
     with_modules: bool = False
     output_trace_dir: str | os.PathLike[str] | None = None
     ranks: Collection[int] | int | None = None
+    memory_snapshot: bool = False
 
     def __post_init__(self) -> None:
         # Check now, so a typo fails at the call site rather than warning mid-training.

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from trainprof.capture.config import DEFAULT_SCHEDULE, ProfileConfig
+from trainprof.capture.memory_watch import MemoryWatch
 from trainprof.capture.ranks import current_rank
 from trainprof.capture.safety import WarnOnce
 from trainprof.capture.writer import write_trace
@@ -70,6 +71,7 @@ class Recorder:
         self._barrier = barrier
         self._warn = WarnOnce()
         self._in_step = False
+        self._memory: MemoryWatch | None = None
 
     @property
     def rank(self) -> int:
@@ -78,6 +80,17 @@ class Recorder:
     @property
     def recording(self) -> bool:
         return self.profiler is not None
+
+    def memory_breakdown(self) -> dict[str, Any] | None:
+        """Parameters, gradients, optimizer state and the rest of the peak, in bytes, of the first
+        optimizer that stepped (docs/memory_breakdown.md); None before one has."""
+        return self._memory.breakdown() if self._memory is not None else None
+
+    @property
+    def memory_snapshots(self) -> list[Path]:
+        """Allocator snapshot files written so far: one per cycle, then one per OOM error."""
+        snapshots = self._memory.snapshots if self._memory is not None else None
+        return [*snapshots.files, *snapshots.oom_files] if snapshots is not None else []
 
     def start(self) -> Recorder:
         if not self.config.records_rank(self.rank):
@@ -96,6 +109,8 @@ class Recorder:
             self.profiler.__enter__()
         except Exception as error:
             self._give_up("the profiler could not start; training goes on unrecorded", error)
+        self._memory = MemoryWatch(self.config, self.rank)
+        self._memory.start(self.profiler.step_num if self.profiler is not None else 0)
         return self
 
     def step(self) -> None:
@@ -109,15 +124,18 @@ class Recorder:
                 # torch's note that each cycle starts afresh: we write every cycle to its own file.
                 warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
                 self.profiler.step()
+            if self._memory is not None:
+                self._memory.at_step(self.profiler.step_num)
         except Exception as error:
             # With a schedule, the profiler really starts here, at the first warm-up step.
             self._give_up(f"the profiler failed at step {self.steps}; training goes on unrecorded", error)
         finally:
             self._in_step = False
 
-    def stop(self, wait_for_others: bool = True) -> None:
+    def stop(self, wait_for_others: bool = True, failure: BaseException | None = None) -> None:
         """Ends recording (writing a cycle in progress), then meets the other ranks at the barrier
-        if one was given; pass `wait_for_others=False` after an error, when they may be gone."""
+        if one was given; pass `wait_for_others=False` after an error, when they may be gone, and
+        the `failure` itself (an out-of-memory error gets a snapshot with `memory_snapshot`)."""
         profiler, self.profiler = self.profiler, None
         if profiler is not None:
             try:
@@ -125,6 +143,8 @@ class Recorder:
             except Exception as error:
                 self._warn("the profiler failed while stopping; the last cycle may be lost", error)
             self._warn_if_nothing_recorded()
+        if self._memory is not None:
+            self._memory.stop(failure)
         if self._barrier is not None and wait_for_others:
             try:
                 self._barrier()
@@ -134,8 +154,8 @@ class Recorder:
     def __enter__(self) -> Recorder:
         return self.start()
 
-    def __exit__(self, exc_type: object, *exc_info: object) -> None:
-        self.stop(wait_for_others=exc_type is None)
+    def __exit__(self, exc_type: object, failure: BaseException | None, *exc_info: object) -> None:
+        self.stop(wait_for_others=exc_type is None, failure=failure)
 
     def _on_trace_ready(self, profiler: torch.profiler.profile) -> None:
         # Inside step(), torch has already moved step_num on to the next step.
@@ -146,6 +166,8 @@ class Recorder:
                 self.trace_files.append(write_trace(profiler, out_dir, self.rank, last_step))
             except Exception as error:
                 self._warn(f"could not write a trace to {str(out_dir)!r}; training goes on", error)
+        if self._memory is not None:
+            self._memory.cycle_done(last_step)
         if self.config.on_trace_ready is not None:
             try:
                 self.config.on_trace_ready(profiler)

@@ -33,7 +33,8 @@ DESCRIPTION = "Run a training script unchanged, with the profiler on, then print
 #: How long the printing rank waits for the other ranks' trace files to appear.
 OTHER_RANKS_WAIT_S = 30.0
 _RANK_IN_NAME = re.compile(r"^rank(\d+)\.step\d+\.pt\.trace\.json\.gz$")  # writer.TRACE_FILE_NAME
-_FLAGS = ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules")
+_FLAGS = ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules",
+          "memory_snapshot")  # the last: CUDA allocator snapshots, docs/memory_snapshots.md
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:

@@ -32,6 +32,7 @@ from trainprof.capture import backward as backward_calls
 from trainprof.capture.batches import batch_size_of, tokens_of
 from trainprof.capture.clocks import clock_for
 from trainprof.capture.device import model_device, peak_flops_for, peak_memory_bytes
+from trainprof.capture.memory_breakdown import MemoryProbe
 from trainprof.capture.safety import WarnOnce
 from trainprof.capture.step_stats import PHASES, StepStats, Window, log_line, per_second, phases_ms
 
@@ -114,6 +115,8 @@ class StepTimer:
         self._count_flops = flops_per_step is None and model is not None
         self._jsonl = open(jsonl_path, "a", encoding="utf-8") if jsonl_path else None  # noqa: SIM115
         self._handles: list[Any] = []
+        self._model = model
+        self._memory = MemoryProbe(self.device, self._warn)  # docs/memory_breakdown.md
         self._attach(model, optimizer)
 
     # -- public -----------------------------------------------------------------------------
@@ -163,6 +166,11 @@ class StepTimer:
         finally:
             self._current = None  # a step cut short by `break` or an exception is not counted
 
+    def step_times_ms(self) -> list[float]:
+        """Every measured step's time in ms, oldest first (warm-up and FLOP-count steps left out)."""
+        self._read_back(wait=True)
+        return [seconds * 1e3 for seconds in self._stats.column(0)]
+
     def summary(self) -> dict[str, Any]:
         """Everything measured so far, as a plain JSON-serialisable dict."""
         self._stop_flop_count()
@@ -180,6 +188,7 @@ class StepTimer:
             "flops_per_step": self.flops_per_step,
             "peak_flops": self.peak_flops,
             "mfu": self._mfu(everything),
+            "memory_breakdown": self._memory.breakdown(),
         }
 
     def close(self) -> None:
@@ -295,6 +304,8 @@ class StepTimer:
             end = self._now()
             self._current.intervals.append((_OPTIMIZER, self._optimizer_start, end))
             self._optimizer_start = None
+            if self._memory.captured is None:  # once: every gradient and state tensor exists now
+                self._memory.capture_once(self._model, optimizer)
             if not self._wrapped:
                 self._close_step(end)
                 self._last_end = end
