@@ -10,11 +10,8 @@ metadata field of the original stays as it was. The output is gzipped when its n
 
 from __future__ import annotations
 
-import contextlib
-import gzip
 import os
 import re
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +21,7 @@ import msgspec
 
 from trainprof.analysis.steps import find_steps
 from trainprof.errors import TraceError, TrainprofError
+from trainprof.fileio import atomic_output
 from trainprof.report import annotate_events as ae
 from trainprof.trace.load import load_file
 from trainprof.trace.stream import byte_blocks
@@ -50,7 +48,7 @@ def annotate(trace_path: str | os.PathLike[str], out_path: str | os.PathLike[str
     if dst.exists() and dst.resolve() == src.resolve():
         raise TrainprofError("The annotated copy must not overwrite the trace it is made from.")
     added, counters, findings = _added_events(src)  # the trace's columns are freed here
-    with _atomic_output(dst) as out:
+    with atomic_output(dst) as out:
         copy_with_events(src, out, added)
     return Annotated(dst, counters, findings)
 
@@ -129,25 +127,3 @@ def _opens_the_array(before: bytearray) -> bool:
         return isinstance(msgspec.json.decode(bytes(before) + b'"traceEvents": []}'), dict)
     except msgspec.DecodeError:
         return False
-
-
-@contextlib.contextmanager
-def _atomic_output(path: Path) -> Iterator[IO[bytes]]:
-    """A binary stream to a temporary file that replaces ``path`` only when all went well."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            if path.name.endswith(".gz"):
-                with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6,
-                                   mtime=0) as zipped:
-                    yield zipped
-            else:
-                yield raw
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise

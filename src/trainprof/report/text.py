@@ -11,18 +11,9 @@ from rich.text import Text
 from trainprof.analysis.breakdown import ALL_CATEGORIES
 from trainprof.analysis.overview import Analysis, RankAnalysis
 from trainprof.analysis.phases import PHASES
+from trainprof.report.labels import category_label
 from trainprof.report.sections import RENDERERS
 
-_LABELS = {
-    "kernel": "Kernel",
-    "memcpy": "Memcpy",
-    "memset": "Memset",
-    "communication": "Communication",
-    "runtime": "Runtime (launch API)",
-    "dataloader": "DataLoader",
-    "cpu_exec": "CPU Exec",
-    "other": "Other",
-}
 _BAR = 24
 
 
@@ -57,7 +48,7 @@ def breakdown_table(r: RankAnalysis) -> Table:
         pct = r.breakdown_pct[c]
         if pct < 0.05 and (c in device_only or c == "communication"):
             continue
-        t.add_row(_LABELS[c], f"{r.breakdown_ms[c]:.2f}", f"{pct:.1f}%", _bar(pct))
+        t.add_row(category_label(c), f"{r.breakdown_ms[c]:.2f}", f"{pct:.1f}%", _bar(pct))
     return t
 
 
