@@ -1,0 +1,148 @@
+"""Advice from a memory snapshot, as findings of the memory rules (`memory_pressure`,
+`memory_fragmentation`, `memory_growth`): same ids, thresholds and fixes as for traces
+(rules/memory.py), with the allocator settings that a snapshot can justify.
+"""
+
+from __future__ import annotations
+
+from trainprof.analysis.snapshot import DeviceState, OutOfMemory, SnapshotAnalysis
+from trainprof.diagnose.findings import Evidence, Finding, Fix, ranked
+from trainprof.diagnose.rules.memory import (
+    FRAGMENTATION_RATIO,
+    GROWTH_HIGH_MB_PER_STEP,
+    NO_LEAK,
+    PRESSURE_PCT,
+    SAVE_MEMORY,
+    STEADY_ALLOCATOR,
+)
+
+_MB = 1e6
+#: memory_fragmentation from a snapshot also needs the free bytes in pieces: the largest free
+#: block holds less than this share of the free bytes stranded in split segments.
+SCATTERED_SHARE = 0.5
+NO_SAVING = "a risk, not step time: no saving is estimated"
+#: The fragmentation fix with what a snapshot shows: split blocks that no request fits.
+UNSPLIT_CACHE = Fix(
+    summary=(
+        "Stop free memory being stranded in split blocks: expandable segments grow in place "
+        "instead of splitting, max_split_size_mb keeps large free blocks whole; steady shapes "
+        "(pad to a few bucket sizes) help either way."
+    ),
+    pytorch=(
+        STEADY_ALLOCATOR.pytorch.splitlines()[0] + "\n"
+        "# or, where expandable segments are not available:\n"
+        "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128 python train.py"
+    ),
+)
+
+
+def snapshot_findings(result: SnapshotAnalysis) -> list[Finding]:
+    """The memory findings a snapshot supports, most severe first."""
+    rank = result.recorded_by.get("rank")
+    rank = rank if isinstance(rank, int) else None
+    found = [*_out_of_memory(result, rank), *_fragmented(result, rank), *_full(result, rank),
+             *_growing(result, rank)]
+    firsts: dict[str, Finding] = {}
+    for f in ranked(found):
+        firsts.setdefault(f.id, f)
+    return list(firsts.values())
+
+
+def _finding(rule: str, severity: str, rank: int | None, title: str, explanation: str,
+             evidence: list[Evidence], fix: Fix) -> Finding:
+    return Finding(rule, severity, rank, title, explanation, evidence, 0.0, 0.0, NO_SAVING, fix)
+
+
+def _mb(nbytes: float | None) -> str:
+    return "n/a" if nbytes is None else f"{nbytes / _MB:,.1f} MB"
+
+
+def _oom_evidence(o: OutOfMemory) -> list[Evidence]:
+    where = f"cuda:{o.device}" if o.device is not None else ""
+    return [Evidence("the failing request", _mb(o.requested), "", where),
+            Evidence("largest free block in its pool", _mb(o.largest_free_block), "", where),
+            Evidence("free blocks in the cache (its pool)", _mb(o.cached_free), "", where),
+            Evidence("free on the device outside the cache", _mb(o.device_free), "", where)]
+
+
+def _out_of_memory(result: SnapshotAnalysis, rank: int | None) -> list[Finding]:
+    out = []
+    for o in result.ooms:
+        sites = [Evidence("live at the snapshot", _mb(s.bytes), "", s.site)
+                 for s in result.live_sites[:2]]
+        if o.cause == "fragmentation":
+            out.append(_finding(
+                "memory_fragmentation", "high", rank,
+                f"Out of memory from fragmentation: {_mb(o.requested)} asked, the largest free "
+                f"block {_mb(o.largest_free_block)}",
+                "There was enough free memory in total, but split into blocks smaller than the "
+                "request: the caching allocator could not serve it.",
+                _oom_evidence(o) + sites, UNSPLIT_CACHE))
+        else:
+            out.append(_finding(
+                "memory_pressure", "high", rank,
+                f"Out of memory: {_mb(o.requested)} asked, too little free on the device",
+                "Live tensors fill the device: even all free memory together would not hold the "
+                "request. Hold fewer or smaller tensors at the peak.",
+                _oom_evidence(o) + sites, SAVE_MEMORY))
+    return out
+
+
+def _fragmented(result: SnapshotAnalysis, rank: int | None) -> list[Finding]:
+    out = []
+    for d in result.devices:
+        if not d.allocated or (d.allocated + d.inactive_split) / d.allocated < FRAGMENTATION_RATIO:
+            continue
+        if max(d.largest_free.values()) >= SCATTERED_SHARE * d.inactive_split:
+            continue  # one free block holds most of it: any request that fits the cache fits it
+        out.append(_finding(
+            "memory_fragmentation", "medium", rank,
+            f"{_mb(d.inactive_split)} of cuda:{d.device}'s cache is free but stranded in split "
+            "segments",
+            "Free blocks inside segments that still hold live tensors cannot be returned by "
+            "empty_cache() and serve only requests that fit them: reserved memory grows past "
+            "what the tensors need, and a large request can fail with memory free.",
+            _device_evidence(d), UNSPLIT_CACHE))
+    return out
+
+
+def _device_evidence(d: DeviceState) -> list[Evidence]:
+    where = f"cuda:{d.device}"
+    return [Evidence("free in split segments", _mb(d.inactive_split), "", where),
+            Evidence("allocated", _mb(d.allocated), "", where),
+            Evidence("reserved", _mb(d.reserved), "", where),
+            Evidence("largest free block", _mb(max(d.largest_free.values())), "", where)]
+
+
+def _full(result: SnapshotAnalysis, rank: int | None) -> list[Finding]:
+    out = []
+    for d in result.devices:
+        pct = d.reserved_pct_of_device
+        if pct is None or pct < PRESSURE_PCT:
+            continue
+        out.append(_finding(
+            "memory_pressure", "high", rank, f"Reserved memory is {pct:.0f}% of cuda:{d.device}",
+            "The cache holds almost the whole device: a longer sequence or a fragmented cache "
+            "means an out-of-memory error.",
+            [Evidence("reserved, of the device's memory", pct, "%", f"cuda:{d.device}"),
+             *_device_evidence(d)[1:3]], SAVE_MEMORY))
+    return out
+
+
+def _growing(result: SnapshotAnalysis, rank: int | None) -> list[Finding]:
+    out = []
+    for h in result.histories:
+        if not h.leak_suspected:
+            continue
+        growth = h.growth_mb_per_step or 0.0
+        evidence = [Evidence("live memory grows", growth, "MB/step", f"cuda:{h.device}"),
+                    Evidence("steps in which it rose", (h.rising_share or 0.0) * 100, "%"),
+                    *[Evidence("allocated over the history", _mb(s.bytes), "", s.site)
+                      for s in result.allocated_sites[:2]]]
+        out.append(_finding(
+            "memory_growth", "high" if growth >= GROWTH_HIGH_MB_PER_STEP else "medium", rank,
+            f"Live memory grows by {growth:.1f} MB every step on cuda:{h.device}",
+            "Each step ends with more memory live than the last: something keeps tensors (often "
+            "with their autograd graph) across steps, until the run fails out of memory.",
+            evidence, NO_LEAK))
+    return out
