@@ -51,6 +51,8 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", type=_positive_int, default=25,
                    help="rows per operator and kernel table (default 25)")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    p.add_argument("--trust", action="store_true",
+                   help="read memory snapshots with plain pickle (runs any code in them)")
     p.set_defaults(func=cmd_report)
 
 
@@ -79,6 +81,18 @@ def _add_annotate(sub: argparse._SubParsersAction) -> None:
                    help="the copy to write (default: <trace name>.annotated.json.gz here); "
                         "gzipped when the name ends in .gz")
     p.set_defaults(func=cmd_annotate)
+
+
+def _add_memory(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("memory", help="analyse a CUDA memory snapshot: fragmentation, an OOM's "
+                                      "cause, top allocation sites (docs/memory_snapshots.md)")
+    p.add_argument("snapshot", type=Path, help="a snapshot (.pickle), or a folder of them")
+    p.add_argument("--trust", action="store_true",
+                   help="read it with plain pickle, which runs any code in it: only for a file "
+                        "you made yourself (by default anything but plain data is refused)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("-o", "--output", type=Path, help="write the result to this file")
+    p.set_defaults(func=cmd_memory)
 
 
 def _batch_sizes(text: str) -> tuple[int, int]:
@@ -135,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report(sub)
     _add_compare(sub)
     _add_annotate(sub)
+    _add_memory(sub)
     _add_demo(sub)
     _add_run(sub)
     return parser
@@ -205,7 +220,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from trainprof.report.html import write_html
     from trainprof.report.html_input import report_result
 
-    result = _with_progress(lambda progress: report_result(args.path, progress),
+    result = _with_progress(lambda progress: report_result(args.path, progress, args.trust),
                             not args.no_progress)
     path = write_html(result, args.output, rows=args.top)
     print(f"Report written to {path} ({path.stat().st_size / 1e6:.1f} MB); open it in a browser.")
@@ -255,6 +270,28 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     done = annotate(args.trace, args.output or default_output(args.trace))
     print(f"Wrote {done.path}: {done.counters} counter events and {done.findings} findings "
           "on the timeline. Open it in Perfetto (ui.perfetto.dev) or chrome://tracing.")
+    return 0
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    from trainprof.diagnose.snapshot import memory_snapshot_report
+
+    report = memory_snapshot_report(args.snapshot, trust=args.trust)
+    if args.format == "json":
+        from trainprof.report.json import to_json_bytes
+
+        _write_or_print(to_json_bytes(report).decode(), args.output)
+        return 0
+    from rich.console import Console
+
+    from trainprof.report.snapshot import print_memory_report
+
+    if not args.output:
+        print_memory_report(report)
+        return 0
+    console = Console(record=True, width=120, file=open(os.devnull, "w"))  # noqa: SIM115
+    print_memory_report(report, console)
+    _write_or_print(console.export_text(), args.output)
     return 0
 
 

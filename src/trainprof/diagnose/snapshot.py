@@ -5,7 +5,10 @@
 
 from __future__ import annotations
 
-from trainprof.analysis.snapshot import DeviceState, OutOfMemory, SnapshotAnalysis
+import os
+from typing import Any
+
+from trainprof.analysis.snapshot import DeviceState, OutOfMemory, SnapshotAnalysis, analyze_snapshot
 from trainprof.diagnose.findings import Evidence, Finding, Fix, ranked
 from trainprof.diagnose.rules.memory import (
     FRAGMENTATION_RATIO,
@@ -15,6 +18,10 @@ from trainprof.diagnose.rules.memory import (
     SAVE_MEMORY,
     STEADY_ALLOCATOR,
 )
+from trainprof.trace.snapshot import SnapshotError, find_snapshot_files, load_snapshot
+
+#: The JSON result of `trainprof memory --format json` (docs/memory_snapshots.md).
+SCHEMA = "trainprof.memory_snapshot/1"
 
 _MB = 1e6
 #: memory_fragmentation from a snapshot also needs the free bytes in pieces: the largest free
@@ -34,6 +41,21 @@ UNSPLIT_CACHE = Fix(
         "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128 python train.py"
     ),
 )
+
+
+def memory_snapshot_report(path: str | os.PathLike[str], trust: bool = False) -> dict[str, Any]:
+    """Every snapshot at `path` (a file, or a folder's `*.pickle`) analysed, with its findings,
+    as plain JSON values; `SnapshotError` when one cannot be read or is refused."""
+    files = find_snapshot_files(path)
+    if not files:
+        raise SnapshotError(f"{path} holds no memory snapshot (*.pickle, *.pickle.gz).")
+    return {"schema": SCHEMA, "snapshots": [snapshot_result(f, trust) for f in files]}
+
+
+def snapshot_result(path: str | os.PathLike[str], trust: bool = False) -> dict[str, Any]:
+    """One snapshot's analysis and findings, as plain JSON values."""
+    result = analyze_snapshot(load_snapshot(path, trust), source=str(path))
+    return {**result.to_dict(), "findings": [f.to_dict() for f in snapshot_findings(result)]}
 
 
 def snapshot_findings(result: SnapshotAnalysis) -> list[Finding]:
@@ -78,13 +100,19 @@ def _out_of_memory(result: SnapshotAnalysis, rank: int | None) -> list[Finding]:
                 "There was enough free memory in total, but split into blocks smaller than the "
                 "request: the caching allocator could not serve it.",
                 _oom_evidence(o) + sites, UNSPLIT_CACHE))
-        else:
+        elif o.cause == "capacity":
             out.append(_finding(
                 "memory_pressure", "high", rank,
                 f"Out of memory: {_mb(o.requested)} asked, too little free on the device",
                 "Live tensors fill the device: even all free memory together would not hold the "
                 "request. Hold fewer or smaller tensors at the peak.",
                 _oom_evidence(o) + sites, SAVE_MEMORY))
+        else:
+            out.append(_finding(
+                "memory_pressure", "high", rank, f"Out of memory: {_mb(o.requested)} asked",
+                "The run failed out of memory; the snapshot was taken when a block large enough "
+                "was free again, so it cannot tell fragmentation from capacity. Hold fewer or "
+                "smaller tensors at the peak.", _oom_evidence(o) + sites, SAVE_MEMORY))
     return out
 
 

@@ -25,6 +25,7 @@ from markupsafe import Markup
 from trainprof import __version__
 from trainprof.analysis.overview import Analysis
 from trainprof.fileio import atomic_write_text
+from trainprof.report.html_snapshot import memory_headline, memory_views
 from trainprof.report.html_tables import DEFAULT_ROWS, stragglers_table
 from trainprof.report.html_view import (
     finding_view,
@@ -97,7 +98,7 @@ def render_html(result: Analysis | dict[str, Any], rows: int = DEFAULT_ROWS) -> 
     context = {
         "version": __version__,
         "source": data.get("source") or (ranks[0].get("file", "") if ranks else ""),
-        "headline": headline(data),
+        "headline": memory_headline(data) or headline(data),
         "findings": [finding_view(f, i) for i, f in enumerate(data.get("findings") or [], 1)],
         "several": len(ranks) > 1,
         "ranks_table": ranks_table(ranks) if len(ranks) > 1 else None,
@@ -108,6 +109,7 @@ def render_html(result: Analysis | dict[str, Any], rows: int = DEFAULT_ROWS) -> 
         "devices": _devices(ranks),
         "job_notes": _job_notes(data),
         "stragglers": stragglers_table((data.get("job") or {}).get("stragglers") or {}),
+        "memory": memory_views(data),
         "result_json": json_for_script(embedded(data, set(shown))),
         "css": _asset("report.css"),
         "js": _asset("report.js"),

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from trainprof.analysis.breakdown import step_breakdown
+from trainprof.analysis.overview import SCHEMA
 from trainprof.analysis.steps import find_steps
 from trainprof.pipeline import analyze
+from trainprof.report.html_snapshot import is_snapshot_input, snapshot_only_result, snapshots_for
 from trainprof.report.saved import is_saved_result, load_result
 from trainprof.trace.load import Progress, iter_traces
 from trainprof.trace.model import Trace
@@ -24,9 +26,13 @@ from trainprof.trace.model import Trace
 StepBreakdown = dict[str, list[float]]
 
 
-def report_result(path: str | os.PathLike[str], progress: Progress | None = None
-                  ) -> dict[str, Any]:
-    """The result dict for a trace, a folder of traces, or a saved JSON result."""
+def report_result(path: str | os.PathLike[str], progress: Progress | None = None,
+                  trust: bool = False) -> dict[str, Any]:
+    """The result dict for a trace, a folder of traces, or a saved JSON result; a memory
+    snapshot, or snapshots in the folder, add ``memory_snapshots`` (``trust``: read them with
+    plain pickle, see trace/snapshot.py)."""
+    if is_snapshot_input(path):
+        return snapshot_only_result(path, trust, SCHEMA)
     if is_saved_result(path):
         return load_result(path)
     per_file: dict[Path, StepBreakdown] = {}
@@ -35,6 +41,9 @@ def report_result(path: str | os.PathLike[str], progress: Progress | None = None
     result = analysis.to_dict()
     for rank, out in zip(analysis.ranks, result["ranks"], strict=True):
         add_step_breakdown(out, per_file.get(rank.path))
+    snapshots = snapshots_for(path, trust)
+    if snapshots:
+        result["memory_snapshots"] = snapshots
     return result
 
 

@@ -1,0 +1,75 @@
+"""The memory breakdown (docs/memory_breakdown.md) as a terminal table with bars, and as the
+rows and shares the HTML report draws. Reads the plain dict, wherever it came from:
+`StepTimer.summary()`, `Recorder.memory_breakdown()` or a snapshot trainprof wrote."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from trainprof.report.quantities import compact_table, size
+
+#: The parts of the peak, in the order shown, with their labels and colours.
+PARTS = (
+    ("parameters", "parameters", "#4e79a7"),
+    ("gradients", "gradients", "#59a14f"),
+    ("optimizer_state", "optimizer state", "#f28e2b"),
+    ("activations", "activations and temporaries (rest of the peak)", "#b07aa1"),
+)
+_BAR = 24
+
+
+def parts(b: dict[str, Any]) -> list[tuple[str, int | None, float | None, str]]:
+    """(label, bytes, share of the sum in %, colour) of each part; the share is None when the
+    rest of the peak is unknown (the parts would not add up to the peak)."""
+    values = b.get("bytes") or {}
+    known = [values.get(key) for key, _, _ in PARTS]
+    total = sum(v for v in known if v) if all(v is not None for v in known) else None
+    return [(label, values.get(key), (100.0 * values[key] / total) if total and values.get(key)
+             is not None else None, color) for key, label, color in PARTS]
+
+
+def rule_of_thumb(b: dict[str, Any]) -> str | None:
+    """The optimizer's state per byte of the parameters it updates, in words."""
+    ratio = b.get("optimizer_state_per_parameter")
+    if ratio is None:
+        return None
+    keys = ", ".join(b.get("optimizer_state_keys") or {})
+    return (f"optimizer state = {ratio:.2f} x the bytes of the parameters it updates ({keys}); "
+            "Adam and AdamW keep two states per parameter, SGD with momentum one")
+
+
+def dtype_rows(b: dict[str, Any]) -> list[tuple[str, str, str, int, int]]:
+    """(category, device, dtype, bytes, tensors), largest first."""
+    rows = [(r["category"].replace("_", " "), str(r["device"]), str(r["dtype"]), int(r["bytes"]),
+             int(r["tensors"])) for r in b.get("rows") or []]
+    return sorted(rows, key=lambda r: -r[3])
+
+
+def _bar(pct: float | None) -> Text:
+    if pct is None:
+        return Text("")
+    filled = round(max(0.0, min(pct, 100.0)) / 100 * _BAR)
+    return Text("█" * filled + "·" * (_BAR - filled), style="cyan")
+
+
+def breakdown_renderable(b: dict[str, Any]) -> Group:
+    """The breakdown: each part with its bytes and share, the dtype rows, the rule of thumb."""
+    peak = (b.get("bytes") or {}).get("peak")
+    title = (f"Where the memory goes on {b.get('device')} (peak {size(peak)}, "
+             f"{b.get('peak_source', 'peak')})")
+    t = compact_table(title)
+    for col, justify in (("part", "left"), ("bytes", "right"), ("share", "right"), ("", "left")):
+        t.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for label, nbytes, pct, _ in parts(b):
+        t.add_row(label, size(nbytes), "n/a" if pct is None else f"{pct:.1f}%", _bar(pct))
+    by_dtype = Table(box=None, show_header=True, padding=(0, 1), pad_edge=False)
+    for col in ("of which", "device", "dtype", "bytes", "tensors"):
+        by_dtype.add_column(col, justify="right" if col in ("bytes", "tensors") else "left")
+    for category, device, dtype, nbytes, tensors in dtype_rows(b):
+        by_dtype.add_row(category, device, dtype, size(nbytes), str(tensors))
+    lines = [Text(x, style="dim") for x in [rule_of_thumb(b), *(b.get("notes") or [])] if x]
+    return Group(t, by_dtype, *lines)

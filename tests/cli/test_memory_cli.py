@@ -1,0 +1,108 @@
+"""`trainprof memory SNAPSHOT`: text and JSON, refused pickles, and one-line errors (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+
+from snapshotgen import TORCH_LINEAR, MiB, SnapshotBuilder, frames
+from trainprof.cli import main
+
+from conftest import ROOT
+
+
+def oom_snapshot() -> dict:
+    """An out-of-memory error from fragmentation: 12 MiB asked, 2 MiB free outside the cache and
+    12 MiB in the cache, but in two blocks of 6 MiB."""
+    b = SnapshotBuilder()
+    train = frames(TORCH_LINEAR, ("/job/train.py", 42, "train_step"))
+    b.segment([(8 * MiB, "active_allocated", train), (6 * MiB, "inactive"),
+               (4 * MiB, "active_allocated", train), (6 * MiB, "inactive")])
+    b.trace("alloc", 8 * MiB, time_us=10, frames=train)
+    b.trace("alloc", 4 * MiB, time_us=20, frames=train)
+    b.trace("oom", 12 * MiB, time_us=30, device_free=2 * MiB)
+    return b.snapshot()
+
+
+def write(path, data) -> str:
+    path.write_bytes(pickle.dumps(data))
+    return str(path)
+
+
+def test_text_report_names_the_cause_the_site_and_the_fix(tmp_path, capsys):
+    assert main(["memory", write(tmp_path / "oom.pickle", oom_snapshot())]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # as read, whatever the terminal's width
+    assert "Out of memory on cuda:0: 12.58 MB requested; largest free block 6.29 MB" in out
+    assert "fragmentation: enough memory was free in total" in out
+    assert "/job/train.py:42 in train_step" in out
+    assert "expandable_segments:True" in out and "max_split_size_mb" in out
+    assert "docs/rules.md#memory-fragmentation" in out
+
+
+def test_json_report(tmp_path, capsys):
+    path = write(tmp_path / "oom.pickle", oom_snapshot())
+    out_file = tmp_path / "memory.json"
+    assert main(["memory", path, "--format", "json", "-o", str(out_file)]) == 0
+    data = json.loads(out_file.read_text())
+    assert data["schema"] == "trainprof.memory_snapshot/1"
+    (snap,) = data["snapshots"]
+    assert snap["source"] == path
+    assert snap["devices"][0]["inactive_split"] == 12 * MiB
+    assert snap["ooms"] == [{"device": 0, "requested": 12 * MiB, "device_free": 2 * MiB,
+                             "cached_free": 12 * MiB, "largest_free_block": 6 * MiB,
+                             "cause": "fragmentation"}]
+    assert [f["id"] for f in snap["findings"]] == ["memory_fragmentation"]
+    assert snap["live_sites"][0] == {"site": "/job/train.py:42 in train_step", "bytes": 12 * MiB,
+                                     "count": 2, "stack": [
+                                         f"{TORCH_LINEAR[0]}:125 in forward",
+                                         "/job/train.py:42 in train_step"]}
+
+
+class Payload:
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_malicious_snapshot_is_refused_in_one_line_and_runs_nothing(tmp_path, capsys):
+    marker = tmp_path / "pwned"
+    path = write(tmp_path / "evil.pickle", {"segments": [], "device_traces": [[Payload(str(marker))]]})
+    assert main(["memory", path]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("trainprof: ")
+    assert "posix.system" in err and "--trust" in err
+    assert not marker.exists()
+    assert main(["report", path, "-o", str(tmp_path / "r.html"), "--no-progress"]) == 2
+    assert not marker.exists() and not (tmp_path / "r.html").exists()
+
+
+def test_trust_reads_a_legit_snapshot(tmp_path, capsys):
+    assert main(["memory", write(tmp_path / "ok.pickle", oom_snapshot()), "--trust"]) == 0
+    assert "fragmentation" in capsys.readouterr().out
+
+
+def test_a_folder_of_snapshots_and_an_empty_folder(tmp_path, capsys):
+    write(tmp_path / "rank0.step8.memory_snapshot.pickle", oom_snapshot())
+    write(tmp_path / "rank1.step8.memory_snapshot.pickle", oom_snapshot())
+    assert main(["memory", str(tmp_path), "--format", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["snapshots"]) == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["memory", str(empty)]) == 2
+    assert "holds no memory snapshot" in capsys.readouterr().err
+
+
+def test_a_corrupt_snapshot_exits_2_with_one_sentence(tmp_path):
+    path = tmp_path / "broken.pickle"
+    path.write_bytes(pickle.dumps(oom_snapshot())[:200])
+    done = subprocess.run([sys.executable, "-m", "trainprof", "memory", str(path)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.startswith(f"trainprof: {path} is not a readable pickle")
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
