@@ -179,3 +179,28 @@ def test_cpu_activations_are_the_growth_of_the_peak_beyond_the_persistent_bytes(
     saved = 5 * 8192 * 512 * FP32  # kept for backward: the input and each block's ReLU output
     assert b["bytes"]["activations"] >= 0.8 * saved
     assert b["bytes"]["peak"] >= params * 2 + b["bytes"]["activations"]
+
+
+RUN_SCRIPT = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(10, 20), torch.nn.ReLU(), torch.nn.Linear(20, 5))
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+for _ in range(4):
+    optimizer.zero_grad()
+    model(torch.randn(8, 10)).pow(2).mean().backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.slow
+def test_trainprof_run_prints_the_breakdown_and_memory_snapshot_warns_once_on_cpu(tmp_path):
+    (tmp_path / "train.py").write_text(RUN_SCRIPT)
+    done = run_python(["-m", "trainprof", "run", "--out", "traces", "--wait", "1", "--warmup", "1",
+                       "--active", "1", "--memory-snapshot", "--", "train.py"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = " ".join(done.stdout.split())
+    assert "Where the memory goes on cpu" in out
+    assert "parameters 1.30 kB" in out and "optimizer state 2.62 kB" in out  # 2 x 1300 + 4 x 4
+    assert done.stderr.count("memory_snapshot needs a CUDA device") == 1
+    assert sorted(p.name for p in (tmp_path / "traces").iterdir()) == ["rank0.step2.pt.trace.json.gz"]

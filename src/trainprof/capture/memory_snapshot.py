@@ -40,12 +40,20 @@ class AllocatorHistory:
     """What the recorder drives on the CUDA caching allocator (a stand-in can replace it)."""
 
     def start(self) -> None:
-        record = torch.cuda.memory._record_memory_history
-        try:
-            record(enabled="all", context="all", stacks="python", max_entries=MAX_ENTRIES,
-                   clear_history=True)
-        except TypeError:  # torch before clear_history
-            record(enabled="all", context="all", stacks="python", max_entries=MAX_ENTRIES)
+        """History of every action with Python stacks; `ProfilerStep#N` (record_function)
+        annotations go to `external_annotations`, which is how the analysis finds steps."""
+        options: dict[str, Any] = {"enabled": "all", "context": "all", "stacks": "python",
+                                   "max_entries": MAX_ENTRIES, "clear_history": True,
+                                   "global_record_annotations": True}
+        for dropped in ((), ("global_record_annotations",), ("clear_history",)):
+            for name in dropped:  # older torch lacks the newer options
+                options.pop(name, None)
+            try:
+                torch.cuda.memory._record_memory_history(**options)
+                return
+            except TypeError:
+                continue
+        raise RuntimeError("this torch's _record_memory_history takes none of our options")
 
     def stop(self) -> None:
         torch.cuda.memory._record_memory_history(enabled=None)

@@ -79,6 +79,9 @@ def run_command(args: argparse.Namespace) -> int:
             recorder.stop()
     if not args.no_analysis and recorder.rank == _printing_rank(config):
         _print_analysis(Path(config.output_trace_dir), config, began)
+        from trainprof.report.memory_breakdown import print_breakdown  # docs/memory_breakdown.md
+
+        print_breakdown(recorder.memory_breakdown())
     return exit_code
 
 

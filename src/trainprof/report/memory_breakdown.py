@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Group
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
@@ -73,3 +73,9 @@ def breakdown_renderable(b: dict[str, Any]) -> Group:
         by_dtype.add_row(category, device, dtype, size(nbytes), str(tensors))
     lines = [Text(x, style="dim") for x in [rule_of_thumb(b), *(b.get("notes") or [])] if x]
     return Group(t, by_dtype, *lines)
+
+
+def print_breakdown(b: dict[str, Any] | None, console: Console | None = None) -> None:
+    """Print the breakdown (nothing when there is none: no optimizer stepped)."""
+    if b:
+        (console or Console()).print(breakdown_renderable(b))
