@@ -130,6 +130,48 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                                "trainprof run [options] -- train.py args...")
 
 
+def _add_bench(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="measure training strategies side by side: bf16, compile, "
+                                     "fused optimizer, DataLoader workers... (docs/bench.md)")
+    _add_workload_args(p)
+    p.add_argument("--strategies", metavar="A,B,...",
+                   help="comma-separated strategies, e.g. fp32,bf16,bf16+compile,accum8 "
+                        "(default: the default set in docs/bench.md)")
+    p.add_argument("--steps", type=_positive_int, default=20, help="timed steps per repeat")
+    p.add_argument("--warmup", type=_non_negative_int, default=3, help="untimed steps first")
+    p.add_argument("--repeats", type=_positive_int, default=3, help="repeats (their spread)")
+    p.add_argument("--isolate", action="store_true", help="each strategy in its own process")
+    p.add_argument("--timeout", type=float, metavar="S", help="with --isolate: stop a "
+                                                               "strategy after S seconds")
+    p.add_argument("--baseline", help="the strategy others are compared with (default fp32)")
+    p.set_defaults(func=cmd_bench)
+
+
+def _add_checklist(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("checklist", help="time data, forward, backward and optimizer on their "
+                                         "own and flag shares out of the usual range")
+    _add_workload_args(p)
+    p.add_argument("--min-time", type=float, default=0.5, metavar="S",
+                   help="seconds each phase is timed for, at least (default 0.5)")
+    p.set_defaults(func=cmd_checklist)
+
+
+def _add_workload_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("workload", nargs="?", help="module:name or file.py:name of a "
+                                               "trainprof.bench.Workload (or a function making one)")
+    p.add_argument("--demo", action="store_true", help="the built-in demo job instead")
+    p.add_argument("--device", help="cpu, cuda, cuda:1... (default: cuda when there is one)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("-o", "--output", type=Path, help="write the result to this file")
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
 def cmd_run(argv: Sequence[str]) -> int:
     try:
         from trainprof.capture.runner import main as run_main
@@ -152,6 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_memory(sub)
     _add_demo(sub)
     _add_run(sub)
+    _add_bench(sub)
+    _add_checklist(sub)
     return parser
 
 
@@ -310,6 +354,40 @@ def cmd_demo(args: argparse.Namespace) -> int:
     result = write_json(analysis, args.out / "analysis.json")
     console.print(f"Traces in {trace_dir}/, the JSON result in {result}.")
     return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from trainprof.bench.render import announce, print_bench, write_result
+
+    compare = _bench_api("trainprof.bench.benchmark", "compare")
+    result = compare(args.strategies.split(",") if args.strategies else None,
+                     workload=_bench_api("trainprof.bench.workload", "workload_for")(
+                         args.workload, args.demo),
+                     steps=args.steps, warmup=args.warmup, repeats=args.repeats,
+                     device=args.device, isolate=args.isolate, timeout_s=args.timeout,
+                     baseline=args.baseline, on_start=announce if args.format == "text" else None)
+    write_result(result, args.format, args.output, print_bench)
+    return 0
+
+
+def cmd_checklist(args: argparse.Namespace) -> int:
+    from trainprof.bench.render import print_checklist, write_result
+
+    checklist = _bench_api("trainprof.bench.phase_timing", "checklist")
+    result = checklist(workload=_bench_api("trainprof.bench.workload", "workload_for")(
+        args.workload, args.demo), device=args.device, min_run_time_s=args.min_time)
+    write_result(result, args.format, args.output, print_checklist)
+    return 0
+
+
+def _bench_api(module: str, name: str) -> Any:
+    """A name from the bench package, which needs torch: imported only when a command runs."""
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError as exc:
+        raise TrainprofError(f"this command needs PyTorch ({exc}).") from exc
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,3 +7,7 @@ class TrainprofError(Exception):
 
 class TraceError(TrainprofError):
     """A trace file or folder cannot be read or is not a Kineto trace."""
+
+
+class BenchError(TrainprofError):
+    """A strategy benchmark or checklist was asked for something it cannot do (see docs/bench.md)."""

@@ -1,0 +1,125 @@
+"""The quick checklist's verdict: each phase's share of the step against its usual healthy range,
+and, for a phase out of range, the diagnosis rule (docs/rules.md) that looks into it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from trainprof.diagnose.findings import DOCS
+
+SCHEMA = "trainprof.checklist/1"
+PHASES = ("data", "forward", "backward", "optimizer")
+#: The usual healthy share of a training step, in percent, per phase (low, high): a common rule
+#: of thumb, not a law. Backward costs about twice forward for most layers (two matrix products
+#: per forward one); data loading and the optimizer should be small.
+HEALTHY_PCT: dict[str, tuple[float, float]] = {
+    "data": (5.0, 10.0),
+    "forward": (30.0, 40.0),
+    "backward": (40.0, 50.0),
+    "optimizer": (5.0, 10.0),
+}
+#: The diagnosis rule that measures a phase above its range in a recorded trace.
+RULE_WHEN_HIGH: dict[str, str] = {"data": "data_loading", "optimizer": "optimizer_overhead"}
+Status = Literal["low", "ok", "high"]
+
+_ADVICE: dict[tuple[str, Status], str] = {
+    ("data", "high"): "the model waits for batches: more DataLoader workers, pin_memory=True, "
+                      "a cheaper __getitem__ (decode or augment less, or ahead of time)",
+    ("data", "low"): "the loader keeps up; nothing to recover here",
+    ("forward", "high"): "forward takes more than its usual share: work without gradients "
+                         "inside forward() (preprocessing, metrics, frozen layers) or Python "
+                         "overhead per op; `trainprof analyze` on a recording shows the ops",
+    ("forward", "low"): "another phase takes the time (see the phases above their range)",
+    ("backward", "high"): "backward takes more than its usual share: activation checkpointing "
+                          "(forward runs again), gradient hooks, or an all-reduce inside "
+                          "backward (rule communication_exposed on a recording)",
+    ("backward", "low"): "another phase takes the time (see the phases above their range)",
+    ("optimizer", "high"): "the optimizer step is costly: foreach=True or fused=True "
+                           "(`trainprof bench` measures both), fewer parameter tensors",
+    ("optimizer", "low"): "a cheap optimizer step; nothing to recover here",
+}
+
+
+@dataclass
+class PhaseCheck:
+    """One phase: its median time per step, its share, and the verdict."""
+
+    phase: str
+    ms: float
+    pct: float
+
+    @property
+    def healthy_pct(self) -> tuple[float, float]:
+        return HEALTHY_PCT[self.phase]
+
+    @property
+    def status(self) -> Status:
+        low, high = self.healthy_pct
+        return "low" if self.pct < low else "high" if self.pct > high else "ok"
+
+    @property
+    def flagged(self) -> bool:
+        """Out of range in the direction that costs time: any phase above its range, and
+        forward or backward below theirs (the step's time is going elsewhere)."""
+        status = self.status
+        return status == "high" or (status == "low" and self.phase in ("forward", "backward"))
+
+    @property
+    def rule(self) -> str | None:
+        return RULE_WHEN_HIGH.get(self.phase) if self.status == "high" else None
+
+    @property
+    def advice(self) -> str | None:
+        return _ADVICE.get((self.phase, self.status))
+
+    def to_dict(self) -> dict[str, Any]:
+        rule = self.rule
+        return {
+            "phase": self.phase, "ms": self.ms, "pct": self.pct,
+            "healthy_pct": list(self.healthy_pct), "status": self.status,
+            "flagged": self.flagged, "rule": rule,
+            "docs": f"{DOCS}#{rule.replace('_', '-')}" if rule else None,
+            "advice": self.advice,
+        }
+
+
+@dataclass
+class Checklist:
+    """The four phases, timed one by one, and how they were timed."""
+
+    phases: list[PhaseCheck]
+    device: str
+    method: dict[str, Any]
+
+    @property
+    def step_ms(self) -> float:
+        return sum(p.ms for p in self.phases)
+
+    def phase(self, name: str) -> PhaseCheck:
+        return next(p for p in self.phases if p.phase == name)
+
+    def flagged(self) -> list[PhaseCheck]:
+        return [p for p in self.phases if p.flagged]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "device": self.device,
+            "step_ms": self.step_ms,
+            "phases_ms": {p.phase: p.ms for p in self.phases},
+            "phases_pct": {p.phase: p.pct for p in self.phases},
+            "healthy_pct": {name: list(bounds) for name, bounds in HEALTHY_PCT.items()},
+            "flagged": [p.phase for p in self.flagged()],
+            "phases": [p.to_dict() for p in self.phases],
+            "method": self.method,
+        }
+
+
+def judge(phase_ms: dict[str, float], device: str, method: dict[str, Any]) -> Checklist:
+    """Shares of the four phases' sum, and the verdict on each."""
+    total = sum(phase_ms[p] for p in PHASES)
+    checks = [PhaseCheck(p, phase_ms[p], 100.0 * phase_ms[p] / total if total > 0 else 0.0)
+              for p in PHASES]
+    return Checklist(checks, device, method)

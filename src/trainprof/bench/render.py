@@ -1,0 +1,150 @@
+"""The benchmark and the checklist for people (rich tables) and for tools (JSON)."""
+
+from __future__ import annotations
+
+import io
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from trainprof.bench.health import Checklist, PhaseCheck
+from trainprof.bench.results import BenchResult, StrategyResult
+from trainprof.fileio import atomic_write_text
+from trainprof.report.json import to_json_bytes
+from trainprof.report.quantities import compact_table, ms, size
+
+_PHASES = ("data", "forward", "backward", "optimizer", "other")
+
+
+def to_json(result: BenchResult | Checklist) -> bytes:
+    """The result's JSON (docs/bench.md), pretty-printed."""
+    return to_json_bytes(result.to_dict())
+
+
+def write_result(result: Any, fmt: str, output: Path | None,
+                 printer: Callable[[Any, Console], None]) -> None:
+    """JSON or the text report, to `output` (written atomically) or to stdout."""
+    if fmt == "json":
+        text = to_json(result).decode()
+    elif output:
+        console = Console(record=True, width=120, file=io.StringIO())
+        printer(result, console)
+        text = console.export_text()
+    else:
+        printer(result, Console())
+        return
+    if output:
+        atomic_write_text(output, text)
+    else:
+        sys.stdout.write(text)
+
+
+def announce(strategy: Any, index: int, count: int) -> None:
+    """`on_start` for `compare()`: which strategy runs now, on a terminal only."""
+    if sys.stderr.isatty():
+        print(f"trainprof bench: {strategy.name} ({index + 1}/{count})…", file=sys.stderr)
+
+
+def print_bench(result: BenchResult, console: Console | None = None) -> None:
+    """Throughput and step times per strategy, where each step's time goes, then the skipped
+    and failed strategies with their reasons."""
+    console = console or Console()
+    ran = [r for r in result.strategies if r.ok]
+    if ran:
+        console.print(_speed_table(result, ran))
+        console.print(_phase_table(ran))
+    for row in result.strategies:
+        if not row.ok:
+            colour = "yellow" if row.status == "skipped" else "red"
+            console.print(f"[{colour}]{row.status}[/] {escape(row.name)}: "
+                          f"{escape(row.reason or '')}")
+    verdict = _verdict(result)
+    if verdict:
+        console.print(verdict)
+
+
+def _speed_table(result: BenchResult, ran: list[StrategyResult]) -> Table:
+    settings, env = result.settings, result.environment
+    table = compact_table(
+        f"Strategies on {result.device} ({escape(str(env.get('device_name') or '?'))}, "
+        f"{env.get('threads')} threads): {settings['repeats']} repeats of {settings['steps']} "
+        f"steps after {settings['warmup']} warm-up"
+        + (", each strategy in its own process" if settings["isolate"] else ""))
+    tokens = any(r.tokens_per_s for r in ran)
+    table.add_column("strategy", no_wrap=True)
+    table.add_column("samples/s", justify="right", no_wrap=True)
+    if tokens:
+        table.add_column("tokens/s", justify="right")
+    table.add_column(f"vs {escape(result.baseline or '?')}", justify="right")
+    table.add_column("step ms", justify="right")
+    table.add_column("p90 ms", justify="right")
+    table.add_column("peak memory", justify="right")
+    fastest = result.fastest()
+    for row in ran:
+        step = row.step_ms() or {}
+        rate, relative = row.samples_per_s, row.relative_to_baseline
+        cells = [escape(row.name), "n/a" if rate is None else
+                 f"{rate:,.0f} ± {row.samples_per_s_std or 0:,.0f}"]
+        if tokens:
+            cells.append("n/a" if row.tokens_per_s is None else f"{row.tokens_per_s:,.0f}")
+        cells += ["n/a" if relative is None else f"{relative:.2f}×", ms(step.get("median")),
+                  ms(step.get("p90")), size(row.peak_memory_bytes)]
+        table.add_row(*cells, style="bold green" if row is fastest and len(ran) > 1 else None)
+    return table
+
+
+def _phase_table(ran: list[StrategyResult]) -> Table:
+    table = compact_table("Where a step's time goes (mean ms per step, as StepTimer splits it)")
+    table.add_column("strategy", no_wrap=True)
+    for name in _PHASES:
+        table.add_column(name, justify="right")
+    for row in ran:
+        phases = row.phases_ms or {}
+        table.add_row(escape(row.name), *(ms(phases.get(name), 1) for name in _PHASES))
+    return table
+
+
+def _verdict(result: BenchResult) -> str | None:
+    """Which strategy is fastest, and whether its lead is larger than the repeats' spread."""
+    fastest = result.fastest()
+    if fastest is None:
+        return None
+    if fastest.name == result.baseline or fastest.relative_to_baseline is None:
+        return f"Fastest: [bold]{escape(fastest.name)}[/]."
+    base = result.row(result.baseline or "")
+    clear = min(fastest.repeat_samples_per_s) > max(base.repeat_samples_per_s)
+    spread = ("every repeat faster than every baseline repeat" if clear else
+              "within the repeats' spread: measure again with more --steps or --repeats")
+    return (f"Fastest: [bold]{escape(fastest.name)}[/] ({fastest.relative_to_baseline:.2f}× "
+            f"{escape(base.name)}; {spread}).")
+
+
+def print_checklist(check: Checklist, console: Console | None = None) -> None:
+    """Each phase's time and share against its healthy range; advice for the flagged ones."""
+    console = console or Console()
+    table = compact_table(f"Training step phases on {check.device}, each timed on its own "
+                          f"({check.step_ms:.2f} ms in all)")
+    for name, justify in (("phase", "left"), ("ms", "right"), ("share", "right"),
+                          ("healthy", "right"), ("", "left"), ("rule", "left")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for phase in check.phases:
+        table.add_row(*_phase_cells(phase), style="bold red" if phase.flagged else None)
+    console.print(table)
+    flagged = check.flagged()
+    if not flagged:
+        console.print("Every phase is within its usual range.")
+    for phase in flagged:
+        console.print(f"[bold]{phase.phase}[/] {phase.pct:.0f}%: {escape(phase.advice or '')}"
+                      + (f" (docs/rules.md#{phase.rule.replace('_', '-')})" if phase.rule else ""))
+
+
+def _phase_cells(phase: PhaseCheck) -> list[Any]:
+    low, high = phase.healthy_pct
+    verdict = {"ok": "ok", "low": "below", "high": "above"}[phase.status]
+    return [phase.phase, ms(phase.ms, 3), f"{phase.pct:.1f}%", f"{low:.0f}-{high:.0f}%",
+            verdict, phase.rule or ""]

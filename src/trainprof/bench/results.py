@@ -1,0 +1,131 @@
+"""What a strategy benchmark measured, as plain data (no torch): one row per strategy.
+
+The JSON form (`schema: trainprof.bench/1`) is a contract, described in docs/bench.md.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from trainprof.analysis.tabular import summary
+
+SCHEMA = "trainprof.bench/1"
+Status = Literal["ok", "skipped", "failed"]
+
+
+@dataclass
+class StrategyResult:
+    """One strategy: its throughput over each repeat, every timed step, phases, peak memory.
+
+    A step is one optimizer step (with gradient accumulation, several batches). `status` is
+    "ok", "skipped" (does not apply here; `reason` says why) or "failed" (`reason`: the error).
+    """
+
+    name: str
+    description: str
+    status: Status = "ok"
+    reason: str | None = None
+    samples_per_step: int | None = None
+    repeat_samples_per_s: list[float] = field(default_factory=list)
+    tokens_per_s: float | None = None
+    step_times_ms: list[float] = field(default_factory=list)
+    phases_ms: dict[str, float | None] | None = None
+    peak_memory_bytes: int | None = None
+    relative_to_baseline: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def samples_per_s(self) -> float | None:
+        """Mean over the repeats."""
+        return statistics.fmean(self.repeat_samples_per_s) if self.repeat_samples_per_s else None
+
+    @property
+    def samples_per_s_std(self) -> float | None:
+        """Standard deviation over the repeats (0 with one repeat)."""
+        rates = self.repeat_samples_per_s
+        if not rates:
+            return None
+        return statistics.stdev(rates) if len(rates) > 1 else 0.0
+
+    def step_ms(self) -> dict[str, float | None] | None:
+        """Median, p90, mean, min and max of every timed step, in ms."""
+        if not self.step_times_ms:
+            return None
+        times = np.asarray(self.step_times_ms, dtype=np.float64)
+        stats = summary(times)
+        return {"median": stats["median"], "p90": stats["p90"], "mean": stats["mean"],
+                "min": float(times.min()), "max": stats["max"]}
+
+    def to_dict(self) -> dict[str, Any]:
+        rates = self.repeat_samples_per_s
+        return {
+            "name": self.name,
+            "description": self.description,
+            "status": self.status,
+            "skipped": self.status == "skipped",
+            "failed": self.status == "failed",
+            "reason": self.reason,
+            "samples_per_s": self.samples_per_s,
+            "samples_per_s_std": self.samples_per_s_std,
+            "samples_per_s_min": min(rates) if rates else None,
+            "samples_per_s_max": max(rates) if rates else None,
+            "repeat_samples_per_s": list(rates),
+            "tokens_per_s": self.tokens_per_s,
+            "relative_to_baseline": self.relative_to_baseline,
+            "samples_per_step": self.samples_per_step,
+            "steps_timed": len(self.step_times_ms),
+            "step_ms": self.step_ms(),
+            "phases_ms": self.phases_ms,
+            "peak_memory_bytes": self.peak_memory_bytes,
+        }
+
+
+@dataclass
+class BenchResult:
+    """Every strategy's row, the baseline they are compared with, and how they were run."""
+
+    strategies: list[StrategyResult]
+    baseline: str | None
+    device: str
+    settings: dict[str, Any]
+    environment: dict[str, Any]
+
+    def row(self, name: str) -> StrategyResult:
+        """The row of the strategy called `name` (KeyError when there is none)."""
+        for result in self.strategies:
+            if result.name == name:
+                return result
+        raise KeyError(name)
+
+    def fastest(self) -> StrategyResult | None:
+        """The strategy with the most samples/s, of those that ran."""
+        ran = [r for r in self.strategies if r.ok and r.samples_per_s]
+        return max(ran, key=lambda r: r.samples_per_s or 0.0) if ran else None
+
+    def to_dict(self) -> dict[str, Any]:
+        fastest = self.fastest()
+        return {
+            "schema": SCHEMA,
+            "device": self.device,
+            "baseline": self.baseline,
+            "fastest": fastest.name if fastest else None,
+            "settings": self.settings,
+            "environment": self.environment,
+            "strategies": [r.to_dict() for r in self.strategies],
+        }
+
+
+def set_relative_speeds(results: list[StrategyResult], baseline: str | None) -> None:
+    """Each row's samples/s over the baseline's (None where either did not run)."""
+    base = next((r for r in results if r.name == baseline), None)
+    base_rate = base.samples_per_s if base is not None and base.ok else None
+    for result in results:
+        rate = result.samples_per_s
+        result.relative_to_baseline = rate / base_rate if rate and base_rate else None
