@@ -13,12 +13,15 @@ from trainprof.trace.model import Trace
 
 
 def analyze(
-    source: str | os.PathLike[str] | Iterable[Trace], progress: Progress | None = None
+    source: str | os.PathLike[str] | Iterable[Trace], progress: Progress | None = None,
+    workers: int | None = None,
 ) -> Analysis:
-    """Analyse a trace file, a folder of ranks, or loaded traces, and diagnose the result.
+    """Analyse a trace file, a folder of ranks, a cluster summary, or loaded traces, and
+    diagnose the result. ``workers``: processes for a folder's traces (None: by cores and
+    memory; 1: this process only).
 
     Raises ``trainprof.TraceError`` when the input cannot be read as Kineto traces.
     """
-    analysis = overview.analyze(source, progress=progress)
+    analysis = overview.analyze(source, progress=progress, workers=workers)
     analysis.findings = diagnose(analysis)
     return analysis

@@ -35,7 +35,8 @@ def test_torchrun_two_ranks_write_one_file_each(tmp_path):
         cwd=tmp_path, timeout=180,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert trace_names(tmp_path / "traces") == ["rank0.step3.pt.trace.json.gz", "rank1.step3.pt.trace.json.gz"]
+    assert trace_names(tmp_path / "traces") == ["cluster_summary.json",  # docs/distributed.md
+                                                "rank0.step3.pt.trace.json.gz", "rank1.step3.pt.trace.json.gz"]
     for rank in (0, 1):
         trace = read_trace(tmp_path / "traces" / f"rank{rank}.step3.pt.trace.json.gz")
         assert trace["distributedInfo"]["rank"] == rank

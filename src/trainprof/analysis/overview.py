@@ -15,7 +15,7 @@ from trainprof.analysis.sections import run_job_sections, run_sections
 from trainprof.analysis.steps import find_steps, step_stats
 from trainprof.analysis.timeline import Timeline, gpu_timeline
 from trainprof.trace import discover
-from trainprof.trace.load import Progress, iter_traces, rank_in_trace
+from trainprof.trace.load import Progress, rank_in_trace
 from trainprof.trace.model import Trace
 
 SCHEMA = "trainprof.analysis/1"
@@ -42,6 +42,9 @@ class RankAnalysis:
     rank_in_trace: int | None = None
     #: Deep-analysis results by section name (analysis/sections.py).
     sections: dict[str, Any] = field(default_factory=dict)
+    #: The rank's own findings (dicts) when it was read from a cluster summary: the rank rules
+    #: ran where the trace was and do not run again (analysis/summary.py).
+    findings: list[dict[str, Any]] | None = None
 
     @property
     def gpu(self) -> GpuFigures | None:
@@ -138,14 +141,20 @@ def environment(trace: Trace) -> dict[str, Any]:
 
 
 def analyze(
-    source: str | os.PathLike[str] | Iterable[Trace], progress: Progress | None = None
+    source: str | os.PathLike[str] | Iterable[Trace], progress: Progress | None = None,
+    workers: int | None = None,
 ) -> Analysis:
-    """Analyse a trace file, a folder of ranks, or already loaded traces.
+    """Analyse a trace file, a folder of ranks (traces and cluster summaries), or already
+    loaded traces. A folder's traces are analysed in ``workers`` processes (None: as many as
+    the cores and the memory allow; 1: in this process; analysis/parallel.py).
 
     Raises ``trainprof.TraceError`` when the input cannot be read as Kineto traces.
     """
+    summarised = None
     if isinstance(source, str | os.PathLike):
-        results = [analyze_trace(t) for t in iter_traces(source, progress)]
+        from trainprof.analysis.inputs import analyze_path
+
+        results, summarised = analyze_path(Path(source), progress, workers)
         label = str(source)
     else:
         results = [analyze_trace(t) for t in source]
@@ -157,6 +166,10 @@ def analyze(
         )
         for r, p in zip(results, placements, strict=True):
             r.rank, r.window = p.rank, p.window
+    if summarised is not None:
+        from trainprof.analysis.inputs import add_summarised
+
+        notes += add_summarised(results, summarised)
     if not results:
         from trainprof.errors import TraceError
 

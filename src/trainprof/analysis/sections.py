@@ -18,6 +18,7 @@ from trainprof.analysis.kernels import kernel_stats
 from trainprof.analysis.launch import launch_stats
 from trainprof.analysis.memory import memory
 from trainprof.analysis.operators import operators_section
+from trainprof.analysis.rank_table import rank_table
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.stragglers import stragglers
 from trainprof.analysis.syncs import sync_stats
@@ -56,6 +57,7 @@ JobSection = Callable[[list["RankAnalysis"]], Any]
 #: results go under the top-level "job" key of the JSON result.
 JOB_SECTIONS: list[tuple[str, JobSection]] = []
 JOB_SECTIONS += [("stragglers", stragglers)]
+JOB_SECTIONS += [("rank_table", rank_table)]
 
 
 def run_job_sections(ranks: list[RankAnalysis]) -> dict[str, Any]:

@@ -6,7 +6,9 @@ first wait inside it for the last one: the last to arrive shows the shortest col
 others' extra time is waiting. Per instance, ``wait = duration - shortest duration`` over the
 ranks (clock-free); the rank with the shortest duration arrived last and caused that wait. A
 rank is named the straggler when it caused most of the waiting and the wait is a real share of
-the step. Start times (the traces' clocks) are shown as corroborating evidence. docs/communication.md.
+the step. Start times (the traces' clocks) are shown as corroborating evidence, and what the
+straggler has more of than the others as its cause (analysis/straggler_cause.py).
+docs/communication.md.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 
 from trainprof.analysis.communication import Instances
 from trainprof.analysis.frames import data_frame
+from trainprof.analysis.straggler_cause import Cause, straggler_cause
 from trainprof.trace.model import COLLECTIVE_TYPES
 
 if TYPE_CHECKING:
@@ -58,6 +61,7 @@ class Stragglers:
     straggler: int | None
     evidence: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    cause: Cause | None = None  # what makes the straggler late, where the trace shows it
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,6 +70,7 @@ class Stragglers:
             "matched_collectives": self.matched,
             "matched_steps": self.matched_steps,
             "straggler": self.straggler,
+            "cause": None if self.cause is None else self.cause.to_dict(),
             "evidence": self.evidence,
             "notes": self.notes,
         }
@@ -117,6 +122,11 @@ def stragglers(ranks: list[RankAnalysis]) -> Stragglers:
             mean_start_lag_ms=float(lag[i].mean()) / 1000.0 if lag.shape[1] else 0.0,
         ))
     _name_straggler(result, overall, keys, lag, last)
+    if result.straggler is not None:
+        slow = next(w for w in result.ranks if w.rank == result.straggler)
+        result.cause = straggler_cause(slow.rank, by_rank, slow.caused_wait_ms_per_step)
+        if result.cause is not None:
+            result.evidence.append(result.cause.evidence())
     return result
 
 

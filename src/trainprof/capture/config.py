@@ -72,7 +72,8 @@ class ProfileConfig:
     `schedule_option` means `DEFAULT_SCHEDULE` (pass `{}` to record every step as one cycle);
     `output_trace_dir=None` means `DEFAULT_OUTPUT_DIR` unless `on_trace_ready` is given; `ranks`
     limits recording to some global ranks (None: all); `memory_snapshot` also dumps the CUDA
-    allocator's history beside the traces (docs/memory_snapshots.md).
+    allocator's history beside the traces (docs/memory_snapshots.md); `cluster_summary` has
+    rank 0 of a distributed job write `cluster_summary.json` (docs/distributed.md).
     """
 
     activities: list[str] | None = None
@@ -86,6 +87,10 @@ class ProfileConfig:
     output_trace_dir: str | os.PathLike[str] | None = None
     ranks: Collection[int] | int | None = None
     memory_snapshot: bool = False
+    #: In a distributed job, each rank summarises its traces when recording stops and rank 0
+    #: writes cluster_summary.json beside them; the ranks wait for each other at most this long.
+    cluster_summary: bool = True
+    cluster_summary_timeout_s: float = 300.0
 
     def __post_init__(self) -> None:
         # Check now, so a typo fails at the call site rather than warning mid-training.

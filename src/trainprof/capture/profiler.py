@@ -72,6 +72,7 @@ class Recorder:
         self._warn = WarnOnce()
         self._in_step = False
         self._memory: MemoryWatch | None = None
+        self._summary_shared = False
 
     @property
     def rank(self) -> int:
@@ -145,6 +146,8 @@ class Recorder:
             self._warn_if_nothing_recorded()
         if self._memory is not None:
             self._memory.stop(failure)
+        if wait_for_others:
+            self._share_cluster_summary()
         if self._barrier is not None and wait_for_others:
             try:
                 self._barrier()
@@ -173,6 +176,17 @@ class Recorder:
                 self.config.on_trace_ready(profiler)
             except Exception as error:
                 self._warn("the on_trace_ready callback failed; training goes on", error)
+
+    def _share_cluster_summary(self) -> None:
+        """Once, in a distributed job: the ranks meet and rank 0 writes cluster_summary.json."""
+        out_dir = self.config.trace_dir()
+        if self._summary_shared or not self.config.cluster_summary or out_dir is None:
+            return
+        self._summary_shared = True
+        from trainprof.capture.cluster import share_cluster_summary
+
+        share_cluster_summary(self.trace_files, out_dir, self.config.records_rank(self.rank),
+                              self.config.cluster_summary_timeout_s, self._warn)
 
     def _give_up(self, message: str, error: BaseException) -> None:
         self._warn(message, error)

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
-from trainprof.analysis.overview import Analysis
+from trainprof.analysis.overview import Analysis, RankAnalysis
 from trainprof.diagnose.findings import Evidence, Finding, ranked
 from trainprof.diagnose.rules import JOB_RULES, RANK_RULES
 
 
 def diagnose(analysis: Analysis) -> list[Finding]:
     """The findings for every rank and the job, one per id, sorted by estimated saving."""
-    per_rank = [f for r in analysis.ranks for rule in RANK_RULES if (f := rule(r)) is not None]
+    per_rank = [f for r in analysis.ranks for f in rank_findings(r)]
     job = [f for rule in JOB_RULES for f in rule(analysis, per_rank)]
     return ranked(fold(per_rank + job))
+
+
+def rank_findings(r: RankAnalysis) -> list[Finding]:
+    """One rank's own findings: the rank rules' (unfolded), or those found where its trace was
+    when it was read from a cluster summary."""
+    if r.findings is not None:
+        return [Finding.from_dict(f) for f in r.findings]
+    return [f for rule in RANK_RULES if (f := rule(r)) is not None]
 
 
 def fold(findings: list[Finding]) -> list[Finding]:

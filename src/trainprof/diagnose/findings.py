@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 Severity = Literal["high", "medium", "low"]
@@ -63,6 +63,17 @@ class Finding:
     @property
     def docs(self) -> str:
         return f"{DOCS}#{self.id.replace('_', '-')}"
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> Finding:
+        """The finding back from ``to_dict()`` (keys it does not know go to ``extra``)."""
+        known = {f.name for f in fields(Finding)} - {"evidence", "fix", "extra"}
+        return Finding(
+            **{k: v for k, v in d.items() if k in known},
+            evidence=[Evidence(**e) for e in d.get("evidence", [])],
+            fix=Fix(**d.get("fix", {"summary": ""})),
+            extra={k: v for k, v in d.items() if k not in known | {"evidence", "fix", "docs"}},
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -43,7 +43,8 @@ def render_stragglers(result: Stragglers) -> Group | None:
                   ms(r.caused_wait_ms_per_step), ms(r.mean_start_lag_ms))
     parts: list = [t]
     if result.straggler is not None:
-        parts.append(Text(f"Straggler: rank {result.straggler}", style="bold red"))
+        because = "" if result.cause is None else f", held back by {result.cause.label}"
+        parts.append(Text(f"Straggler: rank {result.straggler}{because}", style="bold red"))
         parts += [Text(f"  {e}", style="dim") for e in result.evidence]
     parts += [Text(f"note: {n}", style="yellow") for n in result.notes]
     return Group(*parts)

@@ -95,6 +95,22 @@ def overview_md(r: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def ranks_md(rank_table: dict[str, Any]) -> str:
+    """The per-rank table (analysis/rank_table.py), slowest and fastest marked."""
+    rows = []
+    for r in rank_table["rows"]:
+        idle = "n/a" if r["idle_pct"] is None else (
+            f"{r['idle_pct']:.0f}%" + ("" if r["idle_of"] == "GPU" else " (host)"))
+        rows.append([str(r["rank"]), _f(r["step_ms"]),
+                     *(_f(r["phases_ms"].get(p)) for p in ("data", "forward", "backward",
+                                                           "optimizer", "other")),
+                     _f(r["comm_ms"]), _f(r["exposed_comm_ms"]), idle,
+                     f"**{r['mark']}**" if r["mark"] else ""])
+    head = ["rank", "step ms", "data", "forward", "backward", "optimizer", "other",
+            "comm", "exposed comm", "idle", ""]
+    return table(head, rows, "r" * 10 + "l")
+
+
 def top_md(r: dict[str, Any], top: int = TOP_ROWS) -> str:
     out = []
     ops = r.get("operators") or {}
@@ -121,8 +137,11 @@ def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
     where = f"rank {slowest['rank']}" + (f" (slowest of {len(ranks)})" if len(ranks) > 1 else "")
     out = [f"## trainprof: {md_text(data.get('source') or slowest.get('file', ''), None)}", "",
            f"{len(ranks)} rank(s)/window(s) · {md_text(slowest.get('device', ''))}", "",
-           "### Findings", "", findings_md(data.get("findings") or []), "",
-           f"### Overview: {where}", "", overview_md(slowest), ""]
+           "### Findings", "", findings_md(data.get("findings") or []), ""]
+    rank_table = (data.get("job") or {}).get("rank_table")
+    if rank_table and len(rank_table["rows"]) > 1:
+        out += ["### Ranks (ms per step)", "", ranks_md(rank_table), ""]
+    out += [f"### Overview: {where}", "", overview_md(slowest), ""]
     tops = top_md(slowest, top)
     if tops:
         out += ["### Where the time goes: top ops", "", tops, ""]

@@ -11,6 +11,7 @@ from rich.text import Text
 from trainprof.analysis.breakdown import ALL_CATEGORIES
 from trainprof.analysis.overview import Analysis, RankAnalysis
 from trainprof.analysis.phases import PHASES
+from trainprof.analysis.rank_table import rank_table
 from trainprof.report.labels import category_label
 from trainprof.report.sections import RENDERERS
 
@@ -116,28 +117,45 @@ def rank_panel(r: RankAnalysis) -> Panel:
 
 
 def ranks_table(a: Analysis) -> Table:
-    t = Table(title=f"{len(a.ranks)} ranks / windows (shares of step time)", title_justify="left",
-              box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
-    windows = any(r.window for r in a.ranks)
-    columns = ["rank", *(["win"] if windows else []), "step ms", "kernel", "comm", "data", "cpu",
-               "GPU util", "exp.comm", ""]
+    """The per-rank table (analysis/rank_table.py): ms per step, slowest and fastest marked."""
+    table = a.job.get("rank_table") or rank_table(a.ranks)
+    windows = sum(r.windows for r in table.rows)
+    extra = f", {windows} windows" if windows > len(table.rows) else ""
+    t = Table(title=f"{len(table.rows)} ranks{extra} (ms per step; exp.: communication not "
+                    "hidden by compute)",
+              title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+    columns = ["rank", "step", *_PHASE_HEADS.values(), "comm", "exp.", "idle", ""]
     for col in columns:
-        t.add_column(col, justify="right", no_wrap=True, min_width=max(len(col), 4 if col else 7))
-    means = [r.steps["mean_ms"] for r in a.ranks]
-    slowest, fastest = max(means), min(means)
-    for r in a.ranks:
-        b = r.breakdown_pct
-        mark = ""
-        if slowest != fastest:
-            mark = {slowest: "slowest", fastest: "fastest"}.get(r.steps["mean_ms"], "")
-        gpu, tl = r.gpu, r.timeline
-        t.add_row(
-            str(r.rank), *([str(r.window)] if windows else []), f"{r.steps['mean_ms']:.1f}",
-            f"{b['kernel']:.0f}%", f"{b['communication']:.0f}%", f"{b['dataloader']:.0f}%",
-            f"{b['cpu_exec']:.0f}%", _fmt(gpu.utilization_pct if gpu else None, "%", 0),
-            _fmt(tl.exposed_communication_pct if tl else None, "%", 0), mark,
-        )
+        t.add_column(col, justify="right", no_wrap=True, min_width=len(col) if col else 7)
+    for row in table.rows:
+        idle = _fmt(row.idle_pct, "%", 0) + ("" if row.idle_of == "GPU" else "*")
+        t.add_row(str(row.rank), _cell_ms(row.step_ms),
+                  *(_cell_ms(row.phases_ms[p]) for p in _PHASE_HEADS),
+                  _cell_ms(row.comm_ms), _cell_ms(row.exposed_comm_ms),
+                  idle if row.idle_pct is not None else "n/a", row.mark)
+    if any(row.idle_of == "host" for row in table.rows):
+        t.caption, t.caption_justify = "* CPU-only rank: share of the step no op covers", "left"
     return t
+
+
+def _cell_ms(value: float | None) -> str:
+    """ms in a narrow cell: one decimal below 100."""
+    if value is None:
+        return "n/a"
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}"
+
+
+def _slowest_window(a: Analysis) -> RankAnalysis:
+    """The window shown in full: the slowest rank's longest one."""
+    table = a.job.get("rank_table")
+    if table is not None and table.slowest is not None:
+        mine = [r for r in a.ranks if r.rank == table.slowest]
+        return max(mine, key=lambda r: (r.steps["count"], -r.window))
+    return max(a.ranks, key=lambda r: r.steps["mean_ms"])
+
+
+_PHASE_HEADS = {"data": "data", "forward": "fwd", "backward": "bwd", "optimizer": "opt",
+                "other": "other"}
 
 
 _SEVERITY_STYLE = {"high": "bold red", "medium": "bold yellow", "low": "bold blue"}
@@ -169,7 +187,7 @@ def print_analysis(analysis: Analysis, console: Console | None = None) -> None:
     console.print(findings_panel(analysis))
     if len(analysis.ranks) > 1:
         console.print(ranks_table(analysis))
-        slowest = max(analysis.ranks, key=lambda r: r.steps["mean_ms"])
+        slowest = _slowest_window(analysis)
         console.print(Text(f"Details of the slowest: rank {slowest.rank}", style="bold"))
         console.print(rank_panel(slowest))
     else:

@@ -15,8 +15,12 @@ from pathlib import Path
 from trainprof.errors import TraceError
 
 TRACE_SUFFIXES = (".json", ".json.gz")
+#: The job's summary that rank 0 writes beside the traces (docs/distributed.md).
+CLUSTER_SUMMARY_NAME = "cluster_summary.json"
 #: JSON files trainprof itself writes next to traces; never traces.
-NOT_TRACES = frozenset({"cluster_summary.json"})
+NOT_TRACES = frozenset({CLUSTER_SUMMARY_NAME})
+#: A cluster summary passed as a file is told by its first key, whatever its name.
+_CLUSTER_HEAD = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"trainprof\.cluster/')
 
 _WINDOW_TOKEN = re.compile(r"^(?P<worker>.*?)\.(?:step)?(?P<window>\d+)$")
 _RANK_PATTERNS = (
@@ -49,6 +53,30 @@ def find_trace_files(path: Path) -> list[Path]:
     if not files:
         raise TraceError(f"{path} holds no trace files (*.json or *.json.gz).")
     return files
+
+
+def find_inputs(path: Path) -> tuple[list[Path], list[Path]]:
+    """(trace files, cluster summaries) at ``path``: a file is one or the other; a folder
+    holds any of both."""
+    if path.is_file():
+        return ([], [path]) if is_cluster_summary(path) else ([path], [])
+    if not path.exists():
+        raise TraceError(f"{path} does not exist.")
+    summaries = sorted(p for p in path.rglob(CLUSTER_SUMMARY_NAME) if p.is_file())
+    try:
+        return find_trace_files(path), summaries
+    except TraceError:
+        if summaries:
+            return [], summaries
+        raise
+
+
+def is_cluster_summary(path: Path) -> bool:
+    """Whether a file is a cluster summary (by its name or its first key)."""
+    if path.name == CLUSTER_SUMMARY_NAME:
+        return True
+    with open(path, "rb") as handle:
+        return bool(_CLUSTER_HEAD.match(handle.read(256)))
 
 
 def parse_name(path: Path) -> TraceName:

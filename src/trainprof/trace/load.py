@@ -66,7 +66,7 @@ def iter_traces(path: str | os.PathLike[str], progress: Progress | None = None) 
         try:
             trace = load_file(file)
         except TraceError as exc:
-            if single or not _is_not_a_trace(exc):
+            if single or not is_not_a_trace(exc):
                 raise
             warnings.warn(f"Skipping {file}: {exc}", stacklevel=2)
             continue
@@ -75,7 +75,8 @@ def iter_traces(path: str | os.PathLike[str], progress: Progress | None = None) 
         progress(len(files), len(files), files[-1])
 
 
-def _is_not_a_trace(exc: TraceError) -> bool:
+def is_not_a_trace(exc: TraceError) -> bool:
+    """Whether the error says the file is some other JSON (skipped in a folder of traces)."""
     return "not a trace" in str(exc)
 
 

@@ -145,15 +145,21 @@ def straggler(analysis: Analysis, found: list[Finding]) -> list[Finding]:
                  "ms/step" if exposed else "", "the other ranks"),
         Evidence("median step", step, "ms", "all ranks"),
     ]
+    if s.cause is not None:
+        evidence.append(Evidence(f"the cause: {s.cause.label} ({' + '.join(s.cause.categories)})",
+                                 s.cause.rank_ms, "ms/step",
+                                 f"rank {s.straggler}; the other ranks' median "
+                                 f"{s.cause.others_ms:.1f} ms"))
     own = [f for f in found if f.rank == s.straggler and f.id != "straggler"]
     if own:
         top = max(own, key=lambda f: f.saving_pct)
         evidence.append(Evidence(f"its own largest finding: {top.id}", top.saving_pct,
                                  "% of its step", f"rank {s.straggler}"))
+    because = "" if s.cause is None else f", held back by {s.cause.label}"
     finding = rank_finding(
         r, "straggler", severity(saving, STRAGGLER_MEDIUM_PCT, STRAGGLER_HIGH_PCT),
-        f"Rank {s.straggler} is a straggler: the other ranks wait {saving_ms:.1f} ms per step "
-        "for it",
+        f"Rank {s.straggler} is a straggler{because}: the other ranks wait {saving_ms:.1f} ms "
+        "per step for it",
         "Every collective waits for the last rank to arrive; this rank arrives last nearly "
         "every time, so the whole job runs at its pace.",
         evidence, saving, "the straggler keeps pace: the others stop waiting in collectives",

@@ -1,0 +1,83 @@
+"""One worker process of a parallel analysis: ``python -m trainprof.analysis.worker``.
+
+It reads tasks from stdin and writes results to stdout, each a length-prefixed pickle. A plain
+subprocess rather than ``multiprocessing``: no user code runs in it (multiprocessing's spawn
+would import the caller's ``__main__`` module again, and re-run an unguarded script).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+from trainprof.analysis.options import TableOptions, using_table_options
+from trainprof.errors import TraceError
+
+_HEADER = struct.Struct("<Q")
+
+
+def write_frame(stream: IO[bytes], obj: Any) -> None:
+    """One message: its pickle's length, then the pickle."""
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def read_frame(stream: IO[bytes]) -> Any:
+    """The next message; EOFError when the other side has closed."""
+    head = _read_exactly(stream, _HEADER.size)
+    return pickle.loads(_read_exactly(stream, _HEADER.unpack(head)[0]))
+
+
+def _read_exactly(stream: IO[bytes], n: int) -> bytes:
+    chunks, left = [], n
+    while left:
+        chunk = stream.read(left)
+        if not chunk:
+            raise EOFError("the other side closed the pipe")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def analyse_file(path: Path, options: TableOptions, single: bool) -> tuple[str, Any]:
+    """("ok", RankAnalysis), ("skipped", reason) for a file that is not a trace among several,
+    or ("error", exception)."""
+    from trainprof.analysis.overview import analyze_trace
+    from trainprof.trace.load import is_not_a_trace, load_file
+
+    try:
+        with using_table_options(options):
+            return "ok", analyze_trace(load_file(path))
+    except TraceError as exc:
+        if not single and is_not_a_trace(exc):
+            return "skipped", str(exc)
+        return "error", exc
+    except Exception as exc:  # re-raised in the parent, as a serial run would raise it
+        return "error", exc
+
+
+def main() -> None:
+    tasks = sys.stdin.buffer
+    results = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt frames
+    while True:
+        try:
+            index, path, options, single = read_frame(tasks)
+        except EOFError:
+            return
+        status, payload = analyse_file(path, options, single)
+        try:
+            write_frame(results, (index, status, payload))
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            write_frame(results, (index, "error", RuntimeError(f"{type(payload).__name__}: "
+                                                               f"{payload} ({exc})")))
+
+
+if __name__ == "__main__":
+    main()
