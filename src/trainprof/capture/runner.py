@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from trainprof.capture.cluster import stop_before_group_ends
 from trainprof.capture.config import DEFAULT_OUTPUT_DIR, DEFAULT_SCHEDULE, ProfileConfig
 from trainprof.capture.profiler import Recorder
 from trainprof.capture.ranks import current_rank, world_size
@@ -54,6 +55,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         what.add_argument(f"--{flag.replace('_', '-')}", dest=flag, action="store_true")
     parser.add_argument("--ranks", metavar="LIST", help="comma-separated global ranks to record (default: all)")
     parser.add_argument("--no-analysis", action="store_true", help="write the traces, print nothing")
+    parser.add_argument("--no-cluster-summary", action="store_true",
+                        help="in a distributed job, write no cluster_summary.json (docs/distributed.md)")
     parser.add_argument("script", help="the training script (or -m followed by a module name)")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, help="the script's own arguments")
 
@@ -71,7 +74,9 @@ def run_command(args: argparse.Namespace) -> int:
         return 2
     began = time.time()
     recorder = Recorder(config)
-    with _steps_at_optimizer_step(recorder):
+    # The summary is shared when recording stops: at the latest when the script ends its
+    # process group, while the ranks can still meet.
+    with _steps_at_optimizer_step(recorder), stop_before_group_ends(recorder.stop):
         recorder.start()
         try:
             exit_code = _run_as_main(*target)
@@ -97,6 +102,7 @@ def config_from_args(args: argparse.Namespace) -> ProfileConfig:
         schedule_option=schedule,
         output_trace_dir=args.out,
         ranks=_ranks(args.ranks),
+        cluster_summary=not getattr(args, "no_cluster_summary", False),
         **{flag: getattr(args, flag) for flag in _FLAGS},
     )
 
