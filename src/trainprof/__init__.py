@@ -22,6 +22,8 @@ __all__ = [
     "ProfileConfig",
     "StepTimer",
     "RecordingWarning",
+    "load_snapshot",
+    "memory_snapshot_report",
 ]
 
 # Names served lazily, so that `import trainprof` stays cheap and torch-free.
@@ -32,13 +34,17 @@ _LAZY = {
     "ProfileConfig": ("trainprof.capture.profiler", "ProfileConfig"),
     "StepTimer": ("trainprof.capture.steps", "StepTimer"),
     "RecordingWarning": ("trainprof.capture.safety", "RecordingWarning"),
+    "load_snapshot": ("trainprof.trace.snapshot", "load_snapshot"),
+    "memory_snapshot_report": ("trainprof.diagnose.snapshot", "memory_snapshot_report"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
     from trainprof.capture.profiler import ProfileConfig, profile
     from trainprof.capture.steps import StepTimer
+    from trainprof.diagnose.snapshot import memory_snapshot_report
     from trainprof.pipeline import analyze
     from trainprof.trace.load import load
+    from trainprof.trace.snapshot import load_snapshot
 
 
 def __getattr__(name: str) -> Any:

@@ -106,3 +106,14 @@ def test_a_corrupt_snapshot_exits_2_with_one_sentence(tmp_path):
     assert done.stdout == ""
     assert done.stderr.startswith(f"trainprof: {path} is not a readable pickle")
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_the_python_api_gives_what_the_cli_prints(tmp_path, capsys):
+    import trainprof
+    from trainprof.report.json import to_json_bytes
+
+    path = write(tmp_path / "oom.pickle", oom_snapshot())
+    assert main(["memory", path, "--format", "json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads(to_json_bytes(trainprof.memory_snapshot_report(path)))
+    assert trainprof.load_snapshot(path)["device_traces"][0][-1]["action"] == "oom"
