@@ -26,7 +26,11 @@ T = TypeVar("T")
 
 def _add_analyze(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="analyse a trace file or a folder of ranks")
-    p.add_argument("path", type=Path, help="a .json or .json.gz trace, or a folder of them")
+    p.add_argument("path", type=Path, help="a .json or .json.gz trace, a folder of them, or a "
+                                           "cluster_summary.json (docs/distributed.md)")
+    p.add_argument("-j", "--jobs", type=_positive_int, default=None, metavar="N",
+                   help="processes analysing a folder's traces (default: as many as the cores "
+                        "and the memory allow; 1: none besides this one)")
     p.add_argument("--format", choices=("text", "json", "md"), default="text",
                    help="text (the terminal report), json (docs/json.md) or md (Markdown for a "
                         "pull-request comment)")
@@ -199,10 +203,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _analyze_path(path: Path, show_progress: bool):
+def _analyze_path(path: Path, show_progress: bool, workers: int | None = None):
     from trainprof.pipeline import analyze
 
-    return _with_progress(lambda progress: analyze(path, progress=progress), show_progress)
+    return _with_progress(lambda progress: analyze(path, progress=progress, workers=workers),
+                          show_progress)
 
 
 def _with_progress(work: Callable[[Any], T], show_progress: bool) -> T:
@@ -233,7 +238,7 @@ def _analyze_and_report(args: argparse.Namespace) -> int:
 
     as_json = args.format == "json"
     quiet = args.format != "text" or args.no_progress
-    analysis = _analyze_path(args.path, show_progress=not quiet)
+    analysis = _analyze_path(args.path, show_progress=not quiet, workers=args.jobs)
     if args.format == "md":
         from trainprof.report.markdown import to_markdown
 
