@@ -29,17 +29,18 @@ STATE_DEPTH = 3
 
 def _storage_key_and_bytes(t: torch.Tensor) -> tuple[Any, int]:
     """(a key that names the tensor's memory, its bytes): the whole storage, counted once."""
-    local = getattr(t, "_local_tensor", None)  # DTensor: the shard this rank holds
-    if isinstance(local, torch.Tensor):
-        t = local
+    if type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter:
+        local = getattr(t, "_local_tensor", None)  # DTensor: the shard this rank holds
+        if isinstance(local, torch.Tensor):
+            t = local
     try:
         storage = t.untyped_storage()
         pointer = storage.data_ptr()
         if pointer:
-            return (str(t.device), pointer), int(storage.nbytes())
+            return (t.device, pointer), storage.nbytes()
     except Exception:  # wrapper subclasses without a storage: count the elements
         pass
-    return ("tensor", id(t)), int(t.numel() * t.element_size())
+    return ("tensor", id(t)), t.numel() * t.element_size()
 
 
 def _tensors_in(value: Any, depth: int = STATE_DEPTH) -> Iterator[tuple[str, torch.Tensor]]:
@@ -75,24 +76,35 @@ class Tally:
     """Bytes per (category, device, dtype), each storage counted once across categories."""
 
     def __init__(self) -> None:
-        self.rows: dict[tuple[str, str, str], list[int]] = {}  # -> [bytes, tensors]
+        self._rows: dict[tuple[str, Any, Any], list[int]] = {}  # -> [bytes, tensors]
         self.state_keys: dict[str, int] = {}
         self.stateful_parameter_bytes = 0  # parameters that have optimizer state
         self._seen: set[Any] = set()
 
     def add(self, category: str, tensors: Iterable[torch.Tensor], state_key: str = "") -> None:
         for t in tensors:
-            if t.device.type == "meta":
+            device = t.device
+            if device.type == "meta":
                 continue
             key, nbytes = _storage_key_and_bytes(t)
             if key in self._seen:
                 continue
             self._seen.add(key)
-            row = self.rows.setdefault((category, str(t.device), str(t.dtype).removeprefix("torch.")), [0, 0])
+            row = self._rows.setdefault((category, device, t.dtype), [0, 0])  # named at the end
             row[0] += nbytes
             row[1] += 1
             if state_key:
                 self.state_keys[state_key] = self.state_keys.get(state_key, 0) + nbytes
+
+    @property
+    def rows(self) -> dict[tuple[str, str, str], list[int]]:
+        """[bytes, storages] per (category, device, dtype name)."""
+        named: dict[tuple[str, str, str], list[int]] = {}
+        for (category, device, dtype), (nbytes, count) in self._rows.items():
+            row = named.setdefault((category, str(device), str(dtype).removeprefix("torch.")), [0, 0])
+            row[0] += nbytes
+            row[1] += count
+        return named
 
     def rows_dicts(self) -> list[dict[str, Any]]:
         """One dict per (category, device, dtype): bytes and how many storages."""
