@@ -117,3 +117,11 @@ def test_the_python_api_gives_what_the_cli_prints(tmp_path, capsys):
     printed = json.loads(capsys.readouterr().out)
     assert printed == json.loads(to_json_bytes(trainprof.memory_snapshot_report(path)))
     assert trainprof.load_snapshot(path)["device_traces"][0][-1]["action"] == "oom"
+
+
+def test_a_snapshot_of_the_wrong_shape_inside_exits_2(tmp_path, capsys):
+    snapshot = oom_snapshot()
+    snapshot["segments"][0]["blocks"][0]["size"] = "eight megabytes"
+    assert main(["memory", write(tmp_path / "odd.pickle", snapshot)]) == 2
+    err = capsys.readouterr().err
+    assert "is not shaped like a memory snapshot's" in err and err.count("\n") == 1

@@ -54,7 +54,12 @@ def memory_snapshot_report(path: str | os.PathLike[str], trust: bool = False) ->
 
 def snapshot_result(path: str | os.PathLike[str], trust: bool = False) -> dict[str, Any]:
     """One snapshot's analysis and findings, as plain JSON values."""
-    result = analyze_snapshot(load_snapshot(path, trust), source=str(path))
+    snapshot = load_snapshot(path, trust)
+    try:
+        result = analyze_snapshot(snapshot, source=str(path))
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+        raise SnapshotError(f"{path} has a segment, block or history entry that is not shaped "
+                            f"like a memory snapshot's ({type(exc).__name__}: {exc}).") from None
     return {**result.to_dict(), "findings": [f.to_dict() for f in snapshot_findings(result)]}
 
 
