@@ -66,6 +66,19 @@ def test_out_of_memory_from_fragmentation_and_from_capacity():
     assert ids["memory_pressure"].docs == "docs/rules.md#memory-pressure"
 
 
+def test_free_blocks_of_another_stream_do_not_serve_the_request():
+    b = fragmented()
+    b.segment([(10 * MiB, "active_allocated", MODEL), (12 * MiB, "inactive")])
+    b.segments[-1]["stream"] = 7  # a side stream's segment: its 12 MiB block serves only it
+    b.trace("oom", 10 * MiB, device_free=MiB)
+    b.device_traces[0][-1]["stream"] = 0
+    (oom,) = analyze_snapshot(b.snapshot()).ooms
+    assert (oom.cause, oom.largest_free_block, oom.cached_free) == ("fragmentation", 6 * MiB, 30 * MiB)
+    b.device_traces[0][-1]["stream"] = 7
+    (oom,) = analyze_snapshot(b.snapshot()).ooms
+    assert (oom.cause, oom.largest_free_block) == ("unknown", 12 * MiB)
+
+
 def test_the_oom_trainprof_saw_counts_when_the_history_has_none():
     snapshot = fragmented().snapshot()
     snapshot["trainprof"] = {"rank": 3, "reason": "oom",

@@ -38,6 +38,8 @@ class DeviceState:
     releasable: int = 0  # wholly free segments: empty_cache() would return them
     largest_free: dict[str, int] = field(default_factory=lambda: {"small": 0, "large": 0})
     free_by_pool: dict[str, int] = field(default_factory=lambda: {"small": 0, "large": 0})
+    #: (pool, stream) -> [free bytes, largest free block]: a block serves only its own stream.
+    free_by_stream: dict[tuple[str, int], list[int]] = field(default_factory=dict, repr=False)
     blocks: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATES, 0))
     device_total: int | None = None
 
@@ -55,7 +57,8 @@ class DeviceState:
         return 100.0 * self.reserved / self.device_total if self.device_total else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {**vars(self), "fragmentation_pct": self.fragmentation_pct,
+        plain = {k: v for k, v in vars(self).items() if k != "free_by_stream"}
+        return {**plain, "fragmentation_pct": self.fragmentation_pct,
                 "reserved_to_allocated": self.reserved_to_allocated,
                 "reserved_pct_of_device": self.reserved_pct_of_device}
 
@@ -152,6 +155,9 @@ def device_states(segments: list[dict[str, Any]], traces: list[Any],
         d.releasable += 0 if used else sum(free)
         d.largest_free[kind] = max([d.largest_free[kind], *free])
         d.free_by_pool[kind] += sum(free)
+        on_stream = d.free_by_stream.setdefault((kind, int(seg.get("stream", 0) or 0)), [0, 0])
+        on_stream[0] += sum(free)
+        on_stream[1] = max([on_stream[1], *free])
     for device in range(len(traces)):  # a device with history but no segment left
         if traces[device] and device not in states:
             states[device] = DeviceState(device)
@@ -166,17 +172,19 @@ def out_of_memory_errors(traces: list[Any], devices: dict[int, DeviceState],
     """Each `oom` entry of the history (or, without one, the error trainprof's observer saw)."""
     seen = [(i, e) for i, entries in enumerate(traces) for e in entries
             if isinstance(e, dict) and e.get("action") == "oom"]
-    found = [(i, e.get("size"), e.get("device_free")) for i, e in seen]
+    found = [(i, e.get("size"), e.get("device_free"), e.get("stream")) for i, e in seen]
     oom = extra.get("oom") if isinstance(extra.get("oom"), dict) else None
     if not found and oom is not None:
-        found = [(oom.get("device"), oom.get("requested"), oom.get("device_free"))]
-    return [judge(device, requested, free, devices) for device, requested, free in found]
+        found = [(oom.get("device"), oom.get("requested"), oom.get("device_free"), None)]
+    return [judge(device, requested, free, devices, stream)
+            for device, requested, free, stream in found]
 
 
-def judge(device: Any, requested: Any, device_free: Any,
-          devices: dict[int, DeviceState]) -> OutOfMemory:
+def judge(device: Any, requested: Any, device_free: Any, devices: dict[int, DeviceState],
+          stream: Any = None) -> OutOfMemory:
     """Fragmentation when the driver's free memory plus the cache's free blocks would hold the
-    request but no single free block does; capacity when even all of it would not."""
+    request but no single free block of its pool (and stream) does; capacity when even all of
+    it would not."""
     state = devices.get(device) if isinstance(device, int) else None
     if state is None or not isinstance(requested, int) or requested < 0:
         free = device_free if isinstance(device_free, int) else None
@@ -184,8 +192,9 @@ def judge(device: Any, requested: Any, device_free: Any,
                            requested if isinstance(requested, int) else None, free, None, None,
                            "unknown")
     kind = "small" if requested <= SMALL_REQUEST else "large"
-    largest = state.largest_free[kind]
-    cached = state.free_by_pool[kind]
+    cached, largest = state.free_by_pool[kind], state.largest_free[kind]
+    if isinstance(stream, int):  # the entry names the request's stream: only its blocks serve
+        largest = state.free_by_stream.get((kind, stream), (0, 0))[1]
     rounded = -(-requested // BLOCK_ROUNDING) * BLOCK_ROUNDING
     driver = device_free if isinstance(device_free, int) else 0
     cause = ("capacity" if driver + cached < rounded else
