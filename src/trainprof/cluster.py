@@ -68,7 +68,7 @@ def cluster_document(entries: Sequence[RankEntry | None], world_size: int,
     ranks = [rank_from_summary(s, Path(CLUSTER_SUMMARY_NAME)) for s in summaries]
     if ranks:
         job = overview.Analysis(ranks=ranks, job=run_job_sections(ranks))
-        doc.job = msgspec.json.decode(to_json_bytes({k: v for k, v in job.job.items()}))
+        doc.job = msgspec.json.decode(to_json_bytes({k: v.to_dict() for k, v in job.job.items()}))
         doc.findings = [f.to_dict() for f in diagnose(job)]
     return doc
 

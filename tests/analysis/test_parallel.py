@@ -1,0 +1,131 @@
+"""Parallel analysis of a folder of ranks: the same result as serial, sized by cores and memory."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import shutil
+import threading
+import time
+import warnings
+
+import psutil
+import pytest
+from test_straggler_cause import gpu_rank
+
+import trainprof
+from trainprof.analysis.options import TableOptions, using_table_options
+from trainprof.analysis.parallel import (
+    PEAK_BYTES_PER_JSON_BYTE,
+    WORKER_BASE_BYTES,
+    analyze_files,
+    json_bytes,
+    worker_count,
+)
+from trainprof.errors import TraceError
+from trainprof.report.json import to_json_bytes
+
+from conftest import NCCL_TRACE, TRACE_FILTER
+
+MIB = 2**20
+
+
+@pytest.fixture(scope="module")
+def job_folder(tmp_path_factory):
+    """Five ranks: two real ones (trace_filter), a real A100 DDP rank, two synthetic ones, and
+    a JSON file that is not a trace."""
+    folder = tmp_path_factory.mktemp("job")
+    for file in sorted(TRACE_FILTER.glob("*.json.gz")):
+        shutil.copy(file, folder / file.name)
+    a100 = json.loads(gzip.decompress(NCCL_TRACE.read_bytes()))
+    a100["distributedInfo"]["rank"] = 2
+    (folder / "rank2.json.gz").write_bytes(gzip.compress(json.dumps(a100).encode(), 1))
+    gpu_rank(3, {"compute": 400}).write(folder / "rank3.json")
+    gpu_rank(4).write(folder / "rank4.json")
+    (folder / "settings.json").write_text('{"lr": 0.1}')
+    return folder
+
+
+def analysed(folder, workers):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with using_table_options(TableOptions(sort_by="calls", by_shape=True)):
+            result = trainprof.analyze(folder, workers=workers)
+    return result, [str(w.message) for w in caught]
+
+
+class WorkerWatch(threading.Thread):
+    """Counts this process's analysis workers while it runs (the most seen at once)."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.most, self.done = 0, threading.Event()
+
+    def run(self) -> None:
+        me = psutil.Process()
+        while not self.done.is_set():
+            with contextlib.suppress(psutil.Error):
+                workers = [c for c in me.children() if "trainprof.analysis.worker" in c.cmdline()]
+                self.most = max(self.most, len(workers))
+            time.sleep(0.01)
+
+    def __enter__(self) -> WorkerWatch:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.join()
+
+
+def test_parallel_equals_serial(job_folder):
+    with WorkerWatch() as watch:
+        serial, serial_warnings = analysed(job_folder, workers=1)
+    assert watch.most == 0
+    with WorkerWatch() as watch:
+        parallel, parallel_warnings = analysed(job_folder, workers=3)
+    assert watch.most == 2  # this process and two workers
+    assert [r.rank for r in parallel.ranks] == [0, 1, 2, 3, 4]
+    assert to_json_bytes(parallel) == to_json_bytes(serial)
+    assert parallel_warnings == serial_warnings
+    assert any("settings.json" in w for w in parallel_warnings)
+    # the table options reached the workers: operators grouped by shape, sorted by calls
+    assert parallel.ranks[2].sections["operators"].by_shape
+
+
+def test_progress_reaches_every_file(job_folder):
+    seen = []
+    with pytest.warns(UserWarning, match="settings.json"):
+        trainprof.analyze(job_folder, workers=2, progress=lambda i, n, f: seen.append((i, n)))
+    assert seen[-1] == (6, 6) and sorted({i for i, _ in seen}) == list(range(1, 7))
+
+
+def test_an_unreadable_trace_fails_in_parallel_as_in_serial(tmp_path):
+    gpu_rank(0).write(tmp_path / "rank0.json")
+    (tmp_path / "rank1.json.gz").write_bytes(gzip.compress(b'{"traceEvents": [{"ph": "X",'))
+    gpu_rank(2).write(tmp_path / "rank2.json")
+    files = sorted(tmp_path.iterdir())
+    with pytest.raises(TraceError) as serial:
+        analyze_files(files, workers=1)
+    with pytest.raises(TraceError) as parallel:
+        analyze_files(files, workers=2)
+    assert str(parallel.value) == str(serial.value) and "rank1.json.gz" in str(serial.value)
+
+
+def test_worker_count_is_bounded_by_cores_and_memory():
+    sizes = [100 * MIB] * 32
+    per_worker = WORKER_BASE_BYTES + PEAK_BYTES_PER_JSON_BYTE * 100 * MIB
+    assert worker_count(sizes, cores=2, available=None) == 2
+    assert worker_count(sizes, cores=16, available=int(3.5 * per_worker)) == 3
+    assert worker_count(sizes, cores=16, available=int(0.5 * per_worker)) == 1
+    assert worker_count(sizes[:3], cores=16, available=None) == 3
+    assert worker_count([10 * MIB, 400 * MIB], cores=8, available=int(2 * per_worker)) == 1
+
+
+def test_json_size_of_gzip_from_its_trailer(tmp_path):
+    data = b'{"traceEvents": []}' * 1000
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(data))
+    assert json_bytes(path) == len(data)
+    assert json_bytes(NCCL_TRACE) == len(gzip.decompress(NCCL_TRACE.read_bytes()))
