@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
+import torch
 from torch.cuda import _memory_viz
 
 from snapshotgen import TORCH_LINEAR, TORCH_MODULE, AllocatorReplay, MiB, SnapshotBuilder, frames
@@ -169,3 +172,40 @@ def test_pressure_from_the_device_size_trainprof_records():
     assert d.reserved_pct_of_device == pytest.approx(100 * 28 / 30)
     ids = [f.id for f in snapshot_findings(analyze_snapshot(snapshot))]
     assert "memory_pressure" in ids
+
+
+def train_with_adam(model, optimizer, steps: int = 3) -> None:
+    for _ in range(steps):
+        optimizer.zero_grad()
+        model(torch.randn(32, 64)).pow(2).mean().backward()
+        optimizer.step()
+
+
+@pytest.mark.slow
+def test_a_snapshot_torch_itself_makes_agrees_with_the_breakdown(tmp_path):
+    """torch converts a profile with memory events into a snapshot (`_profile_to_snapshot`, the
+    same format, CPU allocations included): real allocations, made by real training."""
+    from trainprof.capture.memory_breakdown import tally
+    from trainprof.diagnose.snapshot import memory_snapshot_report
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    with torch.profiler.profile(profile_memory=True, record_shapes=True, with_stack=True) as prof:
+        train_with_adam(model, optimizer)
+    path = tmp_path / "from_profile.pickle"
+    path.write_bytes(pickle.dumps(_memory_viz._profile_to_snapshot(prof)))
+    (snap,) = memory_snapshot_report(path)["snapshots"]  # the restricted reader takes it
+    params = (64 * 128 + 128 + 128 * 10 + 10) * 4
+    persistent = params + params + 2 * params + 4 * 4  # weights, gradients, Adam's two, steps
+    assert tally(model, optimizer).total() == persistent == 153_776
+    # what is live when the profile ends is exactly what the breakdown counts
+    assert snap["devices"][0]["allocated"] == persistent
+    (history,) = snap["histories"]
+    assert history["peak_live"] > persistent  # activations came and went
+    # sites: profile stacks name a function by its first line, so the gradients and Adam's state
+    # made in train_with_adam are one site; the parameters predate the profile: no stack
+    made, older = snap["live_sites"]
+    assert made["site"].endswith("in train_with_adam")
+    assert (made["bytes"], made["count"]) == (persistent - params, 4 + 4 * 3)
+    assert (older["site"], older["bytes"], older["count"]) == ("(no stack recorded)", params, 4)

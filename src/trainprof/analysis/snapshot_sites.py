@@ -7,6 +7,7 @@ gradient is charged to the line that called the model, not to `torch/nn/modules/
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,8 @@ TOP_SITES = 10
 #: Frames kept of each site's example stack, innermost first.
 STACK_FRAMES = 12
 NO_STACK = "(no stack recorded)"
-_FRAMEWORK_PARTS = ("/torch/", "\\torch\\", "/trainprof/capture/", "\\trainprof\\capture\\")
+_FRAMEWORK_PARTS = ("/torch/", "/trainprof/capture/")
+_PROFILE_FRAME = re.compile(r"^(.+)\((\d+)\): (.+)$")
 
 
 @dataclass
@@ -34,20 +36,33 @@ class Site:
         return {"site": self.site, "bytes": self.bytes, "count": self.count, "stack": self.stack}
 
 
+def _where(frame: dict[str, Any]) -> tuple[str, Any, str]:
+    """(file, line, function). Snapshots that torch converts from a profile
+    (`_memory_viz._profile_to_snapshot`) name no file and put `path(line): function` in the
+    name; their other frames (`<built-in ...>`, `nn.Module: Linear_0`) have no file at all."""
+    filename, line, name = str(frame.get("filename", "")), frame.get("line", "?"), str(frame.get("name", "?"))
+    if filename in ("", "none"):
+        match = _PROFILE_FRAME.match(name)
+        return (match.group(1), int(match.group(2)), match.group(3)) if match else ("", line, name)
+    return filename, line, name
+
+
 def frame_text(frame: Any) -> str:
     """`file:line in name`, from a frame dict; a frame of another shape as its text."""
     if not isinstance(frame, dict):
         return str(frame)
-    return f"{frame.get('filename', '?')}:{frame.get('line', '?')} in {frame.get('name', '?')}"
+    filename, line, name = _where(frame)
+    return f"{filename}:{line} in {name}" if filename else name
 
 
 def is_framework_frame(frame: Any) -> bool:
-    """PyTorch's own code (and trainprof's recorder): never a site."""
+    """PyTorch's own code (and trainprof's recorder), or a frame with no file: never a site."""
     if not isinstance(frame, dict):
         return True
-    filename = str(frame.get("filename", ""))
+    filename = _where(frame)[0]
+    path = "/" + filename.replace("\\", "/")  # relative (torch/nn/...) and Windows paths too
     return (filename.startswith(("<frozen", "??")) or not filename
-            or any(part in filename for part in _FRAMEWORK_PARTS))
+            or any(part in path for part in _FRAMEWORK_PARTS))
 
 
 def site_of(frames: Any) -> str:
