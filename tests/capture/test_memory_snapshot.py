@@ -33,12 +33,16 @@ class RecordedAllocator:
                    (2 * MiB, "active_allocated"), (6 * MiB, "inactive")])
         self.state = b.snapshot()
         self.starts = self.stops = 0
+        self.users_own = False
 
     def start(self) -> None:
         self.starts += 1
 
     def stop(self) -> None:
         self.stops += 1
+
+    def recording_already(self) -> bool:
+        return self.users_own
 
     def snapshot(self) -> dict:
         return copy.deepcopy(self.state)
@@ -144,3 +148,13 @@ def test_history_covers_each_recorded_window_and_one_snapshot_per_cycle(tmp_path
                                           "rank0.step7.memory_snapshot.pickle"]
     info = load_snapshot(rec.files[1])["trainprof"]
     assert (info["reason"], info["step"], info["rank"]) == ("cycle", 7, 0)
+
+
+def test_a_history_the_user_started_is_dumped_but_left_alone(tmp_path, allocator):
+    allocator.users_own = True
+    rec = recorder(tmp_path, allocator, rank=0)
+    rec.start(0)
+    rec.cycle_done(4)
+    rec.close()
+    assert (allocator.starts, allocator.stops) == (0, 0)  # not cleared, not switched off
+    assert [p.name for p in rec.files] == ["rank0.step4.memory_snapshot.pickle"]

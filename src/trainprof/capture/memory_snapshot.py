@@ -58,6 +58,10 @@ class AllocatorHistory:
     def stop(self) -> None:
         torch.cuda.memory._record_memory_history(enabled=None)
 
+    def recording_already(self) -> bool:
+        """Whether history is on already (the user's own): then it is theirs to start and stop."""
+        return bool(torch._C._cuda_isHistoryEnabled())
+
     def snapshot(self) -> dict[str, Any]:
         return torch.cuda.memory._snapshot()
 
@@ -100,6 +104,7 @@ class SnapshotRecorder:
         self._breakdown = breakdown
         self._history = history if history is not None else AllocatorHistory()
         self._recording = False
+        self._owned = False  # whether we switched history on (and so switch it off)
         self._broken = False
 
     def start(self, step: int) -> None:
@@ -120,7 +125,9 @@ class SnapshotRecorder:
         if self._recording or self._broken or self._schedule(step) == ProfilerAction.NONE:
             return
         try:
-            self._history.start()
+            self._owned = not self._history.recording_already()
+            if self._owned:
+                self._history.start()
             self._recording = True
         except Exception as error:
             self._give_up("could not record the CUDA allocator's history; no snapshot", error)
@@ -187,7 +194,8 @@ class SnapshotRecorder:
             return
         self._recording = False
         try:
-            self._history.stop()
+            if self._owned:
+                self._history.stop()
         except Exception as error:
             self._give_up("could not stop recording the CUDA allocator's history", error)
 
