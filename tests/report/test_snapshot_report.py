@@ -113,3 +113,23 @@ def test_snapshot_strings_are_escaped_everywhere(tmp_path):
     data = html[html.index('id="trainprof-result">'):]
     data = json.loads(data[data.index(">") + 1:data.index("</script>")])
     assert data["memory_snapshots"][0]["live_sites"][0]["site"].startswith(IMG_PAYLOAD)
+
+
+@pytest.mark.slow
+def test_the_snapshot_report_renders_cleanly_in_chromium(tmp_path):
+    from browser import Browser, open_page
+    from report_helpers import need_chromium
+
+    snap = leaky_snapshot(site=IMG_PAYLOAD)
+    html_path = write_html(report_result(write(tmp_path / "s.pickle", snap)), tmp_path / "r.html")
+    with Browser(need_chromium()) as browser:
+        page = open_page(browser, html_path)
+        assert page.exceptions == [] and page.console_errors == [] and page.dialogs == []
+        assert page.requests == [html_path.resolve().as_uri()]  # nothing fetched
+        assert page.evaluate("window.__pwned === undefined")
+        lines = page.evaluate("[...document.querySelectorAll('#memory svg.chart polyline')]"
+                              ".map(p => p.getAttribute('points').split(' ').length)")
+        assert len(lines) == 2 and min(lines) > 50  # live and reserved, drawn point by point
+        sites = page.evaluate("[...document.querySelectorAll('#memory td.text')]"
+                              ".map(td => td.textContent)")
+        assert any(text.startswith(IMG_PAYLOAD) for text in sites)  # shown as text, not markup
