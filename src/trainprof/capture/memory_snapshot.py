@@ -60,7 +60,8 @@ class AllocatorHistory:
 
     def recording_already(self) -> bool:
         """Whether history is on already (the user's own): then it is theirs to start and stop."""
-        return bool(torch._C._cuda_isHistoryEnabled())
+        enabled = getattr(torch._C, "_cuda_isHistoryEnabled", None)  # private: may move
+        return bool(enabled()) if enabled is not None else False
 
     def snapshot(self) -> dict[str, Any]:
         return torch.cuda.memory._snapshot()
