@@ -38,6 +38,7 @@ lint: setup
 bench: setup
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) benchmarks/bench_analyze.py
+	$(PY) benchmarks/bench_ranks.py
 
 clean:
 	rm -rf $(VENV) trainprof-demo .pytest_cache
