@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+import torch
 from torch import nn
 
 import trainprof.bench as bench
@@ -92,3 +93,8 @@ def test_the_text_report_shows_ranges_and_the_rule():
 def test_bad_settings_raise_bench_error():
     with pytest.raises(BenchError, match="min_run_time_s"):
         bench.checklist(small_mlp, small_batch, loss_fn=LOSS, min_run_time_s=0)
+
+
+def test_a_workload_that_cannot_train_is_bad_input():
+    with pytest.raises(BenchError, match=r"cannot train this workload \(RuntimeError: mat1 and mat2"):
+        bench.checklist(small_mlp, lambda: (torch.randn(2, 3), torch.zeros(2).long()), **QUICK)

@@ -161,3 +161,11 @@ def test_a_workload_needs_exactly_one_source_of_batches():
         bench.compare(["fp32"], small_mlp, small_batch, loader=loader())
     with pytest.raises(BenchError, match="make_model"):
         bench.compare(["fp32"], make_batch=small_batch)
+
+
+def test_compile_runs_and_the_step_timer_sees_its_phases():
+    result = quick(["compile"], steps=3, repeats=1)  # a tiny model: seconds to compile
+    row = result.row("compile")
+    assert row.ok, row.reason
+    assert row.phases_ms["forward"] > 0 and row.phases_ms["backward"] > 0
+    assert len(row.step_times_ms) == 3

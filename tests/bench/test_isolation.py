@@ -9,7 +9,7 @@ import trainprof.bench as bench
 from trainprof.bench.strategies import Strategy
 from trainprof.errors import BenchError
 
-from bench_helpers import BATCH, crash, hang, small_batch, small_mlp
+from bench_helpers import BATCH, crash, hang, loader, small_batch, small_mlp
 
 pytestmark = pytest.mark.slow  # each strategy starts a Python process that imports torch
 
@@ -18,13 +18,16 @@ LOSS = nn.CrossEntropyLoss()
 
 def test_a_crashing_strategy_does_not_stop_the_others():
     crasher = Strategy("segfault", "crashes its process", prepare_model=crash)
-    result = bench.compare(["fp32", crasher, "batch2x"], small_mlp, small_batch, loss_fn=LOSS,
-                           steps=3, warmup=1, repeats=1, device="cpu", isolate=True)
+    result = bench.compare(["fp32", crasher, "batch2x+workers1"], small_mlp, loader=loader(),
+                           loss_fn=LOSS, steps=3, warmup=1, repeats=1, device="cpu",
+                           isolate=True)
     crashed = result.row("segfault")
     assert crashed.status == "failed"
     assert crashed.reason == "crashed (SIGSEGV) (in its own process)"
-    assert result.row("fp32").ok and result.row("batch2x").ok
-    assert result.row("batch2x").samples_per_step == 2 * BATCH
+    assert result.row("fp32").ok
+    both = result.row("batch2x+workers1")  # DataLoader workers start inside the child
+    assert both.ok, both.reason
+    assert both.samples_per_step == 2 * BATCH
     assert result.row("fp32").peak_memory_bytes > 0  # the child's own peak
     assert result.settings["isolate"] is True
 

@@ -39,8 +39,6 @@ def _channels_last(tensor: torch.Tensor) -> torch.Tensor:
 def batch_stream(workload: Workload, strategy: Strategy, device: torch.device) -> Iterator[Any]:
     """The strategy's batches on `device`, for as many steps as asked."""
     if workload.make_batch is not None:
-        if strategy.num_workers is not None:
-            raise NotApplicable("DataLoader workers need a loader; this workload makes one batch")
         batches: Iterator[Any] = _same_batch(workload.make_batch, strategy)
     else:
         batches = _cycle(_loader_for(workload.loader, strategy))

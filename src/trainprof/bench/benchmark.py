@@ -12,7 +12,7 @@ from trainprof.bench.isolation import run_isolated
 from trainprof.bench.prepare import resolve_device
 from trainprof.bench.results import BenchResult, StrategyResult, set_relative_speeds
 from trainprof.bench.strategies import Strategy, resolve_all
-from trainprof.bench.training import RunSettings, run_strategy
+from trainprof.bench.training import RunSettings, run_strategy, skipped_here
 from trainprof.bench.workload import Workload, workload_from
 from trainprof.errors import BenchError
 
@@ -75,7 +75,10 @@ def compare(
     for index, strategy in enumerate(chosen):
         if on_start is not None:
             on_start(strategy, index, len(chosen))
-        if isolate:
+        skipped = skipped_here(job, strategy, target)
+        if skipped is not None:
+            rows.append(skipped)
+        elif isolate:
             rows.append(run_isolated(job, strategy, settings, timeout_s))
         else:
             rows.append(run_strategy(job, strategy, settings))

@@ -31,9 +31,10 @@ def run_isolated(workload: Workload, strategy: Strategy, settings: RunSettings,
     """`run_strategy` in a new process; a crash or a timeout becomes a failed row."""
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
+    # Not a daemon, which could not start DataLoader workers; it is killed below if need be.
     child = context.Process(target=_child, args=(sender, workload, strategy, settings,
                                                  torch.get_num_threads()),
-                            name=f"trainprof-bench-{strategy.name}", daemon=True)
+                            name=f"trainprof-bench-{strategy.name}")
     try:
         child.start()
     except (pickle.PicklingError, AttributeError, TypeError) as exc:

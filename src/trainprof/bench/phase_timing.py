@@ -16,9 +16,9 @@ from torch.utils.benchmark import Timer
 
 from trainprof.bench.batches import batch_stream
 from trainprof.bench.health import Checklist, judge
-from trainprof.bench.prepare import NotApplicable, build_model, build_optimizer, resolve_device
+from trainprof.bench.prepare import build_model, build_optimizer, resolve_device
 from trainprof.bench.strategies import BUILTIN
-from trainprof.bench.training import training_step
+from trainprof.bench.training import describe_error, training_step
 from trainprof.bench.workload import Workload, loss_of, workload_from
 from trainprof.errors import BenchError
 
@@ -53,16 +53,18 @@ def checklist(
     target = resolve_device(device)
     baseline = BUILTIN["fp32"]
     torch.manual_seed(seed)
-    model = build_model(job.make_model, baseline, target)
-    optimizer = build_optimizer(job.make_optimizer, model, baseline)
     try:
+        model = build_model(job.make_model, baseline, target)
+        optimizer = build_optimizer(job.make_optimizer, model, baseline)
         batches = batch_stream(job, baseline, target)
         step = training_step(model, optimizer, job.loss_fn, baseline, target)
         for _ in range(warmup):
             step(next(batches))
-    except NotApplicable as exc:
-        raise BenchError(f"cannot train this workload: {exc}.") from exc
-    timings, backward_method = _phase_times(model, optimizer, job, batches, min_run_time_s)
+        timings, backward_method = _phase_times(model, optimizer, job, batches, min_run_time_s)
+    except BenchError:
+        raise
+    except Exception as exc:  # the workload failing to train is bad input, not our bug
+        raise BenchError(f"cannot train this workload ({describe_error(exc)}).") from exc
     method = {
         "timer": "torch.utils.benchmark.Timer.blocked_autorange",
         "statistic": "median",

@@ -16,8 +16,11 @@ class NotApplicable(Exception):
     """The strategy does not apply to this device or workload; the message says why."""
 
 
-def check_device(strategy: Strategy, device: torch.device) -> None:
-    """Raises `NotApplicable` when the device cannot run the strategy."""
+def check_applicable(strategy: Strategy, device: torch.device, has_loader: bool) -> None:
+    """Raises `NotApplicable` when the device, or a workload without a DataLoader, cannot run
+    the strategy; what needs the model or the optimizer is found out as they are built."""
+    if strategy.num_workers is not None and not has_loader:
+        raise NotApplicable("DataLoader workers need a loader; this workload makes one batch")
     kind = device.type
     if strategy.grad_scaler and kind != "cuda":
         raise NotApplicable(f"fp16 with a GradScaler is for CUDA GPUs; on {kind}, bf16 is the "

@@ -43,8 +43,9 @@ class StrategyResult:
 
     @property
     def samples_per_s(self) -> float | None:
-        """Mean over the repeats."""
-        return statistics.fmean(self.repeat_samples_per_s) if self.repeat_samples_per_s else None
+        """The median repeat's: one repeat disturbed by other work on the machine moves it
+        less than it would move the mean."""
+        return statistics.median(self.repeat_samples_per_s) if self.repeat_samples_per_s else None
 
     @property
     def samples_per_s_std(self) -> float | None:

@@ -11,6 +11,7 @@ import contextlib
 import gc
 import itertools
 import math
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,7 @@ from trainprof.bench.prepare import (
     NotApplicable,
     build_model,
     build_optimizer,
-    check_device,
+    check_applicable,
     compiled,
 )
 from trainprof.bench.results import StrategyResult
@@ -51,14 +52,29 @@ def run_strategy(workload: Workload, strategy: Strategy, settings: RunSettings) 
     """The strategy's measurements; skipped or failed (with the reason) instead of raising."""
     device = torch.device(settings.device)
     try:
-        check_device(strategy, device)
-        return _measure(workload, strategy, settings, device)
+        check_applicable(strategy, device, has_loader=workload.loader is not None)
+        with warnings.catch_warnings():
+            # PyTorch's own deprecation notices (e.g. as torch.compile imports its passes) say
+            # nothing about the user's job.
+            warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"torch(\.|$)")
+            return _measure(workload, strategy, settings, device)
     except NotApplicable as exc:
         return StrategyResult(strategy.name, strategy.description, "skipped", str(exc))
     except Exception as exc:  # one strategy's failure must not stop the others
         return StrategyResult(strategy.name, strategy.description, "failed", describe_error(exc))
     finally:
         _release(device, strategy)
+
+
+def skipped_here(workload: Workload, strategy: Strategy,
+                 device: torch.device) -> StrategyResult | None:
+    """The skipped row, when the strategy cannot apply whatever the model (no need to build it,
+    nor to start a process for it)."""
+    try:
+        check_applicable(strategy, device, has_loader=workload.loader is not None)
+    except NotApplicable as exc:
+        return StrategyResult(strategy.name, strategy.description, "skipped", str(exc))
+    return None
 
 
 def describe_error(exc: BaseException) -> str:
