@@ -141,9 +141,12 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--strategies", metavar="A,B,...",
                    help="comma-separated strategies, e.g. fp32,bf16,bf16+compile,accum8 "
                         "(default: the default set in docs/bench.md)")
-    p.add_argument("--steps", type=_positive_int, default=20, help="timed steps per repeat")
-    p.add_argument("--warmup", type=_non_negative_int, default=3, help="untimed steps first")
-    p.add_argument("--repeats", type=_positive_int, default=3, help="repeats (their spread)")
+    p.add_argument("--steps", type=_positive_int, default=20,
+                   help="timed steps per repeat (default 20)")
+    p.add_argument("--warmup", type=_non_negative_int, default=3,
+                   help="untimed steps first (default 3)")
+    p.add_argument("--repeats", type=_positive_int, default=3,
+                   help="repeats, for the spread (default 3)")
     p.add_argument("--isolate", action="store_true", help="each strategy in its own process")
     p.add_argument("--timeout", type=float, metavar="S", help="with --isolate: stop a "
                                                                "strategy after S seconds")

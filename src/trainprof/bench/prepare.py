@@ -25,7 +25,8 @@ def check_applicable(strategy: Strategy, device: torch.device, has_loader: bool)
     if strategy.grad_scaler and kind != "cuda":
         raise NotApplicable(f"fp16 with a GradScaler is for CUDA GPUs; on {kind}, bf16 is the "
                             "reduced precision to try (it needs no loss scaling)")
-    if strategy.autocast is not None and not torch.amp.is_autocast_available(kind):
+    available = getattr(torch.amp, "is_autocast_available", lambda k: k in ("cpu", "cuda"))
+    if strategy.autocast is not None and not available(kind):
         raise NotApplicable(f"torch.autocast does not support {kind}")
     if strategy.autocast == torch.bfloat16 and kind == "cuda" and not _native_bf16(device):
         raise NotApplicable(f"{torch.cuda.get_device_name(device)} has no native bfloat16 "
