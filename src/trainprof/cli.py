@@ -18,6 +18,7 @@ from trainprof.analysis.options import (
     using_table_options,
 )
 from trainprof.errors import TrainprofError
+from trainprof.history.cli import add_history_command, add_record_arguments, record_if_asked
 
 #: Exit codes: 0 fine, 1 a check failed (e.g. a regression gate), 2 bad input or usage.
 EXIT_BAD_INPUT = 2
@@ -43,6 +44,7 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
                    help=f"rows shown per table in the text report (default {DEFAULT_TOP})")
     p.add_argument("--by-shape", action="store_true",
                    help="group the operator table by op name and input shapes")
+    add_record_arguments(p)
     p.set_defaults(func=cmd_analyze)
 
 
@@ -62,8 +64,10 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
 
 def _add_compare(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="compare two runs side by side; gate CI on a slowdown")
-    p.add_argument("base", type=Path, help="the reference run: trace, folder or JSON result")
-    p.add_argument("new", type=Path, help="the run to judge: trace, folder or JSON result")
+    p.add_argument("base", type=Path, help="the reference run: trace, folder, JSON result or "
+                                           "history id (history:12 or @12)")
+    p.add_argument("new", type=Path, help="the run to judge: trace, folder, JSON result or "
+                                          "history id")
     p.add_argument("--format", choices=("text", "json", "md"), default="text")
     p.add_argument("-o", "--output", type=Path, help="write the comparison to this file")
     p.add_argument("--fail-if-slower", type=float, metavar="PCT",
@@ -201,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_memory(sub)
     _add_demo(sub)
     _add_run(sub)
+    add_history_command(sub)
     _add_bench(sub)
     _add_checklist(sub)
     return parser
@@ -242,6 +247,7 @@ def _analyze_and_report(args: argparse.Namespace) -> int:
     as_json = args.format == "json"
     quiet = args.format != "text" or args.no_progress
     analysis = _analyze_path(args.path, show_progress=not quiet, workers=args.jobs)
+    record_if_asked(args, analysis)
     if args.format == "md":
         from trainprof.report.markdown import to_markdown
 

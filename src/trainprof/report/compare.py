@@ -113,9 +113,14 @@ class Comparison:
 
 
 def load_side(x: Input, progress: Progress | None = None) -> Analysis:
-    """An ``Analysis`` for a trace, a folder, a saved JSON result, or an ``Analysis``."""
+    """An ``Analysis`` for a trace, a folder, a saved JSON result, a history id, or an
+    ``Analysis``."""
     if isinstance(x, Analysis):
         return x
+    from trainprof.history.compare_input import analysis_from_history, history_id
+
+    if (run_id := history_id(x)) is not None:  # history:12 or @12 (docs/history.md)
+        return analysis_from_history(run_id)
     if is_saved_result(x):
         return analysis_from_result(load_result(x))
     from trainprof.pipeline import analyze

@@ -155,8 +155,10 @@ class Line:
 
 
 def line_chart(xs: Sequence[float], lines: Sequence[Line], x_unit: str, y_unit: str,
-               label: str, peak: tuple[float, float, str] | None = None) -> Markup:
-    """Lines over a shared x axis; ``peak`` = (x, y, text) adds a marked, labelled point."""
+               label: str, peak: tuple[float, float, str] | None = None,
+               marks: Sequence[tuple[float, float, str, str]] = ()) -> Markup:
+    """Lines over a shared x axis; ``peak`` = (x, y, text) adds a marked, labelled point, and
+    each of ``marks`` = (x, y, tooltip, our colour) a dot."""
     finite = [y for ln in lines for y in ln.ys if math.isfinite(y)]
     ticks = nice_ticks(max(finite, default=0.0))
     x0, x1 = (min(xs), max(xs)) if len(xs) else (0.0, 1.0)
@@ -182,6 +184,9 @@ def line_chart(xs: Sequence[float], lines: Sequence[Line], x_unit: str, y_unit: 
         body.append(f'<polyline fill="none" stroke="{escape(ln.series.color)}" '
                     f'stroke-width="1.5" points="{pts}"><title>{escape(ln.series.name)}'
                     "</title></polyline>")
+    for mx, my, tip, color in marks:
+        body.append(f'<circle cx="{_n(x_of(mx))}" cy="{_n(y_of(my))}" r="5" '
+                    f'fill="{escape(color)}"><title>{escape(tip)}</title></circle>')
     if peak is not None:
         px, py, text = peak
         cx, cy = x_of(px), y_of(py)

@@ -1,0 +1,65 @@
+"""The run history: every recorded run in a SQLite database, its trend, and its regressions.
+
+    import trainprof.history as history
+
+    run_id = history.record(trainprof.analyze("traces/"), name="resnet50")
+    for run in history.History().runs(name="resnet50"):
+        print(run.id, run.step_ms_median, run.samples_per_s)
+
+Layering: ``rows``, ``store``, ``schema``, ``pending``, ``sources``, ``context`` and ``api``
+need only the standard library, numpy and msgspec, so the step timer can record while
+training. ``regress``, ``render``, ``export``, ``html`` and ``compare_input`` read the history
+for people and sit at the report end (they use ``report.compare_stats`` and ``report.svg``).
+See docs/history.md.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__all__ = [
+    "DB_ENV",
+    "DEFAULT_DB",
+    "History",
+    "HistoryBusyError",
+    "HistoryCorruptError",
+    "HistoryError",
+    "HistoryInputError",
+    "HistoryVersionError",
+    "RunRecord",
+    "db_path",
+    "record",
+    "to_record",
+]
+
+# Served lazily, so that importing the command line's history parts stays cheap.
+_LAZY = {
+    "record": "trainprof.history.api", "to_record": "trainprof.history.api",
+    "RunRecord": "trainprof.history.rows", "History": "trainprof.history.store",
+    "DB_ENV": "trainprof.history.store", "DEFAULT_DB": "trainprof.history.store",
+    "db_path": "trainprof.history.store",
+    **dict.fromkeys(("HistoryBusyError", "HistoryCorruptError", "HistoryError",
+                     "HistoryInputError", "HistoryVersionError"), "trainprof.history.errors"),
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from trainprof.history.api import record, to_record
+    from trainprof.history.errors import (
+        HistoryBusyError,
+        HistoryCorruptError,
+        HistoryError,
+        HistoryInputError,
+        HistoryVersionError,
+    )
+    from trainprof.history.rows import RunRecord
+    from trainprof.history.store import DB_ENV, DEFAULT_DB, History, db_path
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'trainprof.history' has no attribute {name!r}")

@@ -1,0 +1,101 @@
+"""``trainprof history --format html``: one self-contained page, a chart per run name.
+
+Each series gets a line chart of its median (and p90) step time over its runs, flagged changes
+as dots (red: slower, green: faster), and one of samples/s when it was measured; then the runs
+table. Rendered by jinja2 with autoescape on; the charts come from ``report.svg`` (which escapes
+its own text) and the style is the HTML report's own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from functools import cache
+from pathlib import Path
+
+import jinja2
+
+from trainprof import __version__
+from trainprof.fileio import atomic_write_text
+from trainprof.history.regress import Series
+from trainprof.history.render import change_sentence, verdicts_by_id, when
+from trainprof.history.rows import RunRecord
+from trainprof.report.html import _asset
+from trainprof.report.quantities import size
+from trainprof.report.svg import Line, legend, line_chart
+from trainprof.report.svg import Series as Look
+
+MEDIAN = Look("median step", "#3b6fd8")
+P90 = Look("p90 step", "#9aa7bd")
+RATE = Look("samples/s", "#9b4dca")
+SLOWER, FASTER = "#c8372d", "#2e8b57"
+HEADINGS = ("id", "recorded", "name", "kind", "commit", "host", "ranks", "steps", "median ms",
+            "p90 ms", "samples/s", "peak memory", "vs baseline", "top finding")
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.PackageLoader("trainprof.history", "templates"),
+                              autoescape=True, undefined=jinja2.StrictUndefined)
+
+
+def render_html(records: list[RunRecord], series: list[Series], db: str, filters: str = "") -> str:
+    """The page for these runs and their series."""
+    verdicts = verdicts_by_id(series)
+    context = {
+        "version": __version__, "db": db, "filters": filters, "runs": records,
+        "series": [_series_view(s, i) for i, s in enumerate(series)],
+        "headings": HEADINGS, "rows": [_row(r, verdicts) for r in records],
+        "css": _asset("report.css"),
+    }
+    return _environment().get_template("history.html.j2").render(context)
+
+
+def write_html(records: list[RunRecord], series: list[Series], path: str | os.PathLike[str],
+               db: str, filters: str = "") -> Path:
+    return atomic_write_text(Path(path), render_html(records, series, db, filters))
+
+
+def _series_view(s: Series, index: int) -> dict:
+    xs = list(range(1, len(s.points) + 1))
+    medians = [_nan(p.median_ms) for p in s.points]
+    p90 = [_nan(max((r.step_ms_p90 for r in p.rows if r.step_ms_p90 is not None), default=None))
+           for p in s.points]
+    marks = [(x, p.median_ms, change_sentence(p, v), SLOWER if v.status == "regression" else FASTER)
+             for x, (p, v) in zip(xs, zip(s.points, s.verdicts, strict=True), strict=True)
+             if v.flagged]
+    title = f"{s.name} ({s.kind.replace('_', ' ')})"
+    charts = [{"svg": line_chart(xs, [Line(MEDIAN, medians), Line(P90, p90)], "run (oldest first)",
+                                 "ms", f"Step time of {title}", marks=marks),
+               "legend": legend([MEDIAN, P90]),
+               "caption": "Median and p90 step time per run; dots mark flagged changes."}]
+    rates = [_nan(p.samples_per_s) for p in s.points]
+    if any(r == r for r in rates):
+        charts.append({"svg": line_chart(xs, [Line(RATE, rates)], "run (oldest first)",
+                                         "samples/s", f"Throughput of {title}"),
+                       "legend": legend([RATE]), "caption": "Samples per second per run."})
+    first, last = s.points[0], s.points[-1]
+    return {"anchor": f"series-{index}-{re.sub(r'[^a-z0-9]+', '-', s.name.lower())}",
+            "title": title, "charts": charts,
+            "summary": f"{len(s.points)} runs, {when(first.first.recorded_at)} to "
+                       f"{when(last.first.recorded_at)}",
+            "changes": [change_sentence(p, v) for p, v in s.flagged()]}
+
+
+def _row(r: RunRecord, verdicts: dict) -> list[str]:
+    _, verdict = verdicts.get(r.id, (None, None))
+    status = "" if verdict is None else verdict.status + (
+        f" {verdict.change_pct:+.1f}%" if verdict.change_pct is not None else "")
+    top = r.top_finding or {}
+    return [str(r.id), when(r.recorded_at), r.name, r.kind, (r.git_commit or "")[:8], r.host or "",
+            str(r.world_size or ""), str(r.steps), _fmt(r.step_ms_median), _fmt(r.step_ms_p90),
+            _fmt(r.samples_per_s, 0), size(r.peak_memory_bytes) if r.peak_memory_bytes else "",
+            status, str(top.get("title") or top.get("id") or "")]
+
+
+def _nan(value: float | None) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "" if value is None else f"{value:,.{digits}f}"
