@@ -28,6 +28,7 @@ from trainprof.capture.cluster import stop_before_group_ends
 from trainprof.capture.config import DEFAULT_OUTPUT_DIR, DEFAULT_SCHEDULE, ProfileConfig
 from trainprof.capture.profiler import Recorder
 from trainprof.capture.ranks import current_rank, world_size
+from trainprof.capture.run_timer import add_live_and_record_arguments, record_run, run_timer
 from trainprof.capture.safety import RecordingWarning
 
 DESCRIPTION = "Run a training script unchanged, with the profiler on, then print the analysis."
@@ -55,6 +56,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         what.add_argument(f"--{flag.replace('_', '-')}", dest=flag, action="store_true")
     parser.add_argument("--ranks", metavar="LIST", help="comma-separated global ranks to record (default: all)")
     parser.add_argument("--no-analysis", action="store_true", help="write the traces, print nothing")
+    add_live_and_record_arguments(parser)  # --live, --record, --name, --db (capture/run_timer.py)
     parser.add_argument("--no-cluster-summary", action="store_true",
                         help="in a distributed job, write no cluster_summary.json (docs/distributed.md)")
     parser.add_argument("script", help="the training script (or -m followed by a module name)")
@@ -76,17 +78,20 @@ def run_command(args: argparse.Namespace) -> int:
     recorder = Recorder(config)
     # The summary is shared when recording stops: at the latest when the script ends its
     # process group, while the ranks can still meet.
-    with _steps_at_optimizer_step(recorder), stop_before_group_ends(recorder.stop):
+    with run_timer(args) as timer, _steps_at_optimizer_step(recorder), \
+            stop_before_group_ends(recorder.stop):
         recorder.start()
         try:
             exit_code = _run_as_main(*target)
         finally:
             recorder.stop()
+    analysis = None
     if not args.no_analysis and recorder.rank == _printing_rank(config):
-        _print_analysis(Path(config.output_trace_dir), config, began)
+        analysis = _print_analysis(Path(config.output_trace_dir), config, began)
         from trainprof.report.memory_breakdown import print_breakdown  # docs/memory_breakdown.md
 
         print_breakdown(recorder.memory_breakdown())
+    record_run(args, timer, analysis)
     return exit_code
 
 
@@ -220,8 +225,9 @@ def _printing_rank(config: ProfileConfig) -> int:
     return min(recorded) if recorded else 0
 
 
-def _print_analysis(out_dir: Path, config: ProfileConfig, began: float) -> None:
-    """Analyses the files this run wrote (older files in the folder are left out) and prints it."""
+def _print_analysis(out_dir: Path, config: ProfileConfig, began: float) -> Any:
+    """Analyses the files this run wrote (older files in the folder are left out), prints it
+    and returns it (None when there is none)."""
     try:
         files = _wait_for_files(out_dir, config, began)
         if not files:
@@ -231,7 +237,9 @@ def _print_analysis(out_dir: Path, config: ProfileConfig, began: float) -> None:
         from trainprof.report.text import print_analysis
         from trainprof.trace.load import load_file
 
-        print_analysis(analyze(load_file(path) for path in files))
+        analysis = analyze(load_file(path) for path in files)
+        print_analysis(analysis)
+        return analysis
     except Exception as error:
         warnings.warn(f"trainprof: the traces were written but could not be analysed ({error})",
                       RecordingWarning, stacklevel=2)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -73,6 +73,8 @@ class StepTimer:
     are left out of the statistics. Every `log_every` steps a line goes to the "trainprof.steps"
     logger at INFO, or to stderr when logging would not show it; `jsonl_path` gets one JSON line
     per step. A failure inside the timer warns once and turns the timer off; training goes on.
+    `live=True` shows a live panel on rank 0 (docs/live.md); `history=True` (or a run name)
+    adds the summary to the run history at `close()` (docs/history.md).
     """
 
     def __init__(
@@ -87,6 +89,8 @@ class StepTimer:
         log_every: int | None = 100,
         jsonl_path: str | Path | None = None,
         warmup_steps: int = 1,
+        live: bool = False,
+        history: bool | str | None = None,
     ) -> None:
         self.device = model_device(model)
         self.batch_size = batch_size
@@ -118,6 +122,12 @@ class StepTimer:
         self._model = model
         self._memory = MemoryProbe(self.device, self._warn)  # docs/memory_breakdown.md
         self._attach(model, optimizer)
+        self._history = history
+        self._live = None
+        if live:
+            from trainprof.capture.live import live_view
+
+            self._live = live_view(self)
 
     # -- public -----------------------------------------------------------------------------
 
@@ -141,6 +151,8 @@ class StepTimer:
                     if len(pending) >= READBACK_EVERY:
                         self._read_back(wait=False)
                         pending = self._pending
+                    if self._live is not None:
+                        self._live.tick()
                 try:
                     batch = next(iterator)
                 except StopIteration:
@@ -171,6 +183,25 @@ class StepTimer:
         self._read_back(wait=True)
         return [seconds * 1e3 for seconds in self._stats.column(0)]
 
+    def fetch(self, get: Callable[[], T]) -> T:
+        """Returns `get()`, the next batch, timed as the data phase of the step it begins: for
+        loaders outside `wrap()` (`trainprof run --live` times every DataLoader this way)."""
+        start = self._now()
+        batch = get()
+        if self._wrapped or self._broken:
+            return batch
+        try:
+            if self._current is None:
+                self._open_step(self._last_end if self._last_end is not None else start, None, None)
+            step = self._current
+            step.intervals.append((_DATA, start, self._now()))
+            if self.batch_size is None:  # else _open_step counted batch_size per step
+                size = batch_size_of(batch)
+                step.samples = None if size is None else (step.samples or 0) + size
+        except Exception as error:
+            self._fail(error)
+        return batch
+
     def summary(self) -> dict[str, Any]:
         """Everything measured so far, as a plain JSON-serialisable dict."""
         self._stop_flop_count()
@@ -192,13 +223,22 @@ class StepTimer:
         }
 
     def close(self) -> None:
-        """Removes the hooks and closes the JSONL file; `summary()` still works afterwards."""
+        """Removes the hooks, closes the JSONL file, ends the live view and records the history
+        row if asked; `summary()` still works afterwards."""
         self._stop_flop_count()
         self._read_back(wait=True)
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
         self._detach()
         if self._jsonl is not None:
             self._jsonl.close()
             self._jsonl = None
+        if self._history:
+            from trainprof.capture.timer_history import record_timer
+
+            history, self._history = self._history, None
+            record_timer(self, history, self._warn)
 
     def __enter__(self) -> StepTimer:
         return self
@@ -344,6 +384,8 @@ class StepTimer:
         self._pending.append(step)
         if len(self._pending) >= READBACK_EVERY:
             self._read_back(wait=False)
+        if self._live is not None:
+            self._live.tick()
 
     def _read_back(self, wait: bool) -> None:
         """Turns finished steps into numbers, oldest first; with `wait`, all of them."""
