@@ -57,7 +57,7 @@ def write_html(records: list[RunRecord], series: list[Series], path: str | os.Pa
 
 
 def _series_view(s: Series, index: int) -> dict:
-    xs = list(range(1, len(s.points) + 1))
+    xs, x_unit = _time_axis([p.first.recorded_at for p in s.points])
     medians = [_nan(p.median_ms) for p in s.points]
     p90 = [_nan(max((r.step_ms_p90 for r in p.rows if r.step_ms_p90 is not None), default=None))
            for p in s.points]
@@ -65,13 +65,13 @@ def _series_view(s: Series, index: int) -> dict:
              for x, (p, v) in zip(xs, zip(s.points, s.verdicts, strict=True), strict=True)
              if v.flagged]
     title = f"{s.name} ({s.kind.replace('_', ' ')})"
-    charts = [{"svg": line_chart(xs, [Line(MEDIAN, medians), Line(P90, p90)], "run (oldest first)",
-                                 "ms", f"Step time of {title}", marks=marks),
-               "legend": legend([MEDIAN, P90]),
+    lines = [Line(MEDIAN, medians)] + ([Line(P90, p90)] if any(v == v for v in p90) else [])
+    charts = [{"svg": line_chart(xs, lines, x_unit, "ms", f"Step time of {title}", marks=marks),
+               "legend": legend([ln.series for ln in lines]),
                "caption": "Median and p90 step time per run; dots mark flagged changes."}]
     rates = [_nan(p.samples_per_s) for p in s.points]
     if any(r == r for r in rates):
-        charts.append({"svg": line_chart(xs, [Line(RATE, rates)], "run (oldest first)",
+        charts.append({"svg": line_chart(xs, [Line(RATE, rates)], x_unit,
                                          "samples/s", f"Throughput of {title}"),
                        "legend": legend([RATE]), "caption": "Samples per second per run."})
     first, last = s.points[0], s.points[-1]
@@ -91,6 +91,13 @@ def _row(r: RunRecord, verdicts: dict) -> list[str]:
             str(r.world_size or ""), str(r.steps), _fmt(r.step_ms_median), _fmt(r.step_ms_p90),
             _fmt(r.samples_per_s, 0), size(r.peak_memory_bytes) if r.peak_memory_bytes else "",
             status, str(top.get("title") or top.get("id") or "")]
+
+
+def _time_axis(times: list[float]) -> tuple[list[float], str]:
+    """When each run was recorded, in hours (spans under two days) or days since the first."""
+    span = max(times) - min(times)
+    unit, name = (3600.0, "hours") if span < 2 * 86400 else (86400.0, "days")
+    return [(t - times[0]) / unit for t in times], f"{name} since {when(times[0])}"
 
 
 def _nan(value: float | None) -> float:

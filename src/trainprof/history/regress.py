@@ -50,6 +50,7 @@ class Verdict:
     baseline: list[str] = field(default_factory=list)
     allowance_pct: float | None = None
     odds: SlowdownOdds | None = None
+    threshold_pct: float = THRESHOLD_PCT
     #: Set when the change was flagged at an earlier run than the one that made it sure.
     confirmed_by: str | None = None
 
@@ -60,7 +61,7 @@ class Verdict:
     def to_dict(self) -> dict:
         return {"status": self.status, "change_pct": self.change_pct,
                 "baseline_ms": self.baseline_ms, "baseline_runs": self.baseline,
-                "allowance_pct": self.allowance_pct,
+                "allowance_pct": self.allowance_pct, "threshold_pct": self.threshold_pct,
                 "probability": None if self.odds is None else self.odds.probability,
                 "confidence": None if self.odds is None else self.odds.words,
                 "confirmed_by": self.confirmed_by}
@@ -116,7 +117,7 @@ def judge(points: list[Point], baseline_runs: int = BASELINE_RUNS,
                     seen = verdicts[i]
                     verdicts[onset] = Verdict(seen.status, _change(points[onset], seen),
                                               seen.baseline_ms, seen.baseline, seen.allowance_pct,
-                                              seen.odds, confirmed_by=p.label)
+                                              seen.odds, threshold_pct, confirmed_by=p.label)
                 start, i = onset, onset  # judge the runs after it against the new level
                 level[i] = start
         i += 1
@@ -137,7 +138,7 @@ def _against(p: Point, base: list[Point], levels: list[list[float]], threshold_p
              ) -> Verdict:
     reference = statistics.median(q.median_ms for q in base)
     verdict = Verdict("steady", (p.median_ms / reference - 1.0) * 100.0, reference,
-                      [q.label for q in base])
+                      [q.label for q in base], threshold_pct=threshold_pct)
     band = noise_band_pct(levels, len(base))
     if band is None:
         verdict.status = "baseline"

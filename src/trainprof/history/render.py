@@ -88,27 +88,29 @@ def _cells(r: RunRecord, verdicts: dict[int, tuple[Point, Verdict]], wide: bool)
 
 
 def print_trend(s: Series, console: Console) -> None:
-    """``name  step ms ▂▂▃▂▇▇  101.2 -> 121.0 (+19.6%)  samples/s ...``, then the changes."""
-    medians = [p.median_ms for p in s.points]
-    known = [m for m in medians if m is not None]
-    line = Text()
-    line.append(f"{s.name}", style="bold")
-    line.append(f" ({s.kind.replace('_', ' ')}, {len(s.points)} runs)  step ms ")
-    line.append(sparkline(medians, TREND_WIDTH), style="cyan")
-    if known:
-        line.append(f"  {known[0]:.1f} -> {known[-1]:.1f}")
-        if len(known) > 1 and known[0] > 0:
-            line.append(f" ({(known[-1] / known[0] - 1) * 100:+.1f}%)")
+    """``name (kind, N runs)``, then a sparkline of the median step and one of samples/s (the
+    latest TREND_WIDTH runs), then each flagged change."""
+    console.print(Text.assemble((s.name, "bold"), f" ({s.kind.replace('_', ' ')}, "
+                                                 f"{len(s.points)} runs)"))
+    console.print(_trend_line("step ms", [p.median_ms for p in s.points], "cyan", "{:.1f}"))
     rates = [p.samples_per_s for p in s.points]
     if any(r is not None for r in rates):
-        shown = [r for r in rates if r is not None]
-        line.append("   samples/s ")
-        line.append(sparkline(rates, TREND_WIDTH), style="magenta")
-        line.append(f"  {shown[0]:,.0f} -> {shown[-1]:,.0f}")
-    console.print(line)
+        console.print(_trend_line("samples/s", rates, "magenta", "{:,.0f}"))
     for p, v in s.flagged():
         console.print(Text("  " + change_sentence(p, v),
                            style="red" if v.status == "regression" else "green"))
+
+
+def _trend_line(label: str, values: list[float | None], style: str, number: str) -> Text:
+    """``  step ms    ▂▂▃▂▇▇  101.2 -> 121.0 (+19.6%)``"""
+    known = [v for v in values if v is not None]
+    line = Text(f"  {label:<10} ")
+    line.append(sparkline(values, TREND_WIDTH), style=style)
+    if known:
+        line.append(f"  {number.format(known[0])} -> {number.format(known[-1])}")
+        if len(known) > 1 and known[0] > 0:
+            line.append(f" ({(known[-1] / known[0] - 1) * 100:+.1f}%)")
+    return line
 
 
 def change_sentence(p: Point, v: Verdict) -> str:
@@ -121,7 +123,7 @@ def change_sentence(p: Point, v: Verdict) -> str:
             f"(median of {base}); noise allowance {v.allowance_pct:.1f}%")
     if v.odds is not None:
         how = "slower" if v.status == "regression" else "faster"
-        text += (f"; more than the threshold {how} is {v.odds.words} "
+        text += (f"; that it is more than {v.threshold_pct:g}% {how} is {v.odds.words} "
                  f"({v.odds.probability * 100:.1f}% of bootstrap resamples of the steps)")
     else:
         text += "; judged on medians only (no per-step times)"
