@@ -12,6 +12,7 @@ import torch
 import trainprof
 import trainprof.history as history
 from trainprof.history import pending
+from trainprof.history.regress import series_of
 
 from capture_helpers import TinyTraining, run_python
 
@@ -112,3 +113,46 @@ def test_trainprof_run_records_the_timer_and_the_trace_findings(tmp_path):
     assert row.top_finding["id"] == "data_loading"  # from the trace's analysis
     live = [line for line in result.stderr.splitlines() if line.startswith("trainprof step 19:")]
     assert live and "samples/s" in live[0]  # --live without a terminal: the final log line
+
+
+DDP_SCRIPT = textwrap.dedent(
+    """
+    import torch, torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(10):
+        loss = model(torch.randn(8, 16)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    dist.destroy_process_group()
+    """
+)
+
+
+@pytest.mark.slow
+def test_every_rank_of_a_torchrun_job_records_and_the_job_is_one_point(tmp_path):
+    (tmp_path / "ddp.py").write_text(DDP_SCRIPT)
+    result = run_python(
+        ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         "-m", "trainprof.capture.runner", "--record", "--db", "h.db", "--out", "traces",
+         "--wait", "1", "--warmup", "1", "--active", "2", "--", "ddp.py"],
+        cwd=tmp_path, timeout=180,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = history.History(tmp_path / "h.db").runs()
+    assert sorted(r.rank for r in rows) == [0, 1] and {r.world_size for r in rows} == {2}
+    assert len({r.job for r in rows}) == 1 and rows[0].job.startswith("torchelastic:")
+    assert [bool(r.findings) for r in sorted(rows, key=lambda r: r.rank)] == [True, False]
+    (series,) = series_of(rows)
+    assert [sorted(p.ids) for p in series.points] == [[1, 2]]  # one job, one point
+    # The job's cluster_summary.json (docs/distributed.md) is recorded as it is written.
+    summary = tmp_path / "traces" / "cluster_summary.json"
+    run_id = history.record(summary, db=tmp_path / "h.db")
+    job = history.History(tmp_path / "h.db").get(run_id)
+    assert (job.name, job.kind, job.world_size) == ("traces", "cluster", 2)
+    assert [rank for rank, _ in job.step_ranks] == [0, 1] and job.steps == len(job.step_times_ms)
+    assert job.findings == [{k: f.get(k) for k in ("id", "severity", "title", "saving_pct", "rank")}
+                            for f in json.loads(summary.read_text())["findings"]]
