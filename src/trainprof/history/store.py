@@ -17,10 +17,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from trainprof.history import pending, schema
+from trainprof.history import failures, pending, schema
 from trainprof.history.errors import (
-    HistoryBusyError,
-    HistoryCorruptError,
     HistoryError,
     HistoryInputError,
     HistoryVersionError,
@@ -35,8 +33,6 @@ BUSY_TIMEOUT_S = 10.0
 RETRY_FOR_S = 60.0
 FIRST_BACKOFF_S = 0.02
 MAX_BACKOFF_S = 2.0
-_BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
-_CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 
 
 def db_path(db: str | os.PathLike[str] | None = None) -> Path:
@@ -98,7 +94,7 @@ class History:
             try:
                 return attempt()
             except sqlite3.Error as error:
-                if not _is_busy(error) or time.monotonic() + delay > deadline:
+                if not failures.is_busy(error) or time.monotonic() + delay > deadline:
                     raise
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, MAX_BACKOFF_S)
@@ -109,19 +105,7 @@ class History:
             where = f"this run was kept in {pending.keep(self.path, record)}"
         except OSError as os_error:
             where = f"this run could not be kept either ({os_error})"
-        if isinstance(error, HistoryError) and not isinstance(error, HistoryCorruptError):
-            return type(error)(f"{str(error).rstrip('.')}; {where}.")
-        if isinstance(error, HistoryCorruptError) or _is_corrupt(error):
-            return HistoryCorruptError(
-                f"The history database {self.path} is damaged ({_detail(error)}); {where}. "
-                "Move the damaged file aside (trainprof then starts a new history and adds the "
-                "kept runs to it) or restore it from a backup.")
-        if _is_busy(error):
-            return HistoryBusyError(
-                f"The history database {self.path} stayed locked by other processes for "
-                f"{self.retry_for_s:.0f} s; {where}, and the next write adds it.")
-        return HistoryError(f"Cannot write the history database {self.path} "
-                            f"({_detail(error)}); {where}.")
+        return failures.write_failure(self.path, error, where, self.retry_for_s)
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -160,8 +144,10 @@ class History:
         return self._read(schema.version)
 
     def _read(self, query):  # noqa: ANN001, ANN202
-        with contextlib.suppress(HistoryError, sqlite3.Error):
-            self.add_pending()  # best effort: a locked database is still readable
+        if pending.has_pending(self.path):  # best effort, briefly: a locked database reads
+            with contextlib.suppress(HistoryError, sqlite3.Error, OSError):
+                History(self.path, retry_for_s=min(1.0, self.retry_for_s),
+                        busy_timeout_s=min(0.5, self.busy_timeout_s)).add_pending()
         try:
             def attempt():  # noqa: ANN202
                 with self._connection(create=False) as conn:
@@ -169,16 +155,7 @@ class History:
 
             return self._retrying(attempt)
         except sqlite3.Error as error:
-            raise self._read_error(error) from None
-
-    def _read_error(self, error: sqlite3.Error) -> HistoryError:
-        if _is_corrupt(error):
-            return HistoryCorruptError(f"The history database {self.path} is damaged "
-                                       f"({_detail(error)}); move it aside or restore a backup.")
-        if _is_busy(error):
-            return HistoryBusyError(f"The history database {self.path} stayed locked by other "
-                                    f"processes for {self.retry_for_s:.0f} s; try again.")
-        return HistoryError(f"Cannot read the history database {self.path} ({_detail(error)}).")
+            raise failures.read_failure(self.path, error, self.retry_for_s) from None
 
     # -- connections ------------------------------------------------------------------------
 
@@ -232,22 +209,3 @@ def _insert(conn: sqlite3.Connection, record: RunRecord) -> int:
 def _has_foreign_tables(conn: sqlite3.Connection) -> bool:
     return conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
                         "name NOT LIKE 'sqlite_%'").fetchone()[0] > 0
-
-
-def _code(error: BaseException) -> str:
-    return str(getattr(error, "sqlite_errorname", "") or "")
-
-
-def _is_busy(error: BaseException) -> bool:
-    message = str(error).lower()
-    return (_code(error).startswith(_BUSY) or "locked" in message or "busy" in message)
-
-
-def _is_corrupt(error: BaseException) -> bool:
-    message = str(error).lower()
-    return (_code(error).startswith(_CORRUPT) or "not a database" in message
-            or "malformed" in message)
-
-
-def _detail(error: BaseException) -> str:
-    return str(error).rstrip(".") or type(error).__name__
