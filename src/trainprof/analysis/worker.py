@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import struct
 import sys
 from pathlib import Path
@@ -63,6 +64,8 @@ def analyse_file(path: Path, options: TableOptions, single: bool) -> tuple[str, 
 
 
 def main() -> None:
+    # Ctrl-C reaches the whole process group: the parent handles it and stops the workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     tasks = sys.stdin.buffer
     results = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt frames
