@@ -81,10 +81,12 @@ def run_command(args: argparse.Namespace) -> int:
     with run_timer(args) as timer, _steps_at_optimizer_step(recorder), \
             stop_before_group_ends(recorder.stop):
         recorder.start()
+        exit_code = 1
         try:
             exit_code = _run_as_main(*target)
         finally:
-            recorder.stop()
+            # A failed script does not wait for the others (they may be stuck or gone).
+            recorder.stop(wait_for_others=exit_code == 0)
     analysis = None
     if not args.no_analysis and recorder.rank == _printing_rank(config):
         analysis = _print_analysis(Path(config.output_trace_dir), config, began)
