@@ -50,6 +50,16 @@ def test_a_rank_that_never_arrives_costs_the_timeout_not_a_hang(tmp_path):
     assert "the gather failed" in doc.notes[0]
 
 
+@pytest.mark.slow
+def test_ranks_that_record_without_trainprof_skip_the_summary_without_waiting(tmp_path):
+    done = torchrun(2, str(JOB), "traces", "rank-0-only", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "not every rank records with trainprof" in done.stderr
+    assert "did not all meet" not in done.stderr  # it did not wait for rank 1 to come
+    assert not (tmp_path / "traces" / "cluster_summary.json").exists()
+    assert [p.name for p in (tmp_path / "traces").iterdir()] == ["rank0.step4.pt.trace.json.gz"]
+
+
 BREAKS_ITS_TRACE = textwrap.dedent(
     """
     from pathlib import Path

@@ -5,14 +5,17 @@ rank analyses the files it wrote, exactly as ``trainprof analyze`` would, and re
 a few KB (``trainprof.cluster``); rank 0 gathers the summaries with ``gather_object`` over a
 gloo group made from the job's group for this, with a timeout (whatever the job's backend,
 so no GPU memory and no NCCL hang). A rank that fails to summarise still takes part, with an
-error entry; a rank that never arrives costs the others the timeout and a warning. Nothing
-here raises into training. docs/distributed.md.
+error entry; a rank that never arrives costs the others the timeout and a warning. Ranks say
+when they start recording that they will come, so a job where some ranks record without
+trainprof skips the summary instead of waiting. Nothing here raises into training.
+docs/distributed.md.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -21,12 +24,34 @@ from typing import Any
 
 #: Longest error message a rank sends for itself.
 MAX_ERROR_CHARS = 300
+#: The key by which a rank says in the job's store, when it starts recording, that it will
+#: share a summary when it stops (recordings are numbered in the order each rank starts them).
+JOINED_KEY = "trainprof/cluster_summary/{recording}/{rank}"
+_recordings = itertools.count()
+
+
+def join_cluster_summary() -> int | None:
+    """When recording starts: tell the other ranks (a key in the job's store, no waiting) that
+    this one will share its summary. Returns the recording's number, or None outside an
+    initialised process group or without a store."""
+    dist = _initialised_dist()
+    if dist is None:
+        return None
+    number = next(_recordings)
+    try:
+        store = _default_store()
+        store.set(JOINED_KEY.format(recording=number, rank=dist.get_rank()), "1")
+    except Exception:
+        return None
+    return number
 
 
 def share_cluster_summary(files: list[Path], out_dir: str | os.PathLike[str], recorded: bool,
-                          timeout_s: float, warn: Callable[..., None]) -> Path | None:
+                          timeout_s: float, warn: Callable[..., None],
+                          recording: int | None = None) -> Path | None:
     """Summarise this rank's ``files`` and meet the other ranks; rank 0 writes the summary and
-    gets its path. Does nothing outside an initialised process group."""
+    gets its path. Does nothing outside an initialised process group, nor when some rank did
+    not join ``recording`` (it records without trainprof: nobody would come to meet it)."""
     dist = _initialised_dist()
     if dist is None:
         return None
@@ -34,6 +59,10 @@ def share_cluster_summary(files: list[Path], out_dir: str | os.PathLike[str], re
         rank, world = dist.get_rank(), dist.get_world_size()
     except Exception as error:
         warn("could not read this process's rank for cluster_summary.json", error)
+        return None
+    if recording is not None and _everyone_joined(recording, world) is False:
+        warn("cluster_summary.json is not written: not every rank records with trainprof "
+             "(call trainprof.profile on every rank; ranks= chooses which keep traces)")
         return None
     entry = _own_entry(files, rank, recorded, warn)
     gathered, problem = _gather(dist, entry, rank, world, timeout_s)
@@ -62,6 +91,21 @@ def _initialised_dist() -> Any:
         import torch.distributed as dist
 
         return dist if dist.is_available() and dist.is_initialized() else None
+    except Exception:
+        return None
+
+
+def _default_store() -> Any:
+    from torch.distributed import distributed_c10d
+
+    return distributed_c10d._get_default_store()
+
+
+def _everyone_joined(recording: int, world: int) -> bool | None:
+    """Whether every rank joined this recording (None: the store cannot say)."""
+    try:
+        keys = [JOINED_KEY.format(recording=recording, rank=r) for r in range(world)]
+        return bool(_default_store().check(keys))
     except Exception:
         return None
 

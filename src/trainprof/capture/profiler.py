@@ -73,6 +73,7 @@ class Recorder:
         self._in_step = False
         self._memory: MemoryWatch | None = None
         self._summary_shared = False
+        self._summary_recording: int | None = None  # capture/cluster.py: joined at start
 
     @property
     def rank(self) -> int:
@@ -94,6 +95,7 @@ class Recorder:
         return [*snapshots.files, *snapshots.oom_files] if snapshots is not None else []
 
     def start(self) -> Recorder:
+        self._join_cluster_summary()
         if not self.config.records_rank(self.rank):
             return self
         try:
@@ -177,6 +179,13 @@ class Recorder:
             except Exception as error:
                 self._warn("the on_trace_ready callback failed; training goes on", error)
 
+    def _join_cluster_summary(self) -> None:
+        """In a distributed job: tell the other ranks that this one will share its summary."""
+        if self.config.cluster_summary and self.config.trace_dir() is not None:
+            from trainprof.capture.cluster import join_cluster_summary
+
+            self._summary_recording = join_cluster_summary()
+
     def _share_cluster_summary(self) -> None:
         """Once, in a distributed job: the ranks meet and rank 0 writes cluster_summary.json."""
         out_dir = self.config.trace_dir()
@@ -186,7 +195,8 @@ class Recorder:
         from trainprof.capture.cluster import share_cluster_summary
 
         share_cluster_summary(self.trace_files, out_dir, self.config.records_rank(self.rank),
-                              self.config.cluster_summary_timeout_s, self._warn)
+                              self.config.cluster_summary_timeout_s, self._warn,
+                              self._summary_recording)
 
     def _give_up(self, message: str, error: BaseException) -> None:
         self._warn(message, error)

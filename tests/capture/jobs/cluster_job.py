@@ -4,11 +4,13 @@
 
 * ``slow-data``: rank 1's dataset sleeps ``DATA_DELAY_S`` per batch (a slow data loader);
 * ``no-show``: rank 1 fails inside the recorded loop and leaves without meeting the others,
-  which wait ``TIMEOUT_S`` for it.
+  which wait ``TIMEOUT_S`` for it;
+* ``rank-0-only``: only rank 0 records with trainprof (the others train unrecorded).
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 
@@ -39,13 +41,20 @@ class Batches(Dataset):
         return torch.randn(16, 32, generator=gen), torch.randint(0, 4, (16,), generator=gen)
 
 
+class Unrecorded:
+    def step(self) -> None:
+        pass
+
+
 def train(out: str, mode: str, rank: int) -> None:
     model = DistributedDataParallel(nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4)))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     slow = mode == "slow-data" and rank == 1
     loader = DataLoader(Batches(DATA_DELAY_S if slow else 0.0), batch_size=None)
-    with trainprof.profile(output_trace_dir=out, schedule_option=SCHEDULE,
-                           cluster_summary_timeout_s=TIMEOUT_S) as prof:
+    recorded = rank == 0 or mode != "rank-0-only"
+    recorder = trainprof.profile(output_trace_dir=out, schedule_option=SCHEDULE,
+                                 cluster_summary_timeout_s=TIMEOUT_S)
+    with recorder if recorded else contextlib.nullcontext(Unrecorded()) as prof:
         for i, (x, y) in enumerate(loader):
             loss = nn.functional.cross_entropy(model(x), y)
             optimizer.zero_grad()
