@@ -179,3 +179,12 @@ def test_a_record_carries_where_and_when(tmp_path):
 def _version(db) -> int:
     with sqlite3.connect(db) as conn:
         return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def test_only_the_ranks_of_a_distributed_job_share_a_job(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "77")  # an interactive allocation: analyses stay apart
+    db = tmp_path / "h.db"
+    alone = history.record(summary(), name="x", db=db)
+    rank = history.record(summary(), name="x", db=db, rank=1, world_size=4)
+    assert History(db).get(alone).job is None
+    assert History(db).get(rank).job == "slurm:77.0"

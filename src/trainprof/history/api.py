@@ -56,13 +56,14 @@ def to_record(run: Recordable, *, name: str | None = None, **context: Any) -> Ru
 
 
 def with_context(rec: RunRecord, given: dict[str, Any]) -> RunRecord:
-    """Fills in the commit, host and job unless given or already known."""
+    """Fills in the commit and host unless given or already known, and the job for a row
+    that one rank of a distributed job writes."""
     if "git_commit" not in given and rec.git_commit is None:
         rec.git_commit = where.git_commit()
     if "host" not in given and rec.host is None:
         rec.host = where.host()
-    if "job" not in given and rec.job is None:
-        rec.job = where.job_key()
+    if "job" not in given and rec.job is None and rec.rank is not None and (rec.world_size or 1) > 1:
+        rec.job = where.job_key()  # one rank's row of a distributed job
     return rec
 
 

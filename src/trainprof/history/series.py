@@ -1,5 +1,6 @@
-"""The points of a trend: one per run, except that the rows the ranks of one job wrote (the
-same ``job`` within ``JOB_WINDOW_S`` of the first) make one point, their steps pooled."""
+"""The points of a trend: one per run, except that the rows the ranks of one job wrote (each
+with its ``rank``, the same ``job`` within ``JOB_WINDOW_S`` of the first) make one point, their
+steps pooled."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def points_of(rows: list[RunRecord]) -> list[Point]:
     jobs: list[list[RunRecord]] = []
     open_jobs: dict[str, list[RunRecord]] = {}
     for r in rows:
-        group = open_jobs.get(r.job) if r.job else None
+        group = open_jobs.get(r.job) if r.job and r.rank is not None else None
         if group is not None and r.recorded_at - group[0].recorded_at <= JOB_WINDOW_S:
             group.append(r)
             continue
