@@ -36,7 +36,7 @@ def keep(db: Path, record: RunRecord) -> Path:
     """Appends the record to the pending file; returns its path. Raises OSError if it cannot."""
     path = pending_path(db)
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = (json.dumps(record.to_dict(), allow_nan=False, default=str) + "\n").encode()
+    line = (json.dumps(record.to_dict(), default=str) + "\n").encode()
     while True:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:

@@ -75,7 +75,7 @@ class RunRecord:
         row = {k: v for k, v in asdict(self).items()
                if k not in ("id", "step_times_ms", "step_ranks")}
         for key in _JSON_COLUMNS:
-            row[key] = json.dumps(row[key], allow_nan=False, default=_plain)
+            row[key] = json.dumps(row[key], default=_plain)
         row["step_times"] = (np.asarray(self.step_times_ms, "<f4").tobytes()
                              if self.step_times_ms else None)
         row["step_ranks"] = json.dumps(self.step_ranks) if self.step_ranks else None
