@@ -50,6 +50,22 @@ def nice_ticks(top: float, count: int = 5) -> list[float]:
     return [i * step for i in range(n + 1)]
 
 
+def tick_digits(ticks: Sequence[float]) -> int:
+    """Decimals that tell adjacent ticks apart (0 for 0, 5, 10; 1 for 0.5; 2 for 0.25)."""
+    if len(ticks) < 2:
+        return 0
+    step = abs(ticks[1] - ticks[0])
+    for digits in range(7):
+        if abs(round(step, digits) - step) <= step * 1e-6:
+            return digits
+    return 6
+
+
+def _tick_label(value: float, digits: int) -> str:
+    text = _num(value, digits)
+    return text[1:] if text.startswith("-") and float(text.replace(",", "")) == 0 else text
+
+
 def ticks_between(low: float, high: float, count: int = 6) -> list[float]:
     """Round ticks inside [low, high] (for an axis that does not start at 0)."""
     span = nice_ticks(high - low, count)
@@ -72,7 +88,7 @@ def _y_axis(ticks: list[float], y_of, unit: str, digits: int) -> list[str]:
         y = _n(y_of(t))
         out.append(f'<line class="grid" x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{y}" y2="{y}"/>')
         out.append(f'<text class="tick" x="{_LEFT - 6}" y="{y}" text-anchor="end" '
-                   f'dominant-baseline="middle">{escape(_num(t, digits))}</text>')
+                   f'dominant-baseline="middle">{escape(_tick_label(t, digits))}</text>')
     out.append(f'<text class="axis" x="{_LEFT - 6}" y="{_TOP - 12}" text-anchor="end">'
                f'{escape(unit)}</text>')
     return out
@@ -90,7 +106,7 @@ def stacked_bars(labels: Sequence[str], series: Sequence[Series],
     def y_of(v: float) -> float:
         return _TOP + plot_h * (1 - v / ticks[-1])
 
-    body = _y_axis(ticks, y_of, unit, 0 if ticks[-1] >= 10 else 1)
+    body = _y_axis(ticks, y_of, unit, tick_digits(ticks))
     n = max(len(labels), 1)
     slot = plot_w / n
     bar_w = max(slot * 0.72, 0.6)
@@ -172,10 +188,11 @@ def line_chart(xs: Sequence[float], lines: Sequence[Line], x_unit: str, y_unit: 
     def y_of(v: float) -> float:
         return _TOP + plot_h * (1 - max(v, 0.0) / ticks[-1])
 
-    body = _y_axis(ticks, y_of, y_unit, 0 if ticks[-1] >= 10 else 1)
-    for t in ticks_between(x0, x1):
+    body = _y_axis(ticks, y_of, y_unit, tick_digits(ticks))
+    x_ticks = ticks_between(x0, x1)
+    for t in x_ticks:
         body.append(f'<text class="tick" x="{_n(x_of(t))}" y="{HEIGHT - _BOTTOM + 14}" '
-                    f'text-anchor="middle">{escape(_num(t + 0.0, 0))}</text>')
+                    f'text-anchor="middle">{escape(_tick_label(t, tick_digits(x_ticks)))}</text>')
     body.append(f'<text class="axis" x="{_n(_LEFT + plot_w / 2)}" y="{HEIGHT - 6}" '
                 f'text-anchor="middle">{escape(x_unit)}</text>')
     for ln in lines:
