@@ -155,6 +155,8 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, metavar="S", help="with --isolate: stop a "
                                                                "strategy after S seconds")
     p.add_argument("--baseline", help="the strategy others are compared with (default fp32)")
+    p.add_argument("--no-recheck", action="store_true",
+                   help="do not run the baseline again at the end (a check for drift)")
     p.set_defaults(func=cmd_bench)
 
 
@@ -379,7 +381,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                          args.workload, args.demo),
                      steps=args.steps, warmup=args.warmup, repeats=args.repeats,
                      device=args.device, isolate=args.isolate, timeout_s=args.timeout,
-                     baseline=args.baseline, on_start=announce if args.format == "text" else None)
+                     baseline=args.baseline, recheck=not args.no_recheck,
+                     on_start=announce if args.format == "text" else None)
     write_result(result, args.format, args.output, print_bench)
     return 0
 

@@ -38,6 +38,7 @@ def quick(strategies, **kwargs):
     if "loader" not in kwargs:
         kwargs.setdefault("make_batch", small_batch)
     kwargs.setdefault("device", "cpu")
+    kwargs.setdefault("recheck", False)
     return bench.compare(strategies, loss_fn=LOSS, steps=kwargs.pop("steps", 8), warmup=2,
                          repeats=kwargs.pop("repeats", 2), **kwargs)
 
@@ -116,11 +117,15 @@ def test_peak_memory_is_measured_per_strategy():
 
 
 def test_json_keeps_the_contract():
-    result = quick(["fp32", "fp16", "batch2x"], steps=3, repeats=2)
+    result = quick(["fp32", "fp16", "batch2x"], steps=3, repeats=2, recheck=True)
     data = msgspec.json.decode(to_json(result))
     assert data["schema"] == "trainprof.bench/1" and data["baseline"] == "fp32"
     assert data["settings"] == {"steps": 3, "warmup": 2, "repeats": 2, "isolate": False,
-                                "timeout_s": None, "seed": 0}
+                                "timeout_s": None, "seed": 0, "recheck": True}
+    again = data["baseline_again"]
+    assert again["samples_per_s"] > 0
+    assert again["drift_pct"] == pytest.approx(
+        100 * (again["samples_per_s"] / data["strategies"][0]["samples_per_s"] - 1))
     for row in data["strategies"]:
         assert set(row) == ROW_KEYS
     fp32 = data["strategies"][0]

@@ -43,6 +43,7 @@ def compare(
     timeout_s: float | None = None,
     baseline: str | None = None,
     seed: int = 0,
+    recheck: bool = True,
     on_start: Callable[[Strategy, int, int], None] | None = None,
 ) -> BenchResult:
     """Trains a fresh model and optimizer under each strategy and measures it.
@@ -52,8 +53,9 @@ def compare(
     `loss_fn`, `make_optimizer`, `seq_dim`), or a `workload`. Each strategy trains `warmup`
     steps, then `repeats` times `steps` timed steps. With `isolate`, each runs in its own
     process (stopped after `timeout_s` seconds, when given). `baseline` names the row the
-    others are compared with (default "fp32", else the first). `on_start(strategy, index,
-    count)` is called as each strategy begins. Raises `trainprof.BenchError` on bad input;
+    others are compared with (default "fp32", else the first); with `recheck`, it runs again
+    at the end, to show whether the machine's speed changed meanwhile. `on_start(strategy,
+    index, count)` is called as each strategy begins. Raises `trainprof.BenchError` on bad input;
     a strategy that does not apply or fails gets a row that says why.
     """
     job = workload_from(workload, make_model, make_batch=make_batch, loader=loader,
@@ -71,23 +73,33 @@ def compare(
     target = resolve_device(device)
     settings = RunSettings(steps=steps, warmup=warmup, repeats=repeats, device=str(target),
                            seed=seed)
+
+    def run(strategy: Strategy) -> StrategyResult:
+        skipped = skipped_here(job, strategy, target)
+        if skipped is not None:
+            return skipped
+        if isolate:
+            return run_isolated(job, strategy, settings, timeout_s)
+        return run_strategy(job, strategy, settings)
+
     rows: list[StrategyResult] = []
     for index, strategy in enumerate(chosen):
         if on_start is not None:
             on_start(strategy, index, len(chosen))
-        skipped = skipped_here(job, strategy, target)
-        if skipped is not None:
-            rows.append(skipped)
-        elif isolate:
-            rows.append(run_isolated(job, strategy, settings, timeout_s))
-        else:
-            rows.append(run_strategy(job, strategy, settings))
+        rows.append(run(strategy))
     set_relative_speeds(rows, baseline)
+    base = rows[names.index(baseline)]
+    again = None
+    if recheck and len(rows) > 1 and base.ok:
+        strategy = chosen[names.index(baseline)]
+        if on_start is not None:
+            on_start(strategy, len(chosen), len(chosen) + 1)
+        again = run(strategy).samples_per_s
     return BenchResult(
         strategies=rows, baseline=baseline, device=str(target),
         settings={"steps": steps, "warmup": warmup, "repeats": repeats, "isolate": isolate,
-                  "timeout_s": timeout_s, "seed": seed},
-        environment=environment(target),
+                  "timeout_s": timeout_s, "seed": seed, "recheck": recheck},
+        environment=environment(target), baseline_again_samples_per_s=again,
     )
 
 

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from trainprof.bench.health import Checklist, PhaseCheck
-from trainprof.bench.results import BenchResult, StrategyResult
+from trainprof.bench.results import DRIFT_WARN_PCT, BenchResult, StrategyResult
 from trainprof.fileio import atomic_write_text
 from trainprof.report.json import to_json_bytes
 from trainprof.report.quantities import compact_table, ms, size
@@ -66,6 +66,14 @@ def print_bench(result: BenchResult, console: Console | None = None) -> None:
     verdict = _verdict(result)
     if verdict:
         console.print(verdict)
+    drift = result.drift_pct
+    if drift is not None:
+        again = f"{result.baseline_again_samples_per_s:,.0f} samples/s ({drift:+.0f}%)"
+        console.print(
+            f"[bold yellow]The baseline ran again at the end: {again}: the machine's speed "
+            "changed during the run (other work?). Compare the rows with care, or run again.[/]"
+            if result.drifted else
+            f"The baseline ran again at the end: {again}, within {DRIFT_WARN_PCT:.0f}%.")
 
 
 def _speed_table(result: BenchResult, ran: list[StrategyResult]) -> Table:

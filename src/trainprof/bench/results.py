@@ -14,6 +14,9 @@ import numpy as np
 from trainprof.analysis.tabular import summary
 
 SCHEMA = "trainprof.bench/1"
+#: The baseline run again at the end differing by more than this (percent) means the machine's
+#: speed changed during the run: repeats on one quiet machine agree within a few percent.
+DRIFT_WARN_PCT = 10.0
 Status = Literal["ok", "skipped", "failed"]
 
 
@@ -97,6 +100,20 @@ class BenchResult:
     device: str
     settings: dict[str, Any]
     environment: dict[str, Any]
+    baseline_again_samples_per_s: float | None = None
+
+    @property
+    def drift_pct(self) -> float | None:
+        """How much faster (+) or slower (-) the baseline ran again at the end, in percent:
+        the machine's change of speed during the run, which every row in between may share."""
+        again = self.baseline_again_samples_per_s
+        first = self.row(self.baseline).samples_per_s if self.baseline else None
+        return 100.0 * (again / first - 1.0) if again and first else None
+
+    @property
+    def drifted(self) -> bool:
+        drift = self.drift_pct
+        return drift is not None and abs(drift) > DRIFT_WARN_PCT
 
     def row(self, name: str) -> StrategyResult:
         """The row of the strategy called `name` (KeyError when there is none)."""
@@ -117,6 +134,8 @@ class BenchResult:
             "device": self.device,
             "baseline": self.baseline,
             "fastest": fastest.name if fastest else None,
+            "baseline_again": {"samples_per_s": self.baseline_again_samples_per_s,
+                               "drift_pct": self.drift_pct, "drifted": self.drifted},
             "settings": self.settings,
             "environment": self.environment,
             "strategies": [r.to_dict() for r in self.strategies],
