@@ -19,6 +19,9 @@ from trainprof.analysis.phases import PHASES
 if TYPE_CHECKING:
     from trainprof.analysis.overview import RankAnalysis
 
+#: Rows a report shows; beyond that, half of them for the slowest ranks and half the fastest.
+SHOWN_ROWS = 32
+
 
 @dataclass
 class RankRow:
@@ -43,6 +46,10 @@ class RankTable:
     def to_dict(self) -> dict[str, Any]:
         return {"rows": [asdict(r) for r in self.rows], "slowest": self.slowest,
                 "fastest": self.fastest}
+
+    def shown(self, keep: tuple[int | None, ...] = ()) -> list[RankRow]:
+        """The rows a report shows (see ``shown_rows``)."""
+        return shown_rows(self.rows, keep=keep)
 
 
 def rank_table(ranks: list[RankAnalysis]) -> RankTable:
@@ -89,3 +96,20 @@ def _row(rank: int, windows: list[RankAnalysis]) -> RankRow:
                          if comm_steps else None),
         idle_pct=idle, idle_of="GPU" if on_gpu else "host", mark="",
     )
+
+
+def shown_rows(rows: list[Any], limit: int = SHOWN_ROWS, keep: tuple[int | None, ...] = ()
+               ) -> list[Any]:
+    """``rows`` (``RankRow``s, or their dicts), cut to the ``limit // 2`` slowest and fastest
+    ranks when there are more than ``limit``, plus the ranks in ``keep`` (the straggler), in
+    their order."""
+    if len(rows) <= limit:
+        return list(rows)
+
+    def field(i: int, name: str) -> Any:
+        return rows[i][name] if isinstance(rows[i], dict) else getattr(rows[i], name)
+
+    by_time = sorted(range(len(rows)), key=lambda i: field(i, "step_ms"))
+    chosen = set(by_time[: limit // 2]) | set(by_time[-(limit // 2):])
+    chosen |= {i for i in range(len(rows)) if field(i, "rank") in keep}
+    return [r for i, r in enumerate(rows) if i in chosen]

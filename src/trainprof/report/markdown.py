@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from trainprof.analysis.overview import Analysis
+from trainprof.analysis.rank_table import shown_rows
 from trainprof.report.labels import category_label, evidence_text
 
 #: Rows of the operator and kernel tables.
@@ -95,20 +96,26 @@ def overview_md(r: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def ranks_md(rank_table: dict[str, Any]) -> str:
-    """The per-rank table (analysis/rank_table.py), slowest and fastest marked."""
+def ranks_md(rank_table: dict[str, Any], straggler: int | None = None) -> str:
+    """The per-rank table (analysis/rank_table.py), slowest, fastest and straggler marked."""
     rows = []
-    for r in rank_table["rows"]:
+    shown = shown_rows(rank_table["rows"], keep=(straggler,))
+    for r in shown:
+        mark = " ".join(m for m in (r["mark"], "straggler" * (r["rank"] == straggler)) if m)
         idle = "n/a" if r["idle_pct"] is None else (
             f"{r['idle_pct']:.0f}%" + ("" if r["idle_of"] == "GPU" else " (host)"))
         rows.append([str(r["rank"]), _f(r["step_ms"]),
                      *(_f(r["phases_ms"].get(p)) for p in ("data", "forward", "backward",
                                                            "optimizer", "other")),
                      _f(r["comm_ms"]), _f(r["exposed_comm_ms"]), idle,
-                     f"**{r['mark']}**" if r["mark"] else ""])
+                     f"**{mark}**" if mark else ""])
     head = ["rank", "step ms", "data", "forward", "backward", "optimizer", "other",
             "comm", "exposed comm", "idle", ""]
-    return table(head, rows, "r" * 10 + "l")
+    out = table(head, rows, "r" * 10 + "l")
+    if len(shown) < len(rank_table["rows"]):
+        out += (f"\n\n{len(shown)} of {len(rank_table['rows'])} ranks: the slowest, the "
+                "fastest and any straggler; the JSON result has all.")
+    return out
 
 
 def top_md(r: dict[str, Any], top: int = TOP_ROWS) -> str:
@@ -138,9 +145,11 @@ def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
     out = [f"## trainprof: {md_text(data.get('source') or slowest.get('file', ''), None)}", "",
            f"{len(ranks)} rank(s)/window(s) · {md_text(slowest.get('device', ''))}", "",
            "### Findings", "", findings_md(data.get("findings") or []), ""]
-    rank_table = (data.get("job") or {}).get("rank_table")
+    job = data.get("job") or {}
+    rank_table = job.get("rank_table")
     if rank_table and len(rank_table["rows"]) > 1:
-        out += ["### Ranks (ms per step)", "", ranks_md(rank_table), ""]
+        straggler = (job.get("stragglers") or {}).get("straggler")
+        out += ["### Ranks (ms per step)", "", ranks_md(rank_table, straggler), ""]
     out += [f"### Overview: {where}", "", overview_md(slowest), ""]
     tops = top_md(slowest, top)
     if tops:

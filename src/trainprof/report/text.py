@@ -127,14 +127,23 @@ def ranks_table(a: Analysis) -> Table:
     columns = ["rank", "step", *_PHASE_HEADS.values(), "comm", "exp.", "idle", ""]
     for col in columns:
         t.add_column(col, justify="right", no_wrap=True, min_width=len(col) if col else 7)
-    for row in table.rows:
+    straggler = _straggler(a)
+    shown = table.shown(keep=(straggler,))
+    for row in shown:
         idle = _fmt(row.idle_pct, "%", 0) + ("" if row.idle_of == "GPU" else "*")
+        mark = " ".join(m for m in (row.mark, "straggler" * (row.rank == straggler)) if m)
         t.add_row(str(row.rank), _cell_ms(row.step_ms),
                   *(_cell_ms(row.phases_ms[p]) for p in _PHASE_HEADS),
                   _cell_ms(row.comm_ms), _cell_ms(row.exposed_comm_ms),
-                  idle if row.idle_pct is not None else "n/a", row.mark)
-    if any(row.idle_of == "host" for row in table.rows):
-        t.caption, t.caption_justify = "* CPU-only rank: share of the step no op covers", "left"
+                  idle if row.idle_pct is not None else "n/a", mark)
+    captions = []
+    if len(shown) < len(table.rows):
+        captions.append(f"{len(shown)} of {len(table.rows)} ranks: the slowest, the fastest"
+                        f"{' and the straggler' if straggler is not None else ''}; the JSON "
+                        "result has all")
+    if any(row.idle_of == "host" for row in shown):
+        captions.append("* CPU-only rank: share of the step no op covers")
+    t.caption, t.caption_justify = "\n".join(captions) or None, "left"
     return t
 
 
@@ -145,13 +154,21 @@ def _cell_ms(value: float | None) -> str:
     return f"{value:.0f}" if value >= 100 else f"{value:.1f}"
 
 
-def _slowest_window(a: Analysis) -> RankAnalysis:
-    """The window shown in full: the slowest rank's longest one."""
+def _straggler(a: Analysis) -> int | None:
+    s = a.job.get("stragglers")
+    return None if s is None else s.straggler
+
+
+def _window_in_full(a: Analysis) -> tuple[str, RankAnalysis]:
+    """The window shown in full: the straggler's (else the slowest rank's) longest one."""
     table = a.job.get("rank_table")
-    if table is not None and table.slowest is not None:
-        mine = [r for r in a.ranks if r.rank == table.slowest]
-        return max(mine, key=lambda r: (r.steps["count"], -r.window))
-    return max(a.ranks, key=lambda r: r.steps["mean_ms"])
+    straggler = _straggler(a)
+    for label, rank in (("straggler", straggler),
+                        ("slowest", None if table is None else table.slowest)):
+        mine = [r for r in a.ranks if r.rank == rank]
+        if mine:
+            return label, max(mine, key=lambda r: (r.steps["count"], -r.window))
+    return "slowest", max(a.ranks, key=lambda r: r.steps["mean_ms"])
 
 
 _PHASE_HEADS = {"data": "data", "forward": "fwd", "backward": "bwd", "optimizer": "opt",
@@ -187,9 +204,9 @@ def print_analysis(analysis: Analysis, console: Console | None = None) -> None:
     console.print(findings_panel(analysis))
     if len(analysis.ranks) > 1:
         console.print(ranks_table(analysis))
-        slowest = _slowest_window(analysis)
-        console.print(Text(f"Details of the slowest: rank {slowest.rank}", style="bold"))
-        console.print(rank_panel(slowest))
+        label, shown = _window_in_full(analysis)
+        console.print(Text(f"Details of the {label}: rank {shown.rank}", style="bold"))
+        console.print(rank_panel(shown))
     else:
         console.print(rank_panel(analysis.ranks[0]))
     for name, result in analysis.job.items():
