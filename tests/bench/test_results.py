@@ -66,3 +66,10 @@ def test_drift_of_the_baseline_is_reported():
     assert "the machine's speed changed during the run" in text_of(slowed)
     assert slowed.to_dict()["baseline_again"] == {"samples_per_s": 50.0, "drift_pct": -50.0,
                                                   "drifted": True}
+
+
+def test_a_lead_smaller_than_the_drift_is_not_called_clear():
+    rows = [row("fp32", [100.0, 101.0]), row("fused", [105.0, 106.0])]
+    text = text_of(result(rows, again=93.0))
+    assert "less than the baseline's own change during the run (-7%)" in text
+    assert "every repeat faster" not in text

@@ -125,9 +125,15 @@ def _verdict(result: BenchResult) -> str | None:
     if fastest.name == result.baseline or fastest.relative_to_baseline is None:
         return f"Fastest: [bold]{escape(fastest.name)}[/]."
     base = result.row(result.baseline or "")
-    clear = min(fastest.repeat_samples_per_s) > max(base.repeat_samples_per_s)
-    spread = ("every repeat faster than every baseline repeat" if clear else
-              "within the repeats' spread: measure again with more --steps or --repeats")
+    lead_pct = 100.0 * (fastest.relative_to_baseline - 1.0)
+    drift = result.drift_pct
+    if drift is not None and abs(drift) >= lead_pct:
+        spread = (f"less than the baseline's own change during the run ({drift:+.0f}%): "
+                  "measure again")
+    elif min(fastest.repeat_samples_per_s) > max(base.repeat_samples_per_s):
+        spread = "every repeat faster than every baseline repeat"
+    else:
+        spread = "within the repeats' spread: measure again with more --steps or --repeats"
     return (f"Fastest: [bold]{escape(fastest.name)}[/] ({fastest.relative_to_baseline:.2f}× "
             f"{escape(base.name)}; {spread}).")
 
