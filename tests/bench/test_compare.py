@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 from torch import nn
+from torch.utils.data import DataLoader
 
 import trainprof.bench as bench
 from trainprof.bench.render import print_bench, to_json
@@ -14,6 +15,7 @@ from trainprof.errors import BenchError
 from bench_helpers import (
     BATCH,
     BIG_BUFFER_BYTES,
+    Samples,
     TinyParams,
     adam,
     broken,
@@ -174,3 +176,12 @@ def test_compile_runs_and_the_step_timer_sees_its_phases():
     assert row.ok, row.reason
     assert row.phases_ms["forward"] > 0 and row.phases_ms["backward"] > 0
     assert len(row.step_times_ms) == 3
+
+
+def test_a_loader_that_batches_its_own_way_is_used_as_it_is():
+    batches = [list(range(i, i + BATCH)) for i in range(0, 64, BATCH)]
+    own = DataLoader(Samples(64), batch_sampler=batches)
+    result = quick(["fp32", "batch2x"], loader=own, steps=3, repeats=1)
+    assert result.row("fp32").ok and result.row("fp32").samples_per_step == BATCH
+    assert result.row("batch2x").status == "skipped"
+    assert "batches in its own way" in result.row("batch2x").reason

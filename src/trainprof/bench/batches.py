@@ -69,10 +69,10 @@ def _loader_for(loader: Any, strategy: Strategy) -> Any:
             raise NotApplicable(f"the loader is a {type(loader).__name__}, not a DataLoader that "
                                 "trainprof can rebuild")
         return loader
-    if loader.batch_size is None and not isinstance(loader.batch_sampler, BatchSampler):
+    if loader.batch_size is None and type(loader.batch_sampler) is not BatchSampler:
         if strategy.changes_loader:
-            raise NotApplicable("the DataLoader has a custom batch_sampler that trainprof "
-                                "cannot rebuild")
+            raise NotApplicable("the DataLoader batches in its own way (a custom batch_sampler "
+                                "or batch_size=None), which trainprof cannot rebuild")
         return loader
     workers = loader.num_workers if strategy.num_workers is None else strategy.num_workers
     batch_size = loader.batch_size or loader.batch_sampler.batch_size

@@ -20,7 +20,8 @@ DEMO_BATCHES = 1000
 
 
 def default_optimizer(params: Iterable[nn.Parameter]) -> torch.optim.Optimizer:
-    """AdamW at lr 1e-3, PyTorch's default implementation (foreach where it can)."""
+    """AdamW at lr 1e-3, in PyTorch's default implementation (foreach on a GPU, a for-loop on
+    the CPU)."""
     return torch.optim.AdamW(params, lr=1e-3)
 
 
