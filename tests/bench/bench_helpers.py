@@ -94,3 +94,24 @@ def hold_big_buffer(model: nn.Module) -> nn.Module:
     """A strategy that keeps BIG_BUFFER_BYTES resident while it trains."""
     model.register_buffer("ballast", torch.ones(BIG_BUFFER_BYTES // 4))
     return model
+
+
+#: The token model's vocabulary and sequence length.
+VOCAB, SEQ = 50, 16
+
+
+class TokenModel(nn.Module):
+    """Embeds (batch, seq) token ids and returns the mean next-token loss itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, 32)
+        self.head = nn.Linear(32, VOCAB)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        logits = self.head(self.embed(tokens[:, :-1]))
+        return nn.functional.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
+
+
+def token_batch() -> torch.Tensor:
+    return torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(2))

@@ -15,8 +15,10 @@ from trainprof.errors import BenchError
 from bench_helpers import (
     BATCH,
     BIG_BUFFER_BYTES,
+    SEQ,
     Samples,
     TinyParams,
+    TokenModel,
     adam,
     broken,
     hold_big_buffer,
@@ -24,6 +26,7 @@ from bench_helpers import (
     rmsprop,
     small_batch,
     small_mlp,
+    token_batch,
 )
 
 pytestmark = pytest.mark.slow  # every test here trains, if only for a few steps
@@ -185,3 +188,11 @@ def test_a_loader_that_batches_its_own_way_is_used_as_it_is():
     assert result.row("fp32").ok and result.row("fp32").samples_per_step == BATCH
     assert result.row("batch2x").status == "skipped"
     assert "batches in its own way" in result.row("batch2x").reason
+
+
+def test_tokens_per_second_with_a_sequence_dimension():
+    result = bench.compare(["fp32"], TokenModel, token_batch, seq_dim=1, steps=4, warmup=1,
+                           repeats=1, device="cpu", recheck=False)  # the model returns its loss
+    row = result.row("fp32")
+    assert row.ok, row.reason
+    assert row.tokens_per_s == pytest.approx(SEQ * row.samples_per_s)
