@@ -133,3 +133,14 @@ def test_a_bad_summary_is_one_line_and_exit_2(tmp_path, content, says):
     done = run_cli("analyze", str(path))
     assert done.returncode == 2
     assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_html_report_of_a_summary(tmp_path):
+    traces = tmp_path / "traces"
+    for rank, extra in ((0, None), (1, {"data loading": 400}), (2, None)):
+        gpu_rank(rank, extra).write(traces / f"rank{rank}.json")
+    path = summary_of({r: [traces / f"rank{r}.json"] for r in range(3)}, tmp_path / "job")
+    done = run_cli("report", str(path), "-o", str(tmp_path / "report.html"))
+    assert done.returncode == 0, done.stderr
+    html = (tmp_path / "report.html").read_text()
+    assert "Rank 1 is a straggler, held back by its data loading" in html

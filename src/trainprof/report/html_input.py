@@ -16,9 +16,11 @@ from typing import Any
 from trainprof.analysis.breakdown import step_breakdown
 from trainprof.analysis.overview import SCHEMA
 from trainprof.analysis.steps import find_steps
+from trainprof.errors import TrainprofError
 from trainprof.pipeline import analyze
 from trainprof.report.html_snapshot import is_snapshot_input, snapshot_only_result, snapshots_for
 from trainprof.report.saved import is_saved_result, load_result
+from trainprof.trace import discover
 from trainprof.trace.load import Progress, iter_traces
 from trainprof.trace.model import Trace
 
@@ -35,6 +37,8 @@ def report_result(path: str | os.PathLike[str], progress: Progress | None = None
         return snapshot_only_result(path, trust, SCHEMA)
     if is_saved_result(path):
         return load_result(path)
+    if only_cluster_summaries(path):
+        return analyze(path, progress).to_dict()  # docs/distributed.md
     per_file: dict[Path, StepBreakdown] = {}
     analysis = analyze(_with_breakdown(iter_traces(path, progress), per_file))
     analysis.source = str(path)
@@ -45,6 +49,15 @@ def report_result(path: str | os.PathLike[str], progress: Progress | None = None
     if snapshots:
         result["memory_snapshots"] = snapshots
     return result
+
+
+def only_cluster_summaries(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a cluster_summary.json, or a folder with summaries and no trace."""
+    try:
+        traces, summaries = discover.find_inputs(Path(path))
+    except TrainprofError:
+        return False  # the trace path below says what is wrong
+    return bool(summaries) and not traces
 
 
 def _with_breakdown(traces: Iterator[Trace], sink: dict[Path, StepBreakdown]
