@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import time
 
+import pytest
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
@@ -20,6 +21,17 @@ TINY_PARAMS = 400
 SLOW_SAMPLE_S = 0.002
 #: Bytes the memory-hungry strategy holds on to.
 BIG_BUFFER_BYTES = 256 * 2**20
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One intra-op thread while a benchmark test trains: two cores are shared with other work.
+    Autouse in every module that imports it (a conftest.py here would shadow tests/conftest.py
+    for the `from conftest import ...` of other test folders)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def small_mlp() -> nn.Module:

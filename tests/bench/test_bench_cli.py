@@ -11,6 +11,8 @@ import pytest
 
 from trainprof.cli import main
 
+from bench_helpers import one_thread  # noqa: F401 (an autouse fixture)
+
 WORKLOAD = textwrap.dedent(
     """
     import torch

@@ -12,7 +12,14 @@ from trainprof.bench.health import HEALTHY_PCT, PHASES, judge
 from trainprof.bench.render import print_checklist, to_json
 from trainprof.errors import BenchError
 
-from bench_helpers import TinyParams, adam, loader, small_batch, small_mlp
+from bench_helpers import (
+    TinyParams,
+    adam,
+    loader,
+    one_thread,  # noqa: F401 (an autouse fixture)
+    small_batch,
+    small_mlp,
+)
 
 LOSS = nn.CrossEntropyLoss()
 QUICK = {"loss_fn": LOSS, "device": "cpu", "min_run_time_s": 0.1, "warmup": 1}

@@ -9,7 +9,15 @@ import trainprof.bench as bench
 from trainprof.bench.strategies import Strategy
 from trainprof.errors import BenchError
 
-from bench_helpers import BATCH, crash, hang, loader, small_batch, small_mlp
+from bench_helpers import (
+    BATCH,
+    crash,
+    hang,
+    loader,
+    one_thread,  # noqa: F401 (an autouse fixture)
+    small_batch,
+    small_mlp,
+)
 
 pytestmark = pytest.mark.slow  # each strategy starts a Python process that imports torch
 

@@ -15,6 +15,8 @@ from trainprof.bench.strategies import (
 )
 from trainprof.errors import BenchError
 
+from bench_helpers import one_thread  # noqa: F401 (an autouse fixture)
+
 
 def test_default_set_covers_every_builtin_family():
     assert DEFAULT_SET == ("fp32", "bf16", "fp16", "accum4", "compile", "compile-reduce-overhead",

@@ -23,6 +23,7 @@ from bench_helpers import (
     broken,
     hold_big_buffer,
     loader,
+    one_thread,  # noqa: F401 (an autouse fixture)
     rmsprop,
     small_batch,
     small_mlp,
