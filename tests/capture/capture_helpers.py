@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +68,24 @@ class TinyTraining:
             self.step()
             if after_step is not None:
                 after_step()
+
+
+def ddp_script(steps: int, before_exit: str = "") -> str:
+    """A tiny DDP job over gloo, for torchrun: `steps` steps, then `before_exit` (code), then
+    the process group is destroyed."""
+    return textwrap.dedent(
+        f"""
+        from pathlib import Path
+        import torch, torch.distributed as dist
+
+        dist.init_process_group("gloo")
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 4))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range({steps}):
+            loss = model(torch.randn(8, 16)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """
+    ) + textwrap.dedent(before_exit) + "dist.destroy_process_group()\n"
+

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -10,7 +9,7 @@ import pytest
 import trainprof
 from trainprof.analysis.cluster_file import decode_document
 
-from capture_helpers import run_python
+from capture_helpers import ddp_script, run_python
 
 JOB = Path(__file__).parent / "jobs" / "cluster_job.py"
 
@@ -60,25 +59,11 @@ def test_ranks_that_record_without_trainprof_skip_the_summary_without_waiting(tm
     assert [p.name for p in (tmp_path / "traces").iterdir()] == ["rank0.step4.pt.trace.json.gz"]
 
 
-BREAKS_ITS_TRACE = textwrap.dedent(
-    """
-    from pathlib import Path
-    import torch, torch.distributed as dist
-
-    dist.init_process_group("gloo")
-    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 4))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    for _ in range(5):
-        loss = model(torch.randn(8, 16)).pow(2).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+BREAKS_ITS_TRACE = ddp_script(5, """
     if dist.get_rank() == 1:  # the trace it wrote is damaged: it cannot summarise it
         for path in Path("traces").glob("rank1.*"):
             path.write_bytes(b"not a gzipped trace")
-    dist.destroy_process_group()
-    """
-)
+    """)
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ import trainprof.history as history
 from trainprof.history import pending
 from trainprof.history.regress import series_of
 
-from capture_helpers import TinyTraining, run_python
+from capture_helpers import TinyTraining, ddp_script, run_python
 
 STEPS = 12
 
@@ -115,21 +115,7 @@ def test_trainprof_run_records_the_timer_and_the_trace_findings(tmp_path):
     assert live and "samples/s" in live[0]  # --live without a terminal: the final log line
 
 
-DDP_SCRIPT = textwrap.dedent(
-    """
-    import torch, torch.distributed as dist
-
-    dist.init_process_group("gloo")
-    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 4))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    for _ in range(10):
-        loss = model(torch.randn(8, 16)).pow(2).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    dist.destroy_process_group()
-    """
-)
+DDP_SCRIPT = ddp_script(10)
 
 
 @pytest.mark.slow

@@ -2,27 +2,11 @@
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
-from capture_helpers import read_trace, run_python, trace_names
+from capture_helpers import ddp_script, read_trace, run_python, trace_names
 
-DDP_SCRIPT = textwrap.dedent(
-    """
-    import torch, torch.distributed as dist
-
-    dist.init_process_group("gloo")
-    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 4))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    for _ in range(6):
-        loss = model(torch.randn(8, 16)).pow(2).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    dist.destroy_process_group()
-    """
-)
+DDP_SCRIPT = ddp_script(6)
 
 
 @pytest.mark.slow
