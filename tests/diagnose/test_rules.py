@@ -11,6 +11,7 @@ from trainprof.diagnose import rules
 from trainprof.diagnose.rules import FINDING_IDS, JOB_RULES, RANK_RULES
 
 from conftest import ROOT
+from tracegen import TraceBuilder
 
 GB = 1_000_000_000
 DEVICE = {"id": 0, "name": "Synthetic GPU", "totalGlobalMem": 40 * GB, "computeMajor": 8,
@@ -100,3 +101,63 @@ def test_every_threshold_is_named_in_the_docs(module):
                  and not isinstance(v, bool)]
     assert constants
     assert [c for c in constants if f"`{c}`" not in doc] == []
+
+
+def _copy_steps(b, copy_dur: float, host: str) -> None:
+    """Three 1000 µs steps: an input copy [10, 10 + copy_dur) from ``host`` memory with no
+    kernel running, then a GEMM to the end of the step."""
+    for n in range(3):
+        t = n * 1000
+        b.step(n, t, 1000)
+        b.launch(t + 5, 5, kind="memcpy", name=f"Memcpy HtoD ({host} -> Device)",
+                 k_ts=t + 10, k_dur=copy_dur, launcher="cudaMemcpyAsync",
+                 args={"bytes": 8_000_000})
+        b.launch(t + 15, 5, k_ts=t + 10 + copy_dur, k_dur=980 - copy_dur,
+                 name="sm80_xmma_gemm_bf16")
+
+
+def test_exposed_copies_cost_their_share_of_the_step(builder, tmp_path):
+    _copy_steps(builder, 100, "Pinned")  # 100 of 1000 µs: 10%, above COPIES_PCT
+    f = findings(builder, tmp_path)["host_to_device_copies"]
+    assert f.saving_pct == pytest.approx(10.0) and f.severity == "medium"
+    assert f.saving_ms == pytest.approx(0.1)
+    assert "8.0 MB/step" in f.evidence[1].where and "pageable" not in f.evidence[1].where
+
+
+def test_pageable_copies_fire_low_even_when_short(builder, tmp_path):
+    _copy_steps(builder, 20, "Pageable")  # 2% exposed: only the pageable source is the finding
+    f = findings(builder, tmp_path)["host_to_device_copies"]
+    assert f.severity == "low" and f.title == "3 copies from pageable memory"
+    assert f.saving_pct == pytest.approx(2.0)
+
+
+def test_short_pinned_copies_are_no_finding(builder, tmp_path):
+    _copy_steps(builder, 20, "Pinned")
+    assert "host_to_device_copies" not in findings(builder, tmp_path)
+
+
+def _kernel_steps(b, blocks_per_sm: float) -> None:
+    """Three 1000 µs steps, each one 900 µs kernel with the given blocks per SM."""
+    for n in range(3):
+        t = n * 1000
+        b.step(n, t, 1000)
+        b.launch(t + 5, 5, k_ts=t + 10, k_dur=900, name="sm80_xmma_gemm_bf16",
+                 args={"blocks per SM": blocks_per_sm, "est. achieved occupancy %": 10})
+
+
+def test_kernels_with_fewer_blocks_than_sms_are_low_occupancy(builder, tmp_path):
+    _kernel_steps(builder, 0.25)  # a quarter of the SMs busy: 675 of every 900 µs left empty
+    f = findings(builder, tmp_path)["low_occupancy"]
+    assert f.evidence[0].value == pytest.approx(100.0)
+    assert f.saving_pct == pytest.approx(67.5) and f.severity == "high"
+
+
+def test_full_launches_or_a_full_device_are_no_low_occupancy(builder, tmp_path):
+    _kernel_steps(builder, 4.0)
+    assert "low_occupancy" not in findings(builder, tmp_path)
+    full = TraceBuilder()
+    _kernel_steps(full, 0.25)
+    for n in range(3):  # the device is 90% full: a larger batch has no room
+        full.memory(n * 1000 + 50, int(36 * GB) if n == 0 else 0, int(36 * GB))
+    (tmp_path / "full").mkdir()
+    assert "low_occupancy" not in findings(full, tmp_path / "full")
