@@ -177,7 +177,10 @@ def _kernel_ops(trace: Trace, kernels: np.ndarray) -> np.ndarray:
     links = device_links(trace)
     node = links.op[np.searchsorted(links.device, kernels)]
     tree = call_tree(trace)
-    return np.where(node >= 0, ev.name[tree.event[np.maximum(node, 0)]], -1)
+    out = np.full(len(kernels), -1, dtype=np.int64)
+    has = node >= 0
+    out[has] = ev.name[tree.event[node[has]]]
+    return out
 
 
 def _name_mask(names: list[str], used: np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:

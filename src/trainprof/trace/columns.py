@@ -27,16 +27,19 @@ _MEMORY_FIELDS = ("ts", "device_type", "device_id", "nbytes", "total_allocated",
 _FLOW_FIELDS = ("id", "phase", "ts", "tid", "forward_backward")
 
 
-def _int_or(value: Any, default: int) -> int:
+def _int_or(value: Any, default: int, limit: int = 2**62) -> int:
+    """``value`` as an int ("stream 7" gives 7), or ``default`` when it is none or out of range
+    (|value| >= ``limit``)."""
+    out = default
     if type(value) is int:
-        return value
-    if isinstance(value, float) and math.isfinite(value) and value == int(value):
-        return int(value)
-    if isinstance(value, str):
-        digits = value.rsplit(" ", 1)[-1]  # "stream 7"
+        out = value
+    elif isinstance(value, float) and math.isfinite(value) and value == int(value):
+        out = int(value)
+    elif isinstance(value, str):
+        digits = value.rsplit(" ", 1)[-1]
         if digits.lstrip("-").isdigit():
-            return int(digits)
-    return default
+            out = int(digits)
+    return out if -limit < out < limit else default
 
 
 def _canonical_id(value: Any) -> Any:
@@ -44,6 +47,20 @@ def _canonical_id(value: Any) -> Any:
     if isinstance(value, str) and value.isdigit():
         return int(value)
     return value
+
+
+def _hashable(value: Any) -> Any:
+    """A pid, tid, category, name or id usable as a dict key (a list or object becomes text)."""
+    return value if value is None or isinstance(value, str | int | float) else repr(value)
+
+
+def _hashable_pairs(pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """The pairs as they are when they can be dict keys (the usual case), else sanitised."""
+    try:
+        dict.fromkeys(pairs)
+    except TypeError:
+        return [(_hashable(a), _hashable(b)) for a, b in pairs]
+    return pairs
 
 
 def _float_or_nan(value: Any) -> float:
@@ -149,13 +166,13 @@ class ColumnBuilder:
                 if type(v) is int and -1 <= v < 2**62:
                     out[i] = v
                 else:
-                    out[i] = codes.setdefault(v, 2**62 + len(codes))
+                    out[i] = codes.setdefault(_hashable(v), 2**62 + len(codes))
             return out
 
     def _thread_ids(self, events: list[_Event]) -> np.ndarray:
         """Index of each event's thread; "25738" and 25738 are one thread (old traces write
         the tid of complete events as a string and of memory events as a number)."""
-        keys = [(e.pid, e.tid) for e in events]
+        keys = _hashable_pairs([(e.pid, e.tid) for e in events])
         raw, threads = self._raw_threads, self.threads
         for key in dict.fromkeys(keys):
             if key not in raw:
@@ -173,7 +190,8 @@ class ColumnBuilder:
     def _complete(self, events: list[_Event]) -> dict[str, np.ndarray]:
         n = len(events)
         kinds = self._kinds
-        hits = [kinds.get(k) or self._describe(k) for k in [(e.cat, e.name) for e in events]]
+        keys = _hashable_pairs([(e.cat, e.name) for e in events])
+        hits = [kinds.get(k) or self._describe(k) for k in keys]
         kind = np.array([h[0] for h in hits], dtype=np.uint8)
         cols = {
             "kind": kind,
@@ -241,7 +259,8 @@ class ColumnBuilder:
         dev_events = [events[i] for i in idx]
         dev_args = [args[i] or _NO_ARGS for i in idx]
         pairs = list(zip(dev_events, dev_args, strict=True))
-        out["device"][idx] = [_int_or(e.pid if a.device is None else a.device, -1) for e, a in pairs]
+        out["device"][idx] = [_int_or(e.pid if a.device is None else a.device, -1, 2**15)
+                              for e, a in pairs]
         out["stream"][idx] = [_int_or(e.tid if a.stream is None else a.stream, -1) for e, a in pairs]
         out["blocks_per_sm"][idx] = self._numbers([a.blocks_per_sm for a in dev_args], "args")
         out["occupancy"][idx] = self._numbers([a.occupancy for a in dev_args], "args")
