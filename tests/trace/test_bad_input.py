@@ -89,3 +89,37 @@ def test_corrupt_rank_in_a_folder_is_an_error_not_a_missing_rank(tmp_path):
     (tmp_path / "rank1.json.gz").write_bytes(NCCL_TRACE.read_bytes()[:1000])
     with pytest.raises(TraceError, match="rank1.json.gz"):
         trainprof.analyze(tmp_path)
+
+
+ODD_BUT_READABLE = {
+    # A kernel with no host op anywhere in the trace (a sampled device-only trace).
+    "device_only": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1,
+                     "dur": 5, "args": {"correlation": 10**25, "device": 0, "stream": 7,
+                                        "grid": [1, 1, 1], "block": [1e40, 1, 1]}}],
+    # Ids, pids and tids that are lists or objects, and a device number beyond int16.
+    "odd_ids": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": [1], "tid": {"a": 1},
+                 "ts": 1, "dur": 9, "args": {"External id": [3]}},
+                {"ph": "X", "cat": ["kernel"], "name": "k", "pid": 0, "tid": 7, "ts": 2,
+                 "dur": 5, "args": {"correlation": {"x": 1}, "device": 1e30, "stream": 10**30}},
+                {"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 8,
+                 "dur": 1, "args": {"device": 70000, "stream": "stream 7"}}],
+}
+
+
+@pytest.mark.parametrize("case", sorted(ODD_BUT_READABLE))
+def test_odd_values_load_and_analyse(tmp_path, case):
+    """Values of the wrong type or out of range in fields we only use for joins are not an
+    error: the trace loads and every section runs (JSON and text)."""
+    import io
+    import json
+
+    from rich.console import Console
+
+    from trainprof.report.json import to_json_bytes
+    from trainprof.report.text import print_analysis
+
+    path = write(tmp_path, f"{case}.json", json.dumps({"traceEvents": ODD_BUT_READABLE[case]})
+                 .encode())
+    analysis = trainprof.analyze(path)
+    assert json.loads(to_json_bytes(analysis))["ranks"][0]["kernels"]["calls"] >= 1
+    print_analysis(analysis, Console(file=io.StringIO(), width=100))

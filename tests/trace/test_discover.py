@@ -28,6 +28,8 @@ from tracegen import TraceBuilder
         ("sampled_rank-1.json.gz", 1, None),
         ("trace.json", None, None),
         ("prank9.json", None, None),
+        ("iteration_20/rank3_trace.json", 3, 20),  # torchtitan: one folder per window
+        ("iteration_x/rank3_trace.json", 3, None),
     ],
 )
 def test_rank_and_window_from_file_names(name, rank, window):
@@ -78,6 +80,16 @@ def test_windows_of_one_worker_are_kept_apart(tmp_path):
     assert [s["step"] for s in second.steps["per_step"]][0] == 16
     assert first.steps["mean_ms"] == pytest.approx(177.6, abs=0.1)
     assert second.steps["mean_ms"] == pytest.approx(154.9, abs=0.1)
+
+
+def test_torchtitan_iteration_folders_are_windows_of_each_rank(tmp_path):
+    for iteration in (10, 20):
+        for rank in (0, 1):
+            tiny(tmp_path / f"iteration_{iteration}" / f"rank{rank}_trace.json")
+    analysis = trainprof.analyze(tmp_path, workers=1)
+    placed = [(r.rank, r.window, r.path.parent.name) for r in analysis.ranks]
+    assert placed == [(0, 0, "iteration_10"), (0, 1, "iteration_20"),
+                      (1, 0, "iteration_10"), (1, 1, "iteration_20")]
 
 
 def test_two_rank_folder():

@@ -2,8 +2,9 @@
 
 The rank comes from ``distributedInfo.rank`` when the trace has it, else from the file name, else
 each remaining worker gets a distinct rank (with a warning). Several files of one worker that
-differ only by a window token (tensorboard_trace_handler's ``.<timestamp>`` or our own
-``.step<N>``) are separate recording windows of that rank, never merged.
+differ only by a window token (tensorboard_trace_handler's ``.<timestamp>``, our own
+``.step<N>``, or torchtitan's ``iteration_<N>/`` folder) are separate recording windows of that
+rank, never merged.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ NOT_TRACES = frozenset({CLUSTER_SUMMARY_NAME})
 _CLUSTER_HEAD = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"trainprof\.cluster/')
 
 _WINDOW_TOKEN = re.compile(r"^(?P<worker>.*?)\.(?:step)?(?P<window>\d+)$")
+#: torchtitan writes each profiling window to its own folder: iteration_<N>/rank<R>_trace.json.
+_WINDOW_FOLDER = re.compile(r"^iteration_(\d+)$")
 _RANK_PATTERNS = (
     re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)(?![0-9])", re.IGNORECASE),  # rank-3, rank_3, rank3
     re.compile(r"^profile_(\d+)$"),  # accelerate's Accelerator.profile()
@@ -37,6 +40,8 @@ class TraceName:
     worker: str
     window_token: int | None
     rank: int | None
+    #: The folder the worker's windows share (above an ``iteration_<N>`` window folder).
+    folder: str = ""
 
 
 def find_trace_files(path: Path) -> list[Path]:
@@ -84,17 +89,21 @@ def parse_name(path: Path) -> TraceName:
     stem = path.name
     for suffix in (".gz", ".json", ".pt.trace"):
         stem = stem.removesuffix(suffix)
-    worker, token = stem, None
+    worker, token, folder = stem, None, path.parent
     match = _WINDOW_TOKEN.match(stem)
     if match and match.group("worker"):
         worker, token = match.group("worker"), int(match.group("window"))
+    else:
+        in_window_folder = _WINDOW_FOLDER.match(path.parent.name)
+        if in_window_folder:
+            token, folder = int(in_window_folder.group(1)), path.parent.parent
     rank = None
     for pattern in _RANK_PATTERNS:
         found = pattern.search(worker)
         if found:
             rank = int(found.group(1))
             break
-    return TraceName(worker=worker, window_token=token, rank=rank)
+    return TraceName(worker=worker, window_token=token, rank=rank, folder=str(folder))
 
 
 @dataclass(frozen=True)
@@ -111,9 +120,9 @@ def place(files: list[Path], ranks_in_file: list[int | None]) -> tuple[list[Plac
     names = [parse_name(f) for f in files]
     warnings: list[str] = []
     group_key: list[tuple] = []
-    for f, n, r in zip(files, names, ranks_in_file, strict=True):
+    for n, r in zip(names, ranks_in_file, strict=True):
         rank = r if r is not None else n.rank
-        group_key.append(("rank", rank) if rank is not None else ("worker", str(f.parent), n.worker))
+        group_key.append(("rank", rank) if rank is not None else ("worker", n.folder, n.worker))
     known = {k[1] for k in group_key if k[0] == "rank"}
     unnamed = sorted({k for k in group_key if k[0] == "worker"})
     next_rank = max(known, default=-1) + 1
