@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import trainprof
-from trainprof.capture.integrations import accelerate as trainprof_accelerate
+from trainprof.integrations import accelerate as trainprof_accelerate
 
 from capture_helpers import profiler_steps, read_trace, trace_names
 
@@ -71,3 +71,17 @@ def test_step_timer_sees_through_the_accelerated_optimizer():
     assert summary["steps"] == 8
     assert summary["phases_ms"]["optimizer"] > 0
     assert summary["phases_ms"]["backward"] > 0
+
+
+def test_traces_written_by_accelerator_profile_are_read_as_ranks(tmp_path):
+    """accelerate's own `accelerator.profile()` writes `profile_{process_index}.json`."""
+    out = tmp_path / "accelerate-traces"
+    handler = ProfileKwargs(activities=["cpu"], schedule_option=SCHEDULE, output_trace_dir=str(out))
+    accelerator = accelerate.Accelerator(cpu=True, kwargs_handlers=[handler])
+    model, optimizer, loader = prepared(accelerator)
+    with accelerator.profile() as prof:
+        train(accelerator, model, optimizer, loader, after_step=prof.step)
+    assert trace_names(out) == ["profile_0.json"]
+    analysis = trainprof.analyze(out)
+    assert [r.rank for r in analysis.ranks] == [0]
+    assert analysis.ranks[0].steps["count"] == SCHEDULE["active"]

@@ -1,1 +1,5 @@
-"""Short import paths for the framework integrations (`trainprof.integrations.lightning`)."""
+"""Recording under accelerate (`trainprof.integrations.accelerate`) and Lightning
+(`trainprof.integrations.lightning`) with trainprof's options and file layout.
+
+Both build on `trainprof.capture`; each imports its framework only when it is imported itself.
+"""

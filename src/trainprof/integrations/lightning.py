@@ -1,5 +1,67 @@
-"""`from trainprof.integrations.lightning import TrainprofCallback`; see the capture module."""
+"""A Lightning callback that records training with trainprof: one trace file per rank and cycle.
 
-from trainprof.capture.integrations.lightning import TrainprofCallback
+    from trainprof.integrations.lightning import TrainprofCallback
+    trainer = Trainer(callbacks=[TrainprofCallback(schedule_option={"wait": 2, "warmup": 1, "active": 3})])
+
+Options are `trainprof.profile`'s. A step is one training batch (`on_train_batch_end`). Without
+`output_trace_dir`, files go to `<trainer.default_root_dir>/trainprof-traces`. Do not also give
+the Trainer a `profiler="pytorch"`: two torch profilers cannot run at once (trainprof would warn
+and record nothing).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from trainprof.capture.config import DEFAULT_OUTPUT_DIR, ProfileConfig
+from trainprof.capture.profiler import Recorder
+
+try:  # the unified package first; the standalone one for older projects
+    from lightning.pytorch.callbacks import Callback
+except ImportError:  # pragma: no cover
+    from pytorch_lightning.callbacks import Callback  # type: ignore[no-redef]
 
 __all__ = ["TrainprofCallback"]
+
+
+class TrainprofCallback(Callback):
+    """Starts the profiler when training starts, steps it after every batch, stops at the end."""
+
+    def __init__(self, config: ProfileConfig | None = None, **options: Any) -> None:
+        super().__init__()
+        self.config = (config or ProfileConfig()).with_options(**options)
+        self.recorder: Recorder | None = None  # kept after training, for its trace_files
+        self._running = False
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        config = self.config
+        if config.output_trace_dir is None and config.on_trace_ready is None:
+            out_dir = os.path.join(trainer.default_root_dir, DEFAULT_OUTPUT_DIR)
+            config = config.with_options(output_trace_dir=out_dir)
+        self.recorder = Recorder(config, rank=trainer.global_rank, barrier=trainer.strategy.barrier)
+        self.recorder.start()
+        self._running = True
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self._running:
+            self.recorder.step()  # type: ignore[union-attr]
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        self._stop(wait_for_others=True)
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        self._stop(wait_for_others=False)  # the other ranks may be gone: no barrier
+
+    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        self._stop(wait_for_others=False)
+
+    @property
+    def trace_files(self) -> list[Any]:
+        """The files written so far on this rank."""
+        return self.recorder.trace_files if self.recorder is not None else []
+
+    def _stop(self, wait_for_others: bool) -> None:
+        if self._running:
+            self._running = False
+            self.recorder.stop(wait_for_others=wait_for_others)  # type: ignore[union-attr]

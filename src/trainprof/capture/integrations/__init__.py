@@ -1,1 +1,0 @@
-"""Recording under accelerate and Lightning with trainprof's options and file layout."""
