@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,7 +14,7 @@ import trainprof
 from trainprof.capture.config import DEFAULT_SCHEDULE, ProfileConfig
 from trainprof.capture.safety import RecordingWarning
 
-from capture_helpers import TinyTraining, profiler_steps, read_trace, trace_names
+from capture_helpers import TinyTraining, profiler_steps, read_trace, run_python, trace_names
 
 SHORT = {"wait": 1, "warmup": 1, "active": 2, "repeat": 2}
 
@@ -93,6 +96,21 @@ def test_profiler_that_cannot_start_warns_and_training_goes_on(tmp_path):
     assert not tmp_path.exists() or trace_names(tmp_path) == []
 
 
+def test_a_profiler_already_recording_is_left_alone_and_training_goes_on(tmp_path):
+    """Two torch profilers cannot record at once: trainprof steps aside (on any machine)."""
+    training = TinyTraining()
+    outer = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+    with (
+        outer,
+        pytest.warns(RecordingWarning, match="another torch profiler is already recording"),
+        trainprof.profile(output_trace_dir=tmp_path, schedule_option={"wait": 0, "warmup": 1,
+                                                                      "active": 1}) as prof,
+    ):
+        training.run(5, after_step=prof.step)
+    assert training.steps_done == 5 and not prof.recording and prof.trace_files == []
+    assert any(e.name == "aten::addmm" for e in outer.events())  # the user's trace is intact
+
+
 def test_too_short_a_loop_says_so(tmp_path):
     training = TinyTraining()
     with (
@@ -165,3 +183,38 @@ def test_options_are_checked_at_the_call():
         ProfileConfig(schedule_option={"wait": 1, "active": 2})
     with pytest.raises(TypeError, match="output_trace_dir"):
         trainprof.profile(output_dir="traces")
+
+
+# A full disk, for real: the child process may write files of at most FULL_DISK_BYTES
+# (RLIMIT_FSIZE, which binds root too), so every trace export fails part-way.
+FULL_DISK_BYTES = 4096
+FULL_DISK_SCRIPT = f"""
+import json, resource, signal, warnings
+import trainprof
+from trainprof.capture.safety import RecordingWarning
+from capture_helpers import TinyTraining
+
+training = TinyTraining()
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+resource.setrlimit(resource.RLIMIT_FSIZE, ({FULL_DISK_BYTES}, {FULL_DISK_BYTES}))
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    with trainprof.profile(output_trace_dir="traces", schedule_option={SHORT!r}) as prof:
+        training.run(10, after_step=prof.step)
+print(json.dumps({{"steps": training.steps_done, "files": [str(p) for p in prof.trace_files],
+                  "warnings": [str(w.message) for w in caught
+                               if issubclass(w.category, RecordingWarning)]}}))
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_full_disk_warns_once_leaves_no_broken_trace_and_training_finishes(tmp_path):
+    helpers = Path(__file__).resolve().parent
+    result = run_python(["-c", f"import sys; sys.path.insert(0, {str(helpers)!r})\n" + FULL_DISK_SCRIPT],
+                        cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["steps"] == 10 and seen["files"] == []
+    assert len(seen["warnings"]) == 1 and "could not write a trace" in seen["warnings"][0]
+    assert "disk full" in seen["warnings"][0]
+    assert trace_names(tmp_path / "traces") == []  # no empty trace, no temporary file

@@ -20,7 +20,7 @@ import torch
 from trainprof.capture.config import DEFAULT_SCHEDULE, ProfileConfig
 from trainprof.capture.memory_watch import MemoryWatch
 from trainprof.capture.ranks import current_rank
-from trainprof.capture.safety import WarnOnce
+from trainprof.capture.safety import WarnOnce, another_profiler_running
 from trainprof.capture.writer import write_trace
 
 __all__ = ["ProfileConfig", "Recorder", "profile"]
@@ -97,6 +97,10 @@ class Recorder:
     def start(self) -> Recorder:
         self._join_cluster_summary()
         if not self.config.records_rank(self.rank):
+            return self
+        if another_profiler_running():  # leave the user's own profiler its session
+            self._warn("another torch profiler is already recording; trainprof records nothing "
+                       "and training goes on")
             return self
         try:
             self.profiler = torch.profiler.profile(

@@ -25,3 +25,14 @@ class WarnOnce:
         self.warned = True
         detail = f" ({type(error).__name__}: {error})" if error is not None else ""
         warnings.warn(f"trainprof: {message}{detail}", RecordingWarning, stacklevel=3)
+
+
+def another_profiler_running() -> bool:
+    """Whether a torch profiler is already recording on this thread: a second one would fail, or
+    take over the first one's session and leave its user with an empty trace."""
+    try:
+        import torch
+
+        return bool(torch._C._autograd._profiler_enabled())
+    except Exception:  # a private API: if it moves, fall back to finding out at start
+        return False

@@ -13,6 +13,8 @@ from trainprof.fileio import atomic_output, temp_path_beside
 #: One file per rank and per recorded cycle; N is the last step of the cycle. The analyser reads
 #: the rank from the name, and `*.pt.trace.json.gz` is what TensorBoard and HTA look for too.
 TRACE_FILE_NAME = "rank{rank}.step{step}.pt.trace.json.gz"
+#: Bytes read from the end of an exported trace to check that it was written to its end.
+_TAIL_BYTES = 256
 
 
 def trace_file_name(rank: int, step: int) -> str:
@@ -23,7 +25,8 @@ def write_trace(profiler: Any, out_dir: str | os.PathLike[str], rank: int, step:
     """Exports `profiler`'s last cycle to `out_dir` and returns the file's path.
 
     The profiler's plain JSON goes to a hidden `.tmp` file in `out_dir`, then is gzipped into the
-    final name atomically, so a reader never sees a half-written trace.
+    final name atomically, so a reader never sees a half-written trace. An export that did not
+    reach its end (a full disk) raises `OSError` instead of leaving a broken trace.
     """
     directory = Path(out_dir)
     directory.mkdir(parents=True, exist_ok=True)
@@ -31,9 +34,26 @@ def write_trace(profiler: Any, out_dir: str | os.PathLike[str], rank: int, step:
     raw = temp_path_beside(final, ".raw")
     try:
         profiler.export_chrome_trace(str(raw))
+        check_complete(raw)
         with open(raw, "rb") as src, atomic_output(final) as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            raw.unlink()
+        # Kineto writes to `<name>.tmp` and renames it; a failed write leaves that file behind.
+        for leftover in (raw, raw.with_name(raw.name + ".tmp")):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
     return final
+
+
+def check_complete(path: Path) -> None:
+    """Raises `OSError` unless `path` holds a JSON document written to its end.
+
+    Kineto only logs a failed write ("Failed to write to log file!"): the file is then empty, or
+    cut off where the disk filled up, instead of ending with the document's closing brace.
+    """
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        f.seek(max(0, size - _TAIL_BYTES))
+        tail = f.read().rstrip()
+    if not tail.endswith(b"}"):
+        raise OSError(f"the profiler's trace export stopped after {size} bytes (is the disk full?)")
