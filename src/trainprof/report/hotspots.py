@@ -1,22 +1,27 @@
-"""Terminal views of the operator and kernel tables (top N, readable at 100 columns)."""
+"""Terminal views of the operator and kernel tables (top N; names give way in narrow terminals)."""
 
 from __future__ import annotations
 
-from rich import box
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from trainprof.analysis.kernels import KernelStats
 from trainprof.analysis.operators import OperatorStats
 from trainprof.analysis.options import table_options
-from trainprof.report.quantities import clip, pct
+from trainprof.report.quantities import (
+    add_name_column,
+    add_number_columns,
+    clip,
+    compact_table,
+    name_cell,
+    pct,
+)
 from trainprof.trace.model import split_frame
 
 _SORT_LABELS = {"device_self_us": "device self time", "device_total_us": "device total time",
                 "host_self_us": "host self time", "host_total_us": "host total time",
                 "calls": "calls", "name": "name"}
-#: Column widths that keep the tables inside 100 columns.
+#: The widest the name columns get (in a wide terminal).
 OP_WIDTH = 46
 KERNEL_WIDTH = 30
 LAUNCHER_WIDTH = 18
@@ -37,11 +42,6 @@ def short_kernel_name(name: str) -> str:
     return text.strip() or name
 
 
-def compact_table() -> Table:
-    """A compact table: a rule under the header, no borders, one space between columns."""
-    return Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
-
-
 def _ms(us: float) -> str:
     return f"{us / 1000:.2f}"
 
@@ -54,13 +54,12 @@ def render_operators(result: OperatorStats) -> Group | None:
     head = Text(f"Operators by {_SORT_LABELS[result.sort_by]} (per {by}, whole trace, ms)",
                 style="italic")
     t = compact_table()
-    t.add_column("op", no_wrap=True, max_width=OP_WIDTH)
-    for col in ("calls", "host self", "host tot", "dev self", "dev tot"):
-        t.add_column(col, justify="right", no_wrap=True, min_width=len(col))
+    add_name_column(t, "op", OP_WIDTH)
+    add_number_columns(t, "calls", "host self", "host tot", "dev self", "dev tot")
     for r in rows:
         label = r.name if r.shape is None else f"{r.name} {r.shape}"
-        t.add_row(clip(label, OP_WIDTH), str(r.calls), _ms(r.host_self_us), _ms(r.host_total_us),
-                  _ms(r.device_self_us), _ms(r.device_total_us))
+        t.add_row(name_cell(label, OP_WIDTH), str(r.calls), _ms(r.host_self_us),
+                  _ms(r.host_total_us), _ms(r.device_self_us), _ms(r.device_total_us))
     sites = [(r.name, r.call_sites[0]) for r in rows if r.call_sites and r.call_sites[0].source]
     lines = [Text(clip(f"  {name} ← {file_line(site.source)} ({site.calls} calls)", 94),
                   style="dim") for name, site in sites[:SHOWN_SITES]]
@@ -86,14 +85,14 @@ def render_kernels(result: KernelStats) -> Group | None:
                 f"Tensor Core kernels {pct(result.tensor_core_pct)} of the time)",
                 style="italic")
     t = compact_table()
-    t.add_column("kernel", no_wrap=True, max_width=KERNEL_WIDTH)
-    for col in ("calls", "total ms", "mean µs", "share", "TC", "occ."):
-        t.add_column(col, justify="right", no_wrap=True, min_width=len(col))
-    t.add_column("launched by", no_wrap=True, max_width=LAUNCHER_WIDTH)
+    add_name_column(t, "kernel", KERNEL_WIDTH)
+    add_number_columns(t, "calls", "total ms", "mean µs", "share", "TC", "occ.")
+    add_name_column(t, "launched by", LAUNCHER_WIDTH)
     for r in result.top(table_options().top):
-        t.add_row(clip(short_kernel_name(r.name), KERNEL_WIDTH), str(r.calls), _ms(r.total_us),
-                  f"{r.mean_us:.1f}", pct(r.share_pct), "yes" if r.tensor_cores else "",
-                  pct(r.occupancy_pct, 0), clip(r.op or "", LAUNCHER_WIDTH))
+        t.add_row(name_cell(short_kernel_name(r.name), KERNEL_WIDTH), str(r.calls),
+                  _ms(r.total_us), f"{r.mean_us:.1f}", pct(r.share_pct),
+                  "yes" if r.tensor_cores else "", pct(r.occupancy_pct, 0),
+                  name_cell(r.op or "", LAUNCHER_WIDTH))
     note = Text("TC: a Tensor Core kernel (by name); occ.: estimated achieved occupancy",
                 style="dim")
     return Group(head, t, note)

@@ -12,10 +12,16 @@ from trainprof.analysis.launch import (
 )
 from trainprof.analysis.options import table_options
 from trainprof.analysis.syncs import SyncStats
-from trainprof.report.hotspots import compact_table, file_line
-from trainprof.report.quantities import clip, pct
+from trainprof.report.hotspots import file_line
+from trainprof.report.quantities import (
+    add_name_column,
+    add_number_columns,
+    compact_table,
+    name_cell,
+    pct,
+)
 
-#: Column widths that keep the sync table inside 100 columns.
+#: The widest the sync table's columns of names get (in a wide terminal).
 CALL_WIDTH = 22
 OPS_WIDTH = 26
 WHERE_WIDTH = 30
@@ -32,8 +38,7 @@ def render_launch(result: LaunchStats) -> Group | None:
                 "kernels)", style="italic")
     t = compact_table()
     t.add_column("")
-    for col in ("median µs", "p90 µs", "max µs"):
-        t.add_column(col, justify="right")
+    add_number_columns(t, "median µs", "p90 µs", "max µs")
     for label, d in (("launch call (CPU)", result.launch_us),
                      ("launch end → kernel start", result.delay_us),
                      ("kernel duration", result.kernel_us)):
@@ -61,17 +66,17 @@ def render_syncs(result: SyncStats) -> Group | None:
     if per_step is not None:
         head += f", {per_step:.1f} per step"
     t = compact_table()
-    t.add_column("call", no_wrap=True, max_width=CALL_WIDTH)
+    add_name_column(t, "call", CALL_WIDTH)
     t.add_column("n", justify="right", no_wrap=True, min_width=4)
     t.add_column("ms", justify="right", no_wrap=True, min_width=6)
-    t.add_column("op called › innermost", no_wrap=True, max_width=OPS_WIDTH)
-    t.add_column("source / cause", no_wrap=True, max_width=WHERE_WIDTH)
+    add_name_column(t, "op called › innermost", OPS_WIDTH)
+    add_name_column(t, "source / cause", WHERE_WIDTH)
     for s in result.sites[: table_options().top]:
         ops = s.caller or "(no op)"
         if s.op and s.op != s.caller:
             ops = f"{s.caller} › {s.op.removeprefix('aten::')}"
         where = file_line(s.source) if s.source else (s.cause or "")
-        t.add_row(clip(s.call, CALL_WIDTH), str(s.count), f"{s.total_us / 1000:.2f}", clip(ops, OPS_WIDTH),
-                  clip(where, WHERE_WIDTH))
+        t.add_row(name_cell(s.call, CALL_WIDTH), str(s.count), f"{s.total_us / 1000:.2f}",
+                  name_cell(ops, OPS_WIDTH), name_cell(where, WHERE_WIDTH))
     return Group(Text(head, style="italic"), t,
                  *(Text(f"note: {n}", style="yellow") for n in result.notes))

@@ -6,7 +6,15 @@ from rich.console import Group
 from rich.text import Text
 
 from trainprof.analysis.memory import Memory
-from trainprof.report.quantities import clip, compact_table, pct, size
+from trainprof.report.quantities import (
+    add_name_column,
+    add_number_columns,
+    clip,
+    compact_table,
+    name_cell,
+    pct,
+    size,
+)
 
 #: Allocating ops named per device.
 SHOWN_OPS = 4
@@ -19,10 +27,9 @@ def render_memory(result: Memory) -> Group | None:
     title = "Memory" + (" (+: above the level at the trace start; old-format events)" if old
                         else "")
     t = compact_table(title)
-    for col in ("device", "peak (of device)", "reserved", "headroom", "MB/step"):
-        t.add_column(col, justify="left" if col == "device" else "right", no_wrap=True,
-                     min_width=len(col))
-    t.add_column("peak at", no_wrap=True, overflow="ellipsis", max_width=40)
+    t.add_column("device", no_wrap=True)
+    add_number_columns(t, "peak (of device)", "reserved", "headroom", "MB/step")
+    add_name_column(t, "peak at", 40)
     lines = []
     for d in result.devices:
         peak = size(d.peak_allocated) if d.has_totals else "+" + size(d.peak_above_start)
@@ -34,7 +41,7 @@ def render_memory(result: Memory) -> Group | None:
         if d.leak_suspected:
             growth += " leak?"
         t.add_row(d.device, peak, size(d.reserved_at_peak), size(d.headroom), growth,
-                  clip(step + (d.peak_op or ""), 40))
+                  name_cell(step + (d.peak_op or ""), 40))
         if d.top_ops:
             ops = ", ".join(f"{o.op} {size(o.bytes)}" for o in d.top_ops[:SHOWN_OPS])
             lines.append(Text(clip(f"top allocating ops on {d.device}: {ops}", 96), style="dim"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rich import box
 from rich.table import Table
+from rich.text import Text
 
 _UNITS = (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3))
 
@@ -31,7 +32,29 @@ def clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def compact_table(title: str) -> Table:
+def compact_table(title: str | None = None) -> Table:
     """A table in the deep sections' style: a rule under the head, no box, left title."""
     return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                  show_edge=False, padding=(0, 1))
+
+
+#: The narrowest a column of names gets in a narrow terminal.
+NAME_MIN_WIDTH = 12
+
+
+def add_name_column(table: Table, header: str, max_width: int, **options: object) -> None:
+    """A column of names (ops, kernels, call sites): in a narrow terminal it gives way first, its
+    cells cut with … (see ``name_cell``), so that the columns of numbers keep their width."""
+    table.add_column(header, no_wrap=False, overflow="ellipsis", max_width=max_width,
+                     min_width=min(NAME_MIN_WIDTH, max_width), **options)
+
+
+def add_number_columns(table: Table, *headers: str) -> None:
+    """Right-aligned columns that are never narrower than their header nor wrapped."""
+    for header in headers:
+        table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
+
+
+def name_cell(text: str, width: int) -> Text:
+    """A name clipped to ``width``, and cut with … (never wrapped) where the column is narrower."""
+    return Text(clip(text, width), no_wrap=True, overflow="ellipsis")

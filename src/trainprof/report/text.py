@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich import box
 from rich.console import Console, Group
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -183,18 +184,20 @@ def findings_panel(a: Analysis) -> Panel:
     if not a.findings:
         return Panel(Text("No major bottleneck found. Where the time goes is below."),
                      title="Verdict", title_align="left", border_style="green")
-    parts = []
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(justify="right", no_wrap=True)  # the number, so that wrapped lines indent
+    grid.add_column()
     for i, f in enumerate(a.findings, 1):
         where = "" if f.rank is None else f" · rank {f.rank}"
-        head = Text(f"{i}. ")
+        head = Text()
         head.append(f"[{f.severity}] ", style=_SEVERITY_STYLE[f.severity])
         head.append(f.title, style="bold")
         head.append(f"{where} · saves ~{f.saving_pct:.0f}% ({f.saving_ms:.1f} ms/step)")
-        parts.append(head)
-        for e in f.evidence:
-            parts.append(Text(f"     {e}", style="dim"))
-        parts.append(Text(f"     Fix: {f.fix.summary}", style="green"))
-        parts.append(Text(f"     See {f.docs}", style="dim"))
+        lines = [head, *(Padding(Text(str(e), style="dim"), (0, 0, 0, 2)) for e in f.evidence),
+                 Padding(Text(f"Fix: {f.fix.summary}", style="green"), (0, 0, 0, 2)),
+                 Padding(Text(f"See {f.docs}", style="dim"), (0, 0, 0, 2))]
+        grid.add_row(f"{i}.", Group(*lines))
+    parts = [grid]
     return Panel(Group(*parts), title="Findings, most costly first", title_align="left")
 
 

@@ -1,0 +1,60 @@
+"""The text report reads in an 80- and a 120-column terminal: names give way, numbers never."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from rich.console import Console
+
+import trainprof
+from trainprof.report.text import print_analysis
+
+from conftest import RESNET_W0
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    return trainprof.analyze(RESNET_W0)
+
+
+def rendered(analysis, width: int) -> list[str]:
+    out = io.StringIO()
+    print_analysis(analysis, Console(file=out, width=width, color_system=None))
+    return out.getvalue().splitlines()
+
+
+def row_after(lines: list[str], header: str, first_cell: str) -> list[str]:
+    """The cells (split on runs of spaces) of the first row starting with ``first_cell`` after
+    the table header line holding ``header``."""
+    start = next(i for i, line in enumerate(lines) if header in line)
+    for line in lines[start + 1:]:
+        body = line.strip("│ ")
+        if body.startswith(first_cell):
+            return re.split(r"\s{2,}", body)
+    raise AssertionError(f"no row {first_cell!r} under {header!r}")
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_every_line_fits_and_numbers_stay_whole(resnet, width):
+    lines = rendered(resnet, width)
+    assert max(len(line) for line in lines) <= width
+    # The longest idle gap: step 9, at 717.4 ms, 62,339 µs of host wait.
+    assert row_after(lines, "gap µs", "9")[:4] == ["9", "717.4", "62339", "host wait"]
+    # Operators: every number column is there, whole, in a narrow terminal too.
+    op = row_after(lines, "dev tot", "aten::cudnn_convolution")
+    assert op[-5:] == ["318", "22.80", "40.25", "142.46", "142.46"]
+    # Kernels: the launching op is still shown, after the occupancy.
+    kernel = row_after(lines, "launched by", "cudnn::")
+    assert kernel[1:5] == ["162", "80.76", "498.5", "13.7%"]
+    assert kernel[-2] == "30%" and kernel[-1].startswith("aten::cudnn")
+
+
+def test_findings_wrap_under_their_own_text(resnet):
+    lines = rendered(resnet, 80)
+    first = next(i for i, line in enumerate(lines) if "1. [high]" in line)
+    text_column = lines[first].index("[high]")
+    # The title's continuation line starts under the title, not under the number.
+    continuation = lines[first + 1].strip("│")
+    assert continuation[: text_column - 1].strip() == ""
