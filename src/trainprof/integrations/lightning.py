@@ -4,23 +4,27 @@
     trainer = Trainer(callbacks=[TrainprofCallback(schedule_option={"wait": 2, "warmup": 1, "active": 3})])
 
 Options are `trainprof.profile`'s. A step is one training batch (`on_train_batch_end`). Without
-`output_trace_dir`, files go to `<trainer.default_root_dir>/trainprof-traces`. Do not also give
-the Trainer a `profiler="pytorch"`: two torch profilers cannot run at once (trainprof would warn
-and record nothing).
+`output_trace_dir`, files go to `<trainer.default_root_dir>/trainprof-traces`. A Trainer given
+`profiler="pytorch"` keeps its own profiler: two torch profilers cannot run at once (together
+they crash the process in torch 2.13), so the callback warns once and records nothing.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 from trainprof.capture.config import DEFAULT_OUTPUT_DIR, ProfileConfig
 from trainprof.capture.profiler import Recorder
+from trainprof.capture.safety import RecordingWarning
 
 try:  # the unified package first; the standalone one for older projects
     from lightning.pytorch.callbacks import Callback
+    from lightning.pytorch.profilers import PyTorchProfiler
 except ImportError:  # pragma: no cover
     from pytorch_lightning.callbacks import Callback  # type: ignore[no-redef]
+    from pytorch_lightning.profilers import PyTorchProfiler  # type: ignore[no-redef]
 
 __all__ = ["TrainprofCallback"]
 
@@ -35,6 +39,11 @@ class TrainprofCallback(Callback):
         self._running = False
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        if isinstance(getattr(trainer, "profiler", None), PyTorchProfiler):
+            warnings.warn("trainprof: the Trainer runs its own torch profiler (profiler='pytorch'), "
+                          "and two cannot run at once; trainprof records nothing and training "
+                          "goes on", RecordingWarning, stacklevel=2)
+            return
         config = self.config
         if config.output_trace_dir is None and config.on_trace_ready is None:
             out_dir = os.path.join(trainer.default_root_dir, DEFAULT_OUTPUT_DIR)
