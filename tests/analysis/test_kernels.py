@@ -73,6 +73,11 @@ def test_empty_trace_has_no_rows(builder, tmp_path):
     ("triton_tem_fused_bmm_3", True),
     ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>", True),
     ("triton_poi_fused_add_relu_0", False),
+    # FP32 on the CUDA cores although the kernel family matches (TF32 off on an A100).
+    ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_"
+     "alignc4_execute_kernel__5x_cublas", False),
+    ("void cutlass::Kernel<cutlass_80_simt_sgemm_128x128_8x4_nn_align1>(Params)", False),
+    ("sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x16", True),
     ("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>", False),
 ])
 def test_tensor_core_names(name, expected):

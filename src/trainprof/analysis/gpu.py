@@ -27,11 +27,14 @@ _TENSOR_CORE = re.compile(
     r"|sm90_gemm|sm80_gemm|ampere_.*gemm.*(?:bf16|fp16|h16)|cutlass.*(?:bf16|f16|tf32)",
     re.IGNORECASE,
 )
+#: Names that say the kernel runs on the CUDA cores although the family above matches: cuBLAS's
+#: FP32 ``sm80_xmma_gemm_f32f32_..._ffma_...`` (TF32 off), CUTLASS ``simt`` and ``sgemm`` kernels.
+_CUDA_CORES = re.compile(r"ffma|simt|sgemm", re.IGNORECASE)
 
 
 def uses_tensor_cores(kernel_name: str) -> bool:
     """Whether a kernel name says it runs on Tensor Cores (a name heuristic, see docs)."""
-    return bool(_TENSOR_CORE.search(kernel_name))
+    return bool(_TENSOR_CORE.search(kernel_name)) and not _CUDA_CORES.search(kernel_name)
 
 
 @dataclass
