@@ -50,9 +50,11 @@ def test_synthetic_counts_and_time(synthetic):
     s = synthetic
     assert s.count == 5
     assert s.blocked_us == pytest.approx(40 + 40 + 200 + 30 + 10)
-    assert s.blocked_pct == pytest.approx(320 / 2000 * 100)
-    assert [(p.step, p.count, p.blocked_us) for p in s.per_step] == [(1, 1, 40), (2, 4, 280)]
-    assert s.mean_per_step == 2.5
+    # The device-wide Context Sync after the last op is the profiler's own: not the loop's.
+    assert (s.profiler_syncs, s.loop_count, s.loop_blocked_us) == (1, 4, 310)
+    assert s.blocked_pct == pytest.approx(310 / 2000 * 100)
+    assert [(p.step, p.count, p.blocked_us) for p in s.per_step] == [(1, 1, 40), (2, 3, 270)]
+    assert s.mean_per_step == 2.0
     assert len(s.notes) == 1 and "device side" in s.notes[0]
 
 
@@ -102,7 +104,9 @@ def test_resnet_syncs_come_from_copies_to_the_host():
     top = {(x.call, x.op, x.caller): x for x in s.sites}
     copies = top[("cudaStreamSynchronize", "aten::copy_", "aten::to")]
     assert copies.count == 12 and copies.source == "resnet50_profiler_api.py(44): <module>"
-    assert [p.count for p in s.per_step] == [2, 2, 2, 2, 2, 3]
+    # Two per step; the profiler's own synchronize in the last step is not counted per step.
+    assert [p.count for p in s.per_step] == [2, 2, 2, 2, 2, 2]
+    assert s.profiler_syncs == 1 and s.mean_per_step == s.loop_count / 6 == 2.0
 
 
 def test_bert_sync_found_through_python_frames():

@@ -68,10 +68,10 @@ class StepSyncs:
 class SyncStats:
     """Every sync of one trace, grouped by call site (most time blocked first)."""
 
-    count: int
+    count: int  # every sync of the trace, the profiler's own included
     blocked_us: float
-    blocked_pct: float | None  # of the step time (syncs inside steps only)
-    per_step: list[StepSyncs]
+    blocked_pct: float | None  # of the step time: the loop's syncs (below) only
+    per_step: list[StepSyncs]  # the loop's syncs, step by step
     sites: list[SyncSite]
     has_sources: bool
     notes: list[str] = field(default_factory=list)
@@ -127,15 +127,15 @@ def sync_stats(trace: Trace, steps: StepWindows) -> SyncStats:
     loop = counted & ~own
     avoidable = float(np.minimum(ev.dur[calls], idle_after)[loop].sum())
     per_step = [
-        StepSyncs(step=int(num), count=int((step_of == i).sum()),
-                  blocked_us=float(ev.dur[calls][step_of == i].sum()))
+        StepSyncs(step=int(num), count=int((loop & (step_of == i)).sum()),
+                  blocked_us=float(ev.dur[calls][loop & (step_of == i)].sum()))
         for i, num in enumerate(steps.numbers)
     ]
     step_time = float(steps.durations.sum())
     return SyncStats(
         count=len(calls),
         blocked_us=float(ev.dur[calls].sum()),
-        blocked_pct=share(float(ev.dur[calls][counted].sum()), step_time),
+        blocked_pct=share(float(ev.dur[calls][loop].sum()), step_time),
         per_step=per_step,
         sites=sites,
         has_sources=any(s is not None for s in sources),

@@ -60,11 +60,13 @@ def render_launch(result: LaunchStats) -> Group | None:
 def render_syncs(result: SyncStats) -> Group | None:
     if not result.count:
         return None
-    per_step = result.mean_per_step
-    head = (f"{result.count} host-device syncs, {result.blocked_us / 1000:.2f} ms blocked "
-            f"({pct(result.blocked_pct)} of the step time)")
-    if per_step is not None:
-        head += f", {per_step:.1f} per step"
+    head = f"{result.count} host-device syncs, {result.blocked_us / 1000:.2f} ms blocked"
+    if result.mean_per_step is not None:
+        head += (f"; the loop's: {result.mean_per_step:.1f} per step, "
+                 f"{result.loop_blocked_us / 1000:.2f} ms ({pct(result.blocked_pct)} of the "
+                 "step time)")
+    if result.profiler_syncs:
+        head += f"; {result.profiler_syncs} the profiler's own when it stops"
     t = compact_table()
     add_name_column(t, "call", CALL_WIDTH)
     t.add_column("n", justify="right", no_wrap=True, min_width=4)
