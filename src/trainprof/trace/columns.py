@@ -55,12 +55,8 @@ def _hashable(value: Any) -> Any:
 
 
 def _hashable_pairs(pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
-    """The pairs as they are when they can be dict keys (the usual case), else sanitised."""
-    try:
-        dict.fromkeys(pairs)
-    except TypeError:
-        return [(_hashable(a), _hashable(b)) for a, b in pairs]
-    return pairs
+    """The pairs with lists and objects as text, so that they can be dict keys."""
+    return [(_hashable(a), _hashable(b)) for a, b in pairs]
 
 
 def _float_or_nan(value: Any) -> float:
@@ -172,9 +168,14 @@ class ColumnBuilder:
     def _thread_ids(self, events: list[_Event]) -> np.ndarray:
         """Index of each event's thread; "25738" and 25738 are one thread (old traces write
         the tid of complete events as a string and of memory events as a number)."""
-        keys = _hashable_pairs([(e.pid, e.tid) for e in events])
+        keys = [(e.pid, e.tid) for e in events]
+        try:
+            unique = dict.fromkeys(keys)
+        except TypeError:  # a list or an object as pid or tid (rare): read as text
+            keys = _hashable_pairs(keys)
+            unique = dict.fromkeys(keys)
         raw, threads = self._raw_threads, self.threads
-        for key in dict.fromkeys(keys):
+        for key in unique:
             if key not in raw:
                 canonical = (_canonical_id(key[0]), _canonical_id(key[1]))
                 raw[key] = threads.setdefault(canonical, len(threads))
@@ -190,8 +191,11 @@ class ColumnBuilder:
     def _complete(self, events: list[_Event]) -> dict[str, np.ndarray]:
         n = len(events)
         kinds = self._kinds
-        keys = _hashable_pairs([(e.cat, e.name) for e in events])
-        hits = [kinds.get(k) or self._describe(k) for k in keys]
+        keys = [(e.cat, e.name) for e in events]
+        try:
+            hits = [kinds.get(k) or self._describe(k) for k in keys]
+        except TypeError:  # a list or an object as category or name (rare): read as text
+            hits = [kinds.get(k) or self._describe(k) for k in _hashable_pairs(keys)]
         kind = np.array([h[0] for h in hits], dtype=np.uint8)
         cols = {
             "kind": kind,
