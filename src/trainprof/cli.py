@@ -413,11 +413,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv) if argv[:1] != ["run"] else None
     try:
+        if args is None:  # the script keeps Python's own warning filters and format
+            return cmd_run(argv[1:])
         with warnings.catch_warnings():
             warnings.simplefilter("default")
             warnings.formatwarning = _one_line_warning  # type: ignore[assignment]
-            if args is None:
-                return cmd_run(argv[1:])
             return int(args.func(args) or 0)
     except TrainprofError as exc:
         print(f"trainprof: {exc}", file=sys.stderr)

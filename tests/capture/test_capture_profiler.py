@@ -218,3 +218,13 @@ def test_a_full_disk_warns_once_leaves_no_broken_trace_and_training_finishes(tmp
     assert len(seen["warnings"]) == 1 and "could not write a trace" in seen["warnings"][0]
     assert "disk full" in seen["warnings"][0]
     assert trace_names(tmp_path / "traces") == []  # no empty trace, no temporary file
+
+
+def test_torch_profiler_start_is_watched_only_while_recording(tmp_path):
+    """capture/profiler_guard.py wraps `torch.profiler.profile.start` while a recording runs."""
+    original = torch.profiler.profile.start
+    training = TinyTraining()
+    with trainprof.profile(output_trace_dir=tmp_path, schedule_option=SHORT) as prof:
+        assert getattr(torch.profiler.profile.start, "_trainprof", False)
+        training.run(2, after_step=prof.step)
+    assert torch.profiler.profile.start is original

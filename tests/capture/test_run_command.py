@@ -132,3 +132,45 @@ def test_trainprof_command_dispatches_run(tmp_path, script):
     assert result.returncode == 0, result.stderr
     assert trace_names(tmp_path / "traces") == ["rank0.step3.pt.trace.json.gz"]
     assert "Where the step time goes" in result.stdout  # the analysis printed at the end
+
+
+# A script that profiles itself, warns, and reports its warning filters: `trainprof run` must
+# leave all three as `python script.py` has them.
+SELF_PROFILING = textwrap.dedent(
+    """
+    import json, warnings
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    warnings.warn("the script's own warning")
+    model = torch.nn.Linear(16, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with profile(activities=[ProfilerActivity.CPU],
+                 schedule=schedule(wait=0, warmup=1, active=8)) as prof:
+        for _ in range(8):
+            model(torch.randn(8, 16)).sum().backward()
+            optimizer.step()
+            prof.step()
+    names = {e.name for e in prof.events()}
+    with open("seen.json", "w") as f:
+        json.dump({"filters": [str(x) for x in warnings.filters], "addmm": "aten::addmm" in names}, f)
+    """
+)
+
+
+def test_a_script_with_its_own_profiler_and_warnings_runs_as_without_trainprof(tmp_path):
+    """Before: the script's profiler failed to start ("already enabled") and the process then
+    crashed in the trace export; and the script's warnings were shown as trainprof's."""
+    (tmp_path / "own.py").write_text(SELF_PROFILING)
+    plain = run_python(["own.py"], cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    alone = json.loads((tmp_path / "seen.json").read_text())
+    result = run_python(["-m", "trainprof", "run", "--out", "traces", "--wait", "1", "--warmup", "1",
+                         "--active", "2", "--", "own.py"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen == alone and seen["addmm"]  # its trace is whole, its filters are Python's
+    assert "own.py:6: UserWarning: the script's own warning" in result.stderr
+    ours = [line for line in result.stderr.splitlines() if line.startswith("trainprof:")]
+    assert "trainprof: another torch profiler started; trainprof stopped recording" in ours[0]
+    assert not any("warning: trainprof" in line for line in result.stderr.splitlines())

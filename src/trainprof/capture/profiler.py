@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from trainprof.capture import profiler_guard
 from trainprof.capture.config import DEFAULT_SCHEDULE, ProfileConfig
 from trainprof.capture.memory_watch import MemoryWatch
 from trainprof.capture.ranks import current_rank
@@ -102,6 +103,7 @@ class Recorder:
             self._warn("another torch profiler is already recording; trainprof records nothing "
                        "and training goes on")
             return self
+        profiler_guard.watch(self)  # a profiler the user starts later makes this one step aside
         try:
             self.profiler = torch.profiler.profile(
                 activities=self.config.torch_activities(),
@@ -144,6 +146,7 @@ class Recorder:
         if one was given; pass `wait_for_others=False` after an error, when they may be gone, and
         the `failure` itself (an out-of-memory error gets a snapshot with `memory_snapshot`)."""
         profiler, self.profiler = self.profiler, None
+        profiler_guard.unwatch(self)
         if profiler is not None:
             try:
                 profiler.__exit__(None, None, None)
@@ -202,9 +205,16 @@ class Recorder:
                               self.config.cluster_summary_timeout_s, self._warn,
                               self._summary_recording)
 
-    def _give_up(self, message: str, error: BaseException) -> None:
+    def step_aside(self) -> None:
+        """Another torch profiler is starting (capture/profiler_guard.py): stop, keeping the
+        cycle recorded so far."""
+        self._give_up("another torch profiler started; trainprof stopped recording so that it "
+                      "can run, and training goes on", None)
+
+    def _give_up(self, message: str, error: BaseException | None) -> None:
         self._warn(message, error)
         profiler, self.profiler = self.profiler, None
+        profiler_guard.unwatch(self)
         if profiler is not None:
             # Leave no half-started Kineto session behind for the next profiler.
             with contextlib.suppress(Exception):

@@ -29,7 +29,7 @@ from trainprof.capture.config import DEFAULT_OUTPUT_DIR, DEFAULT_SCHEDULE, Profi
 from trainprof.capture.profiler import Recorder
 from trainprof.capture.ranks import current_rank, world_size
 from trainprof.capture.run_timer import add_live_and_record_arguments, record_run, run_timer
-from trainprof.capture.safety import RecordingWarning
+from trainprof.capture.safety import RecordingWarning, recording_warnings_on_one_line
 
 DESCRIPTION = "Run a training script unchanged, with the profiler on, then print the analysis."
 #: How long the printing rank waits for the other ranks' trace files to appear.
@@ -118,7 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """`python -m trainprof.capture.runner [options] -- script.py args...`"""
     parser = argparse.ArgumentParser(prog="trainprof run", description=DESCRIPTION)
     add_run_arguments(parser)
-    return run_command(parser.parse_args(argv))
+    with recording_warnings_on_one_line():  # the script's own warnings are left as they are
+        return run_command(parser.parse_args(argv))
 
 
 # -- running the script ---------------------------------------------------------------------

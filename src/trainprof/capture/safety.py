@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import warnings
+from collections.abc import Iterator
 
 logger = logging.getLogger("trainprof")
 
@@ -36,3 +38,22 @@ def another_profiler_running() -> bool:
         return bool(torch._C._autograd._profiler_enabled())
     except Exception:  # a private API: if it moves, fall back to finding out at start
         return False
+
+
+@contextlib.contextmanager
+def recording_warnings_on_one_line() -> Iterator[None]:
+    """Shows a `RecordingWarning` as its one line ("trainprof: ..."); every other warning (the
+    user's script's, under `trainprof run`) is shown as it would be without trainprof."""
+    previous = warnings.formatwarning
+
+    def formatwarning(message, category, filename, lineno, line=None):  # noqa: ANN001, ANN202
+        if isinstance(category, type) and issubclass(category, RecordingWarning):
+            return f"{message}\n"
+        return previous(message, category, filename, lineno, line)
+
+    warnings.formatwarning = formatwarning  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if warnings.formatwarning is formatwarning:
+            warnings.formatwarning = previous
