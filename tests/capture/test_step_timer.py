@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import os
 import time
 
 import pytest
@@ -12,6 +13,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import trainprof
+from trainprof.capture.safety import RecordingWarning
 from trainprof.capture.steps import PHASES
 
 from capture_helpers import TinyTraining
@@ -264,3 +266,27 @@ def test_checkpointed_recompute_counts_once_as_backward():
     assert lines["steps"] == 3
     assert lines["phases_ms"]["backward"] > 0
     assert sum(lines["phases_ms"].values()) == pytest.approx(lines["step_ms"]["mean"], rel=1e-6)
+
+
+def test_jsonl_in_a_new_folder_is_created(tmp_path):
+    training = TinyTraining()
+    path = tmp_path / "logs" / "run1" / "steps.jsonl"
+    with trainprof.StepTimer(training.model, training.optimizer, log_every=None, jsonl_path=path) as timer:
+        loop(training, timer, batches(3))
+    assert len(path.read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize("where", ["a folder", "a full disk"])
+def test_a_jsonl_file_that_cannot_be_written_warns_once_and_timing_goes_on(tmp_path, where):
+    if where == "a full disk" and not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full, where every write fails with ENOSPC")
+    path = tmp_path if where == "a folder" else "/dev/full"
+    training = TinyTraining()
+    with (
+        pytest.warns(RecordingWarning, match="JSONL file") as caught,
+        trainprof.StepTimer(training.model, training.optimizer, log_every=2,
+                            jsonl_path=path) as timer,  # log lines flush the file
+    ):
+        loop(training, timer, batches(6))
+    assert len([w for w in caught if issubclass(w.category, RecordingWarning)]) == 1
+    assert training.steps_done == 6 and timer.summary()["steps"] == 5

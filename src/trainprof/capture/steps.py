@@ -18,7 +18,6 @@ arithmetic happens every `READBACK_EVERY` steps.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -32,6 +31,7 @@ from trainprof.capture import backward as backward_calls
 from trainprof.capture.batches import batch_size_of, tokens_of
 from trainprof.capture.clocks import clock_for
 from trainprof.capture.device import model_device, peak_flops_for, peak_memory_bytes
+from trainprof.capture.jsonl_sink import JsonlSink
 from trainprof.capture.memory_breakdown import MemoryProbe
 from trainprof.capture.safety import WarnOnce
 from trainprof.capture.step_stats import PHASES, StepStats, Window, log_line, per_second, phases_ms
@@ -117,7 +117,7 @@ class StepTimer:
         self._last_end: Any = None  # without wrap(), where the next step begins
         self._flop_counter: FlopCounterMode | None = None
         self._count_flops = flops_per_step is None and model is not None
-        self._jsonl = open(jsonl_path, "a", encoding="utf-8") if jsonl_path else None  # noqa: SIM115
+        self._jsonl = JsonlSink(jsonl_path, self._warn) if jsonl_path else None
         self._handles: list[Any] = []
         self._model = model
         self._memory = MemoryProbe(self.device, self._warn)  # docs/memory_breakdown.md
@@ -455,7 +455,7 @@ class StepTimer:
         record: dict[str, Any] = {"step": step.index, "step_ms": round(step_s * 1e3, 4)}
         record.update({f"{p}_ms": round(v * 1e3, 4) for p, v in zip(PHASES, phases, strict=True)})
         record.update(samples=step.samples, tokens=step.tokens, excluded=step.excluded)
-        self._jsonl.write(json.dumps(record) + "\n")  # type: ignore[union-attr]
+        self._jsonl.write(record)  # type: ignore[union-attr]
 
     def _log(self, line: str) -> None:
         if self._jsonl is not None:
