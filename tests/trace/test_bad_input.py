@@ -103,6 +103,16 @@ ODD_BUT_READABLE = {
                  "dur": 5, "args": {"correlation": {"x": 1}, "device": 1e30, "stream": 10**30}},
                 {"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 8,
                  "dur": 1, "args": {"device": 70000, "stream": "stream 7"}}],
+    # A step number beyond 64 bits is no step; times centuries apart allocate nothing per µs.
+    "huge_numbers": [{"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#" + "9" * 30, "ts": 1,
+                      "dur": 100, "pid": 1, "tid": 1},
+                     {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1e300, "dur": 5,
+                      "pid": 1, "tid": 1},
+                     {"ph": "i", "s": "t", "name": "[memory]", "ts": 1e250, "pid": 1, "tid": 1,
+                      "args": {"Device Type": 0, "Bytes": 100, "Total Allocated": 100,
+                               "Total Reserved": 200, "Addr": 1}},
+                     {"ph": "X", "cat": "kernel", "name": "k", "ts": 50, "dur": 1e200, "pid": 0,
+                      "tid": 7, "args": {"device": 0, "stream": 7}}],
 }
 
 

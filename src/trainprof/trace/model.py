@@ -81,7 +81,7 @@ _COMM_HOST = re.compile(
     r"|^_c10d_functional::",
 )
 _DATALOADER = re.compile(r"^enumerate\((?:DataLoader|DataPipe)\)#")
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")  # a number that fits in 64 bits
 _OPTIMIZER = re.compile(r"^Optimizer\.(?:step|zero_grad)#|^optimizer\.step|^## optimizer ##")
 # The backward pass: autograd engine nodes, *Backward* functions, aten backward kernels, and the
 # "## backward ##" annotation some training loops add.
