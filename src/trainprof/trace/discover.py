@@ -147,7 +147,7 @@ def place(files: list[Path], ranks_in_file: list[int | None]) -> tuple[list[Plac
             a, b = _first_clash(members, tokens)
             raise TraceError(
                 f"Two files claim rank {rank}: {files[a]} and {files[b]}; "
-                "analyse them separately or give each its own folder."
+                "a folder is read as the ranks of one job, so analyse them separately."
             )
         ordered = sorted(members, key=lambda i: names[i].window_token or 0)
         for window, i in enumerate(ordered):
