@@ -366,9 +366,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     console.print(f"Training a small model on the CPU for {args.steps} steps, with the profiler on…")
     trace_dir = record_demo(args.out / "traces", steps=args.steps)
     analysis = _analyze_path(trace_dir, show_progress=True)
-    print_analysis(analysis, console)
     result = write_json(analysis, args.out / "analysis.json")
     console.print(f"Traces in {trace_dir}/, the JSON result in {result}.")
+    print_analysis(analysis, console, findings_last=True)  # the verdict is what stays on screen
     return 0
 
 

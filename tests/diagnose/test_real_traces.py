@@ -117,6 +117,10 @@ def test_json_result_passes_the_schema_check(path):
     data = json.loads(to_json_bytes(analysed(path)))
     assert _checker().check(data) == []
     assert data["findings"], "every one of these traces has findings"
+    savings = [f["saving_pct"] for f in data["findings"]]
+    assert savings == sorted(savings, reverse=True)  # most costly first
     for f in data["findings"]:
         assert f["evidence"] and f["fix"]["summary"] and f["docs"].startswith("docs/rules.md#")
-        assert f["saving_assumption"]
+        assert f["saving_assumption"] and f["explanation"] and f["title"]
+        assert f["severity"] in ("high", "medium", "low") and f["saving_ms"] >= 0
+        assert all(e["what"] and e["value"] != "" for e in f["evidence"])

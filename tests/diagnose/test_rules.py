@@ -161,3 +161,94 @@ def test_full_launches_or_a_full_device_are_no_low_occupancy(builder, tmp_path):
         full.memory(n * 1000 + 50, int(36 * GB) if n == 0 else 0, int(36 * GB))
     (tmp_path / "full").mkdir()
     assert "low_occupancy" not in findings(full, tmp_path / "full")
+
+
+def _gpu_steps(b, gemm_us: float = 985, memory_share: float = 0.6) -> None:
+    """Four 1000 µs steps of one Tensor Core GEMM launched by `aten::mm`, with the device
+    ``memory_share`` full: a GPU-bound step with nothing to fix."""
+    for n in range(4):
+        t = n * 1000
+        b.step(n, t, 1000)
+        op = b.op("aten::mm", t + 2, 10)
+        b.launch(t + 5, 5, k_ts=t + 10, k_dur=gemm_us, name="sm80_xmma_gemm_bf16",
+                 external_id=op["args"]["External id"])
+        level = int(memory_share * 40 * GB)
+        b.memory(t + 100, level if n == 0 else 0, level)
+
+
+def test_a_healthy_gpu_step_has_no_finding(builder, tmp_path):
+    """The GPU control: busy 98.5% of the step on Tensor Core GEMMs, 60% of its memory in use;
+    none of the GPU rules (host, kernels, Tensor Cores, memory) fires."""
+    _gpu_steps(builder)
+    assert findings(builder, tmp_path) == {}
+
+
+def test_gpu_idle_while_the_host_works_is_host_bound(builder, tmp_path):
+    """Each 1000 µs step: kernels [10, 300) and [900, 995); the host runs `aten::index` over
+    [300, 890). Idle: [0, 10) + [300, 900) + [995, 1000) = 615 µs; the 5 µs before the first
+    launch is the step's lead-in, the other 610 µs (61%) are host-bound."""
+    for n in range(4):
+        t = n * 1000
+        builder.step(n, t, 1000)
+        builder.launch(t + 5, 5, k_ts=t + 10, k_dur=290, name="sm80_xmma_gemm_bf16")
+        builder.op("aten::index", t + 300, 590)
+        builder.launch(t + 895, 5, k_ts=t + 900, k_dur=95, name="sm80_xmma_gemm_bf16")
+    found = findings(builder, tmp_path)
+    f = found["host_bound"]
+    assert (f.saving_pct, f.severity) == (pytest.approx(61.0), "high")
+    assert f.evidence[1].value == pytest.approx(61.5)  # all GPU idle in the step
+    gap = next(e for e in f.evidence if e.what == "longest GPU gap")
+    assert gap.value == pytest.approx(0.6) and "aten::index 590 µs" in gap.where
+    assert "small_kernels" not in found  # 8 kernels of 95-290 µs
+
+
+def test_launch_bound_tiny_kernels_are_small_kernels(builder, tmp_path):
+    """40 kernels of 3 µs per step, each launched by a 20 µs call: the GPU waits on launches."""
+    for n in range(4):
+        t = n * 1000
+        builder.step(n, t, 1000)
+        for k in range(40):
+            builder.launch(t + 5 + 24 * k, 20, k_ts=t + 26 + 24 * k, k_dur=3,
+                           name="elementwise_kernel")
+    f = findings(builder, tmp_path)["small_kernels"]
+    assert f.evidence[0].value == pytest.approx(100.0)  # every kernel under 10 µs
+    assert f.severity == "high" and f.saving_pct > 80
+
+
+def test_reserved_far_above_allocated_is_memory_fragmentation(builder, tmp_path):
+    _gpu_steps(builder)
+    builder.events = [e for e in builder.events if e.get("name") != "[memory]"]
+    for n in range(4):  # 24 GB allocated, 36 GB reserved: 1.5x
+        builder.memory(n * 1000 + 100, int(24 * GB) if n == 0 else 0, int(24 * GB),
+                       reserved=int(36 * GB))
+    f = findings(builder, tmp_path)["memory_fragmentation"]
+    assert f.evidence[0].value == pytest.approx(1.5) and f.saving_pct == 0
+    assert f.title == "Reserved memory is 1.5x what is allocated"
+
+
+def test_driver_allocations_every_step_are_memory_fragmentation(builder, tmp_path):
+    """cudaMalloc and cudaFree of 100 µs each in every 1000 µs step: 20% of the step."""
+    for n in range(4):
+        t = n * 1000
+        builder.step(n, t, 1000)
+        builder.launch(t + 5, 5, k_ts=t + 10, k_dur=600, name="sm80_xmma_gemm_bf16")
+        builder.event("cuda_runtime", "cudaMalloc", t + 620, 100, {"correlation": 9000 + n})
+        builder.event("cuda_runtime", "cudaFree", t + 730, 100, {"correlation": 9100 + n})
+        builder.launch(t + 840, 5, k_ts=t + 850, k_dur=145, name="sm80_xmma_gemm_bf16")
+        builder.memory(t + 100, int(24 * GB) if n == 0 else 0, int(24 * GB))
+    f = findings(builder, tmp_path)["memory_fragmentation"]
+    calls = next(e for e in f.evidence if e.what == "allocator calls per step")
+    assert calls.value == pytest.approx(2.0) and f.saving_pct == pytest.approx(20.0)
+    assert f.title == "The allocator calls cudaMalloc/cudaFree 2 times per step"
+
+
+@pytest.mark.parametrize("module", [rules.input, rules.host, rules.gpu, rules.training,
+                                    rules.memory, rules.distributed])
+def test_every_fix_has_a_summary_and_plain_pytorch_code(module):
+    from trainprof.diagnose.findings import Fix
+
+    fixes = {k: v for k, v in vars(module).items() if isinstance(v, Fix)}
+    assert fixes
+    for name, fix in fixes.items():
+        assert fix.summary.endswith(".") and fix.pytorch.strip(), name
+        assert fix.accelerate != fix.pytorch, name  # given only where it differs

@@ -68,6 +68,8 @@ def findings_md(findings: list[dict[str, Any]]) -> str:
         out.append(f"**{i}. {md_text(f['title'], None)}**\n")
         out.append(md_text(f.get("explanation", ""), None) + "\n")
         out += [f"- {md_text(evidence_text(e), None)}" for e in f.get("evidence", [])]
+        if f.get("saving_assumption"):
+            out.append(f"- saving estimate: {md_text(f['saving_assumption'], None)}")
         for label in ("pytorch", "accelerate"):
             if f["fix"].get(label):
                 out.append(f"\n{'PyTorch' if label == 'pytorch' else 'accelerate'}:\n")

@@ -179,10 +179,11 @@ _PHASE_HEADS = {"data": "data", "forward": "fwd", "backward": "bwd", "optimizer"
 _SEVERITY_STYLE = {"high": "bold red", "medium": "bold yellow", "low": "bold blue"}
 
 
-def findings_panel(a: Analysis) -> Panel:
-    """The verdict: each finding with its cost, evidence and fix; or where the time goes."""
+def findings_panel(a: Analysis, overview: str = "below") -> Panel:
+    """The verdict: each finding with its cost, evidence and fix; or, with none, a pointer to
+    where the time goes (the overview printed `overview` it)."""
     if not a.findings:
-        return Panel(Text("No major bottleneck found. Where the time goes is below."),
+        return Panel(Text(f"No major bottleneck found. Where the time goes is {overview}."),
                      title="Verdict", title_align="left", border_style="green")
     grid = Table.grid(padding=(0, 1))
     grid.add_column(justify="right", no_wrap=True)  # the number, so that wrapped lines indent
@@ -193,18 +194,26 @@ def findings_panel(a: Analysis) -> Panel:
         head.append(f"[{f.severity}] ", style=_SEVERITY_STYLE[f.severity])
         head.append(f.title, style="bold")
         head.append(f"{where} · saves ~{f.saving_pct:.0f}% ({f.saving_ms:.1f} ms/step)")
-        lines = [head, *(Padding(Text(str(e), style="dim"), (0, 0, 0, 2)) for e in f.evidence),
-                 Padding(Text(f"Fix: {f.fix.summary}", style="green"), (0, 0, 0, 2)),
-                 Padding(Text(f"See {f.docs}", style="dim"), (0, 0, 0, 2))]
+        lines = [head, *(Padding(Text(str(e), style="dim"), (0, 0, 0, 2)) for e in f.evidence)]
+        if f.saving_assumption:
+            lines.append(Padding(Text(f"Saving estimate: {f.saving_assumption}",
+                                      style="dim italic"), (0, 0, 0, 2)))
+        lines.append(Padding(Text(f"Fix: {f.fix.summary}", style="green"), (0, 0, 0, 2)))
+        if i == 1 and f.fix.pytorch:  # the costliest one's code; all of them: JSON, HTML, Markdown
+            lines.append(Padding(Text(f.fix.pytorch, style="cyan"), (0, 0, 0, 4)))
+        lines.append(Padding(Text(f"See {f.docs}", style="dim"), (0, 0, 0, 2)))
         grid.add_row(f"{i}.", Group(*lines))
     parts = [grid]
     return Panel(Group(*parts), title="Findings, most costly first", title_align="left")
 
 
-def print_analysis(analysis: Analysis, console: Console | None = None) -> None:
-    """Print the overview of every rank (a summary table first when there are several)."""
+def print_analysis(analysis: Analysis, console: Console | None = None,
+                   findings_last: bool = False) -> None:
+    """Print the findings, then the overview of every rank (a summary table first when there are
+    several); `findings_last` puts the findings at the end instead (`trainprof demo`)."""
     console = console or Console()
-    console.print(findings_panel(analysis))
+    if not findings_last:
+        console.print(findings_panel(analysis))
     if len(analysis.ranks) > 1:
         console.print(ranks_table(analysis))
         label, shown = _window_in_full(analysis)
@@ -219,3 +228,5 @@ def print_analysis(analysis: Analysis, console: Console | None = None) -> None:
             console.print(shown)
     for note in analysis.notes:
         console.print(Text(f"note: {note}", style="yellow"))
+    if findings_last:
+        console.print(findings_panel(analysis, overview="above"))
