@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 import warnings
@@ -268,7 +269,7 @@ def _analyze_and_report(args: argparse.Namespace) -> int:
 
         from trainprof.fileio import atomic_write_text
 
-        console = Console(record=True, width=120, file=open(os.devnull, "w"))  # noqa: SIM115
+        console = Console(record=True, width=120, file=io.StringIO())
         print_analysis(analysis, console)
         atomic_write_text(args.output, console.export_text())
     else:
@@ -319,7 +320,7 @@ def _print_compare_text(comparison: Any, args: argparse.Namespace) -> None:
     if not args.output:
         render_text(comparison, top=args.top)
         return
-    console = Console(record=True, width=120, file=open(os.devnull, "w"))  # noqa: SIM115
+    console = Console(record=True, width=120, file=io.StringIO())
     render_text(comparison, console, top=args.top)
     _write_or_print(console.export_text(), args.output)
 
@@ -349,7 +350,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
     if not args.output:
         print_memory_report(report)
         return 0
-    console = Console(record=True, width=120, file=open(os.devnull, "w"))  # noqa: SIM115
+    console = Console(record=True, width=120, file=io.StringIO())
     print_memory_report(report, console)
     _write_or_print(console.export_text(), args.output)
     return 0
