@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import sys
 import warnings
@@ -17,6 +16,13 @@ from trainprof.analysis.options import (
     OPERATOR_SORT_COLUMNS,
     TableOptions,
     using_table_options,
+)
+from trainprof.cli_parser import (
+    OneLineParser,
+    limit_percent,
+    positive_int,
+    print_help_for_no_command,
+    whole_number,
 )
 from trainprof.errors import TrainprofError
 from trainprof.history.cli import add_history_command, add_record_arguments, record_if_asked
@@ -71,7 +77,7 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
                                           "history id")
     p.add_argument("--format", choices=("text", "json", "md"), default="text")
     p.add_argument("-o", "--output", type=Path, help="write the comparison to this file")
-    p.add_argument("--fail-if-slower", type=float, metavar="PCT",
+    p.add_argument("--fail-if-slower", type=limit_percent, metavar="PCT",
                    help="exit 1 when NEW's median step is more than PCT%% slower than BASE's")
     p.add_argument("--batch-size", type=_batch_sizes, default=(None, None), metavar="N[,M]",
                    help="samples per step per rank (N for both runs, or N for BASE and M for "
@@ -112,14 +118,11 @@ def _batch_sizes(text: str) -> tuple[int, int]:
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
+    return positive_int(text)
 
 
 def _at_least_two(text: str) -> int:
-    value = int(text)
+    value = whole_number(text)
     if value < 2:
         raise argparse.ArgumentTypeError("the demo needs at least 2 steps")
     return value
@@ -180,7 +183,7 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
 
 
 def _non_negative_int(text: str) -> int:
-    value = int(text)
+    value = whole_number(text)
     if value < 0:
         raise argparse.ArgumentTypeError("must be 0 or more")
     return value
@@ -196,7 +199,7 @@ def cmd_run(argv: Sequence[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="trainprof", description="Find out why a PyTorch training run is slow."
     )
     parser.add_argument("--version", action="version", version=f"trainprof {__version__}")
@@ -269,7 +272,7 @@ def _analyze_and_report(args: argparse.Namespace) -> int:
 
         from trainprof.fileio import atomic_write_text
 
-        console = Console(record=True, width=120, file=io.StringIO())
+        console = Console(record=True, width=120, file=open(os.devnull, "w"))  # noqa: SIM115
         print_analysis(analysis, console)
         atomic_write_text(args.output, console.export_text())
     else:
@@ -320,7 +323,7 @@ def _print_compare_text(comparison: Any, args: argparse.Namespace) -> None:
     if not args.output:
         render_text(comparison, top=args.top)
         return
-    console = Console(record=True, width=120, file=io.StringIO())
+    console = Console(record=True, width=120, file=open(os.devnull, "w"))  # noqa: SIM115
     render_text(comparison, console, top=args.top)
     _write_or_print(console.export_text(), args.output)
 
@@ -350,7 +353,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
     if not args.output:
         print_memory_report(report)
         return 0
-    console = Console(record=True, width=120, file=io.StringIO())
+    console = Console(record=True, width=120, file=open(os.devnull, "w"))  # noqa: SIM115
     print_memory_report(report, console)
     _write_or_print(console.export_text(), args.output)
     return 0
@@ -412,6 +415,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    if not argv:
+        return print_help_for_no_command(parser)
     args = parser.parse_args(argv) if argv[:1] != ["run"] else None
     try:
         if args is None:  # the script keeps Python's own warning filters and format

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
+
+from trainprof.errors import TrainprofError
 
 #: zlib's own default: about as small as level 9 on trace JSON, several times faster to write.
 GZIP_LEVEL = 6
@@ -27,13 +30,25 @@ def temp_path_beside(path: Path, tag: str = "") -> Path:
 
 
 @contextlib.contextmanager
+def _cannot_write(path: Path) -> Iterator[None]:
+    """An ``OSError`` while creating or finishing ``path`` as one sentence (exit 2 in the CLI)."""
+    try:
+        yield
+    except OSError as exc:
+        raise TrainprofError(f"Cannot write {path}: {exc.strerror or exc}.") from None
+
+
+@contextlib.contextmanager
 def atomic_output(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
     """A binary stream that replaces ``path`` only when the block ends without an error, so that
     readers see the old file or the whole new one; gzipped when the name ends in ``.gz`` (with
     no name or time in the header, so equal content gives equal files)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path_beside(path)
+    with _cannot_write(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "it is a folder; give a file name")
+        tmp = temp_path_beside(path)
     try:
         with open(tmp, "wb") as raw:
             if path.name.endswith(".gz"):
@@ -42,9 +57,11 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
                     yield zipped
             else:
                 yield raw
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(tmp, path)
+            with _cannot_write(path):
+                raw.flush()
+                os.fsync(raw.fileno())
+        with _cannot_write(path):
+            os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
