@@ -15,7 +15,7 @@ from trainprof.report.compare_render import render_markdown
 from trainprof.report.compare_stats import slowdown_odds
 from trainprof.report.json import write_json
 
-from conftest import RESNET_W0, RESNET_W4, ROOT
+from conftest import RESNET_W0, RESNET_W4, ROOT, TRACE_FILTER
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -97,3 +97,56 @@ def test_odds_of_a_slowdown():
     noisy = slowdown_odds([100, 60, 140], [106, 50, 160], 5.0)
     assert 0.1 < noisy.probability < 0.9 and noisy.rough
     assert slowdown_odds([], same, 5.0) is None
+
+
+def test_ranks_of_one_step_are_resampled_together():
+    """Eight ranks that wait for each other repeat the same step times: that is no more
+    evidence than one rank, so the interval must not shrink (it would, pooled)."""
+    base = [100.0, 104.0, 97.0, 110.0, 99.0, 102.0, 95.0, 108.0]
+    new = [x * 1.04 for x in base]
+    one_rank = slowdown_odds(base, new, 5.0)
+    ranks = 8
+    steps = [n for n in range(len(base)) for _ in range(ranks)]
+    together = slowdown_odds([b for b in base for _ in range(ranks)],
+                             [w for w in new for _ in range(ranks)], 5.0, steps, steps)
+    pooled = slowdown_odds([b for b in base for _ in range(ranks)],
+                           [w for w in new for _ in range(ranks)], 5.0)
+    assert together.change_pct == pytest.approx(one_rank.change_pct)
+    assert (together.low_pct, together.high_pct) == pytest.approx(
+        (one_rank.low_pct, one_rank.high_pct))
+    assert together.base_steps == len(base) and together.rough == one_rank.rough
+    assert pooled.high_pct - pooled.low_pct < (together.high_pct - together.low_pct) / 2
+
+
+def test_uneven_ranks_keep_the_pooled_median():
+    times = [10.0, 11.0, 30.0, 12.0, 13.0]
+    odds = slowdown_odds(times, [t * 2 for t in times], 5.0, [0, 0, 0, 1, 2], [0, 0, 0, 1, 2])
+    assert odds.change_pct == pytest.approx(100.0)  # medians 12 -> 24 over every value
+    assert odds.base_steps == odds.new_steps == 3 and odds.rough
+
+
+def test_multi_rank_gate_says_how_it_resampled():
+    c = compare(TRACE_FILTER, TRACE_FILTER, fail_if_slower=5)
+    assert c.base.ranks == 2 and len(c.base.step_ms) == 4
+    assert c.gate.odds.base_steps == 2 and not c.gate.failed
+    assert "2 + 2 steps, the ranks of a step together" in c.gate.message()
+
+
+def test_terminal_tables_fit_80_columns_and_keep_every_number():
+    import io
+
+    from rich.console import Console
+
+    from trainprof.report.compare_render import _name_us, render_text
+
+    c = compare(analysis_of(RESNET_W0), analysis_of(RESNET_W4))
+    console = Console(width=80, record=True, file=io.StringIO())
+    render_text(c, console)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    kernels = text[text.index("Kernels that changed most"):]
+    top = c.diff.kernels[0]
+    row = next(line for line in kernels.splitlines() if f"{top.delta_us:+,.0f}" in line)
+    base, new = (f"{v:,.0f}" for v in _name_us(top))
+    assert top.change in row and f" {base} " in row and f" {new} " in row  # nothing cut
+    assert "void " not in kernels and "…" in kernels  # short names, cut to fit

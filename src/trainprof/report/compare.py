@@ -30,12 +30,14 @@ Input = str | os.PathLike[str] | Analysis
 
 @dataclass
 class Run:
-    """One side: its label, every step's time (all ranks), ranks, and the batch size if known."""
+    """One side: its label, every step's time (all ranks) and its step number, ranks, and the
+    batch size if known."""
 
     label: str
     step_ms: list[float]
     ranks: int
     batch_size: int | None = None
+    step_numbers: list[object] | None = None
 
     @property
     def median_ms(self) -> float | None:
@@ -71,6 +73,7 @@ class Gate:
     odds: SlowdownOdds | None
     base_ms: float | None
     new_ms: float | None
+    ranks: int = 1  # the most ranks of either run
 
     @property
     def failed(self) -> bool:
@@ -87,11 +90,16 @@ class Gate:
                 f"({self.base_ms:.1f} -> {self.new_ms:.1f} ms), {side} the "
                 f"{self.limit_pct:g}% limit. That NEW is really more than {self.limit_pct:g}% "
                 f"slower is {o.words} ({o.probability * 100:.1f}% of bootstrap resamples of "
-                f"{o.base_steps} + {o.new_steps} steps; 90% interval {o.low_pct:+.1f}% to "
-                f"{o.high_pct:+.1f}%).")
+                f"{o.base_steps} + {o.new_steps} steps{self.per_rank}; 90% interval "
+                f"{o.low_pct:+.1f}% to {o.high_pct:+.1f}%).")
         if o.rough:
             text += " Few steps were recorded, so this estimate of the noise is rough."
         return text
+
+    @property
+    def per_rank(self) -> str:
+        """How several ranks were resampled, for the message."""
+        return ", the ranks of a step together" if self.ranks > 1 else ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"limit_pct": self.limit_pct, "failed": self.failed, "message": self.message(),
@@ -130,7 +138,9 @@ def load_side(x: Input, progress: Progress | None = None) -> Analysis:
 
 def _run(a: Analysis, label: str, batch_size: int | None) -> Run:
     steps = [float(s["ms"]) for r in a.ranks for s in r.steps.get("per_step", [])]
-    return Run(label, steps, len({r.rank for r in a.ranks}), batch_size)
+    numbers = [s.get("step", (r.rank, r.window, i)) for r in a.ranks
+               for i, s in enumerate(r.steps.get("per_step", []))]
+    return Run(label, steps, len({r.rank for r in a.ranks}), batch_size, numbers)
 
 
 def compare(base: Input, new: Input, *, fail_if_slower: float | None = None,
@@ -142,8 +152,10 @@ def compare(base: Input, new: Input, *, fail_if_slower: float | None = None,
                                                          (b, new, batch_size[1]))]
     result = Comparison(runs[0], runs[1], diff(a, b))
     if fail_if_slower is not None:
-        odds = slowdown_odds(runs[0].step_ms, runs[1].step_ms, fail_if_slower)
-        result.gate = Gate(fail_if_slower, odds, runs[0].median_ms, runs[1].median_ms)
+        odds = slowdown_odds(runs[0].step_ms, runs[1].step_ms, fail_if_slower,
+                             runs[0].step_numbers, runs[1].step_numbers)
+        result.gate = Gate(fail_if_slower, odds, runs[0].median_ms, runs[1].median_ms,
+                           max(runs[0].ranks, runs[1].ranks))
     if any(r.step_ms and len(r.step_ms) < 2 for r in runs):
         result.notes.append("A run with a single step has no step-to-step noise to measure.")
     return result

@@ -10,8 +10,14 @@ from rich.text import Text
 
 from trainprof.analysis.diff import Delta, NameDelta
 from trainprof.report.compare import TOP_CHANGED, Comparison
+from trainprof.report.hotspots import short_kernel_name
 from trainprof.report.labels import category_label
 from trainprof.report.markdown import md_text, table
+
+#: Widest name in the terminal's tables of changed ops and kernels (the rest is cut with "…"),
+#: and the columns beside it (borders included), so the table fits the terminal.
+NAME_WIDTH = 60
+_BESIDE_NAME = 7 + 3 * 9 + 16
 
 
 def _f(value: float | None, digits: int = 1) -> str:
@@ -58,16 +64,19 @@ def _delta_table(title: str, rows, digits: int = 2, higher_is_better: bool = Fal
     return t
 
 
-def _names_table(title: str, names: list[NameDelta], top: int) -> Table | None:
+def _names_table(title: str, names: list[NameDelta], top: int, width: int,
+                 label=str) -> Table | None:
     if not names:
         return None
     t = Table(title=title, title_justify="left")
-    for col in ("name", "change", "base µs/step", "new µs/step", "delta µs/step"):
-        t.add_column(col, justify="left" if col in ("name", "change") else "right",
-                     overflow="ellipsis", no_wrap=True, max_width=60 if col == "name" else None)
+    t.add_column("name", overflow="ellipsis", no_wrap=True,
+                 max_width=max(16, min(NAME_WIDTH, width - _BESIDE_NAME)))
+    t.add_column("change", no_wrap=True, min_width=7)
+    for col in ("base", "new", "delta"):
+        t.add_column(col, justify="right", no_wrap=True, min_width=7)
     for d in names[:top]:
         base, new = _name_us(d)
-        t.add_row(d.name, d.change, _f(base, 0), _f(new, 0),
+        t.add_row(label(d.name), d.change, _f(base, 0), _f(new, 0),
                   Text(f"{d.delta_us:+,.0f}", style=_style(d.delta_us, False)))
     return t
 
@@ -90,8 +99,9 @@ def render_text(c: Comparison, console: Console | None = None, top: int = TOP_CH
         _delta_table("Training phases (ms per step)", _section_rows(c.diff.phases_ms)),
     ]
     parts += [t for t in (_names_table(f"Ops that changed most ({c.diff.op_metric} and device "
-                                       "time)", c.diff.ops, top),
-                          _names_table("Kernels that changed most", c.diff.kernels, top)) if t]
+                                       "time, µs per step)", c.diff.ops, top, console.width),
+                          _names_table("Kernels that changed most (µs per step)", c.diff.kernels,
+                                       top, console.width, short_kernel_name)) if t]
     console.print(Group(*parts))
     for note in [*c.diff.notes, *c.notes]:
         console.print(Text(f"note: {note}", style="yellow"))
@@ -118,10 +128,10 @@ def render_markdown(c: Comparison, top: int = TOP_CHANGED) -> str:
             table(head, _md_rows(_section_rows(c.diff.breakdown_ms, category_label))), "",
             "**Training phases (ms per step)**", "",
             table(head, _md_rows(_section_rows(c.diff.phases_ms))), ""]
-    for title, names in (("Ops that changed most", c.diff.ops),
-                         ("Kernels that changed most", c.diff.kernels)):
+    for title, names, label in (("Ops that changed most", c.diff.ops, str),
+                                ("Kernels that changed most", c.diff.kernels, short_kernel_name)):
         if names:
-            rows = [[md_text(d.name), d.change, *(_f(v, 0) for v in _name_us(d)),
+            rows = [[md_text(label(d.name)), d.change, *(_f(v, 0) for v in _name_us(d)),
                      f"{d.delta_us:+,.0f}"] for d in names[:top]]
             out += [f"**{title}** (µs per step)", "",
                     table(["name", "change", "base", "new", "delta"], rows, "llrrr"), ""]

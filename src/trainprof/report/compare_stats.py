@@ -1,15 +1,20 @@
 """How sure a slowdown is, given the step-to-step noise of both runs: a bootstrap of the
 change in median step time.
 
-Each run's per-step times are resampled with replacement (``RESAMPLES`` times, a fixed seed so
-the answer is reproducible); the change in median is computed for each pair of resamples. The
-share of resamples in which NEW is slower than BASE by more than the limit is the confidence,
-and the 5th-95th percentiles are the 90% interval. Steps are treated as independent (steps of
-different ranks of one job are not, so a multi-rank interval is somewhat too narrow).
+Each run's steps are resampled with replacement (``RESAMPLES`` times, a fixed seed so the answer
+is reproducible); the change in median is computed for each pair of resamples. The share of
+resamples in which NEW is slower than BASE by more than the limit is the confidence, and the
+5th-95th percentiles are the 90% interval.
+
+The unit resampled is a step, not a step of one rank: the ranks of one job wait for each other,
+so their times for the same step move together. Times that share a step number are resampled
+as one cluster (a cluster bootstrap); pooling them as independent values would make the
+interval about sqrt(ranks) times too narrow. The median itself is over every value.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +27,7 @@ FEW_STEPS = 5
 _WORDS = ((0.99, "almost certain"), (0.9, "very likely"), (0.7, "likely"),
           (0.3, "uncertain"), (0.1, "unlikely"), (0.0, "very unlikely"))
 _CHUNK = 250  # resamples per batch, to bound memory on runs with thousands of steps
+_MAX_VALUES = 4_000_000  # values held per batch (ranks x steps x resamples)
 
 
 @dataclass
@@ -32,7 +38,7 @@ class SlowdownOdds:
     low_pct: float  # 90% interval
     high_pct: float
     probability: float  # share of resamples slower than the limit
-    base_steps: int
+    base_steps: int  # steps resampled (a step of several ranks counts once)
     new_steps: int
 
     @property
@@ -50,19 +56,45 @@ class SlowdownOdds:
                 "new_steps": self.new_steps, "rough": self.rough}
 
 
-def slowdown_odds(base_ms: list[float], new_ms: list[float], limit_pct: float
-                  ) -> SlowdownOdds | None:
-    """The bootstrap for per-step times of both runs; None when either has no step."""
-    base, new = np.asarray(base_ms, float), np.asarray(new_ms, float)
-    if not len(base) or not len(new) or np.median(base) <= 0:
+def step_clusters(ms: Sequence[float], steps: Sequence[object] | None = None) -> np.ndarray:
+    """The times as rows of one step each (NaN-padded): ``steps[i]`` is the step number of
+    ``ms[i]``, and times of the same number (its ranks) share a row. None: a row per time."""
+    values = np.asarray(ms, float)
+    if steps is None or len(set(steps)) == len(values):
+        return values[:, None]
+    rows: dict[object, list[float]] = {}
+    for value, step in zip(values.tolist(), steps, strict=True):
+        rows.setdefault(step, []).append(value)
+    out = np.full((len(rows), max(len(r) for r in rows.values())), np.nan)
+    for i, row in enumerate(rows.values()):
+        out[i, :len(row)] = row
+    return out
+
+
+def _median_of_resamples(rng: np.random.Generator, clusters: np.ndarray, n: int) -> np.ndarray:
+    picked = clusters[rng.integers(0, len(clusters), (n, len(clusters)))].reshape(n, -1)
+    return np.median(picked, axis=1) if clusters.shape[1] == 1 else np.nanmedian(picked, axis=1)
+
+
+def slowdown_odds(base_ms: Sequence[float], new_ms: Sequence[float], limit_pct: float,
+                  base_steps: Sequence[object] | None = None,
+                  new_steps: Sequence[object] | None = None) -> SlowdownOdds | None:
+    """The bootstrap for per-step times of both runs (``*_steps``: each time's step number,
+    see ``step_clusters``); None when either run has no step."""
+    if not len(base_ms) or not len(new_ms):
         return None
-    change = (np.median(new) / np.median(base) - 1.0) * 100.0
+    base, new = step_clusters(base_ms, base_steps), step_clusters(new_ms, new_steps)
+    base_median, new_median = float(np.nanmedian(base)), float(np.nanmedian(new))
+    if base_median <= 0:
+        return None
+    change = (new_median / base_median - 1.0) * 100.0
     rng = np.random.default_rng(SEED)
+    chunk = max(1, min(_CHUNK, _MAX_VALUES // max(base.size, new.size)))
     samples = []
-    for start in range(0, RESAMPLES, _CHUNK):
-        n = min(_CHUNK, RESAMPLES - start)
-        b = np.median(rng.choice(base, (n, len(base))), axis=1)
-        w = np.median(rng.choice(new, (n, len(new))), axis=1)
+    for start in range(0, RESAMPLES, chunk):
+        n = min(chunk, RESAMPLES - start)
+        b = _median_of_resamples(rng, base, n)
+        w = _median_of_resamples(rng, new, n)
         samples.append((w / b - 1.0) * 100.0)
     boot = np.concatenate(samples)
     low, high = np.percentile(boot, [5, 95])
