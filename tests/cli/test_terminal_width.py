@@ -58,3 +58,12 @@ def test_findings_wrap_under_their_own_text(resnet):
     # The title's continuation line starts under the title, not under the number.
     continuation = lines[first + 1].strip("│")
     assert continuation[: text_column - 1].strip() == ""
+
+
+def test_cpu_only_operator_table_has_no_device_columns(tmp_path, builder):
+    builder.step(1, 0, 100)
+    builder.op("aten::mm", 10, 60)
+    lines = rendered(trainprof.analyze(builder.write(tmp_path / "cpu.json")), 100)
+    header = next(line for line in lines if "host self" in line)
+    assert "dev self" not in header and "dev tot" not in header
+    assert row_after(lines, "host self", "aten::mm")[1:] == ["1", "0.06", "0.06"]

@@ -55,11 +55,13 @@ def render_operators(result: OperatorStats) -> Group | None:
                 style="italic")
     t = compact_table()
     add_name_column(t, "op", OP_WIDTH)
-    add_number_columns(t, "calls", "host self", "host tot", "dev self", "dev tot")
+    device = ("dev self", "dev tot") if result.has_device else ()  # none on CPU-only traces
+    add_number_columns(t, "calls", "host self", "host tot", *device)
     for r in rows:
         label = r.name if r.shape is None else f"{r.name} {r.shape}"
-        t.add_row(name_cell(label, OP_WIDTH), str(r.calls), _ms(r.host_self_us),
-                  _ms(r.host_total_us), _ms(r.device_self_us), _ms(r.device_total_us))
+        times = [r.host_self_us, r.host_total_us]
+        times += [r.device_self_us, r.device_total_us] if device else []
+        t.add_row(name_cell(label, OP_WIDTH), str(r.calls), *(_ms(us) for us in times))
     sites = [(r.name, r.call_sites[0]) for r in rows if r.call_sites and r.call_sites[0].source]
     lines = [Text(clip(f"  {name} ← {file_line(site.source)} ({site.calls} calls)", 94),
                   style="dim") for name, site in sites[:SHOWN_SITES]]
