@@ -140,3 +140,35 @@ def test_many_ranks_show_the_slowest_in_full_and_stay_small(tmp_path):
     data = json.loads(data[data.index(">") + 1:data.index("</script>")])
     assert data["trimmed_ranks"] == [0, 1] and "kernels" not in data["ranks"][0]
     assert "kernels" in data["ranks"][9] and len(data["ranks"]) == 10
+
+
+def test_kernel_names_are_short_with_the_whole_name_in_a_tooltip(tmp_path):
+    html = render_html(result_of(RESNET_W0))
+    kernels = html[html.index("Top kernels"):html.index("Longest GPU idle gaps")]
+    whole = ("void cudnn::detail::dgrad_engine&lt;float, 512, 6, 5, 3, 3, 3, false&gt;(int, int, "
+             "int, float const*")
+    assert f'title="{whole}' in kernels
+    assert '">cudnn::detail::dgrad_engine&lt;float, 512, 6, 5, 3, 3, 3, false&gt;</td>' in kernels
+    # A name built to break out of the tooltip attribute stays inside it.
+    b = TraceBuilder()
+    b.step(0, 0.0, 1000)
+    b.launch(10, 5, name='k<int>(x" onmouseover="window.__pwned=3" y)', k_ts=20, k_dur=400)
+    page = render_html(report_result(b.write(tmp_path / "t.json")))
+    assert 'onmouseover="' not in page
+    assert 'title="k&lt;int&gt;(x&#34; onmouseover=&#34;window.__pwned=3&#34; y)">k&lt;int&gt;</td>' \
+        in page
+
+
+def test_environment_shows_the_versions_the_trace_records():
+    html = render_html(result_of(BERT))
+    env = html[html.index('id="environment"'):]
+    facts = {"CUDA runtime": "12.4", "CUDA driver": "12.9", "PyTorch": "not recorded in the trace"}
+    for label, value in facts.items():
+        assert f"<dt>{label}</dt><dd>{value}</dd>" in env
+    assert "API version</dt><dd>22</dd>" in env  # CUPTI, the profiler's tracer
+
+
+def test_tiny_memory_curves_get_a_unit_that_shows_them():
+    html = render_html(result_of(BERT))
+    assert "cpu: peak 16 bytes in aten::_flash_attention_forward" in html  # not "peak 0 MB"
+    assert "cuda:0: peak 101 MB" in html

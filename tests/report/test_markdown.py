@@ -57,3 +57,17 @@ def test_md_text_and_code_block():
     assert md_text("k" * 200).endswith("…") and len(md_text("k" * 200)) == 90
     block = code_block("a = '```'\n")
     assert block.startswith("````python\n") and block.endswith("\n````")
+
+
+def test_findings_table_ends_before_the_details_block():
+    md = to_markdown(result_of(RESNET_W0))
+    lines = md.splitlines()
+    details = lines.index("<details><summary>Evidence and fixes</summary>")
+    assert lines[details - 1] == "" and lines[details - 2].startswith("| 4 |")
+
+
+def test_kernel_names_lose_their_parameter_lists():
+    md = to_markdown(result_of(RESNET_W0))
+    kernels = table_rows(md, "| kernel | calls")
+    assert kernels[0][0] == r"cudnn::detail::dgrad\_engine&lt;float, 512, 6, 5, 3, 3, 3, false&gt;"
+    assert not any(row[0].startswith("void ") for row in kernels)

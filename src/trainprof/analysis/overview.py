@@ -124,6 +124,12 @@ def analyze_trace(trace: Trace) -> RankAnalysis:
     )
 
 
+#: Versions a trace may record at its top level (newer Kineto exports record the CUDA and
+#: CUPTI ones; ``pytorch_version`` when the recording tool added it); None when absent.
+RECORDED_VERSIONS = ("pytorch_version", "cuda_runtime_version", "cuda_driver_version",
+                     "cupti_version")
+
+
 def environment(trace: Trace) -> dict[str, Any]:
     """What the trace says about where it was recorded."""
     info = trace.metadata.get("distributedInfo")
@@ -137,6 +143,7 @@ def environment(trace: Trace) -> dict[str, Any]:
         "world_size": info.get("world_size"),
         "backend": info.get("backend"),
         "schema_version": trace.metadata.get("schemaVersion"),
+        **{key: trace.metadata.get(key) for key in RECORDED_VERSIONS},
     }
 
 

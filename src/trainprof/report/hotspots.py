@@ -8,6 +8,7 @@ from rich.text import Text
 from trainprof.analysis.kernels import KernelStats
 from trainprof.analysis.operators import OperatorStats
 from trainprof.analysis.options import table_options
+from trainprof.report.labels import SORT_LABELS
 from trainprof.report.quantities import (
     add_name_column,
     add_number_columns,
@@ -18,9 +19,6 @@ from trainprof.report.quantities import (
 )
 from trainprof.trace.model import split_frame
 
-_SORT_LABELS = {"device_self_us": "device self time", "device_total_us": "device total time",
-                "host_self_us": "host self time", "host_total_us": "host total time",
-                "calls": "calls", "name": "name"}
 #: The widest the name columns get (in a wide terminal).
 OP_WIDTH = 46
 KERNEL_WIDTH = 30
@@ -51,7 +49,7 @@ def render_operators(result: OperatorStats) -> Group | None:
         return None
     rows = result.top(table_options().top)
     by = "op name and input shapes" if result.by_shape else "op name"
-    head = Text(f"Operators by {_SORT_LABELS[result.sort_by]} (per {by}, whole trace, ms)",
+    head = Text(f"Operators by {SORT_LABELS[result.sort_by]} (per {by}, whole trace, ms)",
                 style="italic")
     t = compact_table()
     add_name_column(t, "op", OP_WIDTH)

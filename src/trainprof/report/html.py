@@ -42,6 +42,11 @@ MAX_DETAILED_RANKS = 8
 #: would make a many-rank report tens of MB).
 SUMMARY_KEYS = ("rank", "window", "file", "device", "steps", "breakdown_pct", "breakdown_ms",
                 "phases_pct", "phases_ms", "gpu", "gpus", "timeline", "environment", "notes")
+#: Row names of the environment's facts (others: the key with spaces).
+ENVIRONMENT_LABELS = {"schema_version": "Kineto trace schema version", "world_size": "world size",
+                      "pytorch_version": "PyTorch", "cuda_runtime_version": "CUDA runtime",
+                      "cuda_driver_version": "CUDA driver",
+                      "cupti_version": "CUPTI (the profiler's GPU tracer) API version"}
 _TEMPLATES = "templates"
 _SCRIPT_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
                    "\u2029": "\\u2029"}
@@ -144,12 +149,21 @@ def environment_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
     for key, value in env.items():
         if key == "devices" or value is None:
             continue
-        rows.append((key.replace("_", " "), str(value)))
+        rows.append((ENVIRONMENT_LABELS.get(key, key.replace("_", " ")), _version(key, value)))
+    if env and env.get("pytorch_version") is None:
+        rows.append(("PyTorch", "not recorded in the trace"))
     versions = {str(r.get("environment", {}).get("schema_version")) for r in ranks}
     if len(versions) > 1:
         rows.append(("schema versions differ across ranks", ", ".join(sorted(versions))))
     rows.append(("trainprof", __version__))
     return rows
+
+
+def _version(key: str, value: Any) -> str:
+    """CUDA versions as Kineto writes them (12040) in the form people know (12.4)."""
+    if key.startswith("cuda_") and isinstance(value, int) and value >= 1000:
+        return f"{value // 1000}.{value % 1000 // 10}"
+    return str(value)
 
 
 def _devices(ranks: list[dict[str, Any]]) -> list[dict[str, str]]:

@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainprof.report.hotspots import short_kernel_name
+from trainprof.report.labels import SORT_LABELS
+
 #: Rows per table unless the caller asks for another number.
 DEFAULT_ROWS = 25
 
@@ -17,6 +20,7 @@ DEFAULT_ROWS = 25
 class Cell:
     text: str
     sort: float | str | None = None
+    title: str = ""  # a tooltip: the whole text when ``text`` is shortened
 
     @property
     def key(self) -> float | str:
@@ -52,6 +56,12 @@ def text(value: Any) -> Cell:
     return Cell("" if value is None else str(value))
 
 
+def kernel_name(name: str) -> Cell:
+    """A kernel's name without its parameter list (the whole name in the tooltip)."""
+    short = short_kernel_name(name)
+    return Cell(short, title=name if short != name else "")
+
+
 def operators_table(ops: dict[str, Any], rows: int = DEFAULT_ROWS) -> Table:
     device = bool(ops.get("has_device"))
     cols = [Column("operator", numeric=False), Column("calls")]
@@ -60,7 +70,9 @@ def operators_table(ops: dict[str, Any], rows: int = DEFAULT_ROWS) -> Table:
                  Column("device total ms", title="with the kernels of the ops it called")]
     cols += [Column("host self ms", title="host time not spent in ops it called"),
              Column("host total ms")]
-    table = Table(cols, caption=f"sorted by {ops.get('sort_by', '?').replace('_', ' ')}")
+    sort_by = str(ops.get("sort_by", ""))
+    table = Table(cols, caption=f"sorted by {SORT_LABELS.get(sort_by, sort_by.replace('_', ' '))}"
+                                " (whole trace)")
     for r in ops.get("rows", [])[:rows]:
         name = r["name"] + (f" {r['shape']}" if r.get("shape") else "")
         cells = [text(name), num(r["calls"], 0)]
@@ -79,7 +91,7 @@ def kernels_table(kernels: dict[str, Any], rows: int = DEFAULT_ROWS) -> Table:
     table = Table(cols)
     for r in kernels.get("rows", [])[:rows]:
         table.rows.append([
-            text(r["name"]), num(r["calls"], 0), num(_ms(r.get("total_us")), 2),
+            kernel_name(r["name"]), num(r["calls"], 0), num(_ms(r.get("total_us")), 2),
             num(r.get("mean_us"), 1), num(r.get("share_pct"), 1, "%"),
             num(r.get("occupancy_pct"), 0, "%"), text("yes" if r.get("tensor_cores") else "no"),
             text(r.get("op") or ""),

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from markupsafe import Markup
-
 from trainprof.report import html_tables as tables
 from trainprof.report import svg
+from trainprof.report.html_chart import Chart
+from trainprof.report.html_memory import memory_charts
 from trainprof.report.html_tables import Table, fmt
 from trainprof.report.labels import (
     CATEGORY_COLORS,
@@ -23,15 +23,6 @@ from trainprof.report.labels import (
     category_label,
     evidence_text,
 )
-
-_MB = 1e6
-
-
-@dataclass
-class Chart:
-    svg: Markup
-    legend: Markup | None = None
-    caption: str = ""
 
 
 @dataclass
@@ -160,38 +151,6 @@ def ranks_table(ranks: list[dict[str, Any]]) -> Table:
             tables.num(tl.get("exposed_communication_pct"), 0, "%"),
         ])
     return table
-
-
-def memory_charts(memory: dict[str, Any]) -> list[Chart]:
-    """One line chart per device: allocated (and reserved) memory, the peak marked."""
-    out = []
-    for d in memory.get("devices", []):
-        curve = d.get("curve") or {}
-        xs = curve.get("ms") or []
-        if len(xs) < 2:
-            continue
-        relative = not d.get("has_totals")
-        lines = [svg.Line(svg.Series("allocated" + (" (above the trace start)" if relative else ""),
-                                     "#4e79a7"), [(v or 0.0) / _MB for v in curve["allocated"]])]
-        if curve.get("reserved"):
-            lines.append(svg.Line(svg.Series("reserved", "#f28e2b"),
-                                  [(v or 0.0) / _MB for v in curve["reserved"]]))
-        peak_bytes = d.get("peak_allocated") if not relative else d.get("peak_above_start")
-        peak = None
-        if peak_bytes is not None and d.get("peak_ms") is not None:
-            where = f" in step {d['peak_step']}" if d.get("peak_step") is not None else ""
-            peak = (d["peak_ms"], peak_bytes / _MB, f"peak {peak_bytes / _MB:,.0f} MB{where}")
-        chart = svg.line_chart(xs, lines, "ms from the start of the step window", "MB",
-                               f"Memory of {d['device']}", peak)
-        caption = f"{d['device']}: peak {fmt((peak_bytes or 0) / _MB, 0)} MB"
-        if d.get("peak_op"):
-            caption += f" in {d['peak_op']}"
-        if d.get("growth_mb_per_step") is not None:
-            caption += f"; {d['growth_mb_per_step']:+.1f} MB per step"
-        if d.get("leak_suspected"):
-            caption += " (rising every step: a leak?)"
-        out.append(Chart(chart, svg.legend([ln.series for ln in lines]), caption))
-    return out
 
 
 def _share_chart(items: list[tuple[str, float, str]], label: str) -> Chart:

@@ -38,6 +38,11 @@ TIMELINE_SHARES = (
     ("idle_pct", "idle", "#d5d5d5"),
 )
 
+#: The operator table's sort columns (``analysis.options.OPERATOR_SORT_COLUMNS``), in words.
+SORT_LABELS = {"device_self_us": "device self time", "device_total_us": "device total time",
+               "host_self_us": "host self time", "host_total_us": "host total time",
+               "calls": "calls", "name": "name"}
+
 
 def category_label(key: str) -> str:
     return CATEGORY_LABELS.get(key, key.replace("_", " "))

@@ -12,6 +12,7 @@ from typing import Any
 
 from trainprof.analysis.overview import Analysis
 from trainprof.analysis.rank_table import shown_rows
+from trainprof.report.hotspots import short_kernel_name
 from trainprof.report.labels import category_label, evidence_text
 
 #: Rows of the operator and kernel tables.
@@ -62,7 +63,7 @@ def findings_md(findings: list[dict[str, Any]]) -> str:
         rows.append([str(i), md_text(f["severity"]), md_text(f["title"], None), where,
                      f"{_f(f.get('saving_pct'), 0)}% ({_f(f.get('saving_ms'), 1)} ms)",
                      md_text(f["fix"]["summary"], None)])
-    out = [table(["#", "severity", "finding", "where", "saves/step", "fix"], rows, "rllrrl")]
+    out = [table(["#", "severity", "finding", "where", "saves/step", "fix"], rows, "rllrrl"), ""]
     out.append("<details><summary>Evidence and fixes</summary>\n")
     for i, f in enumerate(findings, 1):
         out.append(f"**{i}. {md_text(f['title'], None)}**\n")
@@ -132,7 +133,7 @@ def top_md(r: dict[str, Any], top: int = TOP_ROWS) -> str:
         out += ["**Top operators**", "", table(head, rows), ""]
     kernels = r.get("kernels") or {}
     if kernels.get("rows"):
-        rows = [[md_text(k["name"]), _f(k["calls"], 0), _f(k["total_us"] / 1000, 2),
+        rows = [[md_text(short_kernel_name(k["name"])), _f(k["calls"], 0), _f(k["total_us"] / 1000, 2),
                  _f(k.get("share_pct"), 1, "%")] for k in kernels["rows"][:top]]
         out += ["**Top kernels**", "", table(["kernel", "calls", "total ms", "share"], rows), ""]
     return "\n".join(out).rstrip()

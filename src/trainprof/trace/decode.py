@@ -88,6 +88,10 @@ class _TraceFile(msgspec.Struct, gc=False):
     baseTimeNanoseconds: Any = None  # noqa: N815
     displayTimeUnit: Any = None  # noqa: N815
     traceName: Any = None  # noqa: N815
+    pytorch_version: Any = None
+    cuda_runtime_version: Any = None
+    cuda_driver_version: Any = None
+    cupti_version: Any = None
 
 
 METADATA_KEYS = (
@@ -98,6 +102,10 @@ METADATA_KEYS = (
     "baseTimeNanoseconds",
     "displayTimeUnit",
     "traceName",
+    "pytorch_version",  # versions, when the recording tool wrote them (analysis/overview.py)
+    "cuda_runtime_version",
+    "cuda_driver_version",
+    "cupti_version",
 )
 FILE_DECODER = msgspec.json.Decoder(_TraceFile)
 LIST_DECODER = msgspec.json.Decoder(list[_Event])
