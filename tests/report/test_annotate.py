@@ -7,7 +7,9 @@ import io
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 import trainprof
@@ -121,3 +123,45 @@ def test_cli_writes_the_copy(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "counter events" in proc.stdout and out.is_file()
     assert [p.name for p in tmp_path.iterdir()] == ["a.json.gz"]  # no temporary file left
+
+
+def test_findings_sit_where_they_are_seen(tmp_path):
+    """The DataLoader finding at the longest GPU gap spent waiting for a batch, a memory finding
+    at the memory peak: not all stacked at the start of the trace."""
+    analysis = trainprof.analyze(RESNET_W0)
+    gaps = analysis.ranks[0].sections["idle"].longest
+    loading = max((g for g in gaps if any("DataLoader" in h.name for h in g.host)),
+                  key=lambda g: g.duration_us)
+    _, events = read_events(annotate(RESNET_W0, tmp_path / "a.json").path)
+    _, original = read_events(RESNET_W0)
+    first_step = min(e["ts"] for e in original if str(e.get("name", "")).startswith("ProfilerStep#"))
+    data = next(e for e in ours(events, "i") if "Waiting for data" in e["name"])
+    assert data["ts"] == pytest.approx(first_step + loading.start_ms * 1000, abs=1)
+    assert loading.start_ms > 100  # a later step's wait, not the window's start
+
+    b = TraceBuilder()
+    for n in range(3):
+        b.step(n, n * 1000.0, 1000)
+        b.launch(n * 1000.0 + 10, 5, k_ts=n * 1000.0 + 20, k_dur=900)
+    b.metadata["deviceProperties"] = [{"id": 0, "name": "GPU", "totalGlobalMem": 80e9}]
+    b.memory(100, 1_000_000, 1_000_000, reserved=2_000_000)
+    b.memory(2100, 50_000_000, 51_000_000, reserved=60_000_000)  # the peak, in step 2
+    b.memory(2600, -50_000_000, 1_000_000, reserved=60_000_000)
+    _, events = read_events(annotate(b.write(tmp_path / "m.json"), tmp_path / "m.out.json").path)
+    step0 = next(e["ts"] for e in events if e.get("name") == "ProfilerStep#0")
+    headroom = [e for e in ours(events, "i") if "room for a larger batch" in e["name"]]
+    assert headroom and headroom[0]["ts"] == pytest.approx(step0 + 2100, abs=1)
+
+
+def test_finding_places_for_step_variance():
+    from trainprof.analysis.steps import StepWindows
+
+    steps = StepWindows(np.array([3, 4, 5]), np.array([0.0, 100.0, 400.0]),
+                        np.array([100.0, 400.0, 500.0]), "ProfilerStep")
+    rank = SimpleNamespace(sections={}, steps={})
+    places = annotate_events.finding_places(rank, steps)
+    assert places == {"step_variance": 0.1}  # step 4, the slowest, starts 100 µs in
+    finding = {"id": "step_variance", "evidence": [{"where": "step 5"}]}
+    assert annotate_events.finding_time(finding, steps, places) == 100.0
+    assert annotate_events.finding_time({**finding, "step": 5}, steps, places) == 400.0
+    assert annotate_events.finding_time(finding, steps) == 400.0  # the evidence's step

@@ -65,7 +65,8 @@ def _added_events(src: Path) -> tuple[bytes, int, int]:
     counters = ae.utilization_counters(trace, offset)
     memory = analysis.ranks[0].sections.get("memory")
     counters += ae.memory_counters(trace, memory, steps, offset, thread[0])
-    findings = ae.finding_events([f.to_dict() for f in analysis.findings], steps, offset, thread)
+    findings = ae.finding_events([f.to_dict() for f in analysis.findings], steps, offset, thread,
+                                 ae.finding_places(analysis.ranks[0], steps))
     added = b",".join(_ENCODER.encode(e) for e in (*counters, *findings))
     return added, len(counters), len(analysis.findings)
 

@@ -24,7 +24,7 @@ import numpy as np
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.steps import StepWindows
 from trainprof.report.labels import evidence_text
-from trainprof.trace.model import Kind, Trace
+from trainprof.trace.model import Kind, Trace, is_dataloader
 
 MAX_BUCKETS = 1000
 CATEGORY = "trainprof"
@@ -109,25 +109,58 @@ def memory_counters(trace: Trace, memory: Any, steps: StepWindows, offset: float
     return out
 
 
-def finding_time(finding: dict[str, Any], steps: StepWindows) -> float:
-    """Where a finding belongs on the timeline (µs from t0)."""
+def finding_places(rank: Any, steps: StepWindows) -> dict[str, float]:
+    """Where on the timeline (ms from the step window's start) each kind of finding is seen in
+    this rank (``RankAnalysis``): the longest GPU gap while the host waited for a batch (data
+    loading) or issued work (host-bound), the slowest step (step variance), the memory peak
+    (memory findings). Other findings have no single place."""
+    places: dict[str, float] = {}
+    gaps = getattr(rank.sections.get("idle"), "longest", None) or []
+    host_waits = [g for g in gaps if g.category == "host_wait"]
+    loading = [g for g in host_waits
+               if any(is_dataloader(Kind.CPU_OP, h.name) for h in g.host)] or host_waits
+    if host_waits:
+        places["host_bound"] = max(host_waits, key=lambda g: g.duration_us).start_ms
+        places["data_loading"] = max(loading, key=lambda g: g.duration_us).start_ms
+    if len(steps) > 1:
+        slowest = int(np.argmax(steps.durations))
+        places["step_variance"] = (float(steps.starts[slowest]) - steps.span[0]) / 1000.0
+    devices = getattr(rank.sections.get("memory"), "devices", None) or []
+    if devices:
+        peak = next((d for d in devices if d.device.startswith("cuda")), devices[0])
+        places.update({rule: peak.peak_ms for rule in MEMORY_RULES})
+    return places
+
+
+#: The memory findings, placed at the memory peak.
+MEMORY_RULES = ("memory_pressure", "memory_headroom", "memory_growth", "memory_fragmentation")
+
+
+def finding_time(finding: dict[str, Any], steps: StepWindows,
+                 places: dict[str, float] | None = None) -> float:
+    """Where a finding belongs on the timeline (µs from t0): the step or time the rule gives,
+    else where ``finding_places`` saw it, else a "step N" in its evidence, else the start of
+    the step window."""
     start = steps.span[0]
     step = finding.get("step")
-    if not isinstance(step, int):
+    at_ms = finding.get("at_ms")
+    if not isinstance(step, int) and not isinstance(at_ms, int | float):
+        at_ms = (places or {}).get(str(finding.get("id")))
+    if not isinstance(step, int) and at_ms is None:
         found = [_STEP_IN_TEXT.search(str(e.get("where", ""))) for e in finding.get("evidence", [])]
         step = next((int(m.group(1)) for m in found if m), None)
-    if step is not None and len(steps):
+    if isinstance(step, int) and len(steps):
         hit = np.flatnonzero(steps.numbers == step)
         if len(hit):
             return float(steps.starts[hit[0]])
-    at_ms = finding.get("at_ms")
     if isinstance(at_ms, int | float):
         return start + float(at_ms) * 1000.0
     return start
 
 
 def finding_events(findings: list[dict[str, Any]], steps: StepWindows, offset: float,
-                   thread: tuple[Any, Any]) -> list[dict[str, Any]]:
+                   thread: tuple[Any, Any], places: dict[str, float] | None = None
+                   ) -> list[dict[str, Any]]:
     pid, tid = thread
     if not findings:
         return [{"ph": "i", "s": "g", "cat": CATEGORY, "pid": pid, "tid": tid,
@@ -138,7 +171,7 @@ def finding_events(findings: list[dict[str, Any]], steps: StepWindows, offset: f
         fix = f.get("fix") or {}
         out.append({
             "ph": "i", "s": "g" if f.get("rank") is None else "p", "cat": CATEGORY,
-            "pid": pid, "tid": tid, "ts": round(finding_time(f, steps) + offset, 3),
+            "pid": pid, "tid": tid, "ts": round(finding_time(f, steps, places) + offset, 3),
             "name": f"trainprof {i}: {f.get('title', '')}",
             "args": {"severity": f.get("severity"), "rank": f.get("rank"),
                      "saves": f"~{f.get('saving_pct', 0):.0f}% ({f.get('saving_ms', 0):.1f} ms/step)",
