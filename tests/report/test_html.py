@@ -172,3 +172,15 @@ def test_tiny_memory_curves_get_a_unit_that_shows_them():
     html = render_html(result_of(BERT))
     assert "cpu: peak 16 bytes in aten::_flash_attention_forward" in html  # not "peak 0 MB"
     assert "cuda:0: peak 101 MB" in html
+
+
+def test_rank_table_marks_the_slowest_fastest_and_straggler():
+    from trainprof.report.html_view import ranks_table
+
+    ranks = result_of(TRACE_FILTER)["ranks"]  # rank 1 is the slower (619 against 615 ms)
+    marks = {row[0].text: row[-1].text for row in ranks_table(ranks).rows}
+    assert marks == {"0": "fastest", "1": "slowest"}
+    marks = {row[0].text: row[-1].text for row in ranks_table(ranks, straggler=0).rows}
+    assert marks == {"0": "straggler, fastest", "1": "slowest"}
+    html = render_html(result_of(TRACE_FILTER))
+    assert '<td class="text">slowest</td></tr>' in html

@@ -106,7 +106,7 @@ def render_html(result: Analysis | dict[str, Any], rows: int = DEFAULT_ROWS) -> 
         "headline": memory_headline(data) or headline(data),
         "findings": [finding_view(f, i) for i, f in enumerate(data.get("findings") or [], 1)],
         "several": len(ranks) > 1,
-        "ranks_table": ranks_table(ranks) if len(ranks) > 1 else None,
+        "ranks_table": ranks_table(ranks, _straggler(data)) if len(ranks) > 1 else None,
         "ranks_chart": ranks_chart(ranks) if len(ranks) > 1 else None,
         "details": [(rank_view(ranks[i], i, rows), i == slowest) for i in shown],
         "hidden_ranks": len(ranks) - len(shown),
@@ -178,6 +178,10 @@ def _devices(ranks: list[dict[str, Any]]) -> list[dict[str, str]]:
                    "compute": cc, "sms": str(d.get("numSms") or "")}
             seen.setdefault(f"{row['id']}|{row['name']}", row)
     return list(seen.values())
+
+
+def _straggler(data: dict[str, Any]) -> int | None:
+    return ((data.get("job") or {}).get("stragglers") or {}).get("straggler")
 
 
 def _job_notes(data: dict[str, Any]) -> list[str]:

@@ -135,20 +135,27 @@ def ranks_chart(ranks: list[dict[str, Any]]) -> Chart:
     return Chart(chart, svg.legend(series), "Mean step time per rank, by category.")
 
 
-def ranks_table(ranks: list[dict[str, Any]]) -> Table:
+def ranks_table(ranks: list[dict[str, Any]], straggler: int | None = None) -> Table:
+    """Each rank's step, breakdown shares and GPU figures; the straggler, the slowest and the
+    fastest marked (the verdict names them)."""
+    medians = [r["steps"].get("median_ms") or 0.0 for r in ranks]
+    marks = {medians.index(max(medians)): "slowest", medians.index(min(medians)): "fastest"}
     cols = [tables.Column("rank"), tables.Column("window"), tables.Column("device", False),
             tables.Column("median step ms"), tables.Column("kernel"),
             tables.Column("communication"), tables.Column("DataLoader"),
-            tables.Column("CPU Exec"), tables.Column("GPU util"), tables.Column("exposed comm")]
+            tables.Column("CPU Exec"), tables.Column("GPU util"), tables.Column("exposed comm"),
+            tables.Column("", False)]
     table = Table(cols)
-    for r in ranks:
+    for i, r in enumerate(ranks):
+        mark = ", ".join(m for m in ("straggler" * (r["rank"] == straggler),
+                                     marks.get(i, "") * (len(set(medians)) > 1)) if m)
         b, gpu, tl = r["breakdown_pct"], r.get("gpu") or {}, r.get("timeline") or {}
         table.rows.append([
             tables.num(r["rank"], 0), tables.num(r.get("window", 0), 0), tables.text(r["device"]),
             tables.num(r["steps"].get("median_ms"), 1), tables.num(b.get("kernel"), 0, "%"),
             tables.num(b.get("communication"), 0, "%"), tables.num(b.get("dataloader"), 0, "%"),
             tables.num(b.get("cpu_exec"), 0, "%"), tables.num(gpu.get("utilization_pct"), 0, "%"),
-            tables.num(tl.get("exposed_communication_pct"), 0, "%"),
+            tables.num(tl.get("exposed_communication_pct"), 0, "%"), tables.text(mark),
         ])
     return table
 
