@@ -150,3 +150,13 @@ def test_terminal_tables_fit_80_columns_and_keep_every_number():
     base, new = (f"{v:,.0f}" for v in _name_us(top))
     assert top.change in row and f" {base} " in row and f" {new} " in row  # nothing cut
     assert "void " not in kernels and "…" in kernels  # short names, cut to fit
+
+
+def test_one_step_runs_make_no_claim_of_confidence():
+    odds = slowdown_odds([100.0], [101.0], 5.0)
+    assert not odds.judged and odds.words == "unknown"
+    c = compare(analysis_of(RESNET_W0), analysis_of(RESNET_W0), fail_if_slower=5)
+    c.gate.odds = odds
+    message = c.gate.message()
+    assert "cannot be told from 1 + 1 steps" in message and "unlikely" not in message
+    assert c.gate.to_dict()["confidence"] == "unknown"

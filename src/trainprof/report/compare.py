@@ -88,10 +88,14 @@ class Gate:
         side = "over" if self.failed else "within"
         text = (f"{verdict}: NEW's median step is {abs(o.change_pct):.1f}% {how} than BASE's "
                 f"({self.base_ms:.1f} -> {self.new_ms:.1f} ms), {side} the "
-                f"{self.limit_pct:g}% limit. That NEW is really more than {self.limit_pct:g}% "
-                f"slower is {o.words} ({o.probability * 100:.1f}% of bootstrap resamples of "
-                f"{o.base_steps} + {o.new_steps} steps{self.per_rank}; 90% interval "
-                f"{o.low_pct:+.1f}% to {o.high_pct:+.1f}%).")
+                f"{self.limit_pct:g}% limit. ")
+        if not o.judged:
+            return text + (f"How sure that is cannot be told from {o.base_steps} + "
+                           f"{o.new_steps} steps: one step has no step-to-step noise to measure.")
+        text += (f"That NEW is really more than {self.limit_pct:g}% "
+                 f"slower is {o.words} ({o.probability * 100:.1f}% of bootstrap resamples of "
+                 f"{o.base_steps} + {o.new_steps} steps{self.per_rank}; 90% interval "
+                 f"{o.low_pct:+.1f}% to {o.high_pct:+.1f}%).")
         if o.rough:
             text += " Few steps were recorded, so this estimate of the noise is rough."
         return text

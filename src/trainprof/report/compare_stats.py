@@ -42,7 +42,14 @@ class SlowdownOdds:
     new_steps: int
 
     @property
+    def judged(self) -> bool:
+        """Whether both runs have the two steps it takes to see any step-to-step noise."""
+        return min(self.base_steps, self.new_steps) >= 2
+
+    @property
     def words(self) -> str:
+        if not self.judged:
+            return "unknown"
         return next(w for p, w in _WORDS if self.probability >= p)
 
     @property
