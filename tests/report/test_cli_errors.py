@@ -60,3 +60,19 @@ def test_percent_limit_accepts_a_percent_sign(capsys, tmp_path):
     code, _, err = run(capsys, "compare", str(COMPILED), str(COMPILED), "--fail-if-slower",
                        "5%", "--format", "json", "-o", str(tmp_path / "c.json"))
     assert code == 0 and "within the 5% limit" in err
+
+
+def test_trainprof_outputs_that_are_not_inputs_say_what_they_are(capsys, tmp_path):
+    comparison = tmp_path / "compare.json"
+    assert run(capsys, "compare", str(COMPILED), str(COMPILED), "--format", "json", "-o",
+               str(comparison))[0] == 0
+    for argv in (["compare", str(comparison), str(COMPILED)],
+                 ["report", str(comparison), "-o", str(tmp_path / "r.html")],
+                 ["annotate", str(comparison)]):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and err.count("\n") == 1
+        assert "is trainprof output of schema 'trainprof.compare/1', not a trace" in err
+    saved = tmp_path / "result.json"
+    assert run(capsys, "analyze", str(COMPILED), "--format", "json", "-o", str(saved))[0] == 0
+    code, _, err = run(capsys, "annotate", str(saved), "-o", str(tmp_path / "a.json.gz"))
+    assert code == 2 and "saved trainprof result: annotate needs the trace file" in err

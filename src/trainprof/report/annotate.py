@@ -23,6 +23,7 @@ from trainprof.analysis.steps import find_steps
 from trainprof.errors import TraceError, TrainprofError
 from trainprof.fileio import atomic_output
 from trainprof.report import annotate_events as ae
+from trainprof.report.saved import is_saved_result, refuse_other_results
 from trainprof.trace.load import load_file
 from trainprof.trace.stream import byte_blocks
 
@@ -45,6 +46,10 @@ def annotate(trace_path: str | os.PathLike[str], out_path: str | os.PathLike[str
     src, dst = Path(trace_path), Path(out_path)
     if src.is_dir():
         raise TrainprofError(f"{src} is a folder: annotate takes one trace file (one rank).")
+    if is_saved_result(src):
+        raise TrainprofError(f"{src} is a saved trainprof result: annotate needs the trace file "
+                             "it was made from.")
+    refuse_other_results(src)
     if dst.exists() and dst.resolve() == src.resolve():
         raise TrainprofError("The annotated copy must not overwrite the trace it is made from.")
     added, counters, findings = _added_events(src)  # the trace's columns are freed here

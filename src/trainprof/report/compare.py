@@ -18,7 +18,12 @@ import numpy as np
 from trainprof.analysis.diff import TraceDiff, diff
 from trainprof.analysis.overview import Analysis
 from trainprof.report.compare_stats import SlowdownOdds, slowdown_odds
-from trainprof.report.saved import analysis_from_result, is_saved_result, load_result
+from trainprof.report.saved import (
+    analysis_from_result,
+    is_saved_result,
+    load_result,
+    refuse_other_results,
+)
 from trainprof.trace.load import Progress
 
 SCHEMA = "trainprof.compare/1"
@@ -135,6 +140,7 @@ def load_side(x: Input, progress: Progress | None = None) -> Analysis:
         return analysis_from_history(run_id)
     if is_saved_result(x):
         return analysis_from_result(load_result(x))
+    refuse_other_results(x)
     from trainprof.pipeline import analyze
 
     return analyze(x, progress=progress)

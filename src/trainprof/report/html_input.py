@@ -19,7 +19,7 @@ from trainprof.analysis.steps import find_steps
 from trainprof.errors import TrainprofError
 from trainprof.pipeline import analyze
 from trainprof.report.html_snapshot import is_snapshot_input, snapshot_only_result, snapshots_for
-from trainprof.report.saved import is_saved_result, load_result
+from trainprof.report.saved import is_saved_result, load_result, refuse_other_results
 from trainprof.trace import discover
 from trainprof.trace.load import Progress, iter_traces
 from trainprof.trace.model import Trace
@@ -37,6 +37,7 @@ def report_result(path: str | os.PathLike[str], progress: Progress | None = None
         return snapshot_only_result(path, trust, SCHEMA)
     if is_saved_result(path):
         return load_result(path)
+    refuse_other_results(path)
     if only_cluster_summaries(path):
         return analyze(path, progress).to_dict()  # docs/distributed.md
     per_file: dict[Path, StepBreakdown] = {}

@@ -20,16 +20,30 @@ from trainprof.errors import TraceError
 
 _SCHEMA_FAMILY = SCHEMA.rsplit("/", 1)[0] + "/"
 _HEAD = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"' + re.escape(_SCHEMA_FAMILY.encode()))
+_ANY_TRAINPROF = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"(trainprof\.[^"]*)"')
 _PEEK_BYTES = 256
 
 
 def is_saved_result(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a file holding a trainprof JSON result (not a trace)."""
+    return bool(_HEAD.match(_peek(path)))
+
+
+def refuse_other_results(path: str | os.PathLike[str]) -> None:
+    """``TraceError`` when ``path`` holds trainprof output of another kind (a comparison, a
+    benchmark...), which would otherwise be called "not a trace"."""
+    found = _ANY_TRAINPROF.match(_peek(path))
+    if found and not _HEAD.match(found.group(0)):
+        raise TraceError(f"{path} is trainprof output of schema {found.group(1).decode()!r}, not "
+                         "a trace or a result saved by `trainprof analyze --format json`.")
+
+
+def _peek(path: str | os.PathLike[str]) -> bytes:
     path = Path(path)
     if not path.is_file():
-        return False
+        return b""
     with open(path, "rb") as handle:
-        return bool(_HEAD.match(handle.read(_PEEK_BYTES)))
+        return handle.read(_PEEK_BYTES)
 
 
 def load_result(path: str | os.PathLike[str]) -> dict[str, Any]:
