@@ -184,3 +184,20 @@ def test_rank_table_marks_the_slowest_fastest_and_straggler():
     assert marks == {"0": "straggler, fastest", "1": "slowest"}
     html = render_html(result_of(TRACE_FILTER))
     assert '<td class="text">slowest</td></tr>' in html
+
+
+def test_long_runs_get_a_bar_per_group_of_steps(tmp_path):
+    from trainprof.report.html_view import MAX_STEP_BARS
+
+    b = TraceBuilder()
+    for n in range(400):
+        b.step(n, n * 1000.0, 1000)
+        b.launch(n * 1000.0 + 10, 5, k_ts=n * 1000.0 + 20, k_dur=100 if n < 200 else 500)
+    html = render_html(report_result(b.write(tmp_path / "long.json")))
+    chart = html[html.index("Step time, step by step"):html.index("Where the step time goes")]
+    assert "Each bar is the mean of 3 consecutive steps (400 in all)." in chart
+    bars = re.findall(r"<title>([\d–]+): Kernel ([\d.]+) ms</title>", chart)
+    assert len(bars) == 134 <= MAX_STEP_BARS
+    assert bars[0][0] == "0–2" and bars[-1][0] == "399"
+    assert float(bars[0][1]) == pytest.approx(0.1, abs=0.01)  # the mean of steps 0-2
+    assert float(bars[-1][1]) == pytest.approx(0.5, abs=0.01)

@@ -7,9 +7,12 @@ the same as a fresh analysis. Strings stay plain ``str`` (the template escapes t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from trainprof.report import html_tables as tables
 from trainprof.report import svg
@@ -23,6 +26,9 @@ from trainprof.report.labels import (
     category_label,
     evidence_text,
 )
+
+#: Most bars in the per-step chart; longer runs get a bar per group of consecutive steps.
+MAX_STEP_BARS = 150
 
 
 @dataclass
@@ -121,6 +127,13 @@ def step_chart(r: dict[str, Any]) -> Chart:
         series = [svg.Series("step time", CATEGORY_COLORS["kernel"])]
         values = [[p["ms"]] for p in per_step]
         caption = "Each step's time (the per-step breakdown is not in a saved result)."
+    size = math.ceil(len(values) / MAX_STEP_BARS)
+    if size > 1:  # a bar per group of consecutive steps: the file stays small, bars stay visible
+        labels = ["–".join(dict.fromkeys((labels[i], labels[min(i + size, len(labels)) - 1])))
+                  for i in range(0, len(labels), size)]
+        values = [np.mean(values[i:i + size], axis=0).tolist()
+                  for i in range(0, len(values), size)]
+        caption += f" Each bar is the mean of {size} consecutive steps ({len(per_step)} in all)."
     chart = svg.stacked_bars(labels, series, values, "ms", "Step time per step", "step")
     return Chart(chart, svg.legend(series), caption)
 
