@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import re
 
+import pytest
 from report_helpers import IMG_PAYLOAD, PIPE_PAYLOAD, SCRIPT_PAYLOAD, hostile_trace, result_of
 
 from trainprof.report.html_input import report_result
@@ -71,3 +73,30 @@ def test_kernel_names_lose_their_parameter_lists():
     kernels = table_rows(md, "| kernel | calls")
     assert kernels[0][0] == r"cudnn::detail::dgrad\_engine&lt;float, 512, 6, 5, 3, 3, 3, false&gt;"
     assert not any(row[0].startswith("void ") for row in kernels)
+
+
+def gfm(md: str) -> str:
+    """The HTML GitHub makes of ``md`` (cmark-gfm, its own renderer; raw HTML allowed, as in a
+    pull-request comment's <details>)."""
+    cmarkgfm = pytest.importorskip("cmarkgfm")
+    from cmarkgfm.cmark import Options
+
+    return cmarkgfm.github_flavored_markdown_to_html(md, options=Options.CMARK_OPT_UNSAFE)
+
+
+def test_github_renders_every_table_whole_and_names_as_text(tmp_path):
+    md = to_markdown(report_result(hostile_trace(tmp_path)))
+    page = gfm(md)
+    tables = re.findall(r"<table>(.*?)</table>", page, re.S)
+    assert len(tables) == md.count("\n| --- ") + md.count("\n| ---: ")  # every table parsed
+    for t in tables:
+        head, body = t.split("</thead>")
+        width = len(re.findall(r"<th[ >]", head))
+        assert all(len(re.findall(r"<td[ >]", row)) == width
+                   for row in re.findall(r"<tr>(.*?)</tr>", body, re.S))
+    cells = [html.unescape(re.sub(r"<[^>]+>", "", c))
+             for c in re.findall(r"<td[^>]*>(.*?)</td>", page, re.S)]
+    for payload in (IMG_PAYLOAD, SCRIPT_PAYLOAD, PIPE_PAYLOAD):
+        assert payload in cells  # shown as the very text, in one cell
+    assert "<img" not in page and "<script" not in page and "<a " not in page
+    assert "<details><summary>Evidence and fixes</summary>" in page
