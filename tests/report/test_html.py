@@ -201,3 +201,10 @@ def test_long_runs_get_a_bar_per_group_of_steps(tmp_path):
     assert bars[0][0] == "0–2" and bars[-1][0] == "399"
     assert float(bars[0][1]) == pytest.approx(0.1, abs=0.01)  # the mean of steps 0-2
     assert float(bars[-1][1]) == pytest.approx(0.5, abs=0.01)
+
+
+def test_windows_of_one_rank_are_told_apart_in_the_rank_chart():
+    html = render_html(result_of(RESNET_W0.parent))  # two recordings of rank 0
+    ranks = html[html.index('id="ranks"'):html.index('id="rank-0"')]
+    assert ">0 w1</text>" in ranks and ">0.1</text>" not in ranks
+    assert "w1, w2: the rank&#39;s second, third recorded window" in ranks

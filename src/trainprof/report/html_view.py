@@ -142,10 +142,12 @@ def ranks_chart(ranks: list[dict[str, Any]]) -> Chart:
     """Mean step time per rank, stacked by category."""
     keys = list(ranks[0]["breakdown_ms"])
     series = [svg.Series(category_label(c), CATEGORY_COLORS.get(c, "#999")) for c in keys]
-    labels = [f"{r['rank']}" + (f".{r['window']}" if r.get("window") else "") for r in ranks]
+    labels = [f"{r['rank']}" + (f" w{r['window']}" if r.get("window") else "") for r in ranks]
     values = [[r["breakdown_ms"].get(c, 0.0) for c in keys] for r in ranks]
     chart = svg.stacked_bars(labels, series, values, "ms", "Mean step time per rank", "rank")
-    return Chart(chart, svg.legend(series), "Mean step time per rank, by category.")
+    caption = "Mean step time per rank, by category" + (
+        " (w1, w2: the rank's second, third recorded window)." if any(r.get("window") for r in ranks) else ".")
+    return Chart(chart, svg.legend(series), caption)
 
 
 def ranks_table(ranks: list[dict[str, Any]], straggler: int | None = None) -> Table:
