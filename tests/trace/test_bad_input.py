@@ -133,3 +133,20 @@ def test_odd_values_load_and_analyse(tmp_path, case):
     analysis = trainprof.analyze(path)
     assert json.loads(to_json_bytes(analysis))["ranks"][0]["kernels"]["calls"] >= 1
     print_analysis(analysis, Console(file=io.StringIO(), width=100))
+
+
+def test_a_wrong_type_in_a_big_trace_is_reported_at_once(tmp_path):
+    """An event of the wrong shape in a trace decoded piece by piece (over CHUNK_BYTES) is an
+    error about that event: the decoder does not take it for a cut inside an event and retry
+    on ever longer pieces."""
+    import json
+
+    from trainprof.trace.stream import CHUNK_BYTES
+
+    event = {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1,
+             "dur": 1, "args": {"External id": 1}}
+    events = [{**event, "args": 1.5}] + [event] * (CHUNK_BYTES // 80)
+    path = write(tmp_path, "big.json", json.dumps({"traceEvents": events}).encode())
+    assert path.stat().st_size > CHUNK_BYTES
+    with pytest.raises(TraceError, match="an event's 'args' is wrong"):
+        trainprof.load(path)

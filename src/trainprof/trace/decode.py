@@ -7,6 +7,7 @@ traces disagree on the type (ids as numbers or strings, ``tid`` as ``"stream 7"`
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -119,8 +120,20 @@ def metadata_of(parsed: _TraceFile) -> dict[str, Any]:
 def trace_error(path: Path, exc: Exception) -> TraceError:
     """msgspec's error as one clear sentence."""
     if isinstance(exc, msgspec.ValidationError):
-        if str(exc).startswith("Number out of range"):
-            where = str(exc).rpartition(" - at ")[2]
-            return TraceError(f"{path} holds a number too large to represent (at {where}).")
-        return TraceError(f"{path} is not a Kineto trace: {exc}.")
+        problem, _, at = str(exc).partition(" - at ")
+        where = _where(at)
+        if problem.startswith("Number out of range"):
+            return TraceError(f"{path} holds a number too large to represent (in {where}).")
+        problem = problem.replace("Expected", "expected", 1)
+        return TraceError(f"{path} is not a Kineto trace: {where} is wrong ({problem}).")
     return TraceError(f"{path} is not valid JSON (truncated or corrupt): {exc}.")
+
+
+def _where(at: str) -> str:
+    """msgspec's location (``$[722].args``) in words; the index is left out, as it counts from
+    the start of a decoded piece, not of the file."""
+    at = at.strip("`")
+    head, dot, rest = at.partition(".")
+    if re.fullmatch(r"\$\[\d+\]", head):
+        return f"an event's '{rest}'" if dot else "an event"
+    return f"'{at.removeprefix('$.')}'" if at else "the file"

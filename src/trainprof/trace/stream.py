@@ -196,9 +196,9 @@ class EventReader:
             piece = b"[" + bytes(self._buf[pos:match.start() + 1]) + b"]"
             try:
                 return decode.LIST_DECODER.decode(piece), match.end() - 1
+            except msgspec.ValidationError as exc:  # a DecodeError too: caught first
+                raise decode.trace_error(self.path, exc) from None
             except msgspec.DecodeError as exc:
                 if not _cut_is_the_cause(exc, len(piece)):
                     raise decode.trace_error(self.path, exc) from None
                 search_from = match.start() + 1  # the cut fell inside an event: go on
-            except msgspec.ValidationError as exc:
-                raise decode.trace_error(self.path, exc) from None
