@@ -49,7 +49,7 @@ def annotate(trace_path: str | os.PathLike[str], out_path: str | os.PathLike[str
     if is_saved_result(src):
         raise TrainprofError(f"{src} is a saved trainprof result: annotate needs the trace file "
                              "it was made from.")
-    refuse_other_results(src)
+    refuse_other_results(src, accepted=())
     if dst.exists() and dst.resolve() == src.resolve():
         raise TrainprofError("The annotated copy must not overwrite the trace it is made from.")
     added, counters, findings = _added_events(src)  # the trace's columns are freed here

@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from trainprof.analysis.cluster_file import CLUSTER_SCHEMA
 from trainprof.analysis.overview import SCHEMA, Analysis, RankAnalysis
 from trainprof.errors import TraceError
 
@@ -29,11 +30,12 @@ def is_saved_result(path: str | os.PathLike[str]) -> bool:
     return bool(_HEAD.match(_peek(path)))
 
 
-def refuse_other_results(path: str | os.PathLike[str]) -> None:
-    """``TraceError`` when ``path`` holds trainprof output of another kind (a comparison, a
-    benchmark...), which would otherwise be called "not a trace"."""
+def refuse_other_results(path: str | os.PathLike[str],
+                         accepted: tuple[str, ...] = (SCHEMA, CLUSTER_SCHEMA)) -> None:
+    """``TraceError`` when ``path`` holds trainprof output of a schema not ``accepted`` (a
+    comparison, a benchmark...), which would otherwise be called "not a trace"."""
     found = _ANY_TRAINPROF.match(_peek(path))
-    if found and not _HEAD.match(found.group(0)):
+    if found and found.group(1).decode() not in accepted:
         raise TraceError(f"{path} is trainprof output of schema {found.group(1).decode()!r}, not "
                          "a trace or a result saved by `trainprof analyze --format json`.")
 
