@@ -67,3 +67,16 @@ def test_cpu_only_operator_table_has_no_device_columns(tmp_path, builder):
     header = next(line for line in lines if "host self" in line)
     assert "dev self" not in header and "dev tot" not in header
     assert row_after(lines, "host self", "aten::mm")[1:] == ["1", "0.06", "0.06"]
+
+
+def test_short_kernel_names_lead_with_what_tells_them_apart():
+    from trainprof.report.hotspots import short_kernel_name
+
+    name = ("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, "
+            "at::detail::Array<char*, 3> >(int, at::native::AddFunctor<float>, "
+            "at::detail::Array<char*, 3>)")
+    assert short_kernel_name(name) == ("vectorized_elementwise_kernel<4, AddFunctor<float>, "
+                                       "at::detail::Array<char*, 3> >")
+    assert short_kernel_name("void at::native::(anonymous namespace)::softmax_warp_forward"
+                             "<float, 8>(float*)") == "softmax_warp_forward<float, 8>"
+    assert short_kernel_name("volta_sgemm_64x64_nt") == "volta_sgemm_64x64_nt"

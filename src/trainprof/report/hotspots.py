@@ -21,15 +21,22 @@ from trainprof.trace.model import split_frame
 
 #: The widest the name columns get (in a wide terminal).
 OP_WIDTH = 46
-KERNEL_WIDTH = 30
-LAUNCHER_WIDTH = 18
+KERNEL_WIDTH = 40
+LAUNCHER_WIDTH = 24
 #: Call sites listed under the operator table.
 SHOWN_SITES = 3
 
 
+#: Namespaces that say nothing about a kernel (nearly every PyTorch kernel is in them).
+_SILENT_NAMESPACES = ("at::native::", "(anonymous namespace)::")
+
+
 def short_kernel_name(name: str) -> str:
-    """A kernel name without ``void`` and its trailing parameter list (templates stay)."""
+    """A kernel name without ``void``, PyTorch's ``at::native::`` namespace and its trailing
+    parameter list (templates stay): what tells kernels apart comes first."""
     text = name.removeprefix("void ").strip()
+    for namespace in _SILENT_NAMESPACES:
+        text = text.replace(namespace, "")
     if text.endswith(")"):
         depth = 0
         for i in range(len(text) - 1, -1, -1):

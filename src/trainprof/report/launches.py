@@ -11,7 +11,7 @@ from trainprof.analysis.launch import (
     LaunchStats,
 )
 from trainprof.analysis.options import table_options
-from trainprof.analysis.syncs import SyncStats
+from trainprof.analysis.syncs import PROFILER_SYNC, SyncStats
 from trainprof.report.hotspots import file_line
 from trainprof.report.quantities import (
     add_name_column,
@@ -24,7 +24,7 @@ from trainprof.report.quantities import (
 #: The widest the sync table's columns of names get (in a wide terminal).
 CALL_WIDTH = 22
 OPS_WIDTH = 26
-WHERE_WIDTH = 30
+WHERE_WIDTH = 40
 
 
 def _us(value: float | None) -> str:
@@ -78,6 +78,8 @@ def render_syncs(result: SyncStats) -> Group | None:
         if s.op and s.op != s.caller:
             ops = f"{s.caller} › {s.op.removeprefix('aten::')}"
         where = file_line(s.source) if s.source else (s.cause or "")
+        if s.cause == PROFILER_SYNC:  # its source line is the profiler's, not the loop's
+            where = "the profiler's own, when it stops"
         t.add_row(name_cell(s.call, CALL_WIDTH), str(s.count), f"{s.total_us / 1000:.2f}",
                   name_cell(ops, OPS_WIDTH), name_cell(where, WHERE_WIDTH))
     return Group(Text(head, style="italic"), t,

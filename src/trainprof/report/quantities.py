@@ -38,15 +38,12 @@ def compact_table(title: str | None = None) -> Table:
                  show_edge=False, padding=(0, 1))
 
 
-#: The narrowest a column of names gets in a narrow terminal.
-NAME_MIN_WIDTH = 12
-
-
 def add_name_column(table: Table, header: str, max_width: int, **options: object) -> None:
     """A column of names (ops, kernels, call sites): in a narrow terminal it gives way first, its
-    cells cut with … (see ``name_cell``), so that the columns of numbers keep their width."""
+    cells cut with … (see ``name_cell``), so that the columns of numbers keep their width. (No
+    minimum width: rich would restore it after shrinking and crop the table's right edge.)"""
     table.add_column(header, no_wrap=False, overflow="ellipsis", max_width=max_width,
-                     min_width=min(NAME_MIN_WIDTH, max_width), **options)
+                     **options)
 
 
 def add_number_columns(table: Table, *headers: str) -> None:
