@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 
 import numpy as np
 import pytest
 
 import trainprof
+from trainprof.report.json import to_json_bytes
 from trainprof.trace.load import load_file
 from trainprof.trace.model import FLAG_COMM, Kind
 
@@ -31,6 +33,18 @@ from tracegen import TraceBuilder
 ALL_REAL = sorted(p for p in SHARED.rglob("*.json*") if "result_check" not in p.name)
 
 
+def _checker():
+    """``check`` from ../shared/tools/check_analysis_json.py (standard library only)."""
+    spec = importlib.util.spec_from_file_location(
+        "check_analysis_json", SHARED.parent / "tools" / "check_analysis_json.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.check
+
+
+analysis_json_problems = _checker()
+
+
 @pytest.mark.parametrize("path", ALL_REAL, ids=lambda p: p.name[:40])
 def test_every_shared_trace_loads_and_analyses(path):
     analysis = trainprof.analyze(path)
@@ -39,6 +53,9 @@ def test_every_shared_trace_loads_and_analyses(path):
     assert sum(rank.breakdown_pct.values()) == pytest.approx(100, abs=1e-6)
     assert sum(rank.phases_pct.values()) == pytest.approx(100, abs=1e-6)
     assert rank.gpu is not None  # all shared traces are GPU traces
+    # The JSON result of every shared trace meets the contract (../shared/tools' checker).
+    result = json.loads(to_json_bytes(analysis))
+    assert analysis_json_problems(result) == []
 
 
 def test_old_and_new_category_names_map_to_the_same_kinds():
