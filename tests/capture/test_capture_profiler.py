@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -228,3 +229,21 @@ def test_torch_profiler_start_is_watched_only_while_recording(tmp_path):
         assert getattr(torch.profiler.profile.start, "_trainprof", False)
         training.run(2, after_step=prof.step)
     assert torch.profiler.profile.start is original
+
+
+@pytest.mark.skipif(sys.platform == "win32" or os.geteuid() == 0,
+                    reason="needs POSIX permissions, which root ignores")
+def test_unwritable_output_folder_warns_once_and_training_finishes(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)  # read and enter, no writing
+    training = TinyTraining()
+    try:
+        with (
+            pytest.warns(RecordingWarning, match="could not write a trace"),
+            trainprof.profile(output_trace_dir=locked, schedule_option=SHORT) as prof,
+        ):
+            training.run(10, after_step=prof.step)
+    finally:
+        locked.chmod(0o700)
+    assert training.steps_done == 10 and prof.trace_files == [] and trace_names(locked) == []
