@@ -224,6 +224,7 @@ def test_reserved_far_above_allocated_is_memory_fragmentation(builder, tmp_path)
     f = findings(builder, tmp_path)["memory_fragmentation"]
     assert f.evidence[0].value == pytest.approx(1.5) and f.saving_pct == 0
     assert f.title == "Reserved memory is 1.5x what is allocated"
+    assert "no saving is estimated" in f.saving_assumption  # no allocator calls to save
 
 
 def test_driver_allocations_every_step_are_memory_fragmentation(builder, tmp_path):
@@ -252,3 +253,15 @@ def test_every_fix_has_a_summary_and_plain_pytorch_code(module):
     for name, fix in fixes.items():
         assert fix.summary.endswith(".") and fix.pytorch.strip(), name
         assert fix.accelerate != fix.pytorch, name  # given only where it differs
+
+
+def test_evidence_reads_as_a_person_writes_it():
+    from trainprof.diagnose.findings import Evidence
+    from trainprof.report.labels import evidence_text
+
+    for e, text in [(Evidence("softmax", 44.44, "% of kernel time", "rank 0"),
+                     "softmax: 44.4% of kernel time (rank 0)"),
+                    (Evidence("wait", 59.26, "ms"), "wait: 59.3 ms"),
+                    (Evidence("ratio", 1.5, "x"), "ratio: 1.5x"),
+                    (Evidence("ops", 807, ""), "ops: 807")]:
+        assert str(e) == evidence_text(e.to_dict()) == text

@@ -24,7 +24,8 @@ class Evidence:
 
     def __str__(self) -> str:
         value = f"{self.value:.1f}" if isinstance(self.value, float) else str(self.value)
-        unit = self.unit if self.unit in ("%", "") else f" {self.unit}"
+        # "%", "% of ..." and "x" follow the number; other units (ms, µs, MB/step) are spaced.
+        unit = self.unit if self.unit[:1] in ("%", "") or self.unit == "x" else f" {self.unit}"
         where = f" ({self.where})" if self.where else ""
         return f"{self.what}: {value}{unit}{where}"
 

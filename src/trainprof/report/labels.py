@@ -53,6 +53,6 @@ def evidence_text(e: dict) -> str:
     value = e.get("value")
     shown = f"{value:,.1f}" if isinstance(value, float) else str(value)
     unit = e.get("unit") or ""
-    unit = unit if unit in ("%", "") else f" {unit}"
+    unit = unit if unit[:1] in ("%", "") or unit == "x" else f" {unit}"  # as Evidence.__str__
     where = f" ({e['where']})" if e.get("where") else ""
     return f"{e.get('what', '')}: {shown}{unit}{where}"

@@ -55,7 +55,8 @@ def readable_us(us: float) -> str:
 
 
 def step_evidence(r: RankAnalysis) -> Evidence:
-    return Evidence("mean step time", step_ms(r), "ms", where(r, f"{r.steps['count']} steps"))
+    n = r.steps["count"]
+    return Evidence("mean step time", step_ms(r), "ms", where(r, f"{n} step{'s' * (n != 1)}"))
 
 
 def rank_finding(r: RankAnalysis, id: str, sev: Severity, title: str, explanation: str,

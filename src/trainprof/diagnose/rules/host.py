@@ -159,8 +159,9 @@ def small_kernels(r: RankAnalysis) -> Finding | None:
     return rank_finding(
         r, "small_kernels", severity(starved, SMALL_KERNELS_STARVED_PCT, SMALL_KERNELS_HIGH_PCT),
         f"Tiny kernels: the GPU waits on kernel launches for {starved:.0f}% of each step",
-        "Most kernels finish in less time than it takes to launch them, so the GPU drains its "
-        "queue and waits for the next launch: launch overhead, not compute, sets the pace.",
+        "Most kernels run for a few microseconds (under 10 µs, or less than their own launch "
+        "call takes), so the GPU drains its queue and waits for the next launch: launch "
+        "overhead, not compute, sets the pace.",
         evidence, starved, "fusion or CUDA graphs remove the launch gaps (upper bound)", COMPILE,
     )
 

@@ -172,6 +172,7 @@ def memory_fragmentation(r: RankAnalysis) -> Finding | None:
          "allocated"),
         "The caching allocator holds much more than the tensors need (fragmented blocks), or "
         "keeps returning memory to the driver and asking again; cudaFree also synchronises.",
-        evidence, share, "the allocator reuses its cache instead of calling the driver",
+        evidence, share, "the allocator reuses its cache instead of calling the driver" if busy
+        else "memory held but unused costs memory, not step time: no saving is estimated",
         STEADY_ALLOCATOR,
     )

@@ -85,7 +85,7 @@ def optimizer_overhead(r: RankAnalysis) -> Finding | None:
     evidence = [
         Evidence("optimizer phase", share, "%", where(r)),
         Evidence("optimizer time per step", r.phases_ms["optimizer"], "ms", where(r)),
-        Evidence("ops per optimizer step", opt.ops_per_step, "",
+        Evidence("ops per optimizer step", round(opt.ops_per_step), "",
                  where(r, f"{label}, {opt.implementation} implementation")),
         step_evidence(r),
     ]
@@ -94,9 +94,9 @@ def optimizer_overhead(r: RankAnalysis) -> Finding | None:
     return rank_finding(
         r, "optimizer_overhead", severity(share, OPTIMIZER_PCT, OPTIMIZER_HIGH_PCT),
         f"The {label} step takes {share:.0f}% of each step ({opt.ops_per_step:.0f} ops)",
-        "Updating the parameters costs a large share of the step, in thousands of small ops: "
-        "the step pays Python and dispatch overhead for every parameter tensor, where a "
-        "fused or multi-tensor step updates them in a few kernels.",
+        "Updating the parameters costs a large share of the step, in hundreds or thousands of "
+        "small ops: the step pays Python and dispatch overhead for every parameter tensor, "
+        "where a fused or multi-tensor step updates them in a few kernels.",
         evidence, saving, f"a {'fused' if fused else 'multi-tensor'} optimizer removes "
         f"{recoverable:.0%} of the optimizer time",
         MULTI_TENSOR if opt.implementation == "for-loop" else FEWER_TENSORS,
