@@ -290,3 +290,18 @@ def test_a_jsonl_file_that_cannot_be_written_warns_once_and_timing_goes_on(tmp_p
         loop(training, timer, batches(6))
     assert len([w for w in caught if issubclass(w.category, RecordingWarning)]) == 1
     assert training.steps_done == 6 and timer.summary()["steps"] == 5
+
+
+@pytest.mark.parametrize(("name", "peak"), [
+    ("NVIDIA H100 80GB HBM3", 989e12), ("NVIDIA H100 PCIe", 756e12), ("NVIDIA H100 NVL", 835e12),
+    ("NVIDIA H200", 989e12), ("NVIDIA A100-SXM4-80GB", 312e12), ("NVIDIA A100 80GB PCIe", 312e12),
+    ("Tesla V100-SXM2-16GB", 125e12), ("Tesla T4", 65e12), ("NVIDIA L4", 121e12),
+    ("NVIDIA L40S", 362e12), ("NVIDIA B200", 2.25e15), ("NVIDIA GB200", 2.5e15),
+    ("AMD Instinct MI300X", 1307e12),
+    # Near misses get no peak rather than a wrong one (pass peak_flops= for them).
+    ("NVIDIA A10G", None), ("NVIDIA GeForce RTX 4090", None), ("Tesla V100S-PCIE-32GB", None),
+])
+def test_mfu_peak_from_the_gpu_name(name, peak):
+    from trainprof.capture.device import peak_flops_of_name
+
+    assert peak_flops_of_name(name) == peak

@@ -42,8 +42,13 @@ def peak_flops_for(device: torch.device) -> float | None:
     """The table's peak for this GPU, or None (CPUs and unknown GPUs)."""
     if device.type != "cuda":
         return None
+    return peak_flops_of_name(torch.cuda.get_device_name(device))
+
+
+def peak_flops_of_name(name: str) -> float | None:
+    """The table's peak for a GPU named as `torch.cuda.get_device_name` names it, or None."""
     # Whole words, so that "A10" does not match an A10G nor "L4" an L40S.
-    words = set(torch.cuda.get_device_name(device).replace("-", " ").split())
+    words = set(name.replace("-", " ").split())
     for key, flops in PEAK_FLOPS_BY_NAME:
         if words.issuperset(key.split()):
             return flops
