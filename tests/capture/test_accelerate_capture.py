@@ -85,3 +85,15 @@ def test_traces_written_by_accelerator_profile_are_read_as_ranks(tmp_path):
     analysis = trainprof.analyze(out)
     assert [r.rank for r in analysis.ranks] == [0]
     assert analysis.ranks[0].steps["count"] == SCHEDULE["active"]
+
+
+def test_an_accelerator_given_as_the_first_argument_is_the_accelerator(tmp_path):
+    handler = ProfileKwargs(schedule_option=SCHEDULE, output_trace_dir=str(tmp_path))
+    accelerator = accelerate.Accelerator(cpu=True, kwargs_handlers=[handler])
+    model, optimizer, loader = prepared(accelerator)
+    barrier_calls = []
+    accelerator.wait_for_everyone = lambda: barrier_calls.append(1)  # count the barrier
+    with trainprof.profile(accelerator) as prof:
+        train(accelerator, model, optimizer, loader, after_step=prof.step)
+    assert prof.config.schedule_option == SCHEDULE  # its registered ProfileKwargs
+    assert trace_names(tmp_path) == ["rank0.step3.pt.trace.json.gz"] and barrier_calls == [1]

@@ -31,9 +31,12 @@ def profile(config: Any = None, /, *, accelerator: Any = None, **options: Any) -
     """Records training with torch.profiler; use as a context manager and call `.step()` per step.
 
     `config` is a `ProfileConfig`, an accelerate `ProfileKwargs`, or None; keyword `options` (any
-    `ProfileConfig` field) override it. With an `accelerator`, its rank names the files, its
-    registered `ProfileKwargs` is the default config, and all ranks meet at a barrier on exit.
+    `ProfileConfig` field) override it. With an `accelerator` (given by name, or as `config`), its
+    rank names the files, its registered `ProfileKwargs` is the default config, and all ranks
+    meet at a barrier on exit.
     """
+    if accelerator is None and _is_accelerator(config):
+        config, accelerator = None, config
     if config is None and accelerator is not None:
         config = getattr(accelerator, "profile_handler", None)
     if config is None:
@@ -48,6 +51,11 @@ def profile(config: Any = None, /, *, accelerator: Any = None, **options: Any) -
         rank=int(accelerator.process_index),
         barrier=accelerator.wait_for_everyone,
     )
+
+
+def _is_accelerator(value: Any) -> bool:
+    """An accelerate `Accelerator` (or one like it): it has a rank and a barrier."""
+    return hasattr(value, "process_index") and hasattr(value, "wait_for_everyone")
 
 
 class Recorder:
