@@ -184,6 +184,8 @@ def test_options_are_checked_at_the_call():
         ProfileConfig(schedule_option={"wait": 1, "active": 2})
     with pytest.raises(TypeError, match="output_trace_dir"):
         trainprof.profile(output_dir="traces")
+    with pytest.raises(TypeError, match="not dict; pass options by keyword"):
+        trainprof.profile({"record_shapes": True})
 
 
 # A full disk, for real: the child process may write files of at most FULL_DISK_BYTES

@@ -110,7 +110,11 @@ class ProfileConfig:
     def from_profile_kwargs(cls, kwargs: Any) -> ProfileConfig:
         """Builds a config from accelerate's `ProfileKwargs` (or anything with the same fields)."""
         names = [f.name for f in dataclasses.fields(cls) if f.name != "ranks"]
-        return cls(**{name: getattr(kwargs, name) for name in names if hasattr(kwargs, name)})
+        given = {name: getattr(kwargs, name) for name in names if hasattr(kwargs, name)}
+        if not given:  # a dict, a path, ...: not silently the defaults
+            raise TypeError("profile() takes a ProfileConfig, an accelerate ProfileKwargs or an "
+                            f"Accelerator, not {type(kwargs).__name__}; pass options by keyword")
+        return cls(**given)
 
     def with_options(self, **options: Any) -> ProfileConfig:
         """A copy with some fields replaced; an unknown name is a `TypeError` that lists the valid ones."""
