@@ -55,6 +55,13 @@ def test_callback_records_one_trace_for_rank_0(tmp_path):
     assert callback.trace_files == [tmp_path / "traces" / "rank0.step4.pt.trace.json.gz"]
 
 
+def test_callback_takes_accelerates_profile_kwargs_too():
+    from accelerate.utils import ProfileKwargs
+
+    callback = TrainprofCallback(ProfileKwargs(record_shapes=True), with_stack=True)
+    assert callback.config.record_shapes and callback.config.with_stack
+
+
 @pytest.mark.slow
 def test_callback_defaults_to_the_trainers_root_dir(tmp_path):
     callback = TrainprofCallback(schedule_option={"wait": 0, "warmup": 1, "active": 2, "repeat": 1})

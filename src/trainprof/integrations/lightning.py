@@ -32,9 +32,14 @@ __all__ = ["TrainprofCallback"]
 class TrainprofCallback(Callback):
     """Starts the profiler when training starts, steps it after every batch, stops at the end."""
 
-    def __init__(self, config: ProfileConfig | None = None, **options: Any) -> None:
+    def __init__(self, config: Any = None, **options: Any) -> None:
+        """`config`: a `ProfileConfig` or an accelerate `ProfileKwargs`; `options` override it."""
         super().__init__()
-        self.config = (config or ProfileConfig()).with_options(**options)
+        if config is None:
+            config = ProfileConfig()
+        elif not isinstance(config, ProfileConfig):
+            config = ProfileConfig.from_profile_kwargs(config)
+        self.config = config.with_options(**options)
         self.recorder: Recorder | None = None  # kept after training, for its trace_files
         self._running = False
 
