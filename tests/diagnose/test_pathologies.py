@@ -36,7 +36,7 @@ def by_id(analysis):
 
 
 def test_healthy_control_has_no_finding_and_says_where_the_time_goes(recorded):
-    """None of the rules fires on the control (14 of 14 recordings on the loaded 2-core test
+    """None of the rules fires on the control (none in 16 recordings on the loaded 2-core test
     machine): each pathology's finding below comes from its one injected bottleneck."""
     a = recorded("healthy")
     assert a.findings == [], listed(a)
