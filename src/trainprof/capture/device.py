@@ -56,15 +56,33 @@ def peak_flops_of_name(name: str) -> float | None:
 
 
 def peak_memory_bytes(device: torch.device) -> int | None:
-    """Peak memory in use: the CUDA caching allocator's high-water mark, else the process's peak RSS."""
+    """Peak memory in use: the CUDA caching allocator's high-water mark, else the process's peak
+    RSS. On Linux that is /proc's VmHWM, which starts afresh when the program starts (not
+    `ru_maxrss`, which a process started from a large one, such as a launcher or a test runner,
+    inherits from it) and which `/proc/self/clear_refs` can reset."""
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device))
+    hwm = _linux_peak_rss()
+    if hwm is not None:
+        return hwm
     try:
         import resource
     except ImportError:  # Windows: current RSS is the best we have
         return _current_rss()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak if sys.platform == "darwin" else peak * 1024)  # macOS reports bytes, Linux KiB
+
+
+def _linux_peak_rss() -> int | None:
+    """VmHWM from /proc/self/status, in bytes; None where there is no such file."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024  # "VmHWM:   123456 kB"
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _current_rss() -> int | None:
