@@ -265,18 +265,10 @@ def _analyze_and_report(args: argparse.Namespace) -> int:
         else:
             sys.stdout.buffer.write(to_json_bytes(analysis))
         return 0
+    from trainprof.report.output import print_or_save
     from trainprof.report.text import print_analysis
 
-    if args.output:
-        from rich.console import Console
-
-        from trainprof.fileio import atomic_write_text
-
-        console = Console(record=True, width=120, file=open(os.devnull, "w"))  # noqa: SIM115
-        print_analysis(analysis, console)
-        atomic_write_text(args.output, console.export_text())
-    else:
-        print_analysis(analysis)
+    print_or_save(lambda console: print_analysis(analysis, console), args.output)
     return 0
 
 
@@ -316,16 +308,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _print_compare_text(comparison: Any, args: argparse.Namespace) -> None:
-    from rich.console import Console
-
     from trainprof.report.compare_render import render_text
+    from trainprof.report.output import print_or_save
 
-    if not args.output:
-        render_text(comparison, top=args.top)
-        return
-    console = Console(record=True, width=120, file=open(os.devnull, "w"))  # noqa: SIM115
-    render_text(comparison, console, top=args.top)
-    _write_or_print(console.export_text(), args.output)
+    print_or_save(lambda console: render_text(comparison, console, top=args.top), args.output)
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
@@ -346,16 +332,10 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
         _write_or_print(to_json_bytes(report).decode(), args.output)
         return 0
-    from rich.console import Console
-
+    from trainprof.report.output import print_or_save
     from trainprof.report.snapshot import print_memory_report
 
-    if not args.output:
-        print_memory_report(report)
-        return 0
-    console = Console(record=True, width=120, file=open(os.devnull, "w"))  # noqa: SIM115
-    print_memory_report(report, console)
-    _write_or_print(console.export_text(), args.output)
+    print_or_save(lambda console: print_memory_report(report, console), args.output)
     return 0
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +15,7 @@ from trainprof.bench.health import Checklist, PhaseCheck
 from trainprof.bench.results import DRIFT_WARN_PCT, BenchResult, StrategyResult
 from trainprof.fileio import atomic_write_text
 from trainprof.report.json import to_json_bytes
+from trainprof.report.output import print_or_save
 from trainprof.report.quantities import compact_table, ms, size
 
 _PHASES = ("data", "forward", "backward", "optimizer", "other")
@@ -29,19 +29,12 @@ def to_json(result: BenchResult | Checklist) -> bytes:
 def write_result(result: Any, fmt: str, output: Path | None,
                  printer: Callable[[Any, Console], None]) -> None:
     """JSON or the text report, to `output` (written atomically) or to stdout."""
-    if fmt == "json":
-        text = to_json(result).decode()
+    if fmt != "json":
+        print_or_save(lambda console: printer(result, console), output)
     elif output:
-        console = Console(record=True, width=120, file=io.StringIO())
-        printer(result, console)
-        text = console.export_text()
+        atomic_write_text(output, to_json(result).decode())
     else:
-        printer(result, Console())
-        return
-    if output:
-        atomic_write_text(output, text)
-    else:
-        sys.stdout.write(text)
+        sys.stdout.write(to_json(result).decode())
 
 
 def announce(strategy: Any, index: int, count: int) -> None:
