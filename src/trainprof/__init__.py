@@ -6,9 +6,10 @@ imported only when a capture name is first used.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trainprof.errors import TraceError, TrainprofError
+from trainprof.lazy import lazy_names
 
 __version__ = "0.1.0"
 
@@ -28,14 +29,14 @@ __all__ = [
 
 # Names served lazily, so that `import trainprof` stays cheap and torch-free.
 _LAZY = {
-    "load": ("trainprof.trace.load", "load"),
-    "analyze": ("trainprof.pipeline", "analyze"),
-    "profile": ("trainprof.capture.profiler", "profile"),
-    "ProfileConfig": ("trainprof.capture.profiler", "ProfileConfig"),
-    "StepTimer": ("trainprof.capture.steps", "StepTimer"),
-    "RecordingWarning": ("trainprof.capture.safety", "RecordingWarning"),
-    "load_snapshot": ("trainprof.trace.snapshot", "load_snapshot"),
-    "memory_snapshot_report": ("trainprof.diagnose.snapshot", "memory_snapshot_report"),
+    "load": "trainprof.trace.load",
+    "analyze": "trainprof.pipeline",
+    "profile": "trainprof.capture.profiler",
+    "ProfileConfig": "trainprof.capture.profiler",
+    "StepTimer": "trainprof.capture.steps",
+    "RecordingWarning": "trainprof.capture.safety",
+    "load_snapshot": "trainprof.trace.snapshot",
+    "memory_snapshot_report": "trainprof.diagnose.snapshot",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,12 +48,4 @@ if TYPE_CHECKING:  # pragma: no cover
     from trainprof.trace.snapshot import load_snapshot
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        module, attr = _LAZY[name]
-        value = getattr(importlib.import_module(module), attr)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'trainprof' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)

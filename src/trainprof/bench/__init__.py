@@ -12,7 +12,9 @@ Everything here needs torch, which is imported only when a name below is first u
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from trainprof.lazy import lazy_names
 
 __all__ = [
     "BenchResult",
@@ -51,11 +53,4 @@ if TYPE_CHECKING:  # pragma: no cover
     from trainprof.bench.workload import Workload, demo_workload, load_workload
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'trainprof.bench' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)

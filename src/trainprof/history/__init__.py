@@ -15,7 +15,9 @@ See docs/history.md.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from trainprof.lazy import lazy_names
 
 __all__ = [
     "DB_ENV",
@@ -55,11 +57,4 @@ if TYPE_CHECKING:  # pragma: no cover
     from trainprof.history.store import DB_ENV, DEFAULT_DB, History, db_path
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'trainprof.history' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)
