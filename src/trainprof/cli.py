@@ -25,9 +25,15 @@ from trainprof.cli_parser import (
     whole_number,
 )
 from trainprof.errors import TrainprofError
-from trainprof.history.cli import add_history_command, add_record_arguments, record_if_asked
+from trainprof.history.cli import (
+    EXIT_NOT_RECORDED,
+    add_history_command,
+    add_record_arguments,
+    record_if_asked,
+)
 
-#: Exit codes: 0 fine, 1 a check failed (e.g. a regression gate), 2 bad input or usage.
+#: Exit codes: 0 fine, 1 a check failed (e.g. a regression gate), 2 bad input or usage, 3 the
+#: result was written but the run could not be added to the history (``EXIT_NOT_RECORDED``).
 EXIT_BAD_INPUT = 2
 T = TypeVar("T")
 
@@ -248,28 +254,30 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def _analyze_and_report(args: argparse.Namespace) -> int:
-    from trainprof.report.json import to_json_bytes, write_json
-
-    as_json = args.format == "json"
     quiet = args.format != "text" or args.no_progress
     analysis = _analyze_path(args.path, show_progress=not quiet, workers=args.jobs)
-    record_if_asked(args, analysis)
+    _write_analysis(analysis, args)
+    return 0 if record_if_asked(args, analysis) else EXIT_NOT_RECORDED
+
+
+def _write_analysis(analysis: Any, args: argparse.Namespace) -> None:
+    """The analysis in the asked format, to ``-o`` or standard output."""
     if args.format == "md":
         from trainprof.report.markdown import to_markdown
 
         _write_or_print(to_markdown(analysis, top=args.top), args.output)
-        return 0
-    if as_json:
+    elif args.format == "json":
+        from trainprof.report.json import to_json_bytes, write_json
+
         if args.output:
             write_json(analysis, args.output)
         else:
             sys.stdout.buffer.write(to_json_bytes(analysis))
-        return 0
-    from trainprof.report.output import print_or_save
-    from trainprof.report.text import print_analysis
+    else:
+        from trainprof.report.output import print_or_save
+        from trainprof.report.text import print_analysis
 
-    print_or_save(lambda console: print_analysis(analysis, console), args.output)
-    return 0
+        print_or_save(lambda console: print_analysis(analysis, console), args.output)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

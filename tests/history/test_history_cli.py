@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import sqlite3
 import json
 import subprocess
 import sys
@@ -143,18 +144,53 @@ def test_compare_reads_history_ids(tmp_path, resnet_runs, monkeypatch, capsys):
     assert "No run with id 99" in capsys.readouterr().err
 
 
-def test_a_damaged_database_is_one_sentence_and_exit_2(tmp_path):
+def test_a_damaged_database_never_costs_the_analysis(tmp_path):
+    """`history` refuses it (exit 2); `analyze --record` writes its result all the same, warns
+    in one line and exits 3 (the run kept in the pending file)."""
     db = tmp_path / "h.db"
     db.write_bytes(b"\x00junk" * 1000)
-    for args in (["history", "--db", str(db)],
-                 ["analyze", str(RESNET_W0), "--record", "--db", str(db), "--format", "json"]):
-        proc = subprocess.run([sys.executable, "-m", "trainprof", *args], capture_output=True,
-                              text=True, cwd=ROOT)
-        assert proc.returncode == 2, proc.stderr
-        (line,) = proc.stderr.strip().splitlines()
-        assert line.startswith(f"trainprof: The history database {db} is damaged")
-        assert "Traceback" not in proc.stderr
+    history_cmd = subprocess.run([sys.executable, "-m", "trainprof", "history", "--db", str(db)],
+                                 capture_output=True, text=True, cwd=ROOT)
+    assert history_cmd.returncode == 2, history_cmd.stderr
+    (line,) = history_cmd.stderr.strip().splitlines()
+    assert line.startswith(f"trainprof: The history database {db} is damaged")
+    result = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "trainprof", "analyze", str(RESNET_W0),
+                           "--record", "--db", str(db), "--format", "json", "-o", str(result)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 3, proc.stderr
+    assert json.loads(result.read_text())["schema"] == "trainprof.analysis/1"
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"trainprof: warning: not recorded in the history: The history "
+                           f"database {db} is damaged") and "Traceback" not in proc.stderr
     assert "kept in" in line and (tmp_path / "h.db.pending.jsonl").is_file()
+
+
+def test_a_database_damaged_in_its_middle_is_not_written_into(tmp_path):
+    """Its header is intact, so an insert would land in a good page: SQLite's integrity check
+    before the write refuses it, as reading it does."""
+    db = tmp_path / "h.db"
+    for i in range(200):
+        history.record(_one_run(i), name=f"run{i}", db=db, git_commit="a" * 40)
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    assert pages > 6
+    data = bytearray(db.read_bytes())
+    middle = (pages // 2) * page
+    data[middle:middle + page] = b"\xa5" * page  # one page in the middle garbled
+    db.write_bytes(bytes(data))
+    before = db.read_bytes()
+    with pytest.raises(history.HistoryCorruptError, match="integrity check|damaged"):
+        history.record(_one_run(999), name="late", db=db)
+    assert db.read_bytes() == before
+    assert (tmp_path / "h.db.pending.jsonl").is_file()
+
+
+def _one_run(i: int) -> dict:
+    return {"steps": 3, "step_ms": {"median": 10.0 + i % 7, "mean": 10.0 + i % 7},
+            "phases_ms": {}, "samples_per_s": 10.0}
 
 
 def test_history_add_reads_summaries_and_results(tmp_path, capsys):

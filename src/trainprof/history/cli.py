@@ -9,13 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-import warnings
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from trainprof.history.errors import HistoryBusyError
-
+#: The exit code of a command whose result was written but that could not add the run to the
+#: history database it was asked to (docs/history.md).
+EXIT_NOT_RECORDED = 3
 _RELATIVE = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 DEFAULT_SHOWN = 30
 
@@ -31,24 +31,27 @@ def add_record_arguments(parser: argparse.ArgumentParser) -> None:
                                                "$TRAINPROF_HISTORY_DB, else .trainprof/history.db)")
 
 
-def record_if_asked(args: argparse.Namespace, run: Any) -> int | None:
-    """Records ``run`` when ``--record`` was given and says so on stderr; returns its id.
+def record_if_asked(args: argparse.Namespace, run: Any) -> bool:
+    """Records ``run`` when ``--record`` was given and says so on stderr.
 
-    A locked database is a warning (the row waits in the pending file); a damaged one raises
-    ``HistoryCorruptError`` (exit 2), the row kept likewise.
+    Call it once the result is written: a store that cannot take the run (locked, damaged,
+    another program's file) is one warning, never the analysis; the row waits in the pending
+    file where it can. Returns False when the run was not recorded although asked to be
+    (the command then exits with ``EXIT_NOT_RECORDED``).
     """
     if not getattr(args, "record", False):
-        return None
+        return True
     from trainprof.history.api import record
+    from trainprof.history.errors import HistoryError
     from trainprof.history.store import db_path
 
     try:
         run_id = record(run, name=args.name, db=args.db)
-    except HistoryBusyError as error:
-        warnings.warn(str(error), stacklevel=2)
-        return None
+    except HistoryError as error:
+        print(f"trainprof: warning: not recorded in the history: {error}", file=sys.stderr)
+        return False
     print(f"trainprof: recorded as history:{run_id} in {db_path(args.db)}", file=sys.stderr)
-    return run_id
+    return True
 
 
 def add_history_command(sub: argparse._SubParsersAction) -> None:

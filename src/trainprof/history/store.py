@@ -19,6 +19,7 @@ from pathlib import Path
 
 from trainprof.history import failures, pending, schema
 from trainprof.history.errors import (
+    HistoryCorruptError,
     HistoryError,
     HistoryInputError,
     HistoryVersionError,
@@ -69,6 +70,7 @@ class History:
     def _write(self, record: RunRecord | None) -> int:
         with self._connection(create=True) as conn:
             conn.execute("BEGIN IMMEDIATE")
+            _check_integrity(conn, self.path)
             try:
                 waiting = (pending.claimed(self.path) if pending.has_pending(self.path)
                            else contextlib.nullcontext([]))
@@ -209,3 +211,12 @@ def _insert(conn: sqlite3.Connection, record: RunRecord) -> int:
 def _has_foreign_tables(conn: sqlite3.Connection) -> bool:
     return conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
                         "name NOT LIKE 'sqlite_%'").fetchone()[0] > 0
+
+
+def _check_integrity(conn: sqlite3.Connection, path: Path) -> None:
+    """SQLite's own check, before a write: a database damaged in its middle can still take an
+    insert into its undamaged pages, and would then lose runs later; refuse it now."""
+    found = conn.execute("PRAGMA quick_check(1)").fetchone()
+    if not found or found[0] != "ok":
+        raise HistoryCorruptError(f"The history database {path} failed SQLite's integrity check "
+                                  f"({found[0] if found else 'no answer'})")
