@@ -20,6 +20,7 @@ from trainprof.analysis.options import (
 from trainprof.cli_parser import (
     OneLineParser,
     limit_percent,
+    positive_float,
     positive_int,
     print_help_for_no_command,
     whole_number,
@@ -162,8 +163,8 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeats", type=_positive_int, default=3,
                    help="repeats, for the spread (default 3)")
     p.add_argument("--isolate", action="store_true", help="each strategy in its own process")
-    p.add_argument("--timeout", type=float, metavar="S", help="with --isolate: stop a "
-                                                               "strategy after S seconds")
+    p.add_argument("--timeout", type=positive_float, metavar="S", help="with --isolate: stop a "
+                                                                        "strategy after S seconds")
     p.add_argument("--baseline", help="the strategy others are compared with (default fp32)")
     p.add_argument("--no-recheck", action="store_true",
                    help="do not run the baseline again at the end (a check for drift)")
@@ -174,7 +175,7 @@ def _add_checklist(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("checklist", help="time data, forward, backward and optimizer on their "
                                          "own and flag shares out of the usual range")
     _add_workload_args(p)
-    p.add_argument("--min-time", type=float, default=0.5, metavar="S",
+    p.add_argument("--min-time", type=positive_float, default=0.5, metavar="S",
                    help="seconds each phase is timed for, at least (default 0.5)")
     p.set_defaults(func=cmd_checklist)
 
@@ -239,12 +240,9 @@ def _with_progress(work: Callable[[Any], T], show_progress: bool) -> T:
 
 
 def _write_or_print(text: str, output: Path | None) -> None:
-    if output:
-        from trainprof.fileio import atomic_write_text
+    from trainprof.fileio import write_or_print
 
-        atomic_write_text(output, text)
-    else:
-        sys.stdout.write(text)
+    write_or_print(text, output)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -267,10 +265,11 @@ def _write_analysis(analysis: Any, args: argparse.Namespace) -> None:
 
         _write_or_print(to_markdown(analysis, top=args.top), args.output)
     elif args.format == "json":
+        from trainprof.fileio import announce_written
         from trainprof.report.json import to_json_bytes, write_json
 
         if args.output:
-            write_json(analysis, args.output)
+            announce_written(write_json(analysis, args.output))
         else:
             sys.stdout.buffer.write(to_json_bytes(analysis))
     else:
@@ -367,6 +366,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from trainprof.bench.render import announce, print_bench, write_result
 
+    if args.timeout is not None and not args.isolate:
+        raise TrainprofError("--timeout needs --isolate (a strategy can only be stopped in a "
+                             "process of its own).")
+
     compare = _bench_api("trainprof.bench.benchmark", "compare")
     result = compare(args.strategies.split(",") if args.strategies else None,
                      workload=_bench_api("trainprof.bench.workload", "workload_for")(
@@ -405,7 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     if not argv:
         return print_help_for_no_command(parser)
-    args = parser.parse_args(argv) if argv[:1] != ["run"] else None
+    args = _parse(parser, argv) if argv[:1] != ["run"] else None
     try:
         if args is None:  # the script keeps Python's own warning filters and format
             return cmd_run(argv[1:])
@@ -421,6 +424,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # unreadable or unwritable files: the user's to fix, not a bug
+        print(f"trainprof: {_os_error_sentence(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except RecursionError:
+        print("trainprof: the input nests too deeply to be read (over Python's recursion "
+              "limit); is it a Kineto trace?", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except Exception as exc:  # a bug: say so in one line, keep the traceback for debugging
         if os.environ.get("TRAINPROF_DEBUG"):
             raise
@@ -430,6 +440,64 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parsed arguments; an unknown option is reported by its subcommand's parser, so that the
+    message points to that command's help."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = _subcommand_parser(parser, args.command)
+        (command or parser).error(f"unrecognized arguments: {' '.join(extra)}")
+    _check_output_format(parser, args, argv)
+    return args
+
+
+def _subcommand_parser(parser: argparse.ArgumentParser, name: str | None):  # noqa: ANN202
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            return action.choices[name]
+    return None
+
+
+#: The format a file name's ending asks for, where ``--format`` is not given.
+FORMAT_OF_SUFFIX = {".json": "json", ".md": "md", ".html": "html", ".htm": "html",
+                    ".csv": "csv", ".txt": "text"}
+
+
+def _check_output_format(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                         argv: list[str]) -> None:
+    """``-o result.json`` without ``--format`` writes JSON; a format that contradicts the file
+    name's ending (``--format md -o r.json``) is refused."""
+    output, given = getattr(args, "output", None), getattr(args, "format", None)
+    if output is None or given is None:
+        return
+    wanted = FORMAT_OF_SUFFIX.get(Path(str(output)).suffix.lower())
+    explicit = any(a == "--format" or a.startswith("--format=") for a in argv)
+    command = _subcommand_parser(parser, args.command) or parser
+    choices = _format_choices(command)
+    if wanted is None or wanted == given:
+        return
+    if explicit:
+        command.error(f"--format {given} does not match the output file {output} "
+                      f"(its ending asks for {wanted})")
+    if wanted in choices:
+        args.format = wanted
+
+
+def _format_choices(parser: argparse.ArgumentParser) -> tuple[str, ...]:
+    for action in parser._actions:
+        if action.dest == "format" and action.choices:
+            return tuple(action.choices)
+    return ()
+
+
+def _os_error_sentence(exc: OSError) -> str:
+    what = exc.filename if exc.filename is not None else ""
+    reason = exc.strerror or str(exc)
+    if isinstance(exc, PermissionError):
+        return f"cannot access {what}: permission denied."
+    return f"{what}: {reason}." if what else f"{reason}."
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:  # noqa: ANN001

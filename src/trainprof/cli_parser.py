@@ -39,6 +39,25 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """A whole number of 0 or more."""
+    value = whole_number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number above 0 (seconds, say)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number above 0")
+    return value
+
+
 def limit_percent(text: str) -> float:
     """A percentage limit: a finite number, 0 or more (``--fail-if-slower``)."""
     try:

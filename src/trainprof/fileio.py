@@ -5,14 +5,20 @@ from __future__ import annotations
 import contextlib
 import errno
 import gzip
+import io
 import os
 import secrets
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
+from rich.console import Console
+
 from trainprof.errors import TrainprofError
 
+#: Width of text reports written to a file (a terminal's own width is used on screen).
+FILE_WIDTH = 120
 #: zlib's own default: about as small as level 9 on trace JSON, several times faster to write.
 GZIP_LEVEL = 6
 
@@ -77,3 +83,28 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def announce_written(path: str | os.PathLike[str]) -> None:
+    """The one line every command prints on stderr once it has written a file."""
+    print(f"trainprof: wrote {path}", file=sys.stderr)
+
+
+def write_or_print(text: str, output: str | os.PathLike[str] | None) -> None:
+    """``text`` to standard output, or written atomically to ``output`` (and said so)."""
+    if output is None:
+        sys.stdout.write(text)
+        return
+    atomic_write_text(output, text)
+    announce_written(output)
+
+
+def print_or_save(render: Callable[[Console], None],
+                  output: str | os.PathLike[str] | None = None) -> None:
+    """``render(console)`` to the terminal, or as plain text to ``output``, written atomically."""
+    if output is None:
+        render(Console())
+        return
+    console = Console(record=True, width=FILE_WIDTH, file=io.StringIO())
+    render(console)
+    write_or_print(console.export_text(), output)

@@ -96,14 +96,26 @@ def test_bench_demo_text(capsys, tmp_path):
     (["bench", "json:__name__"], "is not a trainprof.bench.Workload (it is a str)"),
     (["bench", "trainprof_no_such_module:w"], "cannot import trainprof_no_such_module"),
     (["bench", "--demo", "--device", "cuda"], "no CUDA GPU"),
-    (["bench", "--demo", "--timeout", "3"], "timeout_s needs isolate=True"),
-    (["checklist", "--demo", "--min-time", "0"], "min_run_time_s must be positive"),
+    (["bench", "--demo", "--timeout", "3"], "--timeout needs --isolate"),
 ])
 def test_bad_input_exits_2_with_one_line(args, message, capsys):
     code, out, err = run_cli(args, capsys)
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("trainprof: ") and message in err, err
     assert out == ""
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["bench", "--demo", "--isolate", "--timeout", "0"],
+     "trainprof bench: argument --timeout: '0' must be a number above 0"),
+    (["checklist", "--demo", "--min-time", "0"],
+     "trainprof checklist: argument --min-time: '0' must be a number above 0"),
+])
+def test_bad_numbers_are_usage_errors_that_name_the_option(args, message, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.count("\n") == 1 and err.startswith(message), err
 
 
 def test_a_name_that_is_not_a_workload(workload_file, capsys):

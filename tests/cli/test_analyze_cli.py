@@ -29,7 +29,8 @@ def test_json_file_meets_the_schema(tmp_path):
     out = tmp_path / "result.json"
     proc = run("analyze", str(W0), "--format", "json", "-o", str(out))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == "" and proc.stderr == ""  # no progress bar, no chatter in JSON mode
+    # No progress bar, no chatter in JSON mode: only the one line that says where it went.
+    assert proc.stdout == "" and proc.stderr == f"trainprof: wrote {out}\n"
     check_schema(out)
     data = json.loads(out.read_text())
     assert data["schema"] == "trainprof.analysis/1"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import csv
 import io
-import sqlite3
 import json
+import sqlite3
 import subprocess
 import sys
 
@@ -160,7 +160,8 @@ def test_a_damaged_database_never_costs_the_analysis(tmp_path):
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 3, proc.stderr
     assert json.loads(result.read_text())["schema"] == "trainprof.analysis/1"
-    (line,) = proc.stderr.strip().splitlines()
+    wrote, line = proc.stderr.strip().splitlines()
+    assert wrote == f"trainprof: wrote {result}"
     assert line.startswith(f"trainprof: warning: not recorded in the history: The history "
                            f"database {db} is damaged") and "Traceback" not in proc.stderr
     assert "kept in" in line and (tmp_path / "h.db.pending.jsonl").is_file()
@@ -228,3 +229,19 @@ def test_a_cluster_summary_without_step_times_uses_the_ranks_medians():
                                        {"rank": 1, "median_step_ms": 14.0}]}, name="j")
     assert (rec.kind, rec.step_ms_median, rec.step_ms_mean, rec.steps) == ("cluster", 12.0, 11.0, 0)
     assert rec.step_times_ms == [] and rec.world_size == 2
+
+
+def test_history_writes_every_format_to_its_file(tmp_path, capsys):
+    """`-o` writes the file (text too), its ending picks the format, and one line says where."""
+    db = tmp_path / "h.db"
+    for i in range(3):
+        history.record(_one_run(i), name="run", db=db)
+    capsys.readouterr()
+    for name in ("h.txt", "h.csv", "h.json"):
+        out = tmp_path / name
+        assert main(["history", "--db", str(db), "-o", str(out)]) == 0
+        assert capsys.readouterr().err == f"trainprof: wrote {out}\n"
+    assert "Runs in" in (tmp_path / "h.txt").read_text()
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "h.csv").read_text())))
+    assert len(rows) == 3
+    assert len(json.loads((tmp_path / "h.json").read_text())["runs"]) == 3

@@ -3,6 +3,12 @@ one line on stderr that names the problem, and exit 2 (the CLI run in-process: f
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+
 import pytest
 
 from trainprof.cli import main
@@ -76,3 +82,83 @@ def test_trainprof_outputs_that_are_not_inputs_say_what_they_are(capsys, tmp_pat
     assert run(capsys, "analyze", str(COMPILED), "--format", "json", "-o", str(saved))[0] == 0
     code, _, err = run(capsys, "annotate", str(saved), "-o", str(tmp_path / "a.json.gz"))
     assert code == 2 and "saved trainprof result: annotate needs the trace file" in err
+
+
+def test_an_unknown_option_points_to_its_command_help(capsys):
+    code, _, err = run(capsys, "report", str(COMPILED), "--by-shape")
+    assert code == 2
+    assert err == ("trainprof report: unrecognized arguments: --by-shape (see 'trainprof report "
+                   "--help' for usage).\n")
+
+
+def test_the_output_file_name_chooses_the_format(capsys, tmp_path):
+    result = tmp_path / "r.json"
+    code, _, err = run(capsys, "analyze", str(COMPILED), "-o", str(result))
+    assert code == 0, err
+    assert json.loads(result.read_text())["schema"] == "trainprof.analysis/1"
+    page = tmp_path / "r.md"
+    assert run(capsys, "analyze", str(COMPILED), "-o", str(page))[0] == 0
+    assert page.read_text().lstrip().startswith("#")
+    code, _, err = run(capsys, "analyze", str(COMPILED), "--format", "md", "-o", str(result))
+    assert code == 2 and "--format md does not match the output file" in err
+    assert "'trainprof analyze --help'" in err
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["run"], "trainprof run: name the training script"),
+    (["run", "--active", "0", "--", "train.py"], "argument --active: must be at least 1"),
+    (["run", "--wait", "-1", "--", "train.py"], "argument --wait: must be 0 or more"),
+    (["checklist", "--demo", "--min-time", "-1"], "argument --min-time: '-1' must be a number"),
+])
+def test_command_line_errors_name_options_not_parameters(argv, says):
+    """One sentence that names the option (never a Python parameter), and exit 2; `run` is
+    its own parser, so these run as a user types them."""
+    done = subprocess.run([sys.executable, "-m", "trainprof", *argv], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
+    assert "_s " not in done.stderr and "schedule_option" not in done.stderr
+
+
+DROP_FILE_ACCESS = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search",
+                    "--inh-caps", "-dac_override,-dac_read_search", "--"]
+
+
+def _without_file_access(argv: list[str]) -> subprocess.CompletedProcess:
+    """``trainprof argv`` as a user whose file permissions hold (root loses the capabilities
+    that let it read any file)."""
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("root, and no setpriv to drop the capability that ignores permissions")
+        prefix = DROP_FILE_ACCESS
+    else:
+        prefix = []
+    return subprocess.run([*prefix, sys.executable, "-m", "trainprof", *argv],
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("command", ["analyze", "report", "compare", "annotate"])
+def test_an_unreadable_file_is_one_sentence(tmp_path, command):
+    trace = tmp_path / "rank0.json"
+    shutil.copy(COMPILED, trace)
+    trace.chmod(0)
+    argv = {"compare": ["compare", str(trace), str(trace)],
+            "report": ["report", str(trace), "-o", str(tmp_path / "r.html")],
+            "annotate": ["annotate", str(trace), "-o", str(tmp_path / "a.json")]}.get(
+        command, [command, str(trace)])
+    done = _without_file_access(argv)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"trainprof: cannot access {trace}: permission denied.\n"
+
+
+def test_an_unreadable_folder_says_so(tmp_path):
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    shutil.copy(COMPILED, folder / "rank0.json")
+    folder.chmod(0)
+    try:
+        done = _without_file_access(["analyze", str(folder)])
+    finally:
+        folder.chmod(0o755)
+    assert done.returncode == 2
+    assert done.stderr == f"trainprof: Cannot read the folder {folder}: permission denied.\n"

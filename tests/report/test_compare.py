@@ -78,7 +78,9 @@ def test_cli_compares_trace_files_in_markdown(tmp_path):
     proc = run_cli(str(RESNET_W4), str(RESNET_W0), "--format", "md", "-o", str(out),
                    "--fail-if-slower", "50")
     assert proc.returncode == 0 and proc.stdout == ""
-    assert proc.stderr.startswith("OK: NEW's median step is")  # slower, but within 50%
+    wrote, verdict = proc.stderr.splitlines()
+    assert wrote == f"trainprof: wrote {out}"
+    assert verdict.startswith("OK: NEW's median step is")  # slower, but within 50%
     assert out.read_text().startswith("## trainprof compare: worker0")
 
 

@@ -235,5 +235,6 @@ class Recorder:
         schedule = dict(DEFAULT_SCHEDULE if option is None else option)
         self._warn(
             f"no trace was written: the loop ran {self.steps} step(s), too few for the schedule "
-            f"{schedule} to record one; pass a shorter schedule_option"
+            f"{schedule} to record one; use a shorter schedule (profile(schedule_option=...), or "
+            "trainprof run's --wait/--warmup/--active)"
         )

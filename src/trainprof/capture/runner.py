@@ -30,6 +30,7 @@ from trainprof.capture.profiler import Recorder
 from trainprof.capture.ranks import current_rank, world_size
 from trainprof.capture.run_timer import add_live_and_record_arguments, record_run, run_timer
 from trainprof.capture.safety import RecordingWarning, recording_warnings_on_one_line
+from trainprof.cli_parser import OneLineParser, non_negative_int, positive_int
 
 DESCRIPTION = "Run a training script unchanged, with the profiler on, then print the analysis."
 #: How long the printing rank waits for the other ranks' trace files to appear.
@@ -45,7 +46,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"folder for the trace files (default: {DEFAULT_OUTPUT_DIR})")
     schedule = parser.add_argument_group("schedule (steps are counted at optimizer.step())")
     for key in ("skip_first", "wait", "warmup", "active", "repeat"):
-        schedule.add_argument(f"--{key.replace('_', '-')}", dest=key, type=int, metavar="N",
+        schedule.add_argument(f"--{key.replace('_', '-')}", dest=key, metavar="N",
+                              type=positive_int if key == "active" else non_negative_int,
                               help=f"default {DEFAULT_SCHEDULE[key]}")
     schedule.add_argument("--all-steps", action="store_true",
                           help="record every step as one cycle (no schedule); large traces")
@@ -59,7 +61,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add_live_and_record_arguments(parser)  # --live, --record, --name, --db (capture/run_timer.py)
     parser.add_argument("--no-cluster-summary", action="store_true",
                         help="in a distributed job, write no cluster_summary.json (docs/distributed.md)")
-    parser.add_argument("script", help="the training script (or -m followed by a module name)")
+    parser.add_argument("script", nargs="?",
+                        help="the training script (or -m followed by a module name)")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, help="the script's own arguments")
 
 
@@ -116,10 +119,13 @@ def config_from_args(args: argparse.Namespace) -> ProfileConfig:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m trainprof.capture.runner [options] -- script.py args...`"""
-    parser = argparse.ArgumentParser(prog="trainprof run", description=DESCRIPTION)
+    parser = OneLineParser(prog="trainprof run", description=DESCRIPTION)
     add_run_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.script is None:
+        parser.error("name the training script: trainprof run [options] -- train.py [its args]")
     with recording_warnings_on_one_line():  # the script's own warnings are left as they are
-        return run_command(parser.parse_args(argv))
+        return run_command(args)
 
 
 # -- running the script ---------------------------------------------------------------------

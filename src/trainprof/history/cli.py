@@ -72,9 +72,10 @@ def add_history_command(sub: argparse._SubParsersAction) -> None:
                    help="runs in the rolling baseline (default 5)")
     p.add_argument("--threshold", type=float, metavar="PCT", default=None,
                    help="smallest change flagged, in percent of the baseline (default 5)")
-    p.add_argument("--format", choices=("text", "html"), default="text",
-                   help="text (the terminal) or html (a page with a chart per run name)")
-    p.add_argument("--export", choices=("csv", "json"), help="write the runs as CSV or JSON")
+    p.add_argument("--format", choices=("text", "json", "csv", "html"), default="text",
+                   help="text (the terminal), json or csv (the runs and their flags), or html "
+                        "(a page with a chart per run name); -o FILE's ending chooses it too")
+    p.add_argument("--export", choices=("csv", "json"), help=argparse.SUPPRESS)  # old spelling
     p.add_argument("-o", "--output", type=Path, help="write to this file (html: default "
                                                      "trainprof-history.html)")
     actions = p.add_subparsers(dest="history_action", metavar="{add,show}")
@@ -115,26 +116,28 @@ def _show_runs(history: Any, args: argparse.Namespace) -> int:
     series = regress.series_of(
         records, baseline_runs=args.baseline or regress.BASELINE_RUNS,
         threshold_pct=regress.THRESHOLD_PCT if args.threshold is None else args.threshold)
-    to_file = args.export or args.format == "html"
+    form = args.export or args.format
+    to_file = form != "text" or args.output is not None
     limit = args.limit if args.limit is not None else (None if to_file else DEFAULT_SHOWN)
     shown = records[-limit:] if limit else records
     db = str(history.path)
-    if args.export:
+    if form in ("csv", "json"):
         from trainprof.history import export
 
-        text = (export.to_csv(shown, series) if args.export == "csv"
+        text = (export.to_csv(shown, series) if form == "csv"
                 else export.to_json(shown, series, db))
         _write_or_print(text, args.output)
-    elif args.format == "html":
+    elif form == "html":
         from trainprof.history.html import write_html
 
         path = write_html(shown, series, args.output or Path("trainprof-history.html"), db,
                           _filters(args))
         print(f"History written to {path}; open it in a browser.")
     else:
+        from trainprof.fileio import print_or_save
         from trainprof.history.render import print_history
 
-        print_history(shown, series, db=db)
+        print_or_save(lambda console: print_history(shown, series, console, db=db), args.output)
     return 0
 
 
@@ -174,9 +177,6 @@ def _filters(args: argparse.Namespace) -> str:
 
 
 def _write_or_print(text: str, output: Path | None) -> None:
-    if output:
-        from trainprof.fileio import atomic_write_text
+    from trainprof.fileio import write_or_print
 
-        atomic_write_text(output, text)
-    else:
-        sys.stdout.write(text)
+    write_or_print(text, output)

@@ -9,7 +9,9 @@ rank, never merged.
 
 from __future__ import annotations
 
+import os
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,14 +52,33 @@ def find_trace_files(path: Path) -> list[Path]:
         raise TraceError(f"{path} does not exist.")
     if path.is_file():
         return [path]
-    files = sorted(
-        p
-        for p in path.rglob("*")
-        if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and p.name not in NOT_TRACES
-    )
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise TraceError(f"Cannot read the folder {path}: permission denied.")
+    files, unreadable = _files_under(path)
+    if unreadable:
+        shown = ", ".join(str(p) for p in unreadable[:3])
+        more = f" and {len(unreadable) - 3} more" if len(unreadable) > 3 else ""
+        warnings.warn(f"Skipped {len(unreadable)} folder(s) that cannot be read: {shown}{more}.",
+                      stacklevel=2)
     if not files:
         raise TraceError(f"{path} holds no trace files (*.json or *.json.gz).")
     return files
+
+
+def _files_under(folder: Path) -> tuple[list[Path], list[Path]]:
+    """(trace files under ``folder``, sorted; sub-folders that could not be read)."""
+    unreadable: list[Path] = []
+    files, seen = [], set()
+    walk = os.walk(folder, onerror=lambda e: unreadable.append(Path(e.filename)), followlinks=True)
+    for root, dirs, names in walk:
+        real = os.path.realpath(root)
+        if real in seen:  # a link back up the tree: read each folder once
+            dirs.clear()
+            continue
+        seen.add(real)
+        files.extend(Path(root, n) for n in names
+                     if n.endswith(TRACE_SUFFIXES) and n not in NOT_TRACES)
+    return sorted(p for p in files if p.is_file()), sorted(unreadable)
 
 
 def find_inputs(path: Path) -> tuple[list[Path], list[Path]]:
