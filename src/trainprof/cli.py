@@ -139,6 +139,8 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="record and analyse a small built-in training job (CPU)")
     p.add_argument("--out", type=Path, default=Path("trainprof-demo"))
     p.add_argument("--steps", type=_at_least_two, default=30, help="steps to train (>= 2)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="show the profiler's own log lines (Kineto, c10)")
     p.set_defaults(func=cmd_demo)
 
 
@@ -197,6 +199,7 @@ def _non_negative_int(text: str) -> int:
 
 
 def cmd_run(argv: Sequence[str]) -> int:
+    _quiet_profiler(verbose="-v" in argv[:argv.index("--")] if "--" in argv else "-v" in argv)
     try:
         from trainprof.capture.runner import main as run_main
     except ImportError as exc:
@@ -346,8 +349,20 @@ def cmd_memory(args: argparse.Namespace) -> int:
     return 0
 
 
+def _quiet_profiler(verbose: bool) -> None:
+    """The profiler's own log lines stay out of the terminal unless ``-v`` asks for them
+    (capture/native_log.py)."""
+    from trainprof.capture.native_log import VERBOSE_ENV, quiet_c10_warnings
+
+    if verbose:
+        os.environ[VERBOSE_ENV] = "1"
+    quiet_c10_warnings()
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from rich.console import Console
+
+    _quiet_profiler(args.verbose)
 
     from trainprof.demo import record_demo
     from trainprof.report.json import write_json

@@ -20,6 +20,7 @@ import torch
 from trainprof.capture import profiler_guard
 from trainprof.capture.config import DEFAULT_SCHEDULE, ProfileConfig
 from trainprof.capture.memory_watch import MemoryWatch
+from trainprof.capture.native_log import QuietStderr
 from trainprof.capture.ranks import current_rank
 from trainprof.capture.safety import WarnOnce, another_profiler_running
 from trainprof.capture.writer import write_trace
@@ -83,6 +84,8 @@ class Recorder:
         self._memory: MemoryWatch | None = None
         self._summary_shared = False
         self._summary_recording: int | None = None  # capture/cluster.py: joined at start
+        self._quiet = QuietStderr()  # the profiler's own log lines (capture/native_log.py)
+        self._schedule: Callable[[int], Any] | None = None
 
     @property
     def rank(self) -> int:
@@ -123,7 +126,9 @@ class Recorder:
                 with_flops=self.config.with_flops,
                 with_modules=self.config.with_modules,
             )
-            self.profiler.__enter__()
+            self._schedule = self.config.torch_schedule()
+            with self._quiet.around():
+                self.profiler.__enter__()
         except Exception as error:
             self._give_up("the profiler could not start; training goes on unrecorded", error)
         self._memory = MemoryWatch(self.config, self.rank)
@@ -140,7 +145,11 @@ class Recorder:
             with warnings.catch_warnings():
                 # torch's note that each cycle starts afresh: we write every cycle to its own file.
                 warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
-                self.profiler.step()
+                if self._schedule_changes():
+                    with self._quiet.around():
+                        self.profiler.step()
+                else:
+                    self.profiler.step()
             if self._memory is not None:
                 self._memory.at_step(self.profiler.step_num)
         except Exception as error:
@@ -157,10 +166,12 @@ class Recorder:
         profiler_guard.unwatch(self)
         if profiler is not None:
             try:
-                profiler.__exit__(None, None, None)
+                with self._quiet.around():
+                    profiler.__exit__(None, None, None)
             except Exception as error:
                 self._warn("the profiler failed while stopping; the last cycle may be lost", error)
             self._warn_if_nothing_recorded()
+        self._quiet.close()
         if self._memory is not None:
             self._memory.stop(failure)
         if wait_for_others:
@@ -176,6 +187,17 @@ class Recorder:
 
     def __exit__(self, exc_type: object, failure: BaseException | None, *exc_info: object) -> None:
         self.stop(wait_for_others=exc_type is None, failure=failure)
+
+    def _schedule_changes(self) -> bool:
+        """Whether this step moves the schedule to another action (the profiler starts, stops
+        or writes, and prints its log lines)."""
+        if self._schedule is None or self.profiler is None:
+            return True
+        try:
+            step = self.profiler.step_num
+            return self._schedule(step) != self._schedule(step + 1)
+        except Exception:
+            return True
 
     def _on_trace_ready(self, profiler: torch.profiler.profile) -> None:
         # Inside step(), torch has already moved step_num on to the next step.

@@ -58,6 +58,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         what.add_argument(f"--{flag.replace('_', '-')}", dest=flag, action="store_true")
     parser.add_argument("--ranks", metavar="LIST", help="comma-separated global ranks to record (default: all)")
     parser.add_argument("--no-analysis", action="store_true", help="write the traces, print nothing")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="show the profiler's own log lines (Kineto, c10)")
     add_live_and_record_arguments(parser)  # --live, --record, --name, --db (capture/run_timer.py)
     parser.add_argument("--no-cluster-summary", action="store_true",
                         help="in a distributed job, write no cluster_summary.json (docs/distributed.md)")
