@@ -46,13 +46,15 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-j", "--jobs", type=_positive_int, default=None, metavar="N",
                    help="processes analysing a folder's traces (default: as many as the cores "
                         "and the memory allow; 1: none besides this one)")
-    p.add_argument("--format", choices=("text", "json", "md"), default="text",
-                   help="text (the terminal report), json (docs/json.md) or md (Markdown for a "
-                        "pull-request comment)")
+    p.add_argument("--format", choices=("text", "json", "md", "html"), default="text",
+                   help="text (the terminal report), json (docs/json.md), md (Markdown for a "
+                        "pull-request comment) or html (the report page; `trainprof report` "
+                        "adds each step's breakdown); -o FILE's ending chooses it too")
     p.add_argument("-o", "--output", type=Path, help="write the result to this file")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
-    p.add_argument("--sort", choices=OPERATOR_SORT_COLUMNS, default=None,
-                   help="sort the operator table by this column (default: device self time, "
+    p.add_argument("--sort", choices=OPERATOR_SORT_COLUMNS, default=None, metavar="COLUMN",
+                   help="sort the operator table by this column: "
+                        f"{', '.join(OPERATOR_SORT_COLUMNS)} (default: device self time, "
                         "or host self time on CPU traces)")
     p.add_argument("--top", type=_positive_int, default=DEFAULT_TOP,
                    help=f"rows shown per table in the text report (default {DEFAULT_TOP})")
@@ -198,6 +200,22 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _add_completion(sub: argparse._SubParsersAction) -> None:
+    from trainprof.completion import SHELLS
+
+    p = sub.add_parser("completion", help="print a shell completion script: "
+                                          'eval "$(trainprof completion bash)"')
+    p.add_argument("shell", choices=SHELLS)
+    p.set_defaults(func=cmd_completion)
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    from trainprof.completion import script
+
+    sys.stdout.write(script(build_parser(), args.shell))
+    return 0
+
+
 def cmd_run(argv: Sequence[str]) -> int:
     _quiet_profiler(verbose="-v" in argv[:argv.index("--")] if "--" in argv else "-v" in argv)
     try:
@@ -224,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_history_command(sub)
     _add_bench(sub)
     _add_checklist(sub)
+    _add_completion(sub)
     return parser
 
 
@@ -267,6 +286,10 @@ def _write_analysis(analysis: Any, args: argparse.Namespace) -> None:
         from trainprof.report.markdown import to_markdown
 
         _write_or_print(to_markdown(analysis, top=args.top), args.output)
+    elif args.format == "html":
+        from trainprof.report.html import render_html
+
+        _write_or_print(render_html(analysis, max(args.top, 25)), args.output)
     elif args.format == "json":
         from trainprof.fileio import announce_written
         from trainprof.report.json import to_json_bytes, write_json
