@@ -27,6 +27,12 @@ def load_file(path: str | os.PathLike[str], rank: int = 0, window: int = 0) -> T
         reader = EventReader(path)
         columns = ColumnBuilder(path).add_all(reader.chunks()).finish()
         metadata = reader.metadata
+    except RecursionError:
+        raise TraceError(f"{path} nests values too deeply to be read (over a thousand levels "
+                         "inside one event); no Kineto trace does that.") from None
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"{path} is not valid UTF-8 JSON (byte {exc.start} of a piece: "
+                         f"{exc.reason}); is the file damaged?") from None
     finally:
         if gc_was_on:
             gc.enable()

@@ -438,7 +438,7 @@ class Trace:
         """``deviceProperties`` (or the legacy ``computeProperties``), normalised keys."""
         props = self.metadata.get("deviceProperties") or self.metadata.get("computeProperties")
         out = []
-        for p in props or []:
+        for p in props if isinstance(props, list) else []:
             if not isinstance(p, dict):
                 continue
             q = dict(p)
