@@ -45,12 +45,39 @@ def test_every_line_fits_and_numbers_stay_whole(resnet, width):
     # Operators: every number column is there, whole, in a narrow terminal too.
     op = row_after(lines, "dev tot", "aten::cudnn_convolution")
     assert op[-5:] == ["318", "22.80", "40.25", "142.46", "142.46"]
-    # Kernels: the launching op is still shown, after the occupancy.
+    # Kernels: the launching op is still shown, after the occupancy (wide) or under the
+    # kernel's name (narrow), whole or cut with an ellipsis: never cropped at the panel's edge.
     kernel = row_after(lines, "launched by", "cudnn::")
     assert kernel[1:5] == ["162", "80.76", "498.5", "13.7%"]
-    assert kernel[-2] == "30%" and kernel[-1].startswith("aten::cudnn")
-    # ...whole, or cut with an ellipsis: never cropped at the panel's edge.
-    assert kernel[-1] == "aten::cudnn_convolution_backward_input" or kernel[-1].endswith("…")
+    if width >= 110:
+        assert kernel[-2] == "30%" and kernel[-1].startswith("aten::cudnn")
+        launcher = kernel[-1]
+    else:
+        assert kernel[-1] == "30%"
+        at = next(i for i, line in enumerate(lines) if line.strip("│ ").startswith(kernel[0]))
+        launcher = lines[at + 1].strip("│ ")
+    assert launcher == "aten::cudnn_convolution_backward_input" or (
+        launcher.endswith("…") and launcher.startswith("aten::cudnn"))
+
+
+def test_a_wide_terminal_shows_whole_names(resnet):
+    lines = rendered(resnet, 200)
+    assert max(len(line) for line in lines) <= 200
+    assert any("cudnn::detail::dgrad_engine<float, 512, 6, 5, 3, 3, 3, false>" in line
+               for line in lines)
+
+
+def test_shapes_are_read_whole_at_80_columns(tmp_path):
+    from trainprof.analysis.options import TableOptions, using_table_options
+
+    with using_table_options(TableOptions(by_shape=True, top=3)):
+        analysis = trainprof.analyze(RESNET_W0)
+        lines = rendered(analysis, 80)
+    assert max(len(line) for line in lines) <= 80
+    start = next(i for i, line in enumerate(lines) if "per op name and input shapes" in line)
+    block = " ".join(line.strip("│ ") for line in lines[start:start + 30])
+    assert "[[32, 256, 56, 56], [32, 256, 56, 56], [256], [256], [256], [256], [256], [], [0]]" \
+        in " ".join(block.split())
 
 
 def test_findings_wrap_under_their_own_text(resnet):

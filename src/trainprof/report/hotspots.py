@@ -10,12 +10,13 @@ from trainprof.analysis.operators import OperatorStats
 from trainprof.analysis.options import table_options
 from trainprof.report.labels import SORT_LABELS
 from trainprof.report.quantities import (
+    ByWidth,
     add_name_column,
     add_number_columns,
-    clip,
     compact_table,
     name_cell,
     pct,
+    two_line_name,
 )
 from trainprof.trace.model import split_frame
 
@@ -51,9 +52,17 @@ def _ms(us: float) -> str:
     return f"{us / 1000:.2f}"
 
 
-def render_operators(result: OperatorStats) -> Group | None:
+def render_operators(result: OperatorStats) -> ByWidth | None:
     if not result.rows:
         return None
+    return ByWidth(lambda width: _operators(result, width))
+
+
+#: Room the operator table's number columns take (calls and four times, with padding).
+_OP_NUMBERS_WIDTH = 50
+
+
+def _operators(result: OperatorStats, width: int) -> Group:
     rows = result.top(table_options().top)
     by = "op name and input shapes" if result.by_shape else "op name"
     head = Text(f"Operators by {SORT_LABELS[result.sort_by]} (per {by}, whole trace, ms)",
@@ -62,14 +71,17 @@ def render_operators(result: OperatorStats) -> Group | None:
     add_name_column(t, "op", OP_WIDTH)
     device = ("dev self", "dev tot") if result.has_device else ()  # none on CPU-only traces
     add_number_columns(t, "calls", "host self", "host tot", *device)
+    room = width - _OP_NUMBERS_WIDTH
     for r in rows:
         label = r.name if r.shape is None else f"{r.name} {r.shape}"
+        cell = (two_line_name(r.name, r.shape, wrap=True) if r.shape is not None and len(label) > room
+                else name_cell(label, OP_WIDTH))
         times = [r.host_self_us, r.host_total_us]
         times += [r.device_self_us, r.device_total_us] if device else []
-        t.add_row(name_cell(label, OP_WIDTH), str(r.calls), *(_ms(us) for us in times))
+        t.add_row(cell, str(r.calls), *(_ms(us) for us in times))
     sites = [(r.name, r.call_sites[0]) for r in rows if r.call_sites and r.call_sites[0].source]
-    lines = [Text(clip(f"  {name} ← {file_line(site.source)} ({site.calls} calls)", 94),
-                  style="dim") for name, site in sites[:SHOWN_SITES]]
+    lines = [Text(f"  {name} ← {file_line(site.source)} ({site.calls} calls)", style="dim",
+                  no_wrap=True, overflow="ellipsis") for name, site in sites[:SHOWN_SITES]]
     if lines:
         lines.insert(0, Text("called from (heaviest call site):", style="dim"))
     return Group(head, t, *lines)
@@ -85,21 +97,33 @@ def file_line(frame: str) -> str:
     return f"{base}:{line} {function}"
 
 
-def render_kernels(result: KernelStats) -> Group | None:
+def render_kernels(result: KernelStats) -> ByWidth | None:
     if not result.rows:
         return None
+    return ByWidth(lambda width: _kernels(result, width))
+
+
+#: Below this width the launching op goes under the kernel's name, not in a column.
+KERNEL_LAUNCHER_COLUMN_FROM = 110
+
+
+def _kernels(result: KernelStats, width: int) -> Group:
     head = Text(f"Kernels by total time ({result.calls} calls, {result.total_us / 1000:.1f} ms; "
                 f"Tensor Core kernels {pct(result.tensor_core_pct)} of the time)",
                 style="italic")
+    beside = width >= KERNEL_LAUNCHER_COLUMN_FROM
     t = compact_table()
-    add_name_column(t, "kernel", KERNEL_WIDTH)
+    add_name_column(t, "kernel" if beside else "kernel (launched by)", KERNEL_WIDTH)
     add_number_columns(t, "calls", "total ms", "mean µs", "share", "TC", "occ.")
-    add_name_column(t, "launched by", LAUNCHER_WIDTH)
+    if beside:
+        add_name_column(t, "launched by", LAUNCHER_WIDTH)
     for r in result.top(table_options().top):
-        t.add_row(name_cell(short_kernel_name(r.name), KERNEL_WIDTH), str(r.calls),
-                  _ms(r.total_us), f"{r.mean_us:.1f}", pct(r.share_pct),
-                  "yes" if r.tensor_cores else "", pct(r.occupancy_pct, 0),
-                  name_cell(r.op or "", LAUNCHER_WIDTH))
+        name = short_kernel_name(r.name)
+        cell = (name_cell(name, KERNEL_WIDTH) if beside or not r.op
+                else two_line_name(name, r.op))
+        numbers = [str(r.calls), _ms(r.total_us), f"{r.mean_us:.1f}", pct(r.share_pct),
+                   "yes" if r.tensor_cores else "", pct(r.occupancy_pct, 0)]
+        t.add_row(cell, *numbers, *([name_cell(r.op or "", LAUNCHER_WIDTH)] if beside else []))
     note = Text("TC: a Tensor Core kernel (by name); occ.: estimated achieved occupancy",
                 style="dim")
     return Group(head, t, note)

@@ -127,7 +127,9 @@ def top_md(r: dict[str, Any], top: int = TOP_ROWS) -> str:
     if ops.get("rows"):
         dev = bool(ops.get("has_device"))
         head = ["operator", "calls", *(["device self ms"] if dev else []), "host self ms"]
-        rows = [[md_text(o["name"]), _f(o["calls"], 0),
+        rows = [[md_text(o["name"]) if o.get("shape") is None
+                 else md_text(f"{o['name']} {o['shape']}", None),
+                 _f(o["calls"], 0),
                  *([_f((o.get("device_self_us") or 0) / 1000, 2)] if dev else []),
                  _f((o.get("host_self_us") or 0) / 1000, 2)] for o in ops["rows"][:top]]
         out += ["**Top operators**", "", table(head, rows), ""]

@@ -3,7 +3,11 @@ style of the idle, copy, memory and communication sections."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -42,8 +46,8 @@ def add_name_column(table: Table, header: str, max_width: int, **options: object
     """A column of names (ops, kernels, call sites): in a narrow terminal it gives way first, its
     cells cut with … (see ``name_cell``), so that the columns of numbers keep their width. (No
     minimum width: rich would restore it after shrinking and crop the table's right edge.)"""
-    table.add_column(header, no_wrap=False, overflow="ellipsis", max_width=max_width,
-                     **options)
+    table.add_column(header, no_wrap=False, overflow="ellipsis", ratio=max_width, **options)
+    table.expand = True
 
 
 def add_number_columns(table: Table, *headers: str) -> None:
@@ -54,4 +58,27 @@ def add_number_columns(table: Table, *headers: str) -> None:
 
 def name_cell(text: str, width: int) -> Text:
     """A name clipped to ``width``, and cut with … (never wrapped) where the column is narrower."""
-    return Text(clip(text, width), no_wrap=True, overflow="ellipsis")
+    return Text(text, no_wrap=True, overflow="ellipsis")
+
+
+class ByWidth:
+    """A renderable built for the width it is given: a table can put what does not fit beside
+    a name (an op's shapes, a kernel's launcher) on a second line in a narrow terminal, and keep
+    it in a column of its own in a wide one."""
+
+    def __init__(self, build: Callable[[int], RenderableType]) -> None:
+        self.build = build
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.build(options.max_width)
+
+
+def two_line_name(name: str, detail: str, wrap: bool = False) -> RenderableType:
+    """A name with a dim line under it: cut with … where the column is narrower, or, with
+    ``wrap``, the detail wrapped over as many lines as it needs (shapes must be read whole)."""
+    if not wrap:
+        text = Text(name, no_wrap=True, overflow="ellipsis")
+        text.append("\n  " + detail, style="dim")
+        return text
+    return Group(Text(name, no_wrap=True, overflow="ellipsis"),
+                 Padding(Text(detail, style="dim", overflow="fold"), (0, 0, 0, 2)))
