@@ -18,6 +18,7 @@ from trainprof.report.quantities import (
     pct,
     two_line_name,
 )
+from trainprof.trace.demangle import readable_name
 from trainprof.trace.model import split_frame
 
 #: The widest the name columns get (in a wide terminal).
@@ -35,7 +36,7 @@ _SILENT_NAMESPACES = ("at::native::", "(anonymous namespace)::")
 def short_kernel_name(name: str) -> str:
     """A kernel name without ``void``, PyTorch's ``at::native::`` namespace and its trailing
     parameter list (templates stay): what tells kernels apart comes first."""
-    text = name.removeprefix("void ").strip()
+    text = readable_name(name.strip()).removeprefix("void ").strip()
     for namespace in _SILENT_NAMESPACES:
         text = text.replace(namespace, "")
     if text.endswith(")"):
