@@ -73,8 +73,9 @@ def swap_types(data: dict, rng: random.Random) -> bytes:
         event = _some_event(data, rng)
         if not event:
             break
+        args = event.get("args")
         field = rng.choice(["ts", "dur", "name", "cat", "ph", "pid", "tid", "args", "id"]
-                           + [f"args.{k}" for k in (event.get("args") or {}) if isinstance(event.get("args"), dict)])
+                           + [f"args.{k}" for k in (args if isinstance(args, dict) else ())])
         value = rng.choice(_SWAPS)
         if field.startswith("args.") and isinstance(event.get("args"), dict):
             event["args"][field[5:]] = value
