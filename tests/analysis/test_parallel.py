@@ -12,7 +12,6 @@ import warnings
 
 import psutil
 import pytest
-from test_straggler_cause import gpu_rank
 
 import trainprof
 from trainprof.analysis.options import TableOptions, using_table_options
@@ -27,6 +26,7 @@ from trainprof.errors import TraceError
 from trainprof.report.json import to_json_bytes
 
 from conftest import NCCL_TRACE, TRACE_FILTER
+from rank_scenarios import gpu_rank
 
 MIB = 2**20
 

@@ -6,7 +6,6 @@ import io
 
 import pytest
 from rich.console import Console
-from test_straggler_cause import gpu_rank
 
 import trainprof
 from trainprof.analysis.rank_table import SHOWN_ROWS, rank_table
@@ -14,6 +13,7 @@ from trainprof.report.markdown import to_markdown
 from trainprof.report.text import print_analysis
 
 from conftest import TRACE_FILTER
+from rank_scenarios import gpu_rank
 from tracegen import TraceBuilder
 
 

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from capture_helpers import profiler_steps, read_trace, run_python, trace_names
 
@@ -16,31 +15,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*LeafSpec")
 
 from trainprof.integrations.lightning import TrainprofCallback  # noqa: E402
 
-
-class TinyModule(pl.LightningModule):
-    def __init__(self) -> None:
-        super().__init__()
-        self.layer = torch.nn.Linear(16, 4)
-
-    def training_step(self, batch, batch_idx):
-        x, y = batch
-        return torch.nn.functional.cross_entropy(self.layer(x), y)
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-
-
-def trainer(callback, tmp_path, **kwargs):
-    return pl.Trainer(
-        accelerator="cpu", devices=1, max_steps=8, callbacks=[callback], default_root_dir=tmp_path,
-        logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-        **kwargs,
-    )
-
-
-def loader():
-    data = torch.utils.data.TensorDataset(torch.randn(128, 16), torch.randint(0, 4, (128,)))
-    return torch.utils.data.DataLoader(data, batch_size=8)
+from lightning_helpers import TinyModule, loader, trainer  # noqa: E402
 
 
 @pytest.mark.slow
@@ -74,7 +49,7 @@ def test_callback_defaults_to_the_trainers_root_dir(tmp_path):
 BOTH_PROFILERS = """
 import json, warnings
 import torch
-from test_lightning_capture import TinyModule, loader, trainer
+from lightning_helpers import TinyModule, loader, trainer
 from trainprof.integrations.lightning import TrainprofCallback
 
 callback = TrainprofCallback(schedule_option={"wait": 1, "warmup": 1, "active": 3, "repeat": 1},

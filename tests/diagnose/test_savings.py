@@ -11,9 +11,10 @@ from __future__ import annotations
 import statistics
 
 import pytest
-import workloads
 
 import trainprof
+
+import workloads
 
 pytestmark = pytest.mark.slow
 
