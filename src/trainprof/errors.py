@@ -9,5 +9,10 @@ class TraceError(TrainprofError):
     """A trace file or folder cannot be read or is not a Kineto trace."""
 
 
+class NotATraceError(TraceError):
+    """A file that is no trace at all: JSON of another kind (a config, a number) or not JSON.
+    Inside a folder such a file is skipped with a warning; named on its own it is an error."""
+
+
 class BenchError(TrainprofError):
     """A strategy benchmark or checklist was asked for something it cannot do (see docs/bench.md)."""

@@ -38,7 +38,13 @@ CASES = {
                     "number too large"),
     "string_ts": ("str.json",
                   b'{"traceEvents": [{"ph": "X", "name": "a", "ts": "soon", "dur": 1}]}',
-                  "numeric 'ts'"),
+                  r"an event's 'ts' is wrong \(expected a number, got text\)"),
+    "bool_ts": ("bool.json",
+                b'{"traceEvents": [{"ph": "X", "name": "a", "ts": true, "dur": 1}]}',
+                r"an event's 'ts' is wrong \(expected a number, got true or false\)"),
+    "number": ("n.json", b"42\n", "JSON but not a trace: it holds a number"),
+    "null": ("null.json", b"null", "JSON but not a trace: it holds null"),
+    "text": ("s.json", b'"text"', "JSON but not a trace: it holds text"),
     "missing_ts": ("nots.json", b'{"traceEvents": [{"ph": "X", "name": "a", "dur": 1}]}',
                    "numeric 'ts'"),
 }
@@ -82,6 +88,39 @@ def test_folder_skips_json_that_is_not_a_trace(tmp_path):
     with pytest.warns(UserWarning, match="config.json"):
         analysis = trainprof.analyze(tmp_path)
     assert len(analysis.ranks) == 1
+
+
+@pytest.mark.parametrize("stray", [b"42", b"null", b'"notes"', b"not json at all"])
+def test_one_rule_for_files_that_are_not_traces_in_a_folder(tmp_path, stray):
+    """A config and a stray scalar or non-JSON file are both skipped with a warning, through
+    the API and the parallel path alike; a truncated trace still stops the folder."""
+    (tmp_path / "rank0.json.gz").write_bytes(NCCL_TRACE.read_bytes())
+    (tmp_path / "config.json").write_text('{"lr": 0.1}')
+    (tmp_path / "stray.json").write_bytes(stray)
+    with pytest.warns(UserWarning) as caught:
+        analysis = trainprof.analyze(tmp_path)
+    warned = sorted(str(w.message) for w in caught if "skipped" in str(w.message))
+    assert len(analysis.ranks) == 1 and len(warned) == 2
+    assert "config.json" in warned[0] and "stray.json" in warned[1]
+    assert all(w.endswith("; skipped.") for w in warned)
+    assert [t.path.name for t in trainprof.load(tmp_path)] == ["rank0.json.gz"]
+
+
+def test_a_folder_of_only_non_traces_says_so_about_the_folder(tmp_path):
+    """Not "config.json is JSON but not a trace" as if it were meant to be one: the folder holds
+    no traces, the config is skipped with a warning; named on its own, the file's own error."""
+    (tmp_path / "config.json").write_text('{"lr": 0.1}')
+    proc = subprocess.run([sys.executable, "-m", "trainprof", "analyze", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == f"trainprof: {tmp_path} holds no Kineto traces (the files skipped above are " \
+                   "not traces)."
+    assert "config.json is JSON but not a trace" in proc.stderr and "skipped" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "trainprof", "analyze",
+                           str(tmp_path / "config.json")], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().endswith("is JSON but not a trace: it has no 'traceEvents' list.")
 
 
 def test_corrupt_rank_in_a_folder_is_an_error_not_a_missing_rank(tmp_path):
@@ -145,8 +184,49 @@ def test_a_wrong_type_in_a_big_trace_is_reported_at_once(tmp_path):
 
     event = {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1,
              "dur": 1, "args": {"External id": 1}}
-    events = [{**event, "args": 1.5}] + [event] * (CHUNK_BYTES // 80)
+    events = [{**event, "ts": "soon"}] + [event] * (CHUNK_BYTES // 80)
     path = write(tmp_path, "big.json", json.dumps({"traceEvents": events}).encode())
     assert path.stat().st_size > CHUNK_BYTES
-    with pytest.raises(TraceError, match="an event's 'args' is wrong"):
+    with pytest.raises(TraceError, match="an event's 'ts' is wrong"):
         trainprof.load(path)
+
+
+def test_odd_events_are_read_as_a_viewer_would_and_said_once(tmp_path):
+    """An event whose args are a list or text loses its args, a bare number in the event list
+    is skipped, a negative duration is read as 0, a null name shows as "(unnamed)": the trace
+    is read and each repair is counted in one note."""
+    events = [
+        b'{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 10, "args": [1, 2]}',
+        b'{"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 20, "dur": 5, "args": "x"}',
+        b"42",
+        b'"stray"',
+        b'{"ph": "X", "cat": "cpu_op", "name": null, "ts": 30, "dur": -3}',
+        b'{"ph": "X", "cat": "cpu_op", "name": "aten::relu", "ts": 40, "dur": 2}',
+    ]
+    path = write(tmp_path, "odd.json", b'{"traceEvents": [' + b",".join(events) + b"]}")
+    from trainprof.trace.load import load_file
+
+    trace = load_file(path)
+    names = [trace.events.names[i] for i in trace.events.name]
+    assert names == ["aten::mm", "aten::add", "(unnamed)", "aten::relu"]
+    assert trace.events.dur.tolist() == [10.0, 5.0, 0.0, 2.0]
+    assert trace.notes == [
+        "2 events had 'args' that are not an object; they were read without their args.",
+        "2 entries of 'traceEvents' are not an event (a number, text or a list) and skipped.",
+        "1 event had a negative duration (a recording glitch), read as 0.",
+    ]
+
+
+def test_a_repair_in_a_big_trace_keeps_every_other_event(tmp_path):
+    """One odd event in the middle of a real multi-piece trace: every other event is kept."""
+    import json
+
+    from trainprof.trace.load import load_file
+
+    doc = json.loads(good_json())
+    good = load_file(write(tmp_path, "good.json", json.dumps(doc).encode()))
+    middle = len(doc["traceEvents"]) // 2
+    doc["traceEvents"][middle]["args"] = ["not", "an", "object"]
+    odd = load_file(write(tmp_path, "odd.json", json.dumps(doc).encode()))
+    assert len(odd.events.ts) == len(good.events.ts)
+    assert odd.notes[0].startswith("1 event had 'args' that are not an object")

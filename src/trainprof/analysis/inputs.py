@@ -16,7 +16,7 @@ def analyze_path(path: Path, progress: Progress | None = None, workers: int | No
                  ) -> tuple[list[RankAnalysis], Summarised | None]:
     """The analysis of every trace under ``path`` (ranks not yet placed) and the summaries."""
     traces, summaries = discover.find_inputs(path)
-    results = analyze_files(traces, progress, workers)
+    results = analyze_files(traces, progress, workers, from_folder=path.is_dir())
     return results, read_cluster_summaries(summaries) if summaries else None
 
 

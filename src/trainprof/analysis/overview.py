@@ -180,6 +180,7 @@ def analyze(
     if not results:
         from trainprof.errors import TraceError
 
-        raise TraceError(f"{label or 'The input'} holds no Kineto traces.")
+        skipped = " (the files skipped above are not traces)" if Path(label).is_dir() else ""
+        raise TraceError(f"{label or 'The input'} holds no Kineto traces{skipped}.")
     results.sort(key=lambda r: (r.rank, r.window))
     return Analysis(ranks=results, notes=notes, source=label, job=run_job_sections(results))

@@ -44,8 +44,10 @@ GZIP_RATIO = 12
 
 
 def analyze_files(files: list[Path], progress: Progress | None = None,
-                  workers: int | None = None) -> list[RankAnalysis]:
-    """The analysis of each file that is a trace, in file order (``workers``: see module)."""
+                  workers: int | None = None, from_folder: bool = False) -> list[RankAnalysis]:
+    """The analysis of each file that is a trace, in file order (``workers``: see module).
+    ``from_folder``: the files were found in a folder, where a file that is not a trace is
+    skipped with a warning even when it is the only one."""
     if not files:
         return []
     sizes = [json_bytes(f) for f in files]
@@ -53,20 +55,21 @@ def analyze_files(files: list[Path], progress: Progress | None = None,
     if workers is None and sum(sizes) < PARALLEL_MIN_JSON_BYTES:
         count = 1
     count = max(1, min(count, len(files)))
-    outcomes = _serial(files, progress) if count == 1 else _Pool(files, count, progress).run()
+    outcomes = _serial(files, progress, from_folder) if count == 1 else _Pool(files, count, progress).run()
     results = []
-    for file, (status, payload) in zip(files, outcomes, strict=True):
+    for status, payload in outcomes:
         if status == "error":
             raise payload
         if status == "skipped":
-            warnings.warn(f"Skipping {file}: {payload}", stacklevel=3)
+            warnings.warn(f"{str(payload).rstrip('.')}; skipped.", stacklevel=3)
             continue
         results.append(payload)
     return results
 
 
-def _serial(files: list[Path], progress: Progress | None) -> list[tuple[str, Any]]:
-    options, single, out = table_options(), len(files) == 1, []
+def _serial(files: list[Path], progress: Progress | None,
+            from_folder: bool = False) -> list[tuple[str, Any]]:
+    options, single, out = table_options(), len(files) == 1 and not from_folder, []
     for i, file in enumerate(files):
         if progress:
             progress(i, len(files), file)

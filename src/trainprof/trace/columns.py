@@ -17,6 +17,8 @@ from trainprof.trace.decode import _Args, _Event
 from trainprof.trace.model import Events, Flows, Kind, MemoryEvents
 
 _NO_ARGS = _Args()
+#: The name shown for an event whose name is null or empty.
+UNNAMED = "(unnamed)"
 _DEVICE_KINDS = [Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET]
 _HOST_OP_KINDS = [Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON]
 _EVENT_FIELDS = ("kind", "name", "ts", "dur", "tid", "device", "stream", "correlation",
@@ -74,6 +76,8 @@ class ColumnBuilder:
     names: list[str] = field(default_factory=list)
     threads: dict[tuple[Any, Any], int] = field(default_factory=dict)
     t0: float | None = None
+    #: Complete events whose negative ``dur`` was read as 0 (said in the trace's notes).
+    negative_durations: int = 0
     _kinds: dict[tuple[Any, Any], tuple[int, int, int]] = field(default_factory=dict)
     _id_codes: dict[Any, int] = field(default_factory=dict)
     _raw_threads: dict[tuple[Any, Any], int] = field(default_factory=dict)
@@ -182,7 +186,8 @@ class ColumnBuilder:
         return np.array([raw[k] for k in keys], dtype=np.int32)
 
     def _describe(self, key: tuple[Any, Any]) -> tuple[int, int, int]:
-        cat, name = (k if isinstance(k, str) else str(k) for k in key)
+        cat, name = (k if isinstance(k, str) else "" if k is None else str(k) for k in key)
+        name = name or UNNAMED
         kind = model.classify(cat, name)
         self._kinds[key] = hit = (int(kind), len(self.names), model.name_flags(kind, name))
         self.names.append(name)
@@ -197,13 +202,17 @@ class ColumnBuilder:
         except TypeError:  # a list or an object as category or name (rare): read as text
             hits = [kinds.get(k) or self._describe(k) for k in _hashable_pairs(keys)]
         kind = np.array([h[0] for h in hits], dtype=np.uint8)
+        dur = self._numbers([e.dur for e in events], "dur")
+        negative = int(np.count_nonzero(dur < 0))
+        if negative:  # a recording glitch, not time: read as 0 and said once
+            self.negative_durations += negative
+            dur = np.maximum(dur, 0.0)
         cols = {
             "kind": kind,
             "name": np.array([h[1] for h in hits], dtype=np.int32),
             "flags": np.array([h[2] for h in hits], dtype=np.uint8),
             "ts": self._numbers([e.ts for e in events], "ts") - self.t0,
-            # A negative duration is a recording glitch, not time.
-            "dur": np.maximum(self._numbers([e.dur for e in events], "dur"), 0.0),
+            "dur": dur,
             "tid": self._thread_ids(events),
         }
         del hits

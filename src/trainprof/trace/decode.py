@@ -8,6 +8,7 @@ traces disagree on the type (ids as numbers or strings, ``tid`` as ``"stream 7"`
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +74,9 @@ class _Event(msgspec.Struct, gc=False):
     name: Any = ""
     pid: Any = 0
     tid: Any = 0
-    ts: Any = None
-    dur: Any = 0.0
+    # Numbers only: ``true`` or ``"5"`` as a time would give a wrong figure, so they are refused.
+    ts: float | None = None
+    dur: float | None = 0.0
     id: Any = None
     args: _Args | None = None
 
@@ -110,6 +112,57 @@ METADATA_KEYS = (
 )
 FILE_DECODER = msgspec.json.Decoder(_TraceFile)
 LIST_DECODER = msgspec.json.Decoder(list[_Event])
+_ONE_EVENT = msgspec.json.Decoder(_Event)
+
+def repair_notes(repairs: Counter) -> list[str]:
+    """What ``decode_leniently`` repaired, in the words the user reads, once per kind."""
+    notes = []
+    if repairs["args"]:
+        n = repairs["args"]
+        notes.append(f"{n} event{'s' if n > 1 else ''} had 'args' that are not an object; "
+                     f"{'they were' if n > 1 else 'it was'} read without {'their' if n > 1 else 'its'} args.")
+    if repairs["entry"]:
+        n = repairs["entry"]
+        notes.append(f"{n} entr{'ies' if n > 1 else 'y'} of 'traceEvents' "
+                     f"{'are' if n > 1 else 'is'} not an event (a number, text or a list) and "
+                     "skipped.")
+    if repairs["negative_dur"]:
+        n = repairs["negative_dur"]
+        notes.append(f"{n} event{'s' if n > 1 else ''} had a negative duration (a recording "
+                     "glitch), read as 0.")
+    return notes
+
+
+def decode_leniently(path: Path, piece: bytes | bytearray) -> tuple[list[_Event], Counter]:
+    """The events of a piece that the typed decoder refused, read one by one as a trace viewer
+    would: an entry that is not an object is skipped, ``args`` that are not an object are
+    dropped (both counted in the returned ``Counter``); any other wrong field still refuses the
+    file, since reading on would give a wrong figure."""
+    try:
+        items = msgspec.json.decode(piece)
+    except msgspec.DecodeError as exc:
+        raise trace_error(path, exc) from None
+    events: list[_Event] = []
+    repairs: Counter = Counter()
+    for item in items:
+        if not isinstance(item, dict):
+            repairs["entry"] += 1
+            continue
+        try:
+            events.append(_ONE_EVENT.decode(msgspec.json.encode(item)))
+            continue
+        except msgspec.ValidationError as exc:
+            refused = exc
+        if not isinstance(item.get("args"), dict | None):
+            without = {k: v for k, v in item.items() if k != "args"}
+            try:
+                events.append(_ONE_EVENT.decode(msgspec.json.encode(without)))
+            except msgspec.ValidationError:
+                raise trace_error(path, refused, one_event=True) from None
+            repairs["args"] += 1
+            continue
+        raise trace_error(path, refused, one_event=True)
+    return events, repairs
 
 
 def metadata_of(parsed: _TraceFile) -> dict[str, Any]:
@@ -117,16 +170,34 @@ def metadata_of(parsed: _TraceFile) -> dict[str, Any]:
     return {k: getattr(parsed, k) for k in METADATA_KEYS if getattr(parsed, k) is not None}
 
 
-def trace_error(path: Path, exc: Exception) -> TraceError:
-    """msgspec's error as one clear sentence."""
+def trace_error(path: Path, exc: Exception, one_event: bool = False) -> TraceError:
+    """msgspec's error as one clear sentence (``one_event``: it came from decoding one event
+    on its own, so its location is inside an event)."""
     if isinstance(exc, msgspec.ValidationError):
         problem, _, at = str(exc).partition(" - at ")
-        where = _where(at)
+        where = _where(at.replace("$", "$[0]", 1) if one_event else at)
         if problem.startswith("Number out of range"):
             return TraceError(f"{path} holds a number too large to represent (in {where}).")
-        problem = problem.replace("Expected", "expected", 1)
+        problem = _in_words(problem)
         return TraceError(f"{path} is not a Kineto trace: {where} is wrong ({problem}).")
     return TraceError(f"{path} is not valid JSON (truncated or corrupt): {exc}.")
+
+
+_TYPE_WORDS = {"object": "an object", "array": "a list", "str": "text", "int": "an integer",
+               "float": "a number", "bool": "true or false", "null": "null"}
+_EXPECTED = re.compile(r"Expected `([^`]*)`, got `([^`]*)`")
+
+
+def _in_words(problem: str) -> str:
+    """msgspec's "Expected `float | null`, got `bool`" as "expected a number, got true or
+    false": the decoder's type syntax is not the user's business."""
+    found = _EXPECTED.fullmatch(problem.strip())
+    if found is None:
+        return problem.replace("Expected", "expected", 1)
+    wanted = [_TYPE_WORDS.get(t.strip(), t.strip()) for t in found.group(1).split("|")]
+    wanted = [w for w in wanted if w != "null"] or ["null"]
+    got = _TYPE_WORDS.get(found.group(2), found.group(2))
+    return f"expected {' or '.join(wanted)}, got {got}"
 
 
 def _where(at: str) -> str:

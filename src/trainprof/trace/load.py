@@ -8,9 +8,10 @@ import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from trainprof.errors import TraceError
+from trainprof.errors import NotATraceError, TraceError
 from trainprof.trace import discover
 from trainprof.trace.columns import ColumnBuilder
+from trainprof.trace.decode import repair_notes
 from trainprof.trace.model import Trace
 from trainprof.trace.stream import EventReader
 
@@ -25,8 +26,10 @@ def load_file(path: str | os.PathLike[str], rank: int = 0, window: int = 0) -> T
     gc.disable()  # millions of short-lived, acyclic objects: collection only costs time here
     try:
         reader = EventReader(path)
-        columns = ColumnBuilder(path).add_all(reader.chunks()).finish()
+        builder = ColumnBuilder(path)
+        columns = builder.add_all(reader.chunks()).finish()
         metadata = reader.metadata
+        reader.repairs["negative_dur"] += builder.negative_durations
     except RecursionError:
         raise TraceError(f"{path} nests values too deeply to be read (over a thousand levels "
                          "inside one event); no Kineto trace does that.") from None
@@ -37,7 +40,7 @@ def load_file(path: str | os.PathLike[str], rank: int = 0, window: int = 0) -> T
         if gc_was_on:
             gc.enable()
     events, memory, flows, threads, t0 = columns
-    notes: list[str] = []
+    notes = repair_notes(reader.repairs)
     base_ns = metadata.get("baseTimeNanoseconds")
     if isinstance(base_ns, int | float) and base_ns:
         t0 += base_ns / 1000.0  # newer exports store ts relative to this base
@@ -65,7 +68,7 @@ def rank_in_trace(trace: Trace) -> int | None:
 def iter_traces(path: str | os.PathLike[str], progress: Progress | None = None) -> Iterator[Trace]:
     """Each trace file under ``path`` in turn, with a provisional rank (see ``place_traces``)."""
     files = discover.find_trace_files(Path(path))
-    single = len(files) == 1
+    single = Path(path).is_file()
     for i, file in enumerate(files):
         if progress:
             progress(i, len(files), file)
@@ -74,7 +77,7 @@ def iter_traces(path: str | os.PathLike[str], progress: Progress | None = None) 
         except TraceError as exc:
             if single or not is_not_a_trace(exc):
                 raise
-            warnings.warn(f"Skipping {file}: {exc}", stacklevel=2)
+            warnings.warn(f"{str(exc).rstrip('.')}; skipped.", stacklevel=2)
             continue
         yield trace
     if progress:
@@ -82,8 +85,8 @@ def iter_traces(path: str | os.PathLike[str], progress: Progress | None = None) 
 
 
 def is_not_a_trace(exc: TraceError) -> bool:
-    """Whether the error says the file is some other JSON (skipped in a folder of traces)."""
-    return "not a trace" in str(exc)
+    """Whether the file is no trace at all (skipped in a folder of traces, docs/traces.md)."""
+    return isinstance(exc, NotATraceError)
 
 
 def place_traces(traces: list[Trace]) -> list[str]:
@@ -105,7 +108,8 @@ def load(path: str | os.PathLike[str], progress: Progress | None = None) -> list
     """
     traces = list(iter_traces(path, progress))
     if not traces:
-        raise TraceError(f"{path} holds no Kineto traces.")
+        raise TraceError(f"{path} holds no Kineto traces (the files skipped above are not "
+                         "traces).")
     for note in place_traces(traces):
         warnings.warn(note, stacklevel=2)
     return sorted(traces, key=lambda t: (t.rank, t.window))

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from trainprof.errors import TraceError
+from trainprof.errors import NotATraceError, TraceError
 from trainprof.trace import decode
 from trainprof.trace.decode import _Event
 
@@ -91,6 +92,8 @@ class EventReader:
         self._buf = bytearray()
         self._eof = False
         self._bare = False  # the file is a bare event array, not an object
+        #: Entries read leniently (decode.decode_leniently), by kind; see decode.repair_notes.
+        self.repairs: Counter = Counter()
 
     def _more(self) -> bool:
         """Append the next block to the buffer; False at the end of the file."""
@@ -106,8 +109,17 @@ class EventReader:
     def _decode(self, data: bytes | bytearray, decoder: msgspec.json.Decoder) -> Any:
         try:
             return decoder.decode(data)
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        except msgspec.ValidationError as exc:
+            if decoder is decode.LIST_DECODER:
+                return self._lenient(data)
             raise decode.trace_error(self.path, exc) from None
+        except msgspec.DecodeError as exc:
+            raise decode.trace_error(self.path, exc) from None
+
+    def _lenient(self, piece: bytes | bytearray) -> list[_Event]:
+        events, repairs = decode.decode_leniently(self.path, piece)
+        self.repairs.update(repairs)
+        return events
 
     def chunks(self) -> Iterator[list[_Event]]:
         start = self._array_start()
@@ -129,8 +141,7 @@ class EventReader:
             self._bare = True
             return first.end()
         if head != b"{":
-            sample = bytes(self._buf[first.start():first.start() + 12])
-            raise TraceError(f"{self.path} is not JSON (it starts with {sample!r}).")
+            raise self._not_an_object(first.start())
         searched = 0
         while True:
             match = _EVENTS_KEY.search(self._buf, max(searched - 32, 0))
@@ -148,6 +159,24 @@ class EventReader:
         self.metadata.update(decode.metadata_of(before))
         return match.end()
 
+    def _not_an_object(self, start: int) -> NotATraceError:
+        """The error for a file that starts with neither ``{`` nor ``[``: JSON of another kind
+        (``42``, ``null``, ``"text"``) is not a trace; anything else is not JSON."""
+        sample = bytes(self._buf[start:start + 12])
+        while len(self._buf) < 1024 * 1024 and self._more():
+            pass  # a scalar document is short: read it whole, up to 1 MiB
+        if self._eof:
+            try:
+                value = msgspec.json.decode(bytes(self._buf))
+            except msgspec.DecodeError:
+                pass
+            else:
+                kind = ("null" if value is None else "true or false" if isinstance(value, bool)
+                        else "text" if isinstance(value, str) else "a number")
+                return NotATraceError(f"{self.path} is JSON but not a trace: it holds {kind}, not an "
+                                  "object with a 'traceEvents' list.")
+        return NotATraceError(f"{self.path} is not JSON (it starts with {sample!r}).")
+
     def _whole_document(self) -> Iterator[list[_Event]]:
         while self._more():
             pass
@@ -155,7 +184,8 @@ class EventReader:
         self._buf = bytearray()
         events = parsed.traceEvents
         if not len(events):
-            raise TraceError(f"{self.path} is JSON but not a trace: it has no 'traceEvents' list.")
+            raise NotATraceError(f"{self.path} is JSON but not a trace: it has no 'traceEvents' "
+                                 "list.")
         if _FIRST_CHAR.search(bytes(events)[:64]).group(0) != b"[":
             raise TraceError(f"{self.path} is not a Kineto trace: 'traceEvents' is not a list.")
         self.metadata.update(decode.metadata_of(parsed))
@@ -196,8 +226,8 @@ class EventReader:
             piece = b"[" + bytes(self._buf[pos:match.start() + 1]) + b"]"
             try:
                 return decode.LIST_DECODER.decode(piece), match.end() - 1
-            except msgspec.ValidationError as exc:  # a DecodeError too: caught first
-                raise decode.trace_error(self.path, exc) from None
+            except msgspec.ValidationError:  # a DecodeError too: caught first
+                return self._lenient(piece), match.end() - 1
             except msgspec.DecodeError as exc:
                 if not _cut_is_the_cause(exc, len(piece)):
                     raise decode.trace_error(self.path, exc) from None
