@@ -109,3 +109,35 @@ def test_short_kernel_names_lead_with_what_tells_them_apart():
     assert short_kernel_name("void at::native::(anonymous namespace)::softmax_warp_forward"
                              "<float, 8>(float*)") == "softmax_warp_forward<float, 8>"
     assert short_kernel_name("volta_sgemm_64x64_nt") == "volta_sgemm_64x64_nt"
+
+
+def test_rank_table_keeps_numbers_and_marks_whole_at_80_columns():
+    """Five-digit step times and a rank marked both slowest and straggler: at 80 columns no
+    number is cut and the marks are read whole (wrapped, not clipped with an ellipsis)."""
+    from types import SimpleNamespace
+
+    from trainprof.analysis.rank_table import RankRow, RankTable
+    from trainprof.report.text import ranks_table
+
+    phases = {"data": 1234.5, "forward": 23456.0, "backward": 34567.0, "optimizer": 4567.0,
+              "other": 123.0}
+    rows = [RankRow(rank=r, windows=1, steps=3, step_ms=63948.0 + 1000 * r, phases_ms=phases,
+                    comm_ms=12345.0, exposed_comm_ms=9876.0, idle_pct=12.0, idle_of="GPU",
+                    mark={0: "fastest", 127: "slowest"}.get(r, "")) for r in (0, 1, 127)]
+    table = RankTable(rows=rows, slowest=127, fastest=0)
+    analysis = SimpleNamespace(job={"rank_table": table,
+                                    "stragglers": SimpleNamespace(straggler=127)})
+    console = Console(file=io.StringIO(), width=80, record=True)
+    console.print(ranks_table(analysis))
+    text = console.export_text()
+    assert "…" not in text
+    assert all(len(line) <= 80 for line in text.splitlines())
+    for number in ("63948", "64948", "190948", "23456", "34567", "12345", "9876"):
+        assert number in text, number
+    assert "marks: rank 0 fastest; rank 127 slowest straggler" in " ".join(text.split())
+    wide = Console(file=io.StringIO(), width=140, record=True)
+    wide.print(ranks_table(analysis))
+    rows = {line.split()[0]: line for line in wide.export_text().splitlines()
+            if line.strip() and line.split()[0] in ("0", "127")}
+    assert rows["127"].rstrip().endswith("slowest straggler")
+    assert rows["0"].rstrip().endswith("fastest") and "marks:" not in wide.export_text()

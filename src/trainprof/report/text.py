@@ -15,6 +15,7 @@ from trainprof.analysis.phases import PHASES
 from trainprof.analysis.rank_table import rank_table
 from trainprof.report.labels import category_label
 from trainprof.report.sections import RENDERERS
+from trainprof.report.quantities import ByWidth
 
 _BAR = 24
 
@@ -117,26 +118,25 @@ def rank_panel(r: RankAnalysis) -> Panel:
     return Panel(Group(*parts), title=title, title_align="left")
 
 
-def ranks_table(a: Analysis) -> Table:
-    """The per-rank table (analysis/rank_table.py): ms per step, slowest and fastest marked."""
+def ranks_table(a: Analysis) -> ByWidth:
+    """The per-rank table (analysis/rank_table.py): ms per step, slowest and fastest marked.
+    Numbers are never cut: each column is as wide as its widest cell. Where the marks do not
+    fit beside them, they go under the table as one line."""
     table = a.job.get("rank_table") or rank_table(a.ranks)
     windows = sum(r.windows for r in table.rows)
     extra = f", {windows} windows" if windows > len(table.rows) else ""
-    t = Table(title=f"{len(table.rows)} ranks{extra} (ms per step; exp.: communication not "
-                    "hidden by compute)",
-              title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
-    columns = ["rank", "step", *_PHASE_HEADS.values(), "comm", "exp.", "idle", ""]
-    for col in columns:
-        t.add_column(col, justify="right", no_wrap=True, min_width=len(col) if col else 7)
     straggler = _straggler(a)
     shown = table.shown(keep=(straggler,))
+    cells, marks = [], []
     for row in shown:
         idle = _fmt(row.idle_pct, "%", 0) + ("" if row.idle_of == "GPU" else "*")
-        mark = " ".join(m for m in (row.mark, "straggler" * (row.rank == straggler)) if m)
-        t.add_row(str(row.rank), _cell_ms(row.step_ms),
-                  *(_cell_ms(row.phases_ms[p]) for p in _PHASE_HEADS),
-                  _cell_ms(row.comm_ms), _cell_ms(row.exposed_comm_ms),
-                  idle if row.idle_pct is not None else "n/a", mark)
+        marks.append(" ".join(m for m in (row.mark, "straggler" * (row.rank == straggler)) if m))
+        cells.append([str(row.rank), _cell_ms(row.step_ms),
+                      *(_cell_ms(row.phases_ms[p]) for p in _PHASE_HEADS),
+                      _cell_ms(row.comm_ms), _cell_ms(row.exposed_comm_ms),
+                      idle if row.idle_pct is not None else "n/a"])
+    columns = ["rank", "step", *_PHASE_HEADS.values(), "comm", "exp.", "idle"]
+    widths = [max([len(col), *(len(c[i]) for c in cells)]) for i, col in enumerate(columns)]
     captions = []
     if len(shown) < len(table.rows):
         captions.append(f"{len(shown)} of {len(table.rows)} ranks: the slowest, the fastest"
@@ -144,8 +144,26 @@ def ranks_table(a: Analysis) -> Table:
                         "result has all")
     if any(row.idle_of == "host" for row in shown):
         captions.append("* CPU-only rank: share of the step no op covers")
-    t.caption, t.caption_justify = "\n".join(captions) or None, "left"
-    return t
+
+    def build(width: int) -> Table:
+        mark_width = max(map(len, marks), default=0)
+        beside = sum(widths) + mark_width + 3 * len(widths) <= width  # 3: padding, rule
+        t = Table(title=f"{len(table.rows)} ranks{extra} (ms per step; exp.: communication "
+                        "not hidden by compute)",
+                  title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+        for col, w in zip(columns, widths, strict=True):
+            t.add_column(col, justify="right", no_wrap=True, min_width=w)
+        if beside:
+            t.add_column("", justify="left", no_wrap=True)
+        for row_cells, mark in zip(cells, marks, strict=True):
+            t.add_row(*row_cells, *([mark] if beside else []))
+        below = [] if beside else [
+            "marks: " + "; ".join(f"rank {c[0]} {m}" for c, m in zip(cells, marks, strict=True)
+                                  if m)] * any(marks)
+        t.caption, t.caption_justify = "\n".join(captions + below) or None, "left"
+        return t
+
+    return ByWidth(build)
 
 
 def _cell_ms(value: float | None) -> str:
