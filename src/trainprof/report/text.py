@@ -14,8 +14,8 @@ from trainprof.analysis.overview import Analysis, RankAnalysis
 from trainprof.analysis.phases import PHASES
 from trainprof.analysis.rank_table import rank_table
 from trainprof.report.labels import category_label
-from trainprof.report.sections import RENDERERS
 from trainprof.report.quantities import ByWidth
+from trainprof.report.sections import RENDERERS
 
 _BAR = 24
 
