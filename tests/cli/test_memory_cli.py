@@ -8,6 +8,8 @@ import pickle
 import subprocess
 import sys
 
+import pytest
+
 from snapshotgen import TORCH_LINEAR, MiB, SnapshotBuilder, frames
 from trainprof.cli import main
 
@@ -125,3 +127,30 @@ def test_a_snapshot_of_the_wrong_shape_inside_exits_2(tmp_path, capsys):
     assert main(["memory", write(tmp_path / "odd.pickle", snapshot)]) == 2
     err = capsys.readouterr().err
     assert "is not shaped like a memory snapshot's" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("width", [80, 140])
+def test_snapshot_report_reads_whole_at_any_width(tmp_path, width):
+    """No header or number cut (the devices table turns on its side at 80 columns), every line
+    within the width, and the advice wraps under its own text."""
+    import io
+
+    from rich.console import Console
+
+    from trainprof.diagnose.snapshot import memory_snapshot_report
+    from trainprof.report.snapshot import print_memory_report
+
+    report = memory_snapshot_report(write(tmp_path / "oom.pickle", oom_snapshot()))
+    console = Console(file=io.StringIO(), width=width, record=True)
+    print_memory_report(report, console)
+    text = console.export_text()
+    assert "…" not in text
+    assert all(len(line) <= width for line in text.splitlines())
+    for head in ("segments", "reserved", "free in split segments", "largest free block",
+                 "fragmentation"):
+        assert head in text, head
+    assert "50.0%" in text and "25.17 MB" in text
+    fix = [line for line in text.splitlines() if "Fix: Stop free memory" in line][0]
+    after = text.splitlines()[text.splitlines().index(fix) + 1]
+    indent = fix.index("Fix:")
+    assert after[:indent].strip("│ ") == "" and after[indent] != " "

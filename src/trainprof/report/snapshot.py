@@ -6,12 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console, Group
+from rich.padding import Padding
 from rich.panel import Panel
+from rich.table import Table
 from rich.text import Text
 
 from trainprof.report.labels import evidence_text
 from trainprof.report.memory_breakdown import breakdown_renderable
-from trainprof.report.quantities import clip, compact_table, pct, size
+from trainprof.report.quantities import ByWidth, clip, compact_table, pct, size
 
 #: Sites listed per table, and stack frames shown under the top ones.
 SHOWN_SITES = 8
@@ -47,18 +49,37 @@ def oom_line(o: dict[str, Any]) -> str:
             f"{OOM_CAUSES.get(o.get('cause'), o.get('cause'))}.")
 
 
-def devices_table(s: dict[str, Any]):
-    t = compact_table("Segments and blocks at the snapshot")
-    cols = ("device", "segments", "reserved", "allocated", "requested", "free in split segments",
-            "releasable", "largest free block", "fragmentation")
-    for col in cols:
-        t.add_column(col, justify="left" if col == "device" else "right", no_wrap=True)
-    for d in s["devices"]:
-        t.add_row(f"cuda:{d['device']}", str(d["segments"]), size(d["reserved"]),
-                  size(d["allocated"]), size(d["requested"]), size(d["inactive_split"]),
-                  size(d["releasable"]), size(max(d["largest_free"].values(), default=0)),
-                  pct(d.get("fragmentation_pct")))
-    return t
+_DEVICE_COLUMNS = ("segments", "reserved", "allocated", "requested", "free in split segments",
+                   "releasable", "largest free block", "fragmentation")
+
+
+def devices_table(s: dict[str, Any]) -> ByWidth:
+    """One row per device where the columns fit the terminal; else turned on its side (one row
+    per quantity, one column per device), so that no header or number is cut."""
+    rows = [[f"cuda:{d['device']}", str(d["segments"]), size(d["reserved"]), size(d["allocated"]),
+             size(d["requested"]), size(d["inactive_split"]), size(d["releasable"]),
+             size(max(d["largest_free"].values(), default=0)), pct(d.get("fragmentation_pct"))]
+            for d in s["devices"]]
+    heads = ("device", *_DEVICE_COLUMNS)
+    wide = sum(max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(heads))
+
+    def build(width: int) -> Table:
+        t = compact_table("Segments and blocks at the snapshot")
+        if wide + 3 * (len(heads) - 1) <= width:
+            for col in heads:
+                t.add_column(col, justify="left" if col == "device" else "right", no_wrap=True)
+            for row in rows:
+                t.add_row(*row)
+            return t
+        t.min_width = len(t.title)  # the title on one line above a narrow table
+        t.add_column("", justify="left", no_wrap=True)
+        for row in rows:
+            t.add_column(row[0], justify="right", no_wrap=True)
+        for i, head in enumerate(_DEVICE_COLUMNS, 1):
+            t.add_row(head, *(row[i] for row in rows))
+        return t
+
+    return ByWidth(build)
 
 
 def sites_table(title: str, sites: list[dict[str, Any]], count: str):
@@ -103,10 +124,13 @@ def findings_renderable(findings: list[dict[str, Any]]) -> Panel | None:
         head.append(f"[{f['severity']}] ", style=_SEVERITY_STYLE.get(f["severity"], "bold"))
         head.append(f["title"], style="bold")
         parts.append(head)
-        parts += [Text(f"     {evidence_text(e)}", style="dim") for e in f["evidence"]]
-        parts.append(Text(f"     Fix: {f['fix']['summary']}", style="green"))
-        parts += [Text(f"       {line}", style="green") for line in f["fix"]["pytorch"].splitlines()]
-        parts.append(Text(f"     See {f['docs']}", style="dim"))
+        # Each line wraps under its own text, not back at the panel's edge.
+        parts += [Padding(Text(evidence_text(e), style="dim"), (0, 0, 0, 5))
+                  for e in f["evidence"]]
+        parts.append(Padding(Text(f"Fix: {f['fix']['summary']}", style="green"), (0, 0, 0, 5)))
+        parts += [Padding(Text(line, style="green"), (0, 0, 0, 7))
+                  for line in f["fix"]["pytorch"].splitlines()]
+        parts.append(Padding(Text(f"See {f['docs']}", style="dim"), (0, 0, 0, 5)))
     return Panel(Group(*parts), title="Advice", title_align="left")
 
 
