@@ -208,3 +208,49 @@ def test_windows_of_one_rank_are_told_apart_in_the_rank_chart():
     ranks = html[html.index('id="ranks"'):html.index('id="rank-0"')]
     assert ">0 w1</text>" in ranks and ">0.1</text>" not in ranks
     assert "w1, w2: the rank&#39;s second, third recorded window" in ranks
+
+
+def test_findings_past_the_first_three_and_tiny_ones_are_folded():
+    """The verdict opens the three costliest findings that save at least 1%; the others are
+    folded to their title and saving, so the first chart is near the top."""
+    result = result_of(TRACE_FILTER)
+    html = render_html(result)
+    verdict = html[html.index('id="verdict"'):html.index('id="ranks"')]
+    articles = verdict.split('<article class="finding')[1:]
+    assert len(articles) == len(result["findings"]) >= 2
+    for number, (article, finding) in enumerate(zip(articles, result["findings"], strict=True), 1):
+        should_open = number <= 3 and finding["saving_pct"] >= 1
+        assert article.split(">", 2)[1].strip().startswith("<details" + " open" * should_open)
+        if not should_open:
+            assert not article.split(">", 2)[1].strip().startswith("<details open")
+    assert any(f["saving_pct"] < 1 for f in result["findings"])  # the case is exercised
+
+
+def test_each_finding_carries_its_rule_docs_section():
+    """"docs/rules.md#x" is no dead reference: the section of docs/rules.md (threshold, how the
+    saving is estimated) is inside the offline report, read from the same file as docs/."""
+    from conftest import ROOT
+
+    result = result_of(RESNET_W0)
+    html = render_html(result)
+    anchor = result["findings"][0]["docs"].partition("#")[2]
+    rules = (ROOT / "docs" / "rules.md").read_text()
+    section = rules[rules.index(f"## {anchor}\n"):]
+    fires_when = section.split("\n\n")[1].split("\n")[0]  # "**Fires when** waiting for ..."
+    words = re.sub(r"[*`]", "", fires_when).split()[:6]
+    assert "Why and the threshold" in html
+    assert " ".join(words) in re.sub(r"<[^>]+>", "", html)
+
+
+def test_mangled_rocm_kernel_names_are_short_and_readable_in_html(tmp_path):
+    """A ROCm trace names kernels by their mangled symbol (hundreds of characters): the HTML
+    table shows the demangled, shortened name, the whole symbol only in the tooltip."""
+    mangled = ("_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS_6detail5"
+               "ArrayIPcLi1EEEEEviT0_T1_")
+    b = TraceBuilder()
+    b.step(0, 0.0, 1000)
+    b.launch(10, 5, name=mangled, k_ts=20, k_dur=400)
+    page = render_html(report_result(b.write(tmp_path / "t.json")))
+    kernels = page[page.index("Top kernels"):]
+    assert f'title="{mangled}">vectorized_elementwise_kernel&lt;…&gt;</td>' in kernels
+    assert f">{mangled}<" not in page

@@ -52,9 +52,23 @@ class RankView:
     notes: list[str] = field(default_factory=list)
 
 
+#: Findings shown open in the HTML verdict; the rest (and any that saves under 1% of a step)
+#: are folded to their title line, so that the first chart is not two screens down.
+OPEN_FINDINGS = 3
+
+
 def finding_view(f: dict[str, Any], number: int) -> dict[str, Any]:
+    from markupsafe import Markup
+
+    from trainprof.report.rule_docs import rule_section_html
+
     fix = f.get("fix") or {}
+    saving = f.get("saving_pct")
+    docs_html = rule_section_html(str(f.get("docs", "")))
     return {
+        "open": number <= OPEN_FINDINGS and isinstance(saving, int | float) and saving >= 1,
+        # Our own docs/rules.md rendered with raw HTML escaped (report/rule_docs.py).
+        "docs_html": Markup(docs_html) if docs_html else None,
         "number": number,
         "severity": str(f.get("severity", "low")),
         "title": str(f.get("title", "")),
