@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -245,3 +246,32 @@ def test_history_writes_every_format_to_its_file(tmp_path, capsys):
     rows = list(csv.DictReader(io.StringIO((tmp_path / "h.csv").read_text())))
     assert len(rows) == 3
     assert len(json.loads((tmp_path / "h.json").read_text())["runs"]) == 3
+
+
+@pytest.mark.parametrize(("gap_s", "unit", "last_tick"), [
+    (5, "seconds since", "20"), (600, "minutes since", "40"), (3600, "hours since", "4"),
+    (86400 * 7, "days since", "20")])
+def test_the_history_time_axis_reads_in_a_unit_that_fits(tmp_path, gap_s, unit, last_tick):
+    """Runs seconds apart read "seconds since", not "hours since ... 0.0000-0.0005"."""
+    db = tmp_path / "h.db"
+    for i in range(5):
+        history.record(RunRecord(name="ci", kind="step_timer", recorded_at=1.7e9 + i * gap_s,
+                                 step_times_ms=[10.0, 11.0], step_ms_median=10.5, steps=2), db=db)
+    page = tmp_path / "history.html"
+    assert main(["history", "--db", str(db), "--format", "html", "-o", str(page)]) == 0
+    html = page.read_text()
+    assert unit in html
+    ticks = [t for t in re.findall(r'class="tick"[^>]*>([^<]+)<', html)]
+    assert last_tick in ticks and "0.0005" not in ticks
+
+
+def test_a_one_run_series_says_what_it_measured_instead_of_an_empty_chart(tmp_path):
+    db = tmp_path / "h.db"
+    history.record(RunRecord(name="first", kind="step_timer", recorded_at=1.7e9,
+                             step_times_ms=[10.0, 12.0], step_ms_median=11.0, steps=2,
+                             samples_per_s=512.0), db=db)
+    page = tmp_path / "history.html"
+    assert main(["history", "--db", str(db), "--format", "html", "-o", str(page)]) == 0
+    html = page.read_text()
+    assert "<svg" not in html and "<polyline" not in html
+    assert "median step 11.0 ms, 512 samples/s. The chart starts with the second run." in html

@@ -8,6 +8,7 @@ its own text) and the style is the HTML report's own.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from functools import cache
@@ -57,6 +58,16 @@ def write_html(records: list[RunRecord], series: list[Series], path: str | os.Pa
 
 
 def _series_view(s: Series, index: int) -> dict:
+    first, last = s.points[0], s.points[-1]
+    anchor = f"series-{index}-{re.sub(r'[^a-z0-9]+', '-', s.name.lower())}"
+    title = f"{s.name} ({s.kind.replace('_', ' ')})"
+    if len(s.points) < 2:  # a line needs two runs: say what the one run measured instead
+        rate = f", {first.samples_per_s:,.0f} samples/s" if first.samples_per_s else ""
+        return {"anchor": anchor, "title": title, "charts": [],
+                "summary": f"1 run, {when(first.first.recorded_at)}: median step "
+                           f"{_fmt(first.median_ms, 1)} ms{rate}. The chart starts with the "
+                           "second run.",
+                "changes": []}
     xs, x_unit = _time_axis([p.first.recorded_at for p in s.points])
     medians = [_nan(p.median_ms) for p in s.points]
     p90 = [_nan(max((r.step_ms_p90 for r in p.rows if r.step_ms_p90 is not None), default=None))
@@ -64,7 +75,6 @@ def _series_view(s: Series, index: int) -> dict:
     marks = [(x, p.median_ms, change_sentence(p, v), SLOWER if v.status == "regression" else FASTER)
              for x, (p, v) in zip(xs, zip(s.points, s.verdicts, strict=True), strict=True)
              if v.flagged]
-    title = f"{s.name} ({s.kind.replace('_', ' ')})"
     lines = [Line(MEDIAN, medians)] + ([Line(P90, p90)] if any(v == v for v in p90) else [])
     charts = [{"svg": line_chart(xs, lines, x_unit, "ms", f"Step time of {title}", marks=marks),
                "legend": legend([ln.series for ln in lines]),
@@ -74,9 +84,7 @@ def _series_view(s: Series, index: int) -> dict:
         charts.append({"svg": line_chart(xs, [Line(RATE, rates)], x_unit,
                                          "samples/s", f"Throughput of {title}"),
                        "legend": legend([RATE]), "caption": "Samples per second per run."})
-    first, last = s.points[0], s.points[-1]
-    return {"anchor": f"series-{index}-{re.sub(r'[^a-z0-9]+', '-', s.name.lower())}",
-            "title": title, "charts": charts,
+    return {"anchor": anchor, "title": title, "charts": charts,
             "summary": f"{len(s.points)} runs, {when(first.first.recorded_at)} to "
                        f"{when(last.first.recorded_at)}",
             "changes": [change_sentence(p, v) for p, v in s.flagged()]}
@@ -93,10 +101,16 @@ def _row(r: RunRecord, verdicts: dict) -> list[str]:
             status, str(top.get("title") or top.get("id") or "")]
 
 
+#: (span below which the unit is used, seconds per unit, its name), smallest first.
+_TIME_UNITS = ((120.0, 1.0, "seconds"), (2 * 3600.0, 60.0, "minutes"),
+               (2 * 86400.0, 3600.0, "hours"), (math.inf, 86400.0, "days"))
+
+
 def _time_axis(times: list[float]) -> tuple[list[float], str]:
-    """When each run was recorded, in hours (spans under two days) or days since the first."""
+    """When each run was recorded since the first, in the unit that gives the span readable
+    ticks (seconds for runs a minute apart, days for runs weeks apart)."""
     span = max(times) - min(times)
-    unit, name = (3600.0, "hours") if span < 2 * 86400 else (86400.0, "days")
+    unit, name = next((u, n) for below, u, n in _TIME_UNITS if span < below)
     return [(t - times[0]) / unit for t in times], f"{name} since {when(times[0])}"
 
 
