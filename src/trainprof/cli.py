@@ -402,20 +402,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from trainprof.bench.render import announce, print_bench, write_result
+    from trainprof.bench.render import BenchProgress, print_bench, write_result
 
     if args.timeout is not None and not args.isolate:
         raise TrainprofError("--timeout needs --isolate (a strategy can only be stopped in a "
                              "process of its own).")
 
     compare = _bench_api("trainprof.bench.benchmark", "compare")
-    result = compare(args.strategies.split(",") if args.strategies else None,
-                     workload=_bench_api("trainprof.bench.workload", "workload_for")(
-                         args.workload, args.demo),
-                     steps=args.steps, warmup=args.warmup, repeats=args.repeats,
-                     device=args.device, isolate=args.isolate, timeout_s=args.timeout,
-                     baseline=args.baseline, recheck=not args.no_recheck,
-                     on_start=announce if args.format == "text" else None)
+    with BenchProgress() as progress:
+        result = compare(args.strategies.split(",") if args.strategies else None,
+                         workload=_bench_api("trainprof.bench.workload", "workload_for")(
+                             args.workload, args.demo),
+                         steps=args.steps, warmup=args.warmup, repeats=args.repeats,
+                         device=args.device, isolate=args.isolate, timeout_s=args.timeout,
+                         baseline=args.baseline, recheck=not args.no_recheck,
+                         on_start=progress.on_start)
     write_result(result, args.format, args.output, print_bench)
     return 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -136,3 +137,24 @@ def test_the_parser_does_not_import_torch():
             "build_parser().parse_args(['checklist', '--demo']); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.slow
+def test_bench_shows_its_progress_on_a_terminal(tmp_path):
+    """In a terminal, a benchmark is never silent: a bar names the strategy that runs, how many
+    are done and the time so far, and goes away before the results print."""
+    import pexpect
+
+    child = pexpect.spawn(sys.executable, ["-m", "trainprof", "bench", "--demo", "--strategies",
+                                           "fp32,bf16", "--steps", "3", "--warmup", "1",
+                                           "--repeats", "1"],
+                          cwd=str(tmp_path), env={**os.environ, "COLUMNS": "120"},
+                          encoding="utf-8", timeout=300, dimensions=(40, 120))
+    child.expect(r"trainprof bench: (fp32|bf16).*\d/[23]")
+    seen = child.after
+    child.expect(pexpect.EOF)
+    screen = child.before
+    child.close()
+    assert child.exitstatus == 0
+    assert "trainprof bench:" in seen and "0:00:" in seen + screen
+    assert "fp32" in screen and "bf16" in screen  # the results table

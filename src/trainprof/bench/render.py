@@ -9,6 +9,14 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from trainprof.bench.health import Checklist, PhaseCheck
@@ -37,10 +45,36 @@ def write_result(result: Any, fmt: str, output: Path | None,
         sys.stdout.write(to_json(result).decode())
 
 
-def announce(strategy: Any, index: int, count: int) -> None:
-    """`on_start` for `compare()`: which strategy runs now, on a terminal only."""
-    if sys.stderr.isatty():
-        print(f"trainprof bench: {strategy.name} ({index + 1}/{count})…", file=sys.stderr)
+class BenchProgress:
+    """A benchmark's progress on stderr, on a terminal only: a spinner, the strategy that runs,
+    how many are done and the time so far (a strategy can take a minute with nothing printed).
+    Its ``on_start`` is `compare()`'s hook; the bar goes away when the results print."""
+
+    def __init__(self) -> None:
+        self._progress: Progress | None = None
+        self._task: Any = None
+        self._seen: set[str] = set()
+
+    def __enter__(self) -> BenchProgress:
+        if sys.stderr.isatty():
+            self._progress = Progress(
+                SpinnerColumn(), TextColumn("trainprof bench: {task.description}"), BarColumn(),
+                MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True),
+                transient=True)
+            self._task = self._progress.add_task("preparing the workload", total=None)
+            self._progress.start()
+        return self
+
+    def on_start(self, strategy: Any, index: int, count: int) -> None:
+        again = " again (has the machine's speed changed?)" if strategy.name in self._seen else ""
+        self._seen.add(strategy.name)
+        if self._progress is not None:
+            self._progress.update(self._task, description=f"{strategy.name}{again}",
+                                  completed=index, total=count)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
 
 
 def print_bench(result: BenchResult, console: Console | None = None) -> None:
