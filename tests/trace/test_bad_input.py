@@ -39,6 +39,9 @@ CASES = {
     "string_ts": ("str.json",
                   b'{"traceEvents": [{"ph": "X", "name": "a", "ts": "soon", "dur": 1}]}',
                   r"an event's 'ts' is wrong \(expected a number, got text\)"),
+    "huge_dur": ("long.json",
+                 b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1e308}]}',
+                 r"an event lasting 1e\+308 µs \(over 12 days\): not a recorded duration"),
     "bool_ts": ("bool.json",
                 b'{"traceEvents": [{"ph": "X", "name": "a", "ts": true, "dur": 1}]}',
                 r"an event's 'ts' is wrong \(expected a number, got true or false\)"),
@@ -150,7 +153,7 @@ ODD_BUT_READABLE = {
                      {"ph": "i", "s": "t", "name": "[memory]", "ts": 1e250, "pid": 1, "tid": 1,
                       "args": {"Device Type": 0, "Bytes": 100, "Total Allocated": 100,
                                "Total Reserved": 200, "Addr": 1}},
-                     {"ph": "X", "cat": "kernel", "name": "k", "ts": 50, "dur": 1e200, "pid": 0,
+                     {"ph": "X", "cat": "kernel", "name": "k", "ts": 50, "dur": 1e11, "pid": 0,
                       "tid": 7, "args": {"device": 0, "stream": 7}}],
 }
 

@@ -17,6 +17,9 @@ from trainprof.trace.decode import _Args, _Event
 from trainprof.trace.model import Events, Flows, Kind, MemoryEvents
 
 _NO_ARGS = _Args()
+#: The longest duration read as one: a profiled window is seconds to hours; a number past this
+#: (11.6 days) is damage, and sums of numbers near 1e308 would overflow to infinity.
+MAX_DURATION_US = 1e12
 #: The name shown for an event whose name is null or empty.
 UNNAMED = "(unnamed)"
 _DEVICE_KINDS = [Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET]
@@ -203,6 +206,9 @@ class ColumnBuilder:
             hits = [kinds.get(k) or self._describe(k) for k in _hashable_pairs(keys)]
         kind = np.array([h[0] for h in hits], dtype=np.uint8)
         dur = self._numbers([e.dur for e in events], "dur")
+        if len(dur) and dur.max() > MAX_DURATION_US:  # sums of such numbers overflow to inf
+            raise TraceError(f"{self.path} has an event lasting {dur.max():.3g} µs (over "
+                             f"{MAX_DURATION_US / 86_400e6:.0f} days): not a recorded duration.")
         negative = int(np.count_nonzero(dur < 0))
         if negative:  # a recording glitch, not time: read as 0 and said once
             self.negative_durations += negative
