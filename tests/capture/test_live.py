@@ -162,7 +162,8 @@ def test_the_top_finding_follows_the_rules_thresholds():
     both = top_finding(figures([30.0, 20.0, 20.0, OPTIMIZER_PCT + 5, 0.0]))
     assert both.id == "data_loading"  # the larger saving first, as the offline ranking does
     steady = [100.0] * 10
-    uneven = [100.0] * 8 + [300.0, 300.0]  # two slow steps: CV well above STEP_CV
+    # Two separate slow steps (two episodes, as the offline rule asks): CV well above STEP_CV.
+    uneven = [100.0] * 4 + [300.0] + [100.0] * 4 + [300.0]
     assert top_finding(figures([0, 50, 50, 0, 0], steady)) is None
     variance = top_finding(figures([0, 70, 70, 0, 0], uneven))
     assert variance.id == "step_variance" and float(variance.title.split()[-1][:-1]) > STEP_CV * 100

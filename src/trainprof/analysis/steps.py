@@ -13,17 +13,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from trainprof.analysis.step_spread import step_spread
 from trainprof.trace.model import DEVICE_KINDS, FLAG_OPTIMIZER, LAUNCH_KINDS, Kind, Trace
 
 #: A trailing step launching fewer device events than this share of the step before it is
 #: dropped: the profiler most likely stopped before its kernels were recorded (plugin's rule).
 TAIL_STEP_MIN_SHARE = 0.8
-#: A slow step (an outlier) takes more than the median plus this many robust standard
-#: deviations (1.4826 x the median absolute deviation), and at least SLOW_STEP_MIN_RATIO x the
-#: median: scheduling noise on a busy machine stays below, a periodic evaluation does not.
-SLOW_STEP_SIGMAS = 3.0
-SLOW_STEP_MIN_RATIO = 1.2
-_MAD_TO_SIGMA = 1.4826
+# Slow steps (outliers): analysis/step_spread.py, shared with the live view.
 
 
 @dataclass
@@ -196,29 +192,23 @@ def step_stats(w: StepWindows) -> dict:
         return {"count": 0, "mean_ms": 0.0, "median_ms": 0.0, "p90_ms": 0.0, "min_ms": 0.0,
                 "max_ms": 0.0, "cv": 0.0, "per_step": [], "slow_steps": [], "slow_episodes": 0,
                 "slow_excess_ms": 0.0, "slow_period": None}
-    mean = float(ms.mean())
-    median = float(np.median(ms))
-    sigma = _MAD_TO_SIGMA * float(np.median(np.abs(ms - median)))
-    slow = ms > max(median + SLOW_STEP_SIGMAS * sigma, SLOW_STEP_MIN_RATIO * median)
-    # The profiler stops inside the last step of a window (the schedule's final step() flushes
-    # the recording), which often makes it slow: it is never called an outlier (HTA drops it).
-    slow[-1] = False
-    numbers = w.numbers[slow]
+    spread = step_spread(ms, w.numbers)
+    numbers = np.asarray(spread.slow_steps, dtype=np.int64)
     gaps = np.unique(np.diff(numbers))
     return {
         "count": int(len(ms)),
-        "mean_ms": mean,
-        "median_ms": float(np.median(ms)),
+        "mean_ms": spread.mean_ms,
+        "median_ms": spread.median_ms,
         "p90_ms": float(np.percentile(ms, 90)),
         "min_ms": float(ms.min()),
         "max_ms": float(ms.max()),
-        "cv": float(ms.std() / mean) if mean > 0 else 0.0,
+        "cv": spread.cv,
         "per_step": [{"step": int(s), "ms": float(m)} for s, m in zip(w.numbers, ms, strict=True)],
         # Outliers (see SLOW_STEP_SIGMAS; never the last step), their mean excess over the
         # median per step, and their period when they come every N > 1 steps (three or more).
-        "slow_steps": [int(s) for s in numbers],
-        "slow_episodes": int(len(numbers) - (np.diff(numbers) == 1).sum()),  # runs of them
-        "slow_excess_ms": float((ms[slow] - median).sum()) / len(ms),
+        "slow_steps": list(spread.slow_steps),
+        "slow_episodes": spread.slow_episodes,  # runs of them
+        "slow_excess_ms": spread.slow_excess_ms,
         "slow_period": (int(gaps[0]) if len(numbers) >= 3 and len(gaps) == 1 and gaps[0] > 1
                         else None),
     }

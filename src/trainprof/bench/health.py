@@ -7,18 +7,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import DOCS
 
 SCHEMA = "trainprof.checklist/1"
 PHASES = ("data", "forward", "backward", "optimizer")
 #: The usual healthy share of a training step, in percent, per phase (low, high): a common rule
-#: of thumb, not a law. Backward costs about twice forward for most layers (two matrix products
-#: per forward one); data loading and the optimizer should be small.
+#: of thumb for forward and backward, not a law (backward costs about twice forward for most
+#: layers: two matrix products per forward one). Data loading and the optimizer are judged by
+#: their diagnosis rules' verdicts (diagnose/verdicts.py), so the checklist, the live view and a
+#: recorded trace agree: their upper bound is the rule's threshold.
 HEALTHY_PCT: dict[str, tuple[float, float]] = {
-    "data": (5.0, 10.0),
+    "data": (0.0, verdicts.DATA_LOADING_PCT),
     "forward": (30.0, 40.0),
     "backward": (40.0, 50.0),
-    "optimizer": (5.0, 10.0),
+    "optimizer": (0.0, verdicts.OPTIMIZER_PCT),
 }
 #: The diagnosis rule that measures a phase above its range in a recorded trace.
 RULE_WHEN_HIGH: dict[str, str] = {"data": "data_loading", "optimizer": "optimizer_overhead"}
@@ -55,7 +58,18 @@ class PhaseCheck:
         return HEALTHY_PCT[self.phase]
 
     @property
+    def verdict(self) -> verdicts.Verdict | None:
+        """The diagnosis rule's verdict on this phase (data and optimizer only)."""
+        if self.phase == "data":
+            return verdicts.data_loading(verdicts.DataWait(self.pct))
+        if self.phase == "optimizer":
+            return verdicts.optimizer_overhead(verdicts.OptimizerFacts(self.pct))
+        return None
+
+    @property
     def status(self) -> Status:
+        if self.phase in RULE_WHEN_HIGH:
+            return "high" if self.verdict is not None else "ok"
         low, high = self.healthy_pct
         return "low" if self.pct < low else "high" if self.pct > high else "ok"
 

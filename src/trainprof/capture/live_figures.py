@@ -1,10 +1,10 @@
 """What the live view shows: the step timer's latest figures and the top finding they support.
 
-The finding comes from the diagnosis rules' own thresholds (imported by name from
-``diagnose.rules``, the one place capture reads the diagnose layer): the step timer sees the
-phases, the spread of step times and the device memory, so it can tell data loading, an
-optimizer-heavy step, uneven steps and memory pressure or headroom. Each is ranked like the
-offline findings (``diagnose.findings.ranked``): largest saving first, then severity.
+The finding is decided by ``diagnose/verdicts.py``, the same functions the offline rules, the
+checklist and the snapshot report ask: the step timer sees the phases, the spread of step times
+(the same slow-step rule as a trace, ``analysis/step_spread.py``) and the device memory, so it
+can tell data loading, an optimizer-heavy step, uneven steps and memory pressure or headroom.
+Each is ranked like the offline findings (``diagnose.findings.ranked``).
 """
 
 from __future__ import annotations
@@ -15,30 +15,15 @@ from typing import Any
 
 import torch
 
+from trainprof.analysis.step_spread import step_spread
 from trainprof.capture.device import peak_memory_bytes
 from trainprof.capture.step_stats import PHASES, Window, per_second
+from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import Evidence, Finding, ranked
-from trainprof.diagnose.rules.common import severity
-from trainprof.diagnose.rules.host import (
-    STEADY_STEPS,
-    STEP_CV,
-    STEP_VARIANCE_HIGH_PCT,
-    STEP_VARIANCE_MEDIUM_PCT,
-    STEP_VARIANCE_MIN_PCT,
-)
-from trainprof.diagnose.rules.input import (
-    DATA_LOADING_HIGH_PCT,
-    DATA_LOADING_MEDIUM_PCT,
-    DATA_LOADING_PCT,
-    WORKERS,
-)
-from trainprof.diagnose.rules.memory import HEADROOM_PCT, PRESSURE_PCT, SAVE_MEMORY, USE_HEADROOM
-from trainprof.diagnose.rules.training import (
-    MULTI_TENSOR,
-    OPTIMIZER_HIGH_PCT,
-    OPTIMIZER_PCT,
-    OPTIMIZER_RECOVERABLE_FOREACH,
-)
+from trainprof.diagnose.rules.host import STEADY_STEPS
+from trainprof.diagnose.rules.input import WORKERS
+from trainprof.diagnose.rules.memory import SAVE_MEMORY, USE_HEADROOM
+from trainprof.diagnose.rules.training import MULTI_TENSOR
 
 #: The live figures describe the latest this many measured steps.
 RECENT_STEPS = 50
@@ -76,21 +61,19 @@ class LiveFigures:
 
 def figures_of(timer: Any, rank: int, elapsed_s: float) -> LiveFigures | None:
     """The timer's figures over its latest steps; None before the first measured step."""
-    stats = timer._stats
-    if not stats.steps:
+    view = timer.recent(RECENT_STEPS, SPARK_STEPS)
+    if view is None:
         return None
-    start = max(0, stats.steps - RECENT_STEPS)
-    recent = stats.window(start)
-    times = sorted(s * 1e3 for s in stats.column(0, start))
-    peak = peak_memory_bytes(timer.device)
-    total = device_memory(timer.device)
+    recent = view.window
+    times = sorted(view.step_ms)
     figures = LiveFigures(
-        rank=rank, last_step=timer._next_index - 1, measured=stats.steps, elapsed_s=elapsed_s,
-        recent=recent, recent_ms=[s * 1e3 for s in stats.column(0, max(0, stats.steps - SPARK_STEPS))],
-        median_ms=statistics.median(times), p90_ms=times[min(len(times) - 1, int(0.9 * len(times)))],
+        rank=rank, last_step=view.last_step, measured=view.measured, elapsed_s=elapsed_s,
+        recent=recent, recent_ms=list(view.spark_ms), median_ms=statistics.median(times),
+        p90_ms=times[min(len(times) - 1, int(0.9 * len(times)))],
         samples_per_s=per_second(recent.samples, recent), tokens_per_s=per_second(recent.tokens, recent),
-        mfu=timer._mfu(recent), peak_memory_bytes=peak, device_memory_bytes=total, finding=None)
-    figures.finding = top_finding(figures)
+        mfu=view.mfu, peak_memory_bytes=peak_memory_bytes(timer.device),
+        device_memory_bytes=device_memory(timer.device), finding=None)
+    figures.finding = top_finding(figures, view)
     return figures
 
 
@@ -101,65 +84,52 @@ def device_memory(device: torch.device) -> int | None:
     return int(torch.cuda.get_device_properties(device).total_memory)
 
 
-def top_finding(f: LiveFigures) -> Finding | None:
-    """The costliest finding the figures support, by the diagnosis rules' thresholds."""
+# -- the adapter: the timer's figures as the verdicts' facts (diagnose/verdicts.py) -----------
+
+
+def live_verdicts(f: LiveFigures, view: Any) -> list[verdicts.Verdict]:
+    """Every verdict the step timer's figures support, decided by diagnose/verdicts.py."""
     pct = f.phase_pct()
-    found = []
-    if pct["data"] > DATA_LOADING_PCT:
-        found.append(_finding(f, "data_loading", severity(pct["data"], DATA_LOADING_MEDIUM_PCT,
-                                                          DATA_LOADING_HIGH_PCT),
-                              f"Waiting for data takes {pct['data']:.0f}% of each step",
-                              pct["data"], WORKERS, ("data phase", pct["data"], "%")))
-    if pct["optimizer"] > OPTIMIZER_PCT:
-        share = pct["optimizer"]
-        found.append(_finding(f, "optimizer_overhead", severity(share, OPTIMIZER_PCT,
-                                                                OPTIMIZER_HIGH_PCT),
-                              f"The optimizer step takes {share:.0f}% of each step",
-                              share * OPTIMIZER_RECOVERABLE_FOREACH, MULTI_TENSOR,
-                              ("optimizer phase", share, "%")))
-    variance = _uneven_steps(f)
-    if variance is not None:
-        found.append(variance)
-    memory = _memory_finding(f)
-    if memory is not None:
-        found.append(memory)
+    memory_pct = (f.peak_memory_bytes / f.device_memory_bytes * 100.0
+                  if f.peak_memory_bytes and f.device_memory_bytes else None)
+    found = [
+        verdicts.data_loading(verdicts.DataWait(pct["data"])),
+        verdicts.optimizer_overhead(verdicts.OptimizerFacts(
+            pct["optimizer"], None, getattr(view, "optimizer", None),
+            getattr(view, "optimizer_implementation", None))),
+        verdicts.step_variance(step_spread(getattr(view, "step_ms", f.recent_ms),
+                                           last_is_flush=False)),
+        verdicts.memory_pressure(verdicts.DeviceMemory(memory_pct)),
+        verdicts.memory_headroom(verdicts.DeviceMemory(memory_pct)),
+    ]
+    return [v for v in found if v is not None]
+
+
+_TITLES = {
+    "data_loading": "Waiting for data takes {:.0f}% of each step",
+    "optimizer_overhead": "The optimizer step takes {:.0f}% of each step",
+    "step_variance": "Step times vary by {:.0f}%",
+    "memory_pressure": "Memory peaks at {:.0f}% of the GPU",
+    "memory_headroom": "Memory peaks at {:.0f}% of the GPU: room for a larger batch",
+}
+_EVIDENCE = {"data_loading": "data phase", "optimizer_overhead": "optimizer phase",
+             "step_variance": "coefficient of variation", "memory_pressure": "peak memory",
+             "memory_headroom": "peak memory"}
+_FIXES = {"data_loading": WORKERS, "optimizer_overhead": MULTI_TENSOR,
+          "step_variance": STEADY_STEPS, "memory_pressure": SAVE_MEMORY,
+          "memory_headroom": USE_HEADROOM}
+
+
+def top_finding(f: LiveFigures, view: Any = None) -> Finding | None:
+    """The costliest finding the figures support, ranked like the offline findings."""
+    found = [_finding(f, v) for v in live_verdicts(f, view)]
     return ranked(found)[0] if found else None
 
 
-def _uneven_steps(f: LiveFigures) -> Finding | None:
-    """step_variance: the spread over STEP_CV, and the mean's excess over the median (what the
-    slow steps cost) at least STEP_VARIANCE_MIN_PCT of the mean."""
-    if len(f.recent_ms) < 3:
-        return None
-    cv = statistics.pstdev(f.recent_ms) / statistics.fmean(f.recent_ms)
-    excess = (f.mean_ms - f.median_ms) / f.mean_ms * 100.0
-    if cv <= STEP_CV or excess < STEP_VARIANCE_MIN_PCT:
-        return None
-    return _finding(f, "step_variance", severity(excess, STEP_VARIANCE_MEDIUM_PCT,
-                                                 STEP_VARIANCE_HIGH_PCT),
-                    f"Step times vary by {cv * 100:.0f}%", excess, STEADY_STEPS,
-                    ("coefficient of variation", cv * 100, "%"))
-
-
-def _memory_finding(f: LiveFigures) -> Finding | None:
-    """memory_pressure / memory_headroom: the peak as a share of the GPU's memory."""
-    if not f.peak_memory_bytes or not f.device_memory_bytes:
-        return None
-    share = f.peak_memory_bytes / f.device_memory_bytes * 100.0
-    if share >= PRESSURE_PCT:
-        return _finding(f, "memory_pressure", "high", f"Memory peaks at {share:.0f}% of the GPU",
-                        0.0, SAVE_MEMORY, ("peak memory", share, "%"))
-    if share < HEADROOM_PCT:
-        return _finding(f, "memory_headroom", "low",
-                        f"Memory peaks at {share:.0f}% of the GPU: room for a larger batch",
-                        0.0, USE_HEADROOM, ("peak memory", share, "%"))
-    return None
-
-
-def _finding(f: LiveFigures, id: str, sev: Any, title: str, saving_pct: float, fix: Any,
-             evidence: tuple[str, float, str]) -> Finding:
+def _finding(f: LiveFigures, v: verdicts.Verdict) -> Finding:
     where = f"rank {f.rank}, last {f.recent.steps} steps"
-    return Finding(id=id, severity=sev, rank=f.rank, title=title, explanation="",
-                   evidence=[Evidence(*evidence, where)], saving_pct=saving_pct,
-                   saving_ms=f.mean_ms * saving_pct / 100.0,
-                   saving_assumption="from the step timer's figures", fix=fix)
+    return Finding(id=v.id, severity=v.severity, rank=f.rank,
+                   title=_TITLES[v.id].format(v.measure_pct), explanation="",
+                   evidence=[Evidence(_EVIDENCE[v.id], v.measure_pct, "%", where)],
+                   saving_pct=v.saving_pct, saving_ms=f.mean_ms * v.saving_pct / 100.0,
+                   saving_assumption="from the step timer's figures", fix=_FIXES[v.id])

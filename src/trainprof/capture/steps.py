@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -62,6 +63,32 @@ class _Step:
         self.samples = samples
         self.tokens: int | None = None
         self.excluded = False
+
+
+@dataclass(frozen=True)
+class TimerView:
+    """What a step timer measured over its latest steps (``StepTimer.recent``)."""
+
+    last_step: int  # the index of the last step the timer has seen
+    measured: int  # steps in the statistics so far
+    window: Window  # the latest steps' totals (phases, samples, tokens)
+    step_ms: tuple[float, ...]  # their step times, oldest first
+    spark_ms: tuple[float, ...]  # a longer tail of step times, for a sparkline
+    mfu: float | None
+    optimizer: str | None  # the optimizer's class name, once it has stepped
+    optimizer_implementation: str | None  # "for-loop", "foreach", "fused" (None: torch's choice)
+    optimizer_tensors: int  # parameter tensors it updates
+
+
+def optimizer_facts(optimizer: Any) -> tuple[str, str | None, int]:
+    """(class name, implementation, parameter tensors) of a torch optimizer, as far as its
+    settings say: ``fused=True`` or ``foreach=True/False``; None when torch picks."""
+    defaults = getattr(optimizer, "defaults", {}) or {}
+    implementation = ("fused" if defaults.get("fused") else "foreach"
+                      if defaults.get("foreach") else "for-loop"
+                      if defaults.get("foreach") is False else None)
+    tensors = sum(len(g.get("params", ())) for g in getattr(optimizer, "param_groups", ()))
+    return type(optimizer).__name__, implementation, tensors
 
 
 class StepTimer:
@@ -114,6 +141,7 @@ class StepTimer:
         self._backward_depth = 0
         self._optimizer_start: Any = None
         self._optimizer_depth = 0
+        self._optimizer_facts: tuple[str, str | None, int] | None = None
         self._last_end: Any = None  # without wrap(), where the next step begins
         self._flop_counter: FlopCounterMode | None = None
         self._count_flops = flops_per_step is None and model is not None
@@ -130,6 +158,22 @@ class StepTimer:
             self._live = live_view(self)
 
     # -- public -----------------------------------------------------------------------------
+
+    def recent(self, steps: int = 50, spark_steps: int = 60) -> TimerView | None:
+        """A read-only view of the latest ``steps`` measured steps (the live view, the trackers
+        and the verdicts read this, never the timer's fields); None before the first one."""
+        stats = self._stats
+        if not stats.steps:
+            return None
+        start = max(0, stats.steps - steps)
+        window = stats.window(start)
+        name, implementation, tensors = self._optimizer_facts or (None, None, 0)
+        return TimerView(
+            last_step=self._next_index - 1, measured=stats.steps, window=window,
+            step_ms=tuple(s * 1e3 for s in stats.column(0, start)),
+            spark_ms=tuple(s * 1e3 for s in stats.column(0, max(0, stats.steps - spark_steps))),
+            mfu=self._mfu(window), optimizer=name, optimizer_implementation=implementation,
+            optimizer_tensors=tensors)
 
     def wrap(self, loader: Iterable[T]) -> Iterator[T]:
         """Yields the loader's batches, timing each fetch and delimiting steps."""
@@ -346,6 +390,8 @@ class StepTimer:
             self._optimizer_start = None
             if self._memory.captured is None:  # once: every gradient and state tensor exists now
                 self._memory.capture_once(self._model, optimizer)
+            if self._optimizer_facts is None:
+                self._optimizer_facts = optimizer_facts(optimizer)
             if not self._wrapped:
                 self._close_step(end)
                 self._last_end = end

@@ -9,12 +9,12 @@ import os
 from typing import Any
 
 from trainprof.analysis.snapshot import DeviceState, OutOfMemory, SnapshotAnalysis, analyze_snapshot
+from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import Evidence, Finding, Fix, ranked
 from trainprof.diagnose.rules.memory import (
     FRAGMENTATION_RATIO,
     GROWTH_HIGH_MB_PER_STEP,
     NO_LEAK,
-    PRESSURE_PCT,
     SAVE_MEMORY,
     STEADY_ALLOCATOR,
 )
@@ -150,8 +150,8 @@ def _device_evidence(d: DeviceState) -> list[Evidence]:
 def _full(result: SnapshotAnalysis, rank: int | None) -> list[Finding]:
     out = []
     for d in result.devices:
-        pct = d.reserved_pct_of_device
-        if pct is None or pct < PRESSURE_PCT:
+        pct = d.reserved_pct_of_device  # what a snapshot knows: the cache's share of the device
+        if verdicts.memory_pressure(verdicts.DeviceMemory(pct)) is None:
             continue
         out.append(_finding(
             "memory_pressure", "high", rank, f"Reserved memory is {pct:.0f}% of cuda:{d.device}",

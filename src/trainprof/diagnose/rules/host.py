@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 from trainprof.analysis.overview import RankAnalysis
+from trainprof.analysis.step_spread import StepSpread
+from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import (
     duration,
     ms_of,
-    pct_of,
     rank_finding,
     readable_us,
     severity,
     where,
+)
+from trainprof.diagnose.verdicts import (  # noqa: F401 (the rule's thresholds, by its module)
+    STEP_CV,
+    STEP_VARIANCE_HIGH_PCT,
+    STEP_VARIANCE_MEDIUM_PCT,
+    STEP_VARIANCE_MIN_PCT,
+    STEP_VARIANCE_MIN_SLOW,
 )
 
 # host_bound: GPU idle in the step that no data wait, collective, inline preprocessing or
@@ -31,14 +39,8 @@ SYNC_HIGH_PCT = 10.0
 # logging_overhead: host time outside any op after the optimizer step, % of the step.
 LOGGING_PCT = 10.0
 LOGGING_HIGH_PCT = 25.0
-# step_variance: coefficient of variation, at least two separate episodes of slow steps (one
-# burst is contention, or the first step after warm-up), and their excess over the median (% of
-# the mean step) needed to report them; the slow steps are found in analysis/steps.py.
-STEP_CV = 0.10
-STEP_VARIANCE_MIN_SLOW = 2
-STEP_VARIANCE_MIN_PCT = 2.0
-STEP_VARIANCE_MEDIUM_PCT = 5.0
-STEP_VARIANCE_HIGH_PCT = 20.0
+# step_variance: its thresholds and verdict are in diagnose/verdicts.py (shared with the live
+# view); the slow steps are found in analysis/step_spread.py.
 #: Sync sites named in the evidence.
 SYNC_SITES = 3
 
@@ -227,10 +229,13 @@ def logging_overhead(r: RankAnalysis) -> Finding | None:
 
 def step_variance(r: RankAnalysis) -> Finding | None:
     s = r.steps
-    saving = pct_of(r, s.get("slow_excess_ms", 0.0))
-    if (s["count"] < 3 or s["cv"] <= STEP_CV or saving < STEP_VARIANCE_MIN_PCT
-            or s.get("slow_episodes", 0) < STEP_VARIANCE_MIN_SLOW):
+    verdict = verdicts.step_variance(StepSpread(
+        count=s["count"], cv=s["cv"], median_ms=s["median_ms"], mean_ms=s["mean_ms"],
+        slow_steps=tuple(s["slow_steps"]), slow_episodes=s.get("slow_episodes", 0),
+        slow_excess_ms=s.get("slow_excess_ms", 0.0)))
+    if verdict is None:
         return None
+    saving = verdict.saving_pct
     slow = {p["step"]: p["ms"] for p in s["per_step"]}
     names = ", ".join(f"#{n} ({slow[n]:.1f} ms)" for n in s["slow_steps"][:6])
     evidence = [
@@ -241,7 +246,7 @@ def step_variance(r: RankAnalysis) -> Finding | None:
     if s.get("slow_period"):
         evidence.append(Evidence("slow every", s["slow_period"], "steps", where(r)))
     return rank_finding(
-        r, "step_variance", severity(saving, STEP_VARIANCE_MEDIUM_PCT, STEP_VARIANCE_HIGH_PCT),
+        r, "step_variance", verdict.severity,
         f"Step times vary by {s['cv'] * 100:.0f}%: {len(s['slow_steps'])} slow step(s)",
         "Some steps take much longer than the median: periodic work (evaluation, "
         "checkpointing, logging, garbage collection, recompilation) or contention.",

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from trainprof.analysis.overview import RankAnalysis
+from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import ms_of, rank_finding, severity, step_evidence, where
+from trainprof.diagnose.verdicts import (  # noqa: F401 (the rule's thresholds, by its module)
+    DATA_LOADING_HIGH_PCT,
+    DATA_LOADING_MEDIUM_PCT,
+    DATA_LOADING_PCT,
+    DataWait,
+)
 
-# data_loading: waiting for the next batch while nothing else runs (the plugin's 5%).
-DATA_LOADING_PCT = 5.0
-DATA_LOADING_MEDIUM_PCT = 10.0
-DATA_LOADING_HIGH_PCT = 20.0
+# data_loading's thresholds and verdict: diagnose/verdicts.py (shared with the live view).
 # input_preprocessing: host-only work before a step's first GPU work, outside a DataLoader.
 INPUT_PREP_PCT = 10.0
 INPUT_PREP_HIGH_PCT = 30.0
@@ -88,7 +92,8 @@ def data_loading(r: RankAnalysis) -> Finding | None:
     # CPU run the data phase is the wait.
     gpu = r.gpu is not None
     share = r.breakdown_pct["dataloader"] if gpu else r.phases_pct["data"]
-    if share <= DATA_LOADING_PCT:
+    verdict = verdicts.data_loading(DataWait(share))
+    if verdict is None:
         return None
     loaders = r.sections["host"].data_loaders if "host" in r.sections else []
     single = any(_SINGLE_PROCESS in name for name in loaders)
@@ -104,11 +109,12 @@ def data_loading(r: RankAnalysis) -> Finding | None:
         name = loaders[0].split("#", 1)[-1].removesuffix(".__next__")
         evidence.append(Evidence("data loader", name, "", f"batches made {how}"))
     return rank_finding(
-        r, "data_loading", severity(share, DATA_LOADING_MEDIUM_PCT, DATA_LOADING_HIGH_PCT),
+        r, "data_loading", verdict.severity,
         f"Waiting for data takes {share:.0f}% of each step",
         "The training loop waits for the next batch: the DataLoader prepares batches "
         + (how or "too slowly") + ", and the model sits idle meanwhile.",
-        evidence, share, "batches prepared in background workers fully overlap the step",
+        evidence, verdict.saving_pct,
+        "batches prepared in background workers fully overlap the step",
         WORKERS if single or not loaders else FASTER_WORKERS,
     )
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from trainprof.analysis.memory import DeviceMemory
 from trainprof.analysis.overview import RankAnalysis
+from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import rank_finding, severity, where
+from trainprof.diagnose.verdicts import HEADROOM_PCT, PRESSURE_PCT  # noqa: F401
 
-# memory_pressure / memory_headroom: peak allocated memory as a share of the device.
-PRESSURE_PCT = 90.0
-HEADROOM_PCT = 50.0
+# memory_pressure / memory_headroom: the verdicts and thresholds are in diagnose/verdicts.py.
 # memory_growth: analysis/memory_series.py decides a leak (>= 1 MB/step, rising in 75% of
 # steps); it is high from this growth per step.
 GROWTH_HIGH_MB_PER_STEP = 10.0
@@ -92,7 +92,8 @@ def _share(pct: float) -> str:
 
 
 def memory_pressure(r: RankAnalysis) -> Finding | None:
-    full = [d for d in _cuda(r) if d.peak_pct_of_device >= PRESSURE_PCT]
+    full = [d for d in _cuda(r)
+            if verdicts.memory_pressure(verdicts.DeviceMemory(d.peak_pct_of_device))]
     if not full:
         return None
     d = max(full, key=lambda x: x.peak_pct_of_device)
@@ -107,7 +108,8 @@ def memory_pressure(r: RankAnalysis) -> Finding | None:
 
 
 def memory_headroom(r: RankAnalysis) -> Finding | None:
-    spare = [d for d in _cuda(r) if d.peak_pct_of_device < HEADROOM_PCT]
+    spare = [d for d in _cuda(r)
+            if verdicts.memory_headroom(verdicts.DeviceMemory(d.peak_pct_of_device))]
     if not spare or len(spare) < len(_cuda(r)):
         return None
     d = max(spare, key=lambda x: x.peak_pct_of_device)

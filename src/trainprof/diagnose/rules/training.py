@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from trainprof.analysis.operators import GRAD_SCALER_OPS
 from trainprof.analysis.overview import RankAnalysis
+from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import (
     rank_finding,
@@ -12,18 +13,18 @@ from trainprof.diagnose.rules.common import (
     step_evidence,
     where,
 )
+from trainprof.diagnose.verdicts import (  # noqa: F401 (the rule's thresholds, by its module)
+    FUSED_OPTIMIZERS,
+    OPT_PER_TENSOR_OPS,
+    OPTIMIZER_HIGH_PCT,
+    OPTIMIZER_PCT,
+    OPTIMIZER_RECOVERABLE_FOREACH,
+    OPTIMIZER_RECOVERABLE_FUSED,
+    OptimizerFacts,
+)
 
-# optimizer_overhead: the optimizer phase's share of the step, when it runs per tensor (at
-# least OPT_PER_TENSOR_OPS ops per step: a loop over the parameters, not a few big kernels).
-OPTIMIZER_PCT = 15.0
-OPTIMIZER_HIGH_PCT = 30.0
-OPT_PER_TENSOR_OPS = 100
-#: The share of the optimizer time a fused implementation removes (optimizers that have one:
-#: FUSED_OPTIMIZERS), else a multi-tensor (foreach) one. Measured on the CPU pathology run,
-#: Adam over 406 tensors: fused removes 60-87%, foreach 45% (docs/rules.md).
-OPTIMIZER_RECOVERABLE_FUSED = 0.75
-OPTIMIZER_RECOVERABLE_FOREACH = 0.45
-FUSED_OPTIMIZERS = ("Adam", "AdamW", "SGD", "Adagrad")
+# optimizer_overhead's thresholds and verdict: diagnose/verdicts.py (shared with the live view
+# and the checklist).
 # fp16_scaler_overhead: GradScaler's ops, host or device time, as a share of the step.
 SCALER_PCT = 3.0
 SCALER_MEDIUM_PCT = 5.0
@@ -76,11 +77,15 @@ def optimizer_overhead(r: RankAnalysis) -> Finding | None:
     share = r.phases_pct["optimizer"]
     host = r.sections.get("host")
     opt = host.optimizer if host is not None else None
-    if share <= OPTIMIZER_PCT or opt is None or opt.ops_per_step < OPT_PER_TENSOR_OPS:
+    if opt is None:
         return None
-    fused = opt.name in FUSED_OPTIMIZERS and opt.implementation != "fused"
-    recoverable = OPTIMIZER_RECOVERABLE_FUSED if fused else OPTIMIZER_RECOVERABLE_FOREACH
-    saving = share * recoverable
+    facts = OptimizerFacts(share, opt.ops_per_step, opt.name, opt.implementation)
+    verdict = verdicts.optimizer_overhead(facts)
+    if verdict is None:
+        return None
+    recoverable = verdicts.optimizer_recoverable(facts)
+    fused = recoverable == OPTIMIZER_RECOVERABLE_FUSED
+    saving = verdict.saving_pct
     label = opt.name or "optimizer"
     evidence = [
         Evidence("optimizer phase", share, "%", where(r)),
@@ -92,7 +97,7 @@ def optimizer_overhead(r: RankAnalysis) -> Finding | None:
     if opt.mean_op_us is not None:
         evidence.insert(3, Evidence("mean op", opt.mean_op_us, "µs", where(r)))
     return rank_finding(
-        r, "optimizer_overhead", severity(share, OPTIMIZER_PCT, OPTIMIZER_HIGH_PCT),
+        r, "optimizer_overhead", verdict.severity,
         f"The {label} step takes {share:.0f}% of each step ({opt.ops_per_step:.0f} ops)",
         "Updating the parameters costs a large share of the step, in hundreds or thousands of "
         "small ops: the step pays Python and dispatch overhead for every parameter tensor, "
