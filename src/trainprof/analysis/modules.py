@@ -1,0 +1,265 @@
+"""The module view: time per ``nn.Module`` as a tree, forward and backward apart.
+
+PyTorch writes a ``python_function`` event ``nn.Module: Linear_0`` around each module call when
+recording with ``with_modules=True`` or ``with_stack=True``. Those events are nodes of the host
+call tree; a module's kernels are those launched under it. Backward work comes back to its module
+through the ``fwdbwd`` flows: each links a forward op (inside a module) to the autograd node that
+runs its backward. Figures are summed over the calls that start inside a step. docs/modules.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trainprof.analysis.calltree import CallTree, call_tree, canonical_names, nearest_marked
+from trainprof.analysis.modules_backward import backward_nodes
+from trainprof.analysis.operators import node_times
+from trainprof.analysis.steps import StepWindows
+from trainprof.trace.model import DEVICE_KINDS, Kind, Trace
+
+#: The name prefix PyTorch gives a module call's event.
+MODULE_PREFIX = "nn.Module: "
+#: What to do when a trace has no module events (shown instead of an empty tree).
+HOW_TO_RECORD = ("This trace has no nn.Module events: record with with_modules=True (or "
+                 "with_stack=True), e.g. trainprof.profile(with_modules=True) or "
+                 "torch.profiler.profile(with_modules=True), to see the time per module.")
+_SEPARATOR = "/"
+
+
+@dataclass
+class ModuleRow:
+    """One module path (``Net_0/Block_0/Linear_1``), summed over its calls. Times in µs."""
+
+    name: str
+    path: str
+    depth: int
+    parent: int  # row index of the enclosing module, -1 at the top
+    calls: int
+    host_self_us: float
+    host_total_us: float
+    device_self_us: float
+    device_total_us: float
+    backward_calls: int
+    backward_host_self_us: float
+    backward_host_total_us: float
+    backward_device_self_us: float
+    backward_device_total_us: float
+    share_pct: float  # forward + backward total, on the tree's clock, of all step time
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ModuleTree:
+    """Rows in depth-first order (a parent before its children)."""
+
+    rows: list[ModuleRow]
+    clock: str  # "device" on GPU traces (shares from kernel time), "host" otherwise
+    step_us: float
+    steps: int
+    backward_source: str | None  # "fwdbwd flows", or None when backward is not mapped
+    note: str | None = None
+    #: op name -> {row index: µs} of the ops under each module (device self time of the op's
+    #: kernels on GPU traces, host self time otherwise); not in JSON, used to name modules in
+    #: findings.
+    op_time: dict[str, dict[int, float]] = field(default_factory=dict, repr=False)
+
+    @property
+    def available(self) -> bool:
+        return bool(self.rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"available": self.available, "clock": self.clock, "step_us": self.step_us,
+                "steps": self.steps, "backward_source": self.backward_source,
+                "note": self.note, "rows": [r.to_dict() for r in self.rows]}
+
+    def where(self, wanted: Callable[[str], bool]) -> tuple[str, float, float] | None:
+        """The module path holding most time of the ops whose name ``wanted`` accepts:
+        (path, its µs, its share of those ops' time in modules, %), or None."""
+        per_row: dict[int, float] = {}
+        for name, rows in self.op_time.items():
+            if wanted(name):
+                for row, us in rows.items():
+                    per_row[row] = per_row.get(row, 0.0) + us
+        total = sum(per_row.values())
+        if total <= 0:
+            return None
+        row, us = max(per_row.items(), key=lambda kv: kv[1])
+        return self.rows[row].path, us, us / total * 100.0
+
+
+def module_tree(trace: Trace, steps: StepWindows) -> ModuleTree:
+    """The module tree of one trace (the ``modules`` section)."""
+    ev = trace.events
+    tree = call_tree(trace)
+    clock = "device" if ev.of_kind(*DEVICE_KINDS).any() else "host"
+    step_us = float(steps.durations.sum())
+    is_module = _module_nodes(trace, tree)
+    if not is_module.any():
+        return ModuleTree([], clock, step_us, len(steps), None, HOW_TO_RECORD)
+    times = node_times(trace, tree)
+    module_of = nearest_marked(tree.parent, is_module)  # each node's innermost module
+    nodes = np.flatnonzero(is_module)
+    parent_module = module_of[np.maximum(tree.parent[nodes], 0)]
+    parent_module[tree.parent[nodes] < 0] = -1
+    path_of_node, names, parents = _paths(trace, tree, nodes, parent_module)
+    inside = _in_steps(ev.ts[tree.event], steps)
+    n_paths = len(names)
+
+    def per_path(node_values: np.ndarray, keep: np.ndarray) -> np.ndarray:
+        sel = nodes[keep[nodes]]
+        return np.bincount(path_of_node[sel], weights=node_values[sel], minlength=n_paths)
+
+    # A module's self time: its total less that of the modules it called.
+    child_host = np.zeros(len(tree))
+    child_dev = np.zeros(len(tree))
+    has_parent = parent_module >= 0
+    np.add.at(child_host, parent_module[has_parent], times["host_total"][nodes[has_parent]])
+    np.add.at(child_dev, parent_module[has_parent], times["device_total"][nodes[has_parent]])
+    fwd = {
+        "host_self": per_path(times["host_total"] - child_host, inside),
+        "host_total": per_path(times["host_total"], inside),
+        "device_self": per_path(times["device_total"] - child_dev, inside),
+        "device_total": per_path(times["device_total"], inside),
+        "calls": per_path(np.ones(len(tree)), inside),
+    }
+    bwd_nodes, bwd_module = backward_nodes(trace, tree, module_of)
+    keep = inside[bwd_nodes]
+    bwd_nodes, bwd_path = bwd_nodes[keep], path_of_node[bwd_module[keep]]
+
+    def bwd_self(values: np.ndarray) -> np.ndarray:
+        return np.bincount(bwd_path, weights=values[bwd_nodes], minlength=n_paths)
+
+    bwd = {"host": bwd_self(times["host_total"]), "device": bwd_self(times["device_total"]),
+           "calls": np.bincount(bwd_path, minlength=n_paths).astype(np.float64)}
+    bwd_total = {k: _subtree_sums(v, parents) for k, v in bwd.items() if k != "calls"}
+    rows = []
+    for p in range(n_paths):
+        total = fwd[f"{clock}_total"][p] + bwd_total[clock][p]
+        rows.append(ModuleRow(
+            name=names[p][1], path=names[p][0], depth=names[p][0].count(_SEPARATOR),
+            parent=int(parents[p]), calls=int(fwd["calls"][p]),
+            host_self_us=float(max(fwd["host_self"][p], 0.0)),
+            host_total_us=float(fwd["host_total"][p]),
+            device_self_us=float(max(fwd["device_self"][p], 0.0)),
+            device_total_us=float(fwd["device_total"][p]),
+            backward_calls=int(bwd["calls"][p]),
+            backward_host_self_us=float(bwd["host"][p]),
+            backward_host_total_us=float(bwd_total["host"][p]),
+            backward_device_self_us=float(bwd["device"][p]),
+            backward_device_total_us=float(bwd_total["device"][p]),
+            share_pct=float(total / step_us * 100.0) if step_us > 0 else 0.0,
+        ))
+    counted = [i for i, r in enumerate(rows) if r.calls or r.backward_calls]
+    rows, remap = _kept(rows, counted)
+    op_time = _op_time(trace, tree, times, module_of, bwd_nodes, bwd_module[keep],
+                       path_of_node, remap, inside, clock)
+    source = "fwdbwd flows" if len(bwd_nodes) else None
+    note = None if source else ("Backward time is not mapped to modules: the trace has no "
+                                "forward-backward (fwdbwd) flows inside modules.")
+    return ModuleTree(rows, clock, step_us, len(steps), source, note, op_time)
+
+
+def _module_nodes(trace: Trace, tree: CallTree) -> np.ndarray:
+    ev = trace.events
+    named = np.array([s.startswith(MODULE_PREFIX) for s in ev.names], dtype=bool)
+    return (ev.kind[tree.event] == Kind.PYTHON) & named[ev.name[tree.event]]
+
+
+def _paths(trace: Trace, tree: CallTree, nodes: np.ndarray,
+           parent_module: np.ndarray) -> tuple[np.ndarray, list[tuple[str, str]], np.ndarray]:
+    """Path index of every node (module nodes only are meaningful), each path's (path, name)
+    and its parent path. Nodes come in depth-first order, so a parent's path exists first."""
+    ev = trace.events
+    path_of_node = np.full(len(tree), -1, dtype=np.int64)
+    index: dict[tuple[int, str], int] = {}
+    names: list[tuple[str, str]] = []
+    parents: list[int] = []
+    labels = [ev.names[i].removeprefix(MODULE_PREFIX) for i in ev.name[tree.event[nodes]]]
+    for node, up, label in zip(nodes.tolist(), parent_module.tolist(), labels, strict=True):
+        parent_path = int(path_of_node[up]) if up >= 0 else -1
+        key = (parent_path, label)
+        p = index.get(key)
+        if p is None:
+            p = index[key] = len(names)
+            prefix = names[parent_path][0] + _SEPARATOR if parent_path >= 0 else ""
+            names.append((prefix + label, label))
+            parents.append(parent_path)
+        path_of_node[node] = p
+    return path_of_node, names, np.array(parents, dtype=np.int64)
+
+
+def _in_steps(ts: np.ndarray, steps: StepWindows) -> np.ndarray:
+    """Which start times fall inside a step window."""
+    if not len(steps):
+        return np.ones(len(ts), dtype=bool)
+    i = np.searchsorted(steps.starts, ts, side="right") - 1
+    ok = i >= 0
+    ok[ok] &= ts[ok] < steps.ends[i[ok]]
+    return ok
+
+
+def _subtree_sums(values: np.ndarray, parents: np.ndarray) -> np.ndarray:
+    """Each path's value plus its descendants' (children come after their parent)."""
+    out = values.astype(np.float64).copy()
+    for p in range(len(parents) - 1, -1, -1):
+        if parents[p] >= 0:
+            out[parents[p]] += out[p]
+    return out
+
+
+def _kept(rows: list[ModuleRow], keep: list[int]) -> tuple[list[ModuleRow], np.ndarray]:
+    """The rows with calls in the steps (their ancestors too), parent indices renumbered."""
+    wanted = set(keep)
+    for i in keep:
+        p = rows[i].parent
+        while p >= 0 and p not in wanted:
+            wanted.add(p)
+            p = rows[p].parent
+    order = sorted(wanted)
+    remap = np.full(len(rows), -1, dtype=np.int64)
+    remap[order] = np.arange(len(order))
+    out = []
+    for i in order:
+        r = rows[i]
+        r.parent = int(remap[r.parent]) if r.parent >= 0 else -1
+        out.append(r)
+    return out, remap
+
+
+def _op_time(trace: Trace, tree: CallTree, times: dict[str, np.ndarray], module_of: np.ndarray,
+             bwd_nodes: np.ndarray, bwd_module: np.ndarray, path_of_node: np.ndarray,
+             remap: np.ndarray, inside: np.ndarray, clock: str) -> dict[str, dict[int, float]]:
+    """Per op name, the time of its calls under each module row (backward ops count for the
+    module whose forward they differentiate)."""
+    ev = trace.events
+    owner = module_of.copy()
+    if len(bwd_nodes):
+        marked = np.zeros(len(tree), dtype=bool)
+        marked[bwd_nodes] = True
+        up = nearest_marked(tree.parent, marked)
+        module_at = np.full(len(tree), -1, dtype=np.int64)
+        module_at[bwd_nodes] = bwd_module
+        owner = np.where(up >= 0, module_at[np.maximum(up, 0)], owner)
+    value = times["device_self"] if clock == "device" else _host_self(tree, times)
+    ops = np.flatnonzero((ev.kind[tree.event] == Kind.CPU_OP) & ~tree.merged & (owner >= 0)
+                         & inside & (value > 0))
+    rows = remap[path_of_node[owner[ops]]]
+    ops, rows = ops[rows >= 0], rows[rows >= 0]
+    names = canonical_names(ev.names)[ev.name[tree.event[ops]]]
+    width = int(rows.max()) + 1 if len(rows) else 1
+    keys, group = np.unique(names * width + rows, return_inverse=True)
+    sums = np.bincount(group, weights=value[ops], minlength=len(keys))
+    out: dict[str, dict[int, float]] = {}
+    for key, us in zip(keys.tolist(), sums.tolist(), strict=True):
+        out.setdefault(ev.names[key // width], {})[key % width] = us
+    return out
+
+
+def _host_self(tree: CallTree, times: dict[str, np.ndarray]) -> np.ndarray:
+    return np.maximum(times["host_self"], 0.0)
