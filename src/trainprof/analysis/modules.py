@@ -160,8 +160,9 @@ def module_tree(trace: Trace, steps: StepWindows) -> ModuleTree:
     op_time = _op_time(trace, tree, times, module_of, bwd_nodes, bwd_module[keep],
                        path_of_node, remap, inside, clock)
     source = "fwdbwd flows" if len(bwd_nodes) else None
-    note = None if source else ("Backward time is not mapped to modules: the trace has no "
-                                "forward-backward (fwdbwd) flows inside modules.")
+    note = None if source else ("No backward work found for these modules: no forward-backward "
+                                "(fwdbwd) flow starts inside them (an inference trace, or one "
+                                "recorded without those flows).")
     return ModuleTree(rows, clock, step_us, len(steps), source, note, op_time)
 
 

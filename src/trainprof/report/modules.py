@@ -10,6 +10,7 @@ from rich.text import Text
 from trainprof.analysis.modules import ModuleTree
 from trainprof.analysis.options import table_options
 from trainprof.report.quantities import (
+    ByWidth,
     add_name_column,
     add_number_columns,
     compact_table,
@@ -20,7 +21,9 @@ from trainprof.report.quantities import (
 #: Modules under this share of all step time are left out of the text and Markdown trees.
 MIN_SHARE_PCT = 1.0
 #: The widest the module column gets.
-MODULE_WIDTH = 48
+MODULE_WIDTH = 60
+#: Below this terminal width only the forward and backward totals are shown.
+ALL_COLUMNS_FROM = 120
 
 
 def shown_rows(tree: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
@@ -35,10 +38,9 @@ def shown_rows(tree: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
 def columns(tree: dict[str, Any]) -> list[tuple[str, str]]:
     """(header, row key) of the time columns: device time on GPU traces, host time otherwise."""
     if tree.get("clock") == "device":
-        return [("fwd dev self", "device_self_us"), ("fwd dev tot", "device_total_us"),
-                ("bwd dev tot", "backward_device_total_us"), ("fwd host tot", "host_total_us")]
-    return [("fwd self", "host_self_us"), ("fwd tot", "host_total_us"),
-            ("bwd tot", "backward_host_total_us")]
+        return [("dev self", "device_self_us"), ("dev fwd", "device_total_us"),
+                ("dev bwd", "backward_device_total_us"), ("host fwd", "host_total_us")]
+    return [("self", "host_self_us"), ("fwd", "host_total_us"), ("bwd", "backward_host_total_us")]
 
 
 def render_modules(result: ModuleTree) -> Any:
@@ -47,12 +49,18 @@ def render_modules(result: ModuleTree) -> Any:
         return None
     if not result.available:
         return Text(result.note or "", style="yellow")
+    return ByWidth(lambda width: _tree(result, width))
+
+
+def _tree(result: ModuleTree, width: int) -> Group:
     tree = result.to_dict()
     kept, hidden = shown_rows(tree)
     cols = columns(tree)
+    if width < ALL_COLUMNS_FROM:  # the names need the room more than the self time
+        cols = cols[1:3]
     clock = "kernel time" if result.clock == "device" else "host time"
-    head = Text(f"Modules ({clock}, ms over {result.steps} steps; share of all step time)",
-                style="italic")
+    head = Text(f"Modules by {clock} (ms over {result.steps} steps; fwd and bwd include "
+                "submodules; share of all step time)", style="italic")
     t = compact_table()
     add_name_column(t, "module", MODULE_WIDTH)
     add_number_columns(t, "calls", *(h for h, _ in cols), "share")
