@@ -5,7 +5,14 @@ plain-json reading of the same files."""
 from __future__ import annotations
 
 import pytest
-from module_workload import ACTIVE_STEPS, inside, read_events, record_nested_model, step_windows
+from module_workload import (
+    ACTIVE_STEPS,
+    inside,
+    read_events,
+    record_nested_model,
+    step_windows,
+    synthetic_gpu_modules,
+)
 
 from trainprof.analysis.modules import HOW_TO_RECORD, ModuleTree, module_tree
 from trainprof.analysis.steps import find_steps
@@ -136,3 +143,21 @@ def test_a_trace_without_module_events_says_how_to_record_them():
     assert not tree.available and tree.rows == []
     assert tree.note == HOW_TO_RECORD and "with_modules=True" in tree.note
     assert tree.to_dict()["available"] is False
+
+
+def test_a_synthetic_gpu_trace_with_backward_on_another_thread(builder, tmp_path):
+    synthetic_gpu_modules(builder)
+    tree = tree_of(builder.write(tmp_path / "t.json"))
+    outer, inner = tree.rows
+    assert (outer.path, inner.path, inner.parent) == ("Outer_0", "Outer_0/Inner_0", 0)
+    assert tree.clock == "device" and tree.step_us == 1000
+    assert (inner.device_self_us, inner.device_total_us) == (80, 80)
+    assert (outer.device_self_us, outer.device_total_us) == (20, 100)
+    assert (inner.backward_calls, inner.backward_device_self_us, inner.backward_host_self_us) == (
+        1, 150, 200)
+    assert (outer.backward_device_self_us, outer.backward_device_total_us) == (0, 150)
+    assert (outer.host_total_us, outer.host_self_us) == (390, 140)
+    assert outer.share_pct == pytest.approx(25.0) and inner.share_pct == pytest.approx(23.0)
+    # Backward ops count for the module they differentiate.
+    assert tree.where(lambda name: name == "MmBackward0")[0] == "Outer_0/Inner_0"
+    assert tree.where(lambda name: name == "aten::add")[0] == "Outer_0"

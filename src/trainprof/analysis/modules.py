@@ -138,11 +138,12 @@ def module_tree(trace: Trace, steps: StepWindows) -> ModuleTree:
     bwd = {"host": bwd_self(times["host_total"]), "device": bwd_self(times["device_total"]),
            "calls": np.bincount(bwd_path, minlength=n_paths).astype(np.float64)}
     bwd_total = {k: _subtree_sums(v, parents) for k, v in bwd.items() if k != "calls"}
-    rows = []
+    rows: list[ModuleRow] = []
     for p in range(n_paths):
         total = fwd[f"{clock}_total"][p] + bwd_total[clock][p]
         rows.append(ModuleRow(
-            name=names[p][1], path=names[p][0], depth=names[p][0].count(_SEPARATOR),
+            name=names[p][1], path=names[p][0],
+            depth=rows[parents[p]].depth + 1 if parents[p] >= 0 else 0,
             parent=int(parents[p]), calls=int(fwd["calls"][p]),
             host_self_us=float(max(fwd["host_self"][p], 0.0)),
             host_total_us=float(fwd["host_total"][p]),

@@ -80,3 +80,27 @@ def step_windows(events: list[dict]) -> list[tuple[float, float]]:
 
 def inside(ts: float, windows: list[tuple[float, float]]) -> bool:
     return any(a <= ts < b for a, b in windows)
+
+
+#: A module name that would break HTML or Markdown if written unescaped.
+HOSTILE = "<b>Inner|*</b>"
+
+
+def synthetic_gpu_modules(builder, inner: str = "Inner") -> None:
+    """One step of 1,000 µs: Outer_0 calls ``inner``_0, whose matmul launches an 80 µs kernel;
+    Outer_0 itself launches a 20 µs kernel; the matmul's backward runs on another thread
+    (linked by a fwdbwd flow) and launches a 150 µs kernel."""
+    b = builder
+    b.step(1, 0, 1000)
+    b.event("python_function", "nn.Module: Outer_0", 10, 390)
+    b.event("python_function", f"nn.Module: {inner}_0", 50, 250)
+    mm = b.op("aten::mm", 60, 100)
+    b.launch(70, 10, name="gemm", k_ts=120, k_dur=80, external_id=mm["args"]["External id"])
+    add = b.op("aten::add", 320, 30)
+    b.launch(325, 5, name="add_kernel", k_ts=330, k_dur=20, external_id=add["args"]["External id"])
+    back = b.op("MmBackward0", 500, 200, tid=200)
+    b.launch(510, 10, name="gemm_bwd", k_ts=520, k_dur=150, tid=200,
+             external_id=back["args"]["External id"])
+    for ph, tid, ts in (("s", 100, 60), ("f", 200, 500)):
+        b.events.append({"ph": ph, "id": 1, "pid": b.pid, "tid": tid, "ts": b.base + ts,
+                         "cat": "fwdbwd", "name": "fwdbwd", **({"bp": "e"} if ph == "f" else {})})
