@@ -5,6 +5,7 @@ plain-json reading of the same files."""
 from __future__ import annotations
 
 import pytest
+
 from module_workload import (
     ACTIVE_STEPS,
     inside,
@@ -13,7 +14,6 @@ from module_workload import (
     step_windows,
     synthetic_gpu_modules,
 )
-
 from trainprof.analysis.modules import HOW_TO_RECORD, ModuleTree, module_tree
 from trainprof.analysis.steps import find_steps
 from trainprof.trace.load import load_file
@@ -72,8 +72,8 @@ def test_the_slow_module_is_the_heavy_one(live):
     assert max(leaves + [by["Net_0/Block_0/Heavy_0"]],
                key=lambda r: r.host_self_us).path == "Net_0/Block_0/Heavy_0"
     where = tree.where(lambda name: name in ("aten::mm", "aten::matmul"))
-    assert where is not None and where[0] == "Net_0/Block_0/Heavy_0"
-    assert where[2] > 50
+    assert where is not None and where.path == "Net_0/Block_0/Heavy_0" and where.pct > 50
+    assert (where.kind, where.kind_modules) == ("Heavy", 1)
 
 
 def test_backward_matches_the_sequence_numbers(live):
@@ -159,5 +159,5 @@ def test_a_synthetic_gpu_trace_with_backward_on_another_thread(builder, tmp_path
     assert (outer.host_total_us, outer.host_self_us) == (390, 140)
     assert outer.share_pct == pytest.approx(25.0) and inner.share_pct == pytest.approx(23.0)
     # Backward ops count for the module they differentiate.
-    assert tree.where(lambda name: name == "MmBackward0")[0] == "Outer_0/Inner_0"
-    assert tree.where(lambda name: name == "aten::add")[0] == "Outer_0"
+    assert tree.where(lambda name: name == "MmBackward0").path == "Outer_0/Inner_0"
+    assert tree.where(lambda name: name == "aten::add").path == "Outer_0"

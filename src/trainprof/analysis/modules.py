@@ -64,10 +64,9 @@ class ModuleTree:
     steps: int
     backward_source: str | None  # "fwdbwd flows", or None when backward is not mapped
     note: str | None = None
-    #: op name -> {row index: µs} of the ops under each module (device self time of the op's
-    #: kernels on GPU traces, host self time otherwise); not in JSON, used to name modules in
-    #: findings.
-    op_time: dict[str, dict[int, float]] = field(default_factory=dict, repr=False)
+    #: "device" or "host" -> op name -> {row index: µs}: the self time of the ops under each
+    #: module (device: their kernels'); not in JSON, used to name modules in findings.
+    op_time: dict[str, dict[str, dict[int, float]]] = field(default_factory=dict, repr=False)
 
     @property
     def available(self) -> bool:
@@ -78,11 +77,13 @@ class ModuleTree:
                 "steps": self.steps, "backward_source": self.backward_source,
                 "note": self.note, "rows": [r.to_dict() for r in self.rows]}
 
-    def where(self, wanted: Callable[[str], bool]) -> tuple[str, float, float] | None:
-        """The module path holding most time of the ops whose name ``wanted`` accepts:
-        (path, its µs, its share of those ops' time in modules, %), or None."""
+    def where(self, wanted: Callable[[str], bool], clock: str | None = None) -> ModuleShare | None:
+        """Where the self time (on ``clock``, default the tree's) of the ops whose name
+        ``wanted`` accepts lies: the heaviest module, and the heaviest module class (``Linear``
+        for ``Linear_0``, ``Linear_1`` ...), which tells more when the time is spread over many
+        layers. None when those ops took no time inside modules."""
         per_row: dict[int, float] = {}
-        for name, rows in self.op_time.items():
+        for name, rows in self.op_time.get(clock or self.clock, {}).items():
             if wanted(name):
                 for row, us in rows.items():
                     per_row[row] = per_row.get(row, 0.0) + us
@@ -90,7 +91,30 @@ class ModuleTree:
         if total <= 0:
             return None
         row, us = max(per_row.items(), key=lambda kv: kv[1])
-        return self.rows[row].path, us, us / total * 100.0
+        per_class: dict[str, list[float]] = {}
+        for r, t in per_row.items():
+            per_class.setdefault(module_class(self.rows[r].name), []).append(t)
+        kind, times = max(per_class.items(), key=lambda kv: sum(kv[1]))
+        return ModuleShare(self.rows[row].path, us, us / total * 100.0, kind, len(times),
+                           sum(times) / total * 100.0)
+
+
+@dataclass
+class ModuleShare:
+    """Where some ops' time lies among the modules (``ModuleTree.where``)."""
+
+    path: str  # the heaviest module
+    us: float
+    pct: float  # its share of those ops' time inside modules
+    kind: str  # the heaviest module class
+    kind_modules: int  # modules of that class holding some of it
+    kind_pct: float
+
+
+def module_class(name: str) -> str:
+    """``Linear_3`` -> ``Linear``: PyTorch numbers the instances of each class."""
+    head, _, tail = name.rpartition("_")
+    return head if head and tail.isdigit() else name
 
 
 def module_tree(trace: Trace, steps: StepWindows) -> ModuleTree:
@@ -158,8 +182,9 @@ def module_tree(trace: Trace, steps: StepWindows) -> ModuleTree:
         ))
     counted = [i for i, r in enumerate(rows) if r.calls or r.backward_calls]
     rows, remap = _kept(rows, counted)
-    op_time = _op_time(trace, tree, times, module_of, bwd_nodes, bwd_module[keep],
-                       path_of_node, remap, inside, clock)
+    owner = _op_owner(tree, module_of, bwd_nodes, bwd_module[keep])
+    op_time = {c: _op_time(trace, tree, times[f"{c}_self"], owner, path_of_node[owner], remap,
+                           inside) for c in ("device", "host")}
     source = "fwdbwd flows" if len(bwd_nodes) else None
     note = None if source else ("No backward work found for these modules: no forward-backward "
                                 "(fwdbwd) flow starts inside them (an inference trace, or one "
@@ -234,24 +259,27 @@ def _kept(rows: list[ModuleRow], keep: list[int]) -> tuple[list[ModuleRow], np.n
     return out, remap
 
 
-def _op_time(trace: Trace, tree: CallTree, times: dict[str, np.ndarray], module_of: np.ndarray,
-             bwd_nodes: np.ndarray, bwd_module: np.ndarray, path_of_node: np.ndarray,
-             remap: np.ndarray, inside: np.ndarray, clock: str) -> dict[str, dict[int, float]]:
-    """Per op name, the time of its calls under each module row (backward ops count for the
-    module whose forward they differentiate)."""
+def _op_owner(tree: CallTree, module_of: np.ndarray, bwd_nodes: np.ndarray,
+              bwd_module: np.ndarray) -> np.ndarray:
+    """The module node each node's time belongs to: its innermost module, or inside a backward
+    node, the module whose forward that node differentiates."""
+    if not len(bwd_nodes):
+        return module_of
+    marked = np.zeros(len(tree), dtype=bool)
+    marked[bwd_nodes] = True
+    up = nearest_marked(tree.parent, marked)
+    module_at = np.full(len(tree), -1, dtype=np.int64)
+    module_at[bwd_nodes] = bwd_module
+    return np.where(up >= 0, module_at[np.maximum(up, 0)], module_of)
+
+
+def _op_time(trace: Trace, tree: CallTree, value: np.ndarray, owner: np.ndarray,
+             path: np.ndarray, remap: np.ndarray, inside: np.ndarray) -> dict[str, dict[int, float]]:
+    """Per op name, the self time (``value`` per node) of its calls under each module row."""
     ev = trace.events
-    owner = module_of.copy()
-    if len(bwd_nodes):
-        marked = np.zeros(len(tree), dtype=bool)
-        marked[bwd_nodes] = True
-        up = nearest_marked(tree.parent, marked)
-        module_at = np.full(len(tree), -1, dtype=np.int64)
-        module_at[bwd_nodes] = bwd_module
-        owner = np.where(up >= 0, module_at[np.maximum(up, 0)], owner)
-    value = times["device_self"] if clock == "device" else _host_self(tree, times)
     ops = np.flatnonzero((ev.kind[tree.event] == Kind.CPU_OP) & ~tree.merged & (owner >= 0)
                          & inside & (value > 0))
-    rows = remap[path_of_node[owner[ops]]]
+    rows = remap[path[ops]]
     ops, rows = ops[rows >= 0], rows[rows >= 0]
     names = canonical_names(ev.names)[ev.name[tree.event[ops]]]
     width = int(rows.max()) + 1 if len(rows) else 1
@@ -261,7 +289,3 @@ def _op_time(trace: Trace, tree: CallTree, times: dict[str, np.ndarray], module_
     for key, us in zip(keys.tolist(), sums.tolist(), strict=True):
         out.setdefault(ev.names[key // width], {})[key % width] = us
     return out
-
-
-def _host_self(tree: CallTree, times: dict[str, np.ndarray]) -> np.ndarray:
-    return np.maximum(times["host_self"], 0.0)
