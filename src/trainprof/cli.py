@@ -61,7 +61,8 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--by-shape", action="store_true",
                    help="group the operator table by op name and input shapes")
     p.add_argument("--modules", action="store_true",
-                   help="show the time per nn.Module as a tree (docs/modules.md)")
+                   help="show the time per nn.Module as a tree (traces recorded with_stack=True; "
+                        "docs/modules.md)")
     add_record_arguments(p)
     p.set_defaults(func=cmd_analyze)
 

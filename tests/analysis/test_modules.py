@@ -141,7 +141,7 @@ def test_device_time_of_a_module_on_a_real_gpu_trace():
 def test_a_trace_without_module_events_says_how_to_record_them():
     tree = tree_of(GPU_METRICS)
     assert not tree.available and tree.rows == []
-    assert tree.note == HOW_TO_RECORD and "with_modules=True" in tree.note
+    assert tree.note == HOW_TO_RECORD and "with_stack=True" in tree.note
     assert tree.to_dict()["available"] is False
 
 

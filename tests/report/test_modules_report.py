@@ -36,9 +36,9 @@ def test_without_module_events_one_sentence(tmp_path):
     proc = run(str(GPU_METRICS), "--modules")
     assert proc.returncode == 0, proc.stderr
     text = " ".join(proc.stdout.split())
-    assert "no nn.Module events" in text and "with_modules=True" in text
+    assert "no nn.Module events" in text and "with_stack=True" in text
     md = run(str(GPU_METRICS), "--modules", "--format", "md")
-    assert "### Time per module" in md.stdout and "with\\_modules=True" in md.stdout
+    assert "### Time per module" in md.stdout and "with\\_stack=True" in md.stdout
     assert "| module |" not in md.stdout
 
 

@@ -1,7 +1,8 @@
 """The module view: time per ``nn.Module`` as a tree, forward and backward apart.
 
-PyTorch writes a ``python_function`` event ``nn.Module: Linear_0`` around each module call when
-recording with ``with_modules=True`` or ``with_stack=True``. Those events are nodes of the host
+PyTorch's Python tracer writes a ``python_function`` event ``nn.Module: Linear_0`` around each
+module call when recording with ``with_stack=True`` (``with_modules=True`` alone writes none for
+eager models: it is for TorchScript). Those events are nodes of the host
 call tree; a module's kernels are those launched under it. Backward work comes back to its module
 through the ``fwdbwd`` flows: each links a forward op (inside a module) to the autograd node that
 runs its backward. Figures are summed over the calls that start inside a step. docs/modules.md.
@@ -24,9 +25,9 @@ from trainprof.trace.model import DEVICE_KINDS, Kind, Trace
 #: The name prefix PyTorch gives a module call's event.
 MODULE_PREFIX = "nn.Module: "
 #: What to do when a trace has no module events (shown instead of an empty tree).
-HOW_TO_RECORD = ("This trace has no nn.Module events: record with with_modules=True (or "
-                 "with_stack=True), e.g. trainprof.profile(with_modules=True) or "
-                 "torch.profiler.profile(with_modules=True), to see the time per module.")
+HOW_TO_RECORD = ("This trace has no nn.Module events: record with with_stack=True, e.g. "
+                 "trainprof.profile(with_stack=True) or torch.profiler.profile(with_stack=True), "
+                 "to see the time per module.")
 _SEPARATOR = "/"
 
 
