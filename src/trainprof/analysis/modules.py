@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from trainprof.analysis.calltree import CallTree, call_tree, canonical_names, nearest_marked
-from trainprof.analysis.modules_backward import backward_nodes
+from trainprof.analysis.modules_backward import backward_nodes, enclosing
 from trainprof.analysis.operators import node_times
 from trainprof.analysis.steps import StepWindows
 from trainprof.trace.model import DEVICE_KINDS, Kind, Trace
@@ -266,12 +266,8 @@ def _op_owner(tree: CallTree, module_of: np.ndarray, bwd_nodes: np.ndarray,
     node, the module whose forward that node differentiates."""
     if not len(bwd_nodes):
         return module_of
-    marked = np.zeros(len(tree), dtype=bool)
-    marked[bwd_nodes] = True
-    up = nearest_marked(tree.parent, marked)
-    module_at = np.full(len(tree), -1, dtype=np.int64)
-    module_at[bwd_nodes] = bwd_module
-    return np.where(up >= 0, module_at[np.maximum(up, 0)], module_of)
+    up = enclosing(tree, bwd_nodes)
+    return np.where(up >= 0, bwd_module[np.maximum(up, 0)], module_of)
 
 
 def _op_time(trace: Trace, tree: CallTree, value: np.ndarray, owner: np.ndarray,

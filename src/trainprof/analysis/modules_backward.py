@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trainprof.analysis.calltree import CallTree, nearest_marked
+from trainprof.analysis.calltree import CallTree
 from trainprof.trace.model import Trace
 
 
@@ -29,17 +29,27 @@ def backward_nodes(trace: Trace, tree: CallTree,
         return none, none
     start = start[np.searchsorted(flows.id[start], ids)]
     finish = finish[np.searchsorted(flows.id[finish], ids)]
-    fwd_node = node_at(trace, tree, flows.tid[start], flows.ts[start])
-    bwd_node = node_at(trace, tree, flows.tid[finish], flows.ts[finish])
+    both = np.concatenate([start, finish])
+    fwd_node, bwd_node = np.split(node_at(trace, tree, flows.tid[both], flows.ts[both]), 2)
     module = np.where(fwd_node >= 0, module_of[np.maximum(fwd_node, 0)], -1)
     ok = (module >= 0) & (bwd_node >= 0)
     bwd_node, module = bwd_node[ok], module[ok]
-    bwd_node, first = np.unique(bwd_node, return_index=True)
+    bwd_node, first = np.unique(bwd_node, return_index=True)  # sorted: depth-first order
     module = module[first]
-    marked = np.zeros(len(tree), dtype=bool)
-    marked[bwd_node] = True
-    outer = nearest_marked(tree.parent, marked, include_self=False)[bwd_node] < 0
+    # Inside an earlier mapped node when one of those ends past it (depth-first positions).
+    reach = np.maximum.accumulate(tree.end[bwd_node])
+    outer = np.ones(len(bwd_node), dtype=bool)
+    outer[1:] = reach[:-1] <= bwd_node[1:]
     return bwd_node[outer], module[outer]
+
+
+def enclosing(tree: CallTree, nodes: np.ndarray) -> np.ndarray:
+    """For every call-tree node, the position in ``nodes`` (sorted, none inside another) of the
+    one that encloses it or is it, else -1."""
+    pos = np.searchsorted(nodes, np.arange(len(tree)), side="right") - 1
+    ok = pos >= 0
+    ok[ok] &= tree.end[nodes[pos[ok]]] > np.flatnonzero(ok)
+    return np.where(ok, pos, -1)
 
 
 def _first_by_id(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
