@@ -161,3 +161,17 @@ def test_a_synthetic_gpu_trace_with_backward_on_another_thread(builder, tmp_path
     # Backward ops count for the module they differentiate.
     assert tree.where(lambda name: name == "MmBackward0").path == "Outer_0/Inner_0"
     assert tree.where(lambda name: name == "aten::add").path == "Outer_0"
+
+
+def test_a_module_called_twice_in_a_step_is_one_row_with_two_calls(builder, tmp_path):
+    builder.step(1, 0, 1000)
+    builder.event("python_function", "nn.Module: Outer_0", 0, 500)
+    for start in (10, 200):
+        builder.event("python_function", "nn.Module: Shared_0", start, 100)
+        builder.op("aten::add", start + 10, 50)
+    builder.event("python_function", "nn.Module: Late_0", 1500, 100)  # after the step
+    tree = tree_of(builder.write(tmp_path / "t.json"))
+    assert [(r.path, r.calls) for r in tree.rows] == [("Outer_0", 1), ("Outer_0/Shared_0", 2)]
+    outer, shared = tree.rows
+    assert (shared.host_total_us, outer.host_self_us) == (200, 300)
+    assert tree.clock == "host" and shared.share_pct == pytest.approx(20.0)

@@ -9,7 +9,7 @@ import sys
 
 from module_workload import HOSTILE, synthetic_gpu_modules
 
-from conftest import GPU_METRICS, ROOT
+from conftest import BERT, GPU_METRICS, ROOT
 
 
 def run(*args: str):
@@ -62,3 +62,14 @@ def test_markdown_and_html_escape_module_names(builder, tmp_path):
     html = run(path, "--format", "html").stdout
     assert "<b>Inner" not in html and "&lt;b&gt;Inner|*&lt;/b&gt;_0</span>" in html
     assert '<details class="module" open><summary title="Outer_0">' in html
+
+
+def test_small_modules_are_counted_not_listed():
+    """BERT-small on an H100: modules under 1% of the step are left out of the text tree and
+    counted; the JSON result keeps them all."""
+    rows = json.loads(run(str(BERT), "--format", "json").stdout)["ranks"][0]["modules"]["rows"]
+    small = [r for r in rows if r["share_pct"] < 1.0]
+    assert 0 < len(small) < len(rows)
+    text = " ".join(run(str(BERT), "--modules").stdout.split())
+    assert f"{len(small)} smaller modules (under 1% of the step each) not shown" in text
+    assert "BertLMHeadModel_0" in text and small[-1]["name"] + " " not in text
