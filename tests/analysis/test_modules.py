@@ -74,6 +74,8 @@ def test_the_slow_module_is_the_heavy_one(live):
     where = tree.where(lambda name: name in ("aten::mm", "aten::matmul"))
     assert where is not None and where.path == "Net_0/Block_0/Heavy_0" and where.pct > 50
     assert (where.kind, where.kind_modules) == ("Heavy", 1)
+    assert where.short == "Net_0/Block_0/Heavy_0"
+    assert tree.short_path(4, levels=2) == "…/Heavy_0/Linear_1"
 
 
 def test_backward_matches_the_sequence_numbers(live):

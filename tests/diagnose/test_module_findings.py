@@ -24,6 +24,7 @@ def test_unfused_attention_is_placed_in_the_attention_modules():
     assert evidence.value == "TimesformerSelfAttention"
     assert evidence.where.startswith(f"{len(names)} modules, 100% of that time; heaviest ")
     assert len(names) == 24
+    assert "heaviest …/TimesformerLayer_" in evidence.where
 
 
 def test_no_module_line_without_module_events():

@@ -29,6 +29,8 @@ HOW_TO_RECORD = ("This trace has no nn.Module events: record with with_stack=Tru
                  "trainprof.profile(with_stack=True) or torch.profiler.profile(with_stack=True), "
                  "to see the time per module.")
 _SEPARATOR = "/"
+#: Levels of a module's path that a finding's evidence shows.
+SHORT_PATH_LEVELS = 3
 
 
 @dataclass
@@ -97,7 +99,16 @@ class ModuleTree:
             per_class.setdefault(module_class(self.rows[r].name), []).append(t)
         kind, times = max(per_class.items(), key=lambda kv: sum(kv[1]))
         return ModuleShare(self.rows[row].path, us, us / total * 100.0, kind, len(times),
-                           sum(times) / total * 100.0)
+                           sum(times) / total * 100.0, self.short_path(row))
+
+    def short_path(self, row: int, levels: int = SHORT_PATH_LEVELS) -> str:
+        """The last ``levels`` names of a row's path, ``…/`` in front when there are more."""
+        names = []
+        while row >= 0 and len(names) <= levels:
+            names.append(self.rows[row].name)
+            row = self.rows[row].parent
+        cut = len(names) > levels
+        return ("…" + _SEPARATOR if cut else "") + _SEPARATOR.join(reversed(names[:levels]))
 
 
 @dataclass
@@ -110,6 +121,7 @@ class ModuleShare:
     kind: str  # the heaviest module class
     kind_modules: int  # modules of that class holding some of it
     kind_pct: float
+    short: str  # the heaviest module's path, its last levels only
 
 
 def module_class(name: str) -> str:

@@ -42,8 +42,8 @@ def name_modules(r: RankAnalysis, findings: list[Finding]) -> list[Finding]:
 
 
 def _spread(found: ModuleShare) -> str:
-    """``24 modules, 100% of that time; heaviest Model_0/Layer_3/Attention_3 (8%, 5.8 ms)``."""
+    """``24 modules, 100% of that time; heaviest …/Layer_3/Attention_3/Self_3 (8%, 5.8 ms)``."""
     many = f"{found.kind_modules} modules, " if found.kind_modules > 1 else ""
-    heaviest = (f"; heaviest {found.path} ({found.pct:.0f}%, {readable_us(found.us)})"
-                if found.kind_modules > 1 else f" ({found.path}, {readable_us(found.us)})")
+    heaviest = (f"; heaviest {found.short} ({found.pct:.0f}%, {readable_us(found.us)})"
+                if found.kind_modules > 1 else f" ({found.short}, {readable_us(found.us)})")
     return f"{many}{found.kind_pct:.0f}% of that time{heaviest}"
