@@ -61,7 +61,10 @@ def test_markdown_and_html_escape_module_names(builder, tmp_path):
     assert row.startswith("| · &lt;") and row.count(" | ") == 6
     html = run(path, "--format", "html").stdout
     assert "<b>Inner" not in html and "&lt;b&gt;Inner|*&lt;/b&gt;_0</span>" in html
-    assert '<details class="module" open><summary title="Outer_0">' in html
+    # Inner nests in Outer's <details>, its path (in the tooltip) escaped too.
+    assert ('<details class="module" open><summary title="Outer_0">' in html)
+    inner = html.index('<div class="module leaf" title="Outer_0/&lt;b&gt;Inner|*&lt;/b&gt;_0">')
+    assert html.index('<summary title="Outer_0">') < inner < html.index("</details>", inner)
 
 
 def test_small_modules_are_counted_not_listed():
