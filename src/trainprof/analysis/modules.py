@@ -142,60 +142,21 @@ def module_tree(trace: Trace, steps: StepWindows) -> ModuleTree:
     times = node_times(trace, tree)
     module_of = nearest_marked(tree.parent, is_module)  # each node's innermost module
     nodes = np.flatnonzero(is_module)
-    parent_module = module_of[np.maximum(tree.parent[nodes], 0)]
-    parent_module[tree.parent[nodes] < 0] = -1
+    parent_module = np.where(tree.parent[nodes] >= 0,
+                             module_of[np.maximum(tree.parent[nodes], 0)], -1)
     path_of_node, names, parents = _paths(trace, tree, nodes, parent_module)
     inside = _in_steps(ev.ts[tree.event], steps)
-    n_paths = len(names)
-
-    def per_path(node_values: np.ndarray, keep: np.ndarray) -> np.ndarray:
-        sel = nodes[keep[nodes]]
-        return np.bincount(path_of_node[sel], weights=node_values[sel], minlength=n_paths)
-
-    # A module's self time: its total less that of the modules it called.
-    child_host = np.zeros(len(tree))
-    child_dev = np.zeros(len(tree))
-    has_parent = parent_module >= 0
-    np.add.at(child_host, parent_module[has_parent], times["host_total"][nodes[has_parent]])
-    np.add.at(child_dev, parent_module[has_parent], times["device_total"][nodes[has_parent]])
-    fwd = {
-        "host_self": per_path(times["host_total"] - child_host, inside),
-        "host_total": per_path(times["host_total"], inside),
-        "device_self": per_path(times["device_total"] - child_dev, inside),
-        "device_total": per_path(times["device_total"], inside),
-        "calls": per_path(np.ones(len(tree)), inside),
-    }
+    fwd = _forward_sums(times, nodes[inside[nodes]], parent_module[inside[nodes]],
+                        path_of_node, len(names))
     bwd_nodes, bwd_module = backward_nodes(trace, tree, module_of)
     keep = inside[bwd_nodes]
-    bwd_nodes, bwd_path = bwd_nodes[keep], path_of_node[bwd_module[keep]]
-
-    def bwd_self(values: np.ndarray) -> np.ndarray:
-        return np.bincount(bwd_path, weights=values[bwd_nodes], minlength=n_paths)
-
-    bwd = {"host": bwd_self(times["host_total"]), "device": bwd_self(times["device_total"]),
-           "calls": np.bincount(bwd_path, minlength=n_paths).astype(np.float64)}
-    bwd_total = {k: _subtree_sums(v, parents) for k, v in bwd.items() if k != "calls"}
-    rows: list[ModuleRow] = []
-    for p in range(n_paths):
-        total = fwd[f"{clock}_total"][p] + bwd_total[clock][p]
-        rows.append(ModuleRow(
-            name=names[p][1], path=names[p][0],
-            depth=rows[parents[p]].depth + 1 if parents[p] >= 0 else 0,
-            parent=int(parents[p]), calls=int(fwd["calls"][p]),
-            host_self_us=float(max(fwd["host_self"][p], 0.0)),
-            host_total_us=float(fwd["host_total"][p]),
-            device_self_us=float(max(fwd["device_self"][p], 0.0)),
-            device_total_us=float(fwd["device_total"][p]),
-            backward_calls=int(bwd["calls"][p]),
-            backward_host_self_us=float(bwd["host"][p]),
-            backward_host_total_us=float(bwd_total["host"][p]),
-            backward_device_self_us=float(bwd["device"][p]),
-            backward_device_total_us=float(bwd_total["device"][p]),
-            share_pct=float(total / step_us * 100.0) if step_us > 0 else 0.0,
-        ))
-    counted = [i for i, r in enumerate(rows) if r.calls or r.backward_calls]
-    rows, remap = _kept(rows, counted)
-    owner = _op_owner(tree, module_of, bwd_nodes, bwd_module[keep])
+    bwd_nodes, bwd_module = bwd_nodes[keep], bwd_module[keep]
+    bwd = _backward_sums(times, bwd_nodes, path_of_node[bwd_module], parents)
+    rows = [_row(p, names, parents, fwd, bwd, clock, step_us) for p in range(len(names))]
+    for row in rows:
+        row.depth = rows[row.parent].depth + 1 if row.parent >= 0 else 0
+    rows, remap = _kept(rows, [i for i, r in enumerate(rows) if r.calls or r.backward_calls])
+    owner = _op_owner(tree, module_of, bwd_nodes, bwd_module)
     op_time = {c: _op_time(trace, tree, times[f"{c}_self"], owner, path_of_node[owner], remap,
                            inside) for c in ("device", "host")}
     source = "fwdbwd flows" if len(bwd_nodes) else None
@@ -203,6 +164,54 @@ def module_tree(trace: Trace, steps: StepWindows) -> ModuleTree:
                                 "(fwdbwd) flow starts inside them (an inference trace, or one "
                                 "recorded without those flows).")
     return ModuleTree(rows, clock, step_us, len(steps), source, note, op_time)
+
+
+def _forward_sums(times: dict[str, np.ndarray], nodes: np.ndarray, parent_module: np.ndarray,
+                  path_of_node: np.ndarray, n_paths: int) -> dict[str, np.ndarray]:
+    """Per path, the forward figures of the module calls ``nodes`` (self: less the modules
+    they called, ``parent_module`` being each call's enclosing module call)."""
+    path = path_of_node[nodes]
+    out = {"calls": np.bincount(path, minlength=n_paths).astype(np.float64)}
+    for clock in ("host", "device"):
+        total = times[f"{clock}_total"][nodes]
+        called = np.zeros(len(times[f"{clock}_total"]))
+        up = parent_module >= 0
+        np.add.at(called, parent_module[up], total[up])
+        out[f"{clock}_total"] = np.bincount(path, weights=total, minlength=n_paths)
+        out[f"{clock}_self"] = np.bincount(path, weights=total - called[nodes], minlength=n_paths)
+    return out
+
+
+def _backward_sums(times: dict[str, np.ndarray], nodes: np.ndarray, path: np.ndarray,
+                   parents: np.ndarray) -> dict[str, np.ndarray]:
+    """Per path, the backward figures of the autograd ``nodes`` mapped to it (total: with the
+    paths below it)."""
+    n = len(parents)
+    out = {"calls": np.bincount(path, minlength=n).astype(np.float64)}
+    for clock in ("host", "device"):
+        out[f"{clock}_self"] = np.bincount(path, weights=times[f"{clock}_total"][nodes],
+                                           minlength=n)
+        out[f"{clock}_total"] = _subtree_sums(out[f"{clock}_self"], parents)
+    return out
+
+
+def _row(p: int, names: list[tuple[str, str]], parents: np.ndarray, fwd: dict[str, np.ndarray],
+         bwd: dict[str, np.ndarray], clock: str, step_us: float) -> ModuleRow:
+    total = fwd[f"{clock}_total"][p] + bwd[f"{clock}_total"][p]
+    return ModuleRow(
+        name=names[p][1], path=names[p][0], depth=0, parent=int(parents[p]),
+        calls=int(fwd["calls"][p]),
+        host_self_us=float(max(fwd["host_self"][p], 0.0)),
+        host_total_us=float(fwd["host_total"][p]),
+        device_self_us=float(max(fwd["device_self"][p], 0.0)),
+        device_total_us=float(fwd["device_total"][p]),
+        backward_calls=int(bwd["calls"][p]),
+        backward_host_self_us=float(bwd["host_self"][p]),
+        backward_host_total_us=float(bwd["host_total"][p]),
+        backward_device_self_us=float(bwd["device_self"][p]),
+        backward_device_total_us=float(bwd["device_total"][p]),
+        share_pct=float(total / step_us * 100.0) if step_us > 0 else 0.0,
+    )
 
 
 def _module_nodes(trace: Trace, tree: CallTree) -> np.ndarray:
