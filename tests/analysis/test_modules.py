@@ -177,3 +177,13 @@ def test_a_module_called_twice_in_a_step_is_one_row_with_two_calls(builder, tmp_
     outer, shared = tree.rows
     assert (shared.host_total_us, outer.host_self_us) == (200, 300)
     assert tree.clock == "host" and shared.share_pct == pytest.approx(20.0)
+
+
+def test_a_flow_without_a_time_maps_nothing(builder, tmp_path):
+    synthetic_gpu_modules(builder)
+    for e in builder.events:
+        if e.get("cat") == "fwdbwd" and e["ph"] == "f":
+            e["ts"] = "soon"
+    tree = tree_of(builder.write(tmp_path / "t.json"))
+    assert tree.backward_source is None and all(r.backward_calls == 0 for r in tree.rows)
+    assert tree.rows[0].device_total_us == 100  # the forward figures stand

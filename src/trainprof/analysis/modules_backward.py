@@ -21,7 +21,7 @@ def backward_nodes(trace: Trace, tree: CallTree,
     flows = trace.flows
     if not len(flows) or not len(tree):
         return none, none
-    fb = flows.forward_backward
+    fb = flows.forward_backward & np.isfinite(flows.ts)
     start = _first_by_id(flows.id, fb & (flows.phase == 0))
     finish = _first_by_id(flows.id, fb & (flows.phase == 1))
     ids = np.intersect1d(flows.id[start], flows.id[finish])
