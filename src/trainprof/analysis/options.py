@@ -26,6 +26,8 @@ class TableOptions:
     sort_by: str | None = None
     top: int = DEFAULT_TOP
     by_shape: bool = False
+    #: Show the module tree (``analyze --modules``; docs/modules.md).
+    modules: bool = False
 
     def __post_init__(self) -> None:
         if self.sort_by is not None and self.sort_by not in OPERATOR_SORT_COLUMNS:

@@ -17,6 +17,7 @@ from trainprof.analysis.idle import idle_time
 from trainprof.analysis.kernels import kernel_stats
 from trainprof.analysis.launch import launch_stats
 from trainprof.analysis.memory import memory
+from trainprof.analysis.modules import module_tree
 from trainprof.analysis.operators import operators_section
 from trainprof.analysis.rank_table import rank_table
 from trainprof.analysis.steps import StepWindows
@@ -44,6 +45,7 @@ SECTIONS += [
     ("syncs", sync_stats),
     ("host", host_time),
 ]
+SECTIONS += [("modules", module_tree)]
 
 
 def run_sections(trace: Trace, steps: StepWindows) -> dict[str, Any]:

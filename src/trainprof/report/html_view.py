@@ -18,6 +18,7 @@ from trainprof.report import html_tables as tables
 from trainprof.report import svg
 from trainprof.report.html_chart import Chart
 from trainprof.report.html_memory import memory_charts
+from trainprof.report.html_modules import ModulesView, modules_view
 from trainprof.report.html_tables import Table, fmt
 from trainprof.report.labels import (
     CATEGORY_COLORS,
@@ -50,6 +51,7 @@ class RankView:
     memory: list[Chart] = field(default_factory=list)
     communication: Table | None = None
     notes: list[str] = field(default_factory=list)
+    modules: ModulesView | None = None
 
 
 #: Findings shown open in the HTML verdict; the rest (and any that saves under 1% of a step)
@@ -125,6 +127,7 @@ def rank_view(r: dict[str, Any], index: int, rows: int) -> RankView:
         communication=(tables.communication_table(r["communication"])
                        if r.get("communication") else None),
         notes=[str(n) for n in r.get("notes", [])],
+        modules=modules_view(r.get("modules")),
     )
 
 

@@ -7,47 +7,20 @@ line breaks become spaces, so a name cannot break a table, open a link or inject
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from trainprof.analysis.options import table_options
 from trainprof.analysis.overview import Analysis
 from trainprof.analysis.rank_table import shown_rows
 from trainprof.report.hotspots import short_kernel_name
 from trainprof.report.labels import category_label, evidence_text
+from trainprof.report.markdown_modules import modules_md
+from trainprof.report.markdown_text import MAX_CELL, code_block, md_text, table
+
+__all__ = ["MAX_CELL", "code_block", "md_text", "table", "to_markdown"]
 
 #: Rows of the operator and kernel tables.
 TOP_ROWS = 10
-#: Longest name shown in a table cell (kernel names can run to hundreds of characters).
-MAX_CELL = 90
-# Characters that start emphasis, code, links, images, strikethrough, math or a table cell.
-_PUNCTUATION = re.compile(r"([\\`*_\[\]|~#!$])")
-_ENTITIES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))
-
-
-def md_text(value: Any, limit: int | None = MAX_CELL) -> str:
-    """Plain text that Markdown (GitHub's included) shows as is, on one line."""
-    text = " ".join(str(value).split())
-    if limit is not None and len(text) > limit:
-        text = text[: limit - 1] + "…"
-    for char, entity in _ENTITIES:
-        text = text.replace(char, entity)
-    return _PUNCTUATION.sub(r"\\\1", text)
-
-
-def code_block(code: str, language: str = "python") -> str:
-    """A fenced block whose fence is longer than any run of backticks inside it."""
-    longest = max((len(m) for m in re.findall(r"`+", code)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}{language}\n{code.rstrip()}\n{fence}"
-
-
-def table(head: list[str], rows: list[list[str]], align: str = "") -> str:
-    """A Markdown table; ``align`` has one letter per column, l or r (default: l, then r)."""
-    align = align or "l" + "r" * (len(head) - 1)
-    marks = ["---:" if a == "r" else "---" for a in align]
-    lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(marks) + " |"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def _f(value: float | None, digits: int = 1, unit: str = "") -> str:
@@ -159,6 +132,8 @@ def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
     tops = top_md(slowest, top)
     if tops:
         out += ["### Where the time goes: top ops", "", tops, ""]
+    if table_options().modules and slowest.get("modules"):
+        out += ["### Time per module", "", modules_md(slowest["modules"]), ""]
     notes = [*slowest.get("notes", []), *data.get("notes", [])]
     out += [f"> Note: {md_text(n, None)}" for n in notes]
     return "\n".join(out).rstrip() + "\n"
