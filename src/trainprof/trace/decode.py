@@ -126,11 +126,18 @@ def repair_notes(repairs: Counter) -> list[str]:
         notes.append(f"{n} entr{'ies' if n > 1 else 'y'} of 'traceEvents' "
                      f"{'are' if n > 1 else 'is'} not an event (a number, text or a list) and "
                      "skipped.")
+    if repairs["flow_ts"]:
+        n = repairs["flow_ts"]
+        notes.append(f"{n} flow event{'s' if n > 1 else ''} had a time that is not a number; "
+                     f"{'they link' if n > 1 else 'it links'} nothing.")
     if repairs["negative_dur"]:
         n = repairs["negative_dur"]
         notes.append(f"{n} event{'s' if n > 1 else ''} had a negative duration (a recording "
                      "glitch), read as 0.")
     return notes
+
+
+_FLOW_PHASES = ("s", "f", "t")
 
 
 def decode_leniently(path: Path, piece: bytes | bytearray) -> tuple[list[_Event], Counter]:
@@ -153,15 +160,20 @@ def decode_leniently(path: Path, piece: bytes | bytearray) -> tuple[list[_Event]
             continue
         except msgspec.ValidationError as exc:
             refused = exc
+        repaired, kinds = dict(item), []
         if not isinstance(item.get("args"), dict | None):
-            without = {k: v for k, v in item.items() if k != "args"}
-            try:
-                events.append(_ONE_EVENT.decode(msgspec.json.encode(without)))
-            except msgspec.ValidationError:
-                raise trace_error(path, refused, one_event=True) from None
-            repairs["args"] += 1
-            continue
-        raise trace_error(path, refused, one_event=True)
+            repaired.pop("args")
+            kinds.append("args")
+        if item.get("ph") in _FLOW_PHASES and not isinstance(item.get("ts"), int | float | None):
+            repaired["ts"] = None  # a flow without a time links nothing, and times no op
+            kinds.append("flow_ts")
+        if not kinds:
+            raise trace_error(path, refused, one_event=True)
+        try:
+            events.append(_ONE_EVENT.decode(msgspec.json.encode(repaired)))
+        except msgspec.ValidationError:
+            raise trace_error(path, refused, one_event=True) from None
+        repairs.update(kinds)
     return events, repairs
 
 
