@@ -14,10 +14,9 @@ import numpy as np
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.steps import StepWindows
 from trainprof.trace.model import FLAG_COMM, FLAG_DATALOADER, HOST_KINDS, LAUNCH_KINDS, Kind, Trace
+from trainprof.vocabulary import ALL_CATEGORIES, CATEGORIES  # noqa: F401 (re-exported)
 
 #: Categories in claiming order; "other" is whatever no category claimed.
-CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec")
-ALL_CATEGORIES = (*CATEGORIES, "other")
 
 
 @dataclass

@@ -20,8 +20,7 @@ from trainprof.trace.model import (
     Kind,
     Trace,
 )
-
-PHASES = ("data", "forward", "backward", "optimizer", "other")
+from trainprof.vocabulary import PHASES  # noqa: F401 (re-exported)
 
 
 def _per_step_span(steps: StepWindows, ts: np.ndarray, te: np.ndarray):

@@ -9,9 +9,10 @@ from typing import Any, Literal
 
 from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import DOCS
+from trainprof.vocabulary import TIMED_PHASES
 
 SCHEMA = "trainprof.checklist/1"
-PHASES = ("data", "forward", "backward", "optimizer")
+PHASES = TIMED_PHASES
 #: The usual healthy share of a training step, in percent, per phase (low, high): a common rule
 #: of thumb for forward and backward, not a law (backward costs about twice forward for most
 #: layers: two matrix products per forward one). Data loading and the optimizer are judged by

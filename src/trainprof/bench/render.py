@@ -25,8 +25,9 @@ from trainprof.fileio import atomic_write_text
 from trainprof.report.json import to_json_bytes
 from trainprof.report.output import print_or_save
 from trainprof.report.quantities import compact_table, ms, size
+from trainprof.vocabulary import PHASES
 
-_PHASES = ("data", "forward", "backward", "optimizer", "other")
+_PHASES = PHASES
 
 
 def to_json(result: BenchResult | Checklist) -> bytes:

@@ -31,13 +31,13 @@ from trainprof.capture.safety import WarnOnce
 from trainprof.capture.step_stats import PHASES, log_line
 from trainprof.report.quantities import size
 from trainprof.sparkline import sparkline
+from trainprof.vocabulary import PHASE_TERMINAL_COLORS, SEVERITY_STYLES
 
 REFRESH_S = 2.0
 LOG_EVERY_S = 30.0
 EVERY_ENV = "TRAINPROF_LIVE_EVERY"
 RANK_ENV = "TRAINPROF_LIVE_RANK"
-PHASE_COLORS = {"data": "yellow", "forward": "cyan", "backward": "blue", "optimizer": "magenta",
-                "other": "white"}
+PHASE_COLORS = PHASE_TERMINAL_COLORS
 BAR_WIDTH = 50
 
 
@@ -179,7 +179,7 @@ def _finding_text(f: LiveFigures) -> Text:
     found = f.finding
     if found is None:
         return Text("none above the diagnosis thresholds", style="green")
-    style = {"high": "bold red", "medium": "yellow"}.get(found.severity, "")
+    style = SEVERITY_STYLES.get(found.severity, "")
     return Text.assemble((f"{found.title} ({found.id}, {found.severity})", style),
                          f"\nfix: {found.fix.summary}")
 

@@ -10,7 +10,7 @@ import statistics
 from array import array
 from dataclasses import dataclass
 
-PHASES = ("data", "forward", "backward", "optimizer", "other")
+from trainprof.vocabulary import PHASES
 
 
 @dataclass

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from typing import Any
 
-Severity = Literal["high", "medium", "low"]
-SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
+from trainprof.vocabulary import SEVERITY_ORDER, Severity  # noqa: E402, F401 (re-exported)
+
 DOCS = "docs/rules.md"
 
 

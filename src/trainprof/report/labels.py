@@ -3,6 +3,9 @@ HTML, Markdown and compare reports (one place, so every view says the same)."""
 
 from __future__ import annotations
 
+from trainprof.vocabulary import CATEGORY_COLORS as _CATEGORY_COLORS
+from trainprof.vocabulary import PHASE_COLORS as _PHASE_COLORS
+
 CATEGORY_LABELS = {
     "kernel": "Kernel",
     "memcpy": "Memcpy",
@@ -13,23 +16,8 @@ CATEGORY_LABELS = {
     "cpu_exec": "CPU Exec",
     "other": "Other",
 }
-CATEGORY_COLORS = {
-    "kernel": "#4e79a7",
-    "memcpy": "#f28e2b",
-    "memset": "#edc948",
-    "communication": "#e15759",
-    "runtime": "#76b7b2",
-    "dataloader": "#b07aa1",
-    "cpu_exec": "#59a14f",
-    "other": "#bab0ac",
-}
-PHASE_COLORS = {
-    "data": "#b07aa1",
-    "forward": "#4e79a7",
-    "backward": "#59a14f",
-    "optimizer": "#f28e2b",
-    "other": "#bab0ac",
-}
+CATEGORY_COLORS = _CATEGORY_COLORS
+PHASE_COLORS = _PHASE_COLORS
 #: The GPU timeline as four shares that add up to 100% of the step window.
 TIMELINE_SHARES = (
     ("compute_pct", "compute", "#4e79a7"),

@@ -16,6 +16,7 @@ from trainprof.report.hotspots import short_kernel_name
 from trainprof.report.labels import category_label, evidence_text
 from trainprof.report.markdown_modules import modules_md
 from trainprof.report.markdown_text import MAX_CELL, code_block, md_text, table
+from trainprof.vocabulary import PHASES
 
 __all__ = ["MAX_CELL", "code_block", "md_text", "table", "to_markdown"]
 
@@ -81,12 +82,10 @@ def ranks_md(rank_table: dict[str, Any], straggler: int | None = None) -> str:
         idle = "n/a" if r["idle_pct"] is None else (
             f"{r['idle_pct']:.0f}%" + ("" if r["idle_of"] == "GPU" else " (host)"))
         rows.append([str(r["rank"]), _f(r["step_ms"]),
-                     *(_f(r["phases_ms"].get(p)) for p in ("data", "forward", "backward",
-                                                           "optimizer", "other")),
+                     *(_f(r["phases_ms"].get(p)) for p in PHASES),
                      _f(r["comm_ms"]), _f(r["exposed_comm_ms"]), idle,
                      f"**{mark}**" if mark else ""])
-    head = ["rank", "step ms", "data", "forward", "backward", "optimizer", "other",
-            "comm", "exposed comm", "idle", ""]
+    head = ["rank", "step ms", *PHASES, "comm", "exposed comm", "idle", ""]
     out = table(head, rows, "r" * 10 + "l")
     if len(shown) < len(rank_table["rows"]):
         out += (f"\n\n{len(shown)} of {len(rank_table['rows'])} ranks: the slowest, the "

@@ -14,12 +14,13 @@ from rich.text import Text
 from trainprof.report.labels import evidence_text
 from trainprof.report.memory_breakdown import breakdown_renderable
 from trainprof.report.quantities import ByWidth, clip, compact_table, pct, size
+from trainprof.vocabulary import SEVERITY_STYLES
 
 #: Sites listed per table, and stack frames shown under the top ones.
 SHOWN_SITES = 8
 SHOWN_STACKS = 3
 SHOWN_FRAMES = 6
-_SEVERITY_STYLE = {"high": "bold red", "medium": "bold yellow", "low": "bold blue"}
+_SEVERITY_STYLE = SEVERITY_STYLES
 OOM_CAUSES = {
     "fragmentation": "fragmentation: enough memory was free in total, but no free block was "
                      "large enough",

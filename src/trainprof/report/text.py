@@ -16,6 +16,7 @@ from trainprof.analysis.rank_table import rank_table
 from trainprof.report.labels import category_label
 from trainprof.report.quantities import ByWidth
 from trainprof.report.sections import RENDERERS
+from trainprof.vocabulary import SEVERITY_STYLES
 
 _BAR = 24
 
@@ -194,7 +195,7 @@ _PHASE_HEADS = {"data": "data", "forward": "fwd", "backward": "bwd", "optimizer"
                 "other": "other"}
 
 
-_SEVERITY_STYLE = {"high": "bold red", "medium": "bold yellow", "low": "bold blue"}
+_SEVERITY_STYLE = SEVERITY_STYLES
 
 
 def findings_panel(a: Analysis, overview: str = "below") -> Panel:

@@ -1,0 +1,46 @@
+"""One vocabulary: the names and colours every layer uses come from trainprof.vocabulary, so
+no layer can spell a phase, a severity or a backend its own way."""
+
+from __future__ import annotations
+
+import re
+
+from trainprof import vocabulary
+from trainprof.analysis import breakdown, phases
+from trainprof.bench import health
+from trainprof.capture import live, step_stats
+from trainprof.diagnose import findings
+from trainprof.report import labels, snapshot, text
+
+from conftest import ROOT
+
+
+def test_every_layer_uses_the_one_list_of_phases_and_categories():
+    assert phases.PHASES is step_stats.PHASES is vocabulary.PHASES
+    assert vocabulary.PHASES[:4] == health.PHASES and "other" not in health.PHASES
+    assert breakdown.ALL_CATEGORIES is vocabulary.ALL_CATEGORIES
+    assert set(labels.CATEGORY_COLORS) == set(vocabulary.ALL_CATEGORIES)
+    assert set(labels.PHASE_COLORS) == set(live.PHASE_COLORS) == set(vocabulary.PHASES)
+
+
+def test_severities_are_styled_alike_in_every_view():
+    assert text._SEVERITY_STYLE == snapshot._SEVERITY_STYLE == vocabulary.SEVERITY_STYLES
+    assert list(findings.SEVERITY_ORDER) == ["high", "medium", "low"]
+    css = (ROOT / "src/trainprof/report/templates/report.css").read_text()
+    for severity, color in vocabulary.SEVERITY_COLORS.items():
+        assert re.search(rf"--{severity}:\s*{color}\b", css), severity
+    source = (ROOT / "src/trainprof/capture/live.py").read_text()
+    assert '"bold red"' not in source  # the live view's finding uses the shared styles
+
+
+def test_no_module_keeps_its_own_copy_of_the_words():
+    """A tuple of the five phases, or of the severity styles, written anywhere but the
+    vocabulary is a second definition waiting to drift."""
+    phases_literal = re.compile(r'\(\s*"data",\s*"forward",\s*"backward",\s*"optimizer"')
+    styles_literal = re.compile(r'"high":\s*"bold red"')
+    for path in (ROOT / "src/trainprof").rglob("*.py"):
+        if path.name == "vocabulary.py":
+            continue
+        source = path.read_text()
+        assert not phases_literal.search(source), path
+        assert not styles_literal.search(source), path
