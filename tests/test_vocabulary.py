@@ -44,3 +44,16 @@ def test_no_module_keeps_its_own_copy_of_the_words():
         source = path.read_text()
         assert not phases_literal.search(source), path
         assert not styles_literal.search(source), path
+
+
+def test_a_missing_number_reads_the_same_in_every_view():
+    from trainprof import formatting
+    from trainprof.history import html as history_html
+    from trainprof.report import compare_render, html_tables, markdown
+    from trainprof.report import text as text_report
+
+    views = [formatting.number, history_html._fmt, html_tables.fmt, markdown._f,
+             compare_render._f, lambda v: text_report._fmt(v, "")]
+    assert {view(None) for view in views} == {"n/a"}
+    assert {view(1234.56) for view in views if view is not views[-1]} == {"1,234.6"}
+    assert compare_render._pct(None) == "n/a" and compare_render._pct(3.14) == "+3.1%"

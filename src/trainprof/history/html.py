@@ -18,6 +18,7 @@ import jinja2
 
 from trainprof import __version__
 from trainprof.fileio import atomic_write_text
+from trainprof.formatting import number
 from trainprof.history.regress import Series
 from trainprof.history.render import change_sentence, verdicts_by_id, when
 from trainprof.history.rows import RunRecord
@@ -118,5 +119,4 @@ def _nan(value: float | None) -> float:
     return float("nan") if value is None else float(value)
 
 
-def _fmt(value: float | None, digits: int = 1) -> str:
-    return "" if value is None else f"{value:,.{digits}f}"
+_fmt = number

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainprof.analysis.diff import Delta, NameDelta
+from trainprof.formatting import number
 from trainprof.report.compare import TOP_CHANGED, Comparison
 from trainprof.report.hotspots import short_kernel_name
 from trainprof.report.labels import category_label
@@ -20,12 +21,11 @@ NAME_WIDTH = 60
 _BESIDE_NAME = 7 + 3 * 9 + 16
 
 
-def _f(value: float | None, digits: int = 1) -> str:
-    return "n/a" if value is None else f"{value:,.{digits}f}"
+_f = number
 
 
 def _pct(value: float | None) -> str:
-    return "" if value is None else f"{value:+.1f}%"
+    return number(value, 1, "%", sign=True)
 
 
 def headline_rows(c: Comparison) -> Iterator[tuple[str, Delta, int, bool]]:

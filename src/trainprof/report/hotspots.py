@@ -8,6 +8,7 @@ from rich.text import Text
 from trainprof.analysis.kernels import KernelStats
 from trainprof.analysis.operators import OperatorStats
 from trainprof.analysis.options import table_options
+from trainprof.formatting import ms_from_us
 from trainprof.report.labels import SORT_LABELS
 from trainprof.report.quantities import (
     ByWidth,
@@ -49,8 +50,7 @@ def short_kernel_name(name: str) -> str:
     return text.strip() or name
 
 
-def _ms(us: float) -> str:
-    return f"{us / 1000:.2f}"
+_ms = ms_from_us
 
 
 def render_operators(result: OperatorStats) -> ByWidth | None:

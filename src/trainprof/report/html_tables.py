@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainprof.formatting import number
 from trainprof.report.hotspots import short_kernel_name
 from trainprof.report.labels import SORT_LABELS
 
@@ -42,10 +43,7 @@ class Table:
     sortable: bool = True
 
 
-def fmt(value: float | None, digits: int = 1, unit: str = "") -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:,.{digits}f}{unit}"
+fmt = number
 
 
 def num(value: float | None, digits: int = 1, unit: str = "") -> Cell:

@@ -12,6 +12,7 @@ from typing import Any
 from trainprof.analysis.options import table_options
 from trainprof.analysis.overview import Analysis
 from trainprof.analysis.rank_table import shown_rows
+from trainprof.formatting import number
 from trainprof.report.hotspots import short_kernel_name
 from trainprof.report.labels import category_label, evidence_text
 from trainprof.report.markdown_modules import modules_md
@@ -24,8 +25,7 @@ __all__ = ["MAX_CELL", "code_block", "md_text", "table", "to_markdown"]
 TOP_ROWS = 10
 
 
-def _f(value: float | None, digits: int = 1, unit: str = "") -> str:
-    return "n/a" if value is None else f"{value:,.{digits}f}{unit}"
+_f = number
 
 
 def findings_md(findings: list[dict[str, Any]]) -> str:

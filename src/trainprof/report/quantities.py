@@ -11,25 +11,9 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-_UNITS = (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3))
+from trainprof.formatting import ms, pct, size  # noqa: F401 (re-exported)
 
-
-def size(nbytes: float | None) -> str:
-    """Decimal units (10^6 bytes is a MB), as the docs say."""
-    if nbytes is None:
-        return "n/a"
-    for unit, scale in _UNITS:
-        if abs(nbytes) >= scale:
-            return f"{nbytes / scale:.2f} {unit}"
-    return f"{nbytes:.0f} B"
-
-
-def pct(value: float | None, digits: int = 1) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}%"
-
-
-def ms(value: float | None, digits: int = 2) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
+# The number formats themselves: trainprof/formatting.py (re-exported here for the renderers).
 
 
 def clip(text: str, width: int) -> str:

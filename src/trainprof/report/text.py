@@ -13,6 +13,7 @@ from trainprof.analysis.breakdown import ALL_CATEGORIES
 from trainprof.analysis.overview import Analysis, RankAnalysis
 from trainprof.analysis.phases import PHASES
 from trainprof.analysis.rank_table import rank_table
+from trainprof.formatting import number
 from trainprof.report.labels import category_label
 from trainprof.report.quantities import ByWidth
 from trainprof.report.sections import RENDERERS
@@ -27,7 +28,7 @@ def _bar(pct: float) -> Text:
 
 
 def _fmt(value: float | None, unit: str = "%", digits: int = 1) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}{unit}"
+    return number(value, digits, unit)
 
 
 def step_table(r: RankAnalysis) -> Table:
