@@ -16,9 +16,11 @@ import numpy as np
 from trainprof.analysis.attribution import device_links
 from trainprof.analysis.calltree import call_tree, canonical_names
 from trainprof.analysis.frames import data_frame
-from trainprof.analysis.gpu import uses_tensor_cores
+from trainprof.analysis.kernel_shares import KernelClassShares, kernel_class_shares
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import group_ids, share
+from trainprof.trace.kernel_class import CLASS_LABELS, KernelClass
+from trainprof.trace.kernel_context import kernel_classes
 from trainprof.trace.model import FLAG_COMM, Kind, Trace
 
 
@@ -39,6 +41,10 @@ class KernelRow:
     communication: bool
     op: str | None  # the op whose launches account for most of this kernel's time
     op_share_pct: float | None  # that op's share of the kernel's time
+    #: "compute", "tensor_core" or "communication" (trace/kernel_class.py), and what decided it:
+    #: "name", "launch" (the op or Python frame that launched it) or "unclassified" (a guess).
+    kernel_class: str = "compute"
+    classified_by: str = "name"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,6 +94,7 @@ class KernelStats:
     calls: int
     tensor_core_pct: float | None  # share of kernel time in Tensor Core kernels
     facts: KernelFacts = field(default_factory=KernelFacts)
+    classes: KernelClassShares | None = None
 
     def top(self, n: int) -> list[KernelRow]:
         return self.rows[:n]
@@ -95,6 +102,7 @@ class KernelStats:
     def to_dict(self) -> dict[str, Any]:
         return {"total_us": self.total_us, "calls": self.calls,
                 "tensor_core_pct": self.tensor_core_pct, "facts": self.facts.to_dict(),
+                "classes": self.classes.to_dict() if self.classes else None,
                 "rows": [r.to_dict() for r in self.rows]}
 
     def to_pandas(self) -> Any:
@@ -121,22 +129,33 @@ def kernel_stats(trace: Trace, steps: StepWindows | None = None) -> KernelStats:
     occupancy = _weighted_mean(group, dur, ev.occupancy[kernels], n)
     op, op_time = _launching_ops(trace, kernels, group, n)
     all_time = float(dur.sum())
+    classes = kernel_classes(trace)
     rows = []
     for g in range(n):
         e = kernels[first[g]]
         name = ev.names[ev.name[e]]
+        cls = KernelClass(int(classes.cls[e]))
         rows.append(KernelRow(
             name=name, calls=int(calls[g]), total_us=float(total[g]),
             mean_us=float(total[g] / calls[g]), min_us=float(low[g]), max_us=float(high[g]),
             share_pct=share(float(total[g]), all_time) or 0.0,
             blocks_per_sm=_or_none(blocks[g]), occupancy_pct=_or_none(occupancy[g]),
-            tensor_cores=uses_tensor_cores(name), communication=bool(ev.flags[e] & FLAG_COMM),
+            tensor_cores=cls == KernelClass.TENSOR_CORE,
+            communication=bool(ev.flags[e] & FLAG_COMM),
             op=op[g], op_share_pct=share(op_time[g], float(total[g])) if op[g] else None,
+            kernel_class=CLASS_LABELS[cls], classified_by=_decided_by(classes, e),
         ))
     rows.sort(key=lambda r: (-r.total_us, r.name))
     tc = sum(r.total_us for r in rows if r.tensor_cores)
     return KernelStats(rows=rows, total_us=all_time, calls=len(kernels),
-                       tensor_core_pct=share(tc, all_time), facts=kernel_facts(trace, kernels))
+                       tensor_core_pct=share(tc, all_time), facts=kernel_facts(trace, kernels),
+                       classes=kernel_class_shares(trace, kernels))
+
+
+def _decided_by(classes, event: int) -> str:
+    if classes.by_launch[event]:
+        return "launch"
+    return "name" if classes.by_name[event] else "unclassified"
 
 
 def kernel_facts(trace: Trace, kernels: np.ndarray) -> KernelFacts:
@@ -151,8 +170,7 @@ def kernel_facts(trace: Trace, kernels: np.ndarray) -> KernelFacts:
     eligible = _name_mask(ev.names, op_names, _TC_ELIGIBLE_OP)[np.maximum(op, 0)] & (op >= 0)
     softmax = _name_mask(ev.names, op_names, _SOFTMAX_OP)[np.maximum(op, 0)] & (op >= 0)
     k_names = np.unique(ev.name[kernels])
-    on_tc = np.zeros(len(ev.names), dtype=bool)
-    on_tc[k_names] = [uses_tensor_cores(ev.names[n]) for n in k_names]
+    on_tc = kernel_classes(trace).cls[kernels] == KernelClass.TENSOR_CORE
     fused = _name_mask(ev.names, k_names, _FUSED_ATTENTION)[ev.name[kernels]]
     fused |= _name_mask(ev.names, op_names, _FUSED_ATTENTION)[np.maximum(op, 0)] & (op >= 0)
     bps = ev.blocks_per_sm[kernels].astype(np.float64)
@@ -161,7 +179,7 @@ def kernel_facts(trace: Trace, kernels: np.ndarray) -> KernelFacts:
     return KernelFacts(
         compute_us=float(dur.sum()),
         tc_eligible_us=float(dur[eligible].sum()),
-        tc_eligible_on_tc_us=float(dur[eligible & on_tc[ev.name[kernels]]].sum()),
+        tc_eligible_on_tc_us=float(dur[eligible & on_tc].sum()),
         underfilled_us=float(dur[under].sum()),
         underfilled_empty_us=float((dur[under] * (1.0 - bps[under])).sum()),
         reported_blocks_us=float(dur[reported].sum()),

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from trainprof.trace.kernel_class import is_communication_kernel
+
 
 class Kind(IntEnum):
     """The kind of a complete (``ph: X``) event."""
@@ -72,10 +74,10 @@ _CATEGORY_KIND = {
     "trace": Kind.PROFILER_WINDOW,
 }
 
-# Communication, recognised once. Kernels: NCCL (old ncclKernel_*, new ncclDevKernel_*),
-# RCCL on AMD, and the generic "nccl" prefix of collective kernels. Host ops: the record-function
-# names that torch.distributed emits for NCCL, Gloo, MPI and UCC, c10d ops and record_param_comms.
-_COMM_KERNEL = re.compile(r"^(?:void )?(?:nccl|rccl|ncclx)", re.IGNORECASE)
+# Communication, recognised once. Kernels: trace/kernel_class.py (NCCL, RCCL, NVSHMEM, DeepEP,
+# custom all-reduce ...; kernels of unknown names launched under a collective are flagged by
+# trace/kernel_context.py as the trace loads). Host ops: the record-function names that
+# torch.distributed emits for NCCL, Gloo, MPI and UCC, c10d ops and record_param_comms.
 _COMM_HOST = re.compile(
     r"^(?:nccl|gloo|mpi|ucc|xccl):|^c10d::|^record_param_comms$|^c10d_functional::"
     r"|^_c10d_functional::",
@@ -102,7 +104,7 @@ def classify(category: str, name: str) -> Kind:
 def is_communication(kind: Kind, name: str) -> bool:
     """Whether an event is a collective or point-to-point communication (host op or kernel)."""
     if kind == Kind.KERNEL:
-        return bool(_COMM_KERNEL.match(name))
+        return is_communication_kernel(name)
     if kind in (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.GPU_ANNOTATION):
         return bool(_COMM_HOST.match(name))
     return False
