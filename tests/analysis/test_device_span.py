@@ -4,7 +4,6 @@ on every shared trace, and on a synthetic step whose last kernel outlives the st
 from __future__ import annotations
 
 import pytest
-from device_span_reference import device_span_idle_pct
 
 from trainprof.analysis.steps import find_steps
 from trainprof.analysis.timeline import gpu_timeline
@@ -26,6 +25,7 @@ from conftest import (
     TIMESFORMER,
     TRACE_FILTER,
 )
+from device_span_reference import device_span_idle_pct
 
 SHARED_TRACES = [RESNET_W0, RESNET_W0_SPAN2, RESNET_W4, RESNET_W4_SPAN2, GPU_METRICS, NS_TRACE,
                  NCCL_TRACE, TRACE_FILTER / "sampled_rank-0.json.gz",

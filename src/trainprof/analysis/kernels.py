@@ -17,6 +17,7 @@ from trainprof.analysis.attribution import device_links
 from trainprof.analysis.calltree import call_tree, canonical_names
 from trainprof.analysis.frames import data_frame
 from trainprof.analysis.kernel_shares import KernelClassShares, kernel_class_shares
+from trainprof.analysis.occupancy import FULL_FILL, launch_fill, sm_counts
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import group_ids, share
 from trainprof.trace.kernel_class import CLASS_LABELS, KernelClass
@@ -71,11 +72,16 @@ class KernelFacts:
     #: Launched by an op that could use Tensor Cores, and of that, by Tensor Core kernels.
     tc_eligible_us: float = 0.0
     tc_eligible_on_tc_us: float = 0.0
-    #: Calls that report fewer blocks than SMs (blocks per SM < 1), and the SM time they leave
-    #: empty: sum of duration x (1 - blocks per SM).
+    #: Calls with fewer blocks than FULL_FILL per free SM (analysis/occupancy.py: SMs held by a
+    #: concurrent communication kernel are not free; persistent kernels are full), and the SM
+    #: time they leave empty: sum of duration x (1 - blocks per free SM).
     underfilled_us: float = 0.0
     underfilled_empty_us: float = 0.0
-    reported_blocks_us: float = 0.0  # time of the calls that report blocks per SM
+    reported_blocks_us: float = 0.0  # time of the calls whose blocks are known
+    #: Time of the calls that would count as under-filled against all SMs, but fill the SMs
+    #: left free by a concurrent communication kernel or are persistent.
+    full_beside_comm_us: float = 0.0
+    persistent_us: float = 0.0
     #: Softmax kernels (launched by a softmax op) and fused attention kernels.
     softmax_us: float = 0.0
     softmax_calls: int = 0
@@ -173,16 +179,20 @@ def kernel_facts(trace: Trace, kernels: np.ndarray) -> KernelFacts:
     on_tc = kernel_classes(trace).cls[kernels] == KernelClass.TENSOR_CORE
     fused = _name_mask(ev.names, k_names, _FUSED_ATTENTION)[ev.name[kernels]]
     fused |= _name_mask(ev.names, op_names, _FUSED_ATTENTION)[np.maximum(op, 0)] & (op >= 0)
-    bps = ev.blocks_per_sm[kernels].astype(np.float64)
-    reported = np.isfinite(bps) & (bps > 0)
-    under = reported & (bps < 1.0)
+    fill = launch_fill(trace, kernels)
+    reported = np.isfinite(fill.fill)
+    under = fill.underfilled
+    naive = reported & (fill.fill * fill.free_sms < FULL_FILL * sm_counts(trace, kernels, 1.0))
+    empty = np.where(under, 1.0 - fill.fill, 0.0)
     return KernelFacts(
         compute_us=float(dur.sum()),
         tc_eligible_us=float(dur[eligible].sum()),
         tc_eligible_on_tc_us=float(dur[eligible & on_tc].sum()),
         underfilled_us=float(dur[under].sum()),
-        underfilled_empty_us=float((dur[under] * (1.0 - bps[under])).sum()),
+        underfilled_empty_us=float((dur * empty).sum()),
         reported_blocks_us=float(dur[reported].sum()),
+        full_beside_comm_us=float(dur[naive & ~under & ~fill.persistent].sum()),
+        persistent_us=float(dur[reported & fill.persistent].sum()),
         softmax_us=float(dur[softmax].sum()),
         softmax_calls=int(softmax.sum()),
         fused_attention_us=float(dur[fused].sum()),

@@ -85,6 +85,18 @@ _KNOWN_COMPUTE = re.compile(
 _COMM_FRAME = re.compile(r"\):\s*(?:\w+\.)*\w*(?:dispatch|combine)\w*\s*$", re.IGNORECASE)
 
 
+# Persistent kernels size their grid to the SMs they may use (one block per free SM, looping over
+# tiles): CUTLASS 3 warp-specialised cooperative/ping-pong schedules, stream-K, and kernels that
+# say "persistent" (Triton's persistent matmul, FlashAttention 3's tile scheduler).
+_PERSISTENT = re.compile(
+    r"persistent|warpspecializedcooperative|warpspecializedpingpong|stream_?k", re.IGNORECASE)
+
+
+def is_persistent_kernel(name: str) -> bool:
+    """Whether a kernel name says its grid is sized to the SMs free to it (a persistent kernel)."""
+    return bool(_PERSISTENT.search(name))
+
+
 def uses_tensor_cores(name: str) -> bool:
     """Whether a kernel name says it issues Tensor Core (MMA) instructions."""
     return bool(_TENSOR_CORE.search(name)) and not _CUDA_CORES.search(name)

@@ -54,16 +54,22 @@ _CATEGORY_KIND = {
     "gpu_memcpy": Kind.MEMCPY,
     "memset": Kind.MEMSET,
     "gpu_memset": Kind.MEMSET,
+    # MTIA's on-device events (Kineto: "MTIA ondevice CCP events", written as kernels).
+    "mtia_ccp_events": Kind.KERNEL,
     "runtime": Kind.RUNTIME,
     "cuda_runtime": Kind.RUNTIME,
     "hip_runtime": Kind.RUNTIME,
     "xpu_runtime": Kind.RUNTIME,
     "mtia_runtime": Kind.RUNTIME,
+    "hpu_op": Kind.RUNTIME,  # Gaudi: the host-side launch of a device op
+    "gcu_runtime": Kind.RUNTIME,
     "privateuse1_runtime": Kind.RUNTIME,
     "glow_runtime": Kind.RUNTIME,
     "cuda_driver": Kind.DRIVER,
     "hip_driver": Kind.DRIVER,
     "privateuse1_driver": Kind.DRIVER,
+    "xpu_driver": Kind.DRIVER,
+    "gcu_driver": Kind.DRIVER,
     "operator": Kind.CPU_OP,
     "cpu_op": Kind.CPU_OP,
     "user_annotation": Kind.USER_ANNOTATION,
@@ -108,6 +114,15 @@ def is_communication(kind: Kind, name: str) -> bool:
     if kind in (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.GPU_ANNOTATION):
         return bool(_COMM_HOST.match(name))
     return False
+
+
+# CUDA/HIP graph replays: one host call starts every kernel of the graph.
+_GRAPH_LAUNCH = re.compile(r"^(?:cuda|hip)GraphLaunch|^cuGraphLaunch")
+
+
+def is_graph_launch(kind: Kind, name: str) -> bool:
+    """Whether a runtime/driver call replays a CUDA or HIP graph (``cudaGraphLaunch``...)."""
+    return kind in LAUNCH_KINDS and bool(_GRAPH_LAUNCH.match(name))
 
 
 def is_dataloader(kind: Kind, name: str) -> bool:
