@@ -95,3 +95,15 @@ def test_launch_context_and_unclassified_shares(builder, tmp_path):
     assert c.unclassified_us == 30
     assert [(u.name, u.calls, u.total_us) for u in c.unclassified] == [
         ("my_custom_kernel", 1, 30)]
+
+
+@pytest.mark.parametrize("name", [
+    # FBGEMM's FP8 quantisation: "fbgemm" and "FP8" in the name, no MMA.
+    "void fbgemm_gpu::(anonymous namespace)::_compute_FP8_quantize_cuda_kernel<float>(float*)",
+    "void at::native::vectorized_elementwise_kernel<4, fbgemm_gpu::_float_to_hfp8_gpu(at::Tensor"
+    " const&, long, long, double)::{lambda(float)#1}>(int, float)",
+    "void wgrad_alg0_engine<float, 128, 6, 7, 3, 3, 5, false, 512>(int, int, int, float const*)",
+    "ampere_gcgemm_64x64_nt",
+])
+def test_known_compute_that_looks_like_tensor_cores(name):
+    assert name_class(name) == (COMPUTE, True)

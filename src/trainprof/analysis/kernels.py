@@ -20,7 +20,7 @@ from trainprof.analysis.kernel_shares import KernelClassShares, kernel_class_sha
 from trainprof.analysis.occupancy import FULL_FILL, launch_fill, sm_counts
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import group_ids, share
-from trainprof.trace.kernel_class import CLASS_LABELS, KernelClass
+from trainprof.trace.kernel_class import CLASS_LABELS, FUSED_ATTENTION, KernelClass
 from trainprof.trace.kernel_context import kernel_classes
 from trainprof.trace.model import FLAG_COMM, Kind, Trace
 
@@ -57,11 +57,9 @@ _TC_ELIGIBLE_OP = re.compile(
     r"conv|(?:^|::|_)(?:mm|addmm|bmm|baddbmm|addbmm|matmul|linear|einsum)(?:$|_)"
     r"|scaled_dot_product|_flash_attention|_efficient_attention|_cudnn_attention"
     r"|cudnn_rnn|lstm|(?:^|::|_)gru(?:$|_)", re.IGNORECASE)
-#: Softmax ops (not log-softmax, a loss) and fused attention, by op or kernel name.
+#: Softmax ops (not log-softmax, a loss); fused attention by op or kernel name is
+#: trace/kernel_class.py's FUSED_ATTENTION.
 _SOFTMAX_OP = re.compile(r"(?:^|::)_?softmax(?:$|_backward)", re.IGNORECASE)
-_FUSED_ATTENTION = re.compile(
-    r"flash|fmha|efficient_attention|scaled_dot_product|_cudnn_attention|sdpa|attention_fwd"
-    r"|attn_fwd|mem_eff", re.IGNORECASE)
 
 
 @dataclass
@@ -177,8 +175,8 @@ def kernel_facts(trace: Trace, kernels: np.ndarray) -> KernelFacts:
     softmax = _name_mask(ev.names, op_names, _SOFTMAX_OP)[np.maximum(op, 0)] & (op >= 0)
     k_names = np.unique(ev.name[kernels])
     on_tc = kernel_classes(trace).cls[kernels] == KernelClass.TENSOR_CORE
-    fused = _name_mask(ev.names, k_names, _FUSED_ATTENTION)[ev.name[kernels]]
-    fused |= _name_mask(ev.names, op_names, _FUSED_ATTENTION)[np.maximum(op, 0)] & (op >= 0)
+    fused = _name_mask(ev.names, k_names, FUSED_ATTENTION)[ev.name[kernels]]
+    fused |= _name_mask(ev.names, op_names, FUSED_ATTENTION)[np.maximum(op, 0)] & (op >= 0)
     fill = launch_fill(trace, kernels)
     reported = np.isfinite(fill.fill)
     under = fill.underfilled

@@ -54,8 +54,8 @@ _TENSOR_CORE = re.compile(
     r"h884|s884|h1688|s1688|c1688|i8816|16816|16832|s161616|hmma|imma|bmma|dmma|qmma|tensorop"
     r"|opclasstensorop|wgmma|gmma|tcgen05|nvjet|xmma|sm(?:75|80|86|89|90a?|100a?|120)_"
     r"(?:gemm|xmma|fmha|fprop|dgrad|wgrad)|cutlass3x|cutlass::gemm::kernel::gemmuniversal"
-    r"|collectivemma|tmawarpspecialized|_scaled_mm|scaled_mm|(?:e4m3|e5m2|fp8).*gemm"
-    r"|gemm.*(?:e4m3|e5m2|fp8)"
+    r"|collectivemma|tmawarpspecialized|_scaled_mm|scaled_mm|(?:e4m3|e5m2|fp8).*(?<!fb)gemm"
+    r"|(?<!fb)gemm.*(?:e4m3|e5m2|fp8)"
     r"|cutlass.*(?:bf16|f16|tf32|fp8)|dgrad_1x1_stride_2x2|first_layer_wgrad_kernel|conv1x1"
     r"|conv2d_c1_k1|direct_group|flash_fwd|flash_bwd|flash::|flash_attn|flashattn|compute_attn"
     r"|fmha|sdpa|_mma_|mma_sync|triton_tem_|triton_(?:mm|bmm)|triton\w*_(?:mm|bmm|dot|mma)(?:_|$)"
@@ -64,8 +64,10 @@ _TENSOR_CORE = re.compile(
     re.IGNORECASE,
 )
 #: Names that say the kernel runs on the CUDA cores although a family above matches: cuBLAS's
-#: FP32 ``sm80_xmma_gemm_f32f32_..._ffma_...`` (TF32 off), CUTLASS ``simt`` and ``sgemm``.
-_CUDA_CORES = re.compile(r"ffma|simt|sgemm|opclasssimt", re.IGNORECASE)
+#: FP32 ``sm80_xmma_gemm_f32f32_..._ffma_...`` (TF32 off), CUTLASS ``simt`` and ``sgemm``, and
+#: PyTorch's own elementwise/reduction kernels (whose template arguments can name anything).
+_CUDA_CORES = re.compile(r"ffma|simt|sgemm|opclasssimt|^(?:void )?at::native::",
+                         re.IGNORECASE)
 
 # Compute kernels of known families (no MMA): PyTorch's own kernels, cub, cuDNN's non-MMA engines
 # (batch norm, Winograd, FFT, layout changes), SIMT GEMMs and GEMVs, Triton pointwise/reduction
@@ -76,7 +78,8 @@ _KNOWN_COMPUTE = re.compile(
     r"|nchwtonhwc|nhwctonchw|im2col|col2im|convolve|conv|pool|scatter|gather|index|sort|scan"
     r"|dropout|embedding|permute|transpose|fill|cast|multi_tensor_apply|adam|sgd|epilogue"
     r"|bounds_check|magma|compute_cuda_kernel|cunn_|upsample|interpolate|random|philox|topk"
-    r"|memset|memcpy|kernelinit|cumsum|loss|activation|gelu|relu|silu|rope|rotary",
+    r"|memset|memcpy|kernelinit|cumsum|loss|activation|gelu|relu|silu|rope|rotary"
+    r"|wgrad_alg|dgrad_alg|_engine|cgemm|zgemm|dgemm|gemmsn|quantize",
     re.IGNORECASE,
 )
 
@@ -90,6 +93,13 @@ _COMM_FRAME = re.compile(r"\):\s*(?:\w+\.)*\w*(?:dispatch|combine)\w*\s*$", re.I
 # say "persistent" (Triton's persistent matmul, FlashAttention 3's tile scheduler).
 _PERSISTENT = re.compile(
     r"persistent|warpspecializedcooperative|warpspecializedpingpong|stream_?k", re.IGNORECASE)
+
+
+#: Fused attention, by kernel or op name (FlashAttention, memory-efficient and cuDNN attention,
+#: SDPA): what attention_not_fused looks for.
+FUSED_ATTENTION = re.compile(
+    r"flash|fmha|efficient_attention|scaled_dot_product|_cudnn_attention|sdpa|attention_fwd"
+    r"|attn_fwd|mem_eff", re.IGNORECASE)
 
 
 def is_persistent_kernel(name: str) -> bool:
