@@ -245,6 +245,8 @@ _COLLECTIVE_WORDS = (
     ("allgather", "all_gather"),
     ("allreduce", "all_reduce"),
     ("alltoall", "all_to_all"),
+    ("dispatch", "all_to_all"),  # expert-parallel token exchange (DeepEP dispatch/combine)
+    ("combine", "all_to_all"),
     ("broadcast", "broadcast"),
     ("sendrecv", "send_recv"),
     ("barrier", "barrier"),
