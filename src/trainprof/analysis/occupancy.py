@@ -11,6 +11,7 @@ gives the theoretical occupancy. See docs/kernel_classes.md.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ from trainprof.trace.kernel_class import KernelClass, is_persistent_kernel
 from trainprof.trace.kernel_context import kernel_classes
 from trainprof.trace.model import Kind, Trace
 
+_SHAPES = "_trainprof_launch_shapes"
 #: A launch with at least this many blocks per free SM fills the GPU ("about one per SM").
 FULL_FILL = 0.9
 #: Most blocks one SM holds at once, by compute capability (CUDA programming guide, table of
@@ -70,11 +72,15 @@ def _launch_shapes(trace: Trace, kernels: np.ndarray) -> tuple[np.ndarray, ...]:
     """Per call: blocks (from the grid, else blocks per SM x SMs), threads per block,
     registers per thread and shared memory; nan where unknown."""
     ev = trace.events
-    n = len(kernels)
-    blocks, threads, regs, smem = (np.full(n, np.nan) for _ in range(4))
-    for i, d in enumerate(ev.detail[kernels].tolist()):
-        if d >= 0:
-            blocks[i], threads[i], regs[i], smem[i] = _launch_shape(ev.details[d])
+    shapes = trace.__dict__.get(_SHAPES)
+    if shapes is None:  # read once per trace, for every kernel
+        shapes = np.full((max(len(ev.details), 1), 4), np.nan)
+        for i, detail in enumerate(ev.details):
+            shapes[i] = _launch_shape(detail)
+        trace.__dict__[_SHAPES] = shapes
+    d = ev.detail[kernels]
+    out = np.where((d >= 0)[:, None], shapes[np.maximum(d, 0)], np.nan)
+    blocks, threads, regs, smem = (out[:, i].copy() for i in range(4))
     sms = sm_counts(trace, kernels, np.nan)
     from_bps = ~np.isfinite(blocks)
     blocks[from_bps] = (ev.blocks_per_sm[kernels].astype(np.float64) * sms)[from_bps]
@@ -98,14 +104,19 @@ def _launch_shape(detail: dict[str, Any]) -> tuple[float, float, float, float]:
 
 
 def _product(dims: Any) -> float:
-    if not isinstance(dims, list) or not dims:
-        return np.nan
-    values = [_number(x) for x in dims]
-    return float(np.prod(values)) if all(np.isfinite(v) and v > 0 for v in values) else np.nan
+    if type(dims) is not list or not dims:
+        return math.nan
+    out = 1.0
+    for x in dims:
+        x = _number(x)
+        if not x > 0:
+            return math.nan
+        out *= x
+    return out if math.isfinite(out) else math.nan
 
 
 def _number(x: Any) -> float:
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else np.nan
+    return float(x) if type(x) in (int, float) else math.nan
 
 
 def _comm_sms_held(trace: Trace, kernels: np.ndarray) -> np.ndarray:
