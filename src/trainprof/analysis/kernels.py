@@ -20,7 +20,7 @@ from trainprof.analysis.kernel_shares import KernelClassShares, kernel_class_sha
 from trainprof.analysis.occupancy import FULL_FILL, launch_fill, sm_counts
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import group_ids, share
-from trainprof.trace.kernel_class import CLASS_LABELS, FUSED_ATTENTION, KernelClass
+from trainprof.trace.kernel_class import CLASS_LABELS, FUSED_ATTENTION, NAME_LIMIT, KernelClass
 from trainprof.trace.kernel_context import kernel_classes
 from trainprof.trace.model import FLAG_COMM, Kind, Trace
 
@@ -213,7 +213,7 @@ def _name_mask(names: list[str], used: np.ndarray, pattern: re.Pattern[str]) -> 
     """Per name index, whether it is among ``used`` and matches ``pattern``."""
     out = np.zeros(len(names), dtype=bool)
     for n in used:
-        out[n] = bool(pattern.search(names[n]))
+        out[n] = bool(pattern.search(names[n][:NAME_LIMIT]))
     return out
 
 

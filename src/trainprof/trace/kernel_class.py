@@ -102,19 +102,25 @@ FUSED_ATTENTION = re.compile(
     r"|attn_fwd|mem_eff", re.IGNORECASE)
 
 
+#: Only this many leading characters of a name are matched: real kernel names (C++ templates)
+#: stay far below it, and a damaged multi-megabyte name must not take seconds per pattern.
+NAME_LIMIT = 16_384
+
+
 def is_persistent_kernel(name: str) -> bool:
     """Whether a kernel name says its grid is sized to the SMs free to it (a persistent kernel)."""
-    return bool(_PERSISTENT.search(name))
+    return bool(_PERSISTENT.search(name[:NAME_LIMIT]))
 
 
 def uses_tensor_cores(name: str) -> bool:
     """Whether a kernel name says it issues Tensor Core (MMA) instructions."""
+    name = name[:NAME_LIMIT]
     return bool(_TENSOR_CORE.search(name)) and not _CUDA_CORES.search(name)
 
 
 def is_communication_kernel(name: str) -> bool:
     """Whether a kernel name is that of a communication kernel."""
-    return bool(_COMMUNICATION.search(name))
+    return bool(_COMMUNICATION.search(name[:NAME_LIMIT]))
 
 
 def name_class(name: str) -> tuple[KernelClass, bool]:
@@ -123,12 +129,12 @@ def name_class(name: str) -> tuple[KernelClass, bool]:
         return KernelClass.COMMUNICATION, True
     if uses_tensor_cores(name):
         return KernelClass.TENSOR_CORE, True
-    return KernelClass.COMPUTE, bool(_KNOWN_COMPUTE.search(name))
+    return KernelClass.COMPUTE, bool(_KNOWN_COMPUTE.search(name[:NAME_LIMIT]))
 
 
 def is_communication_frame(name: str) -> bool:
     """Whether a Python frame (``path/file.py(12): dispatch``) is an expert-parallel exchange."""
-    return bool(_COMM_FRAME.search(name))
+    return bool(_COMM_FRAME.search(name[-NAME_LIMIT:]))
 
 
 @dataclass
