@@ -107,3 +107,21 @@ def test_launch_context_and_unclassified_shares(builder, tmp_path):
 ])
 def test_known_compute_that_looks_like_tensor_cores(name):
     assert name_class(name) == (COMPUTE, True)
+
+
+def test_report_lines_name_the_shares_and_the_guesses(builder, tmp_path):
+    from trainprof.report.hotspots import kernel_class_line
+    from trainprof.report.html_tables import kernels_table
+
+    builder.step(1, 0, 1000)
+    builder.launch(10, 5, name="ncclDevKernel_AllReduce_Sum_f32", k_ts=100, k_dur=100)
+    builder.launch(20, 5, name="sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", k_ts=200, k_dur=200)
+    builder.launch(30, 5, name="my_custom_kernel", k_ts=400, k_dur=700)
+    stats = kernel_stats(load_file(builder.write(tmp_path / "t.json")))
+    assert kernel_class_line(stats) == (
+        "Kernel classes: communication 10.0%, Tensor Core 20.0%, other compute 70.0%; "
+        "unclassified (counted as compute) 70.0%: my_custom_kernel 0.70 ms")
+    table = kernels_table(stats.to_dict())
+    assert table.caption.endswith("unclassified (counted as compute) 70.0%")
+    classes = {row[0].text: row[7].text for row in table.rows}
+    assert classes["my_custom_kernel"] == "compute (unclassified)"
