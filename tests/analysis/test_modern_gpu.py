@@ -122,3 +122,21 @@ def test_other_accelerators_get_a_device_timeline(tmp_path, runtime, device_cate
     assert r.timeline is not None
     assert r.timeline.busy_pct == pytest.approx(40.0)
     assert r.sections["kernels"].total_us == 800
+
+
+@pytest.mark.parametrize("grid, underfilled", [(112, False), (100, True)])
+def test_grid_sized_to_the_sms_communication_leaves(tmp_path, grid, underfilled):
+    """A GEMM that runs while no communication kernel does, but with exactly 132 - 20 blocks
+    (the job keeps 20 SMs for DeepEP) is sized on purpose; 100 blocks is not."""
+    b = TraceBuilder()
+    b.metadata["deviceProperties"] = [moe_step_trace().metadata["deviceProperties"][0]]
+    for n in range(3):
+        t = n * 1000
+        b.step(n, t, 1000)
+        b.stream = 20
+        b.launch(t, 3, name=DISPATCH, k_ts=t, k_dur=300, args={"grid": [20, 1, 1]})
+        b.stream = 7
+        b.launch(t + 350, 3, name=FP8_GEMM, k_ts=t + 400, k_dur=500,
+                 args={"grid": [grid, 1, 1]})
+    facts = _analyze(b, tmp_path).ranks[0].sections["kernels"].facts
+    assert facts.underfilled_us == (1500 if underfilled else 0)

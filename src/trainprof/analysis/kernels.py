@@ -77,7 +77,8 @@ class KernelFacts:
     underfilled_empty_us: float = 0.0
     reported_blocks_us: float = 0.0  # time of the calls whose blocks are known
     #: Time of the calls that would count as under-filled against all SMs, but fill the SMs
-    #: left free by a concurrent communication kernel or are persistent.
+    #: left free by a concurrent communication kernel or are sized to them (not persistent),
+    #: and of the calls named persistent.
     full_beside_comm_us: float = 0.0
     persistent_us: float = 0.0
     #: Softmax kernels (launched by a softmax op) and fused attention kernels.

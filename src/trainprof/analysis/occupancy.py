@@ -38,13 +38,17 @@ class LaunchFill:
     free_sms: np.ndarray  # SMs not held by a concurrent communication kernel
     fill: np.ndarray  # blocks per free SM
     persistent: np.ndarray  # bool: the name says the grid is sized to the free SMs
+    #: bool: exactly the SMs a communication kernel of the rank leaves (SM count - its blocks),
+    #: a grid sized beside communication even when none runs at that moment
+    sized_beside_comm: np.ndarray
     resident_blocks: np.ndarray  # blocks one SM can hold at once (threads, registers, smem)
     theoretical_occupancy_pct: np.ndarray  # resident threads / the SM's thread limit
 
     @property
     def underfilled(self) -> np.ndarray:
         """Launches known to leave free SMs empty."""
-        return np.isfinite(self.fill) & (self.fill < FULL_FILL) & ~self.persistent
+        return (np.isfinite(self.fill) & (self.fill < FULL_FILL) & ~self.persistent
+                & ~self.sized_beside_comm)
 
 
 def launch_fill(trace: Trace, kernels: np.ndarray) -> LaunchFill:
@@ -56,6 +60,7 @@ def launch_fill(trace: Trace, kernels: np.ndarray) -> LaunchFill:
     total_sms = np.where(np.isfinite(sms), sms, 1.0)
     held = _comm_sms_held(trace, kernels)
     free = np.maximum(total_sms - held, 1.0)
+    beside = _sized_beside_comm(trace, kernels, blocks, total_sms)
     unique = np.unique(ev.name[kernels])
     persistent_name = np.zeros(len(ev.names), dtype=bool)
     persistent_name[unique] = [is_persistent_kernel(ev.names[k]) for k in unique.tolist()]
@@ -65,7 +70,7 @@ def launch_fill(trace: Trace, kernels: np.ndarray) -> LaunchFill:
     fill[~(fill > 0)] = np.nan
     return LaunchFill(blocks=blocks, free_sms=free, fill=fill,
                       persistent=persistent_name[ev.name[kernels]],
-                      resident_blocks=resident, theoretical_occupancy_pct=occupancy)
+                      sized_beside_comm=beside, resident_blocks=resident, theoretical_occupancy_pct=occupancy)
 
 
 def _launch_shapes(trace: Trace, kernels: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -144,6 +149,25 @@ def _comm_sms_held(trace: Trace, kernels: np.ndarray) -> np.ndarray:
         held[mine] = np.where(hi < 0, 0.0, _range_max(level, np.maximum(lo, 0),
                                                        np.maximum(hi, lo)))
     return held
+
+
+def _sized_beside_comm(trace: Trace, kernels: np.ndarray, blocks: np.ndarray,
+                       sms: np.ndarray) -> np.ndarray:
+    """Per call, whether its blocks are exactly the SMs a communication kernel on its device
+    leaves free (DeepEP-style jobs size compute grids to SM count - communication SMs)."""
+    ev = trace.events
+    out = np.zeros(len(kernels), dtype=bool)
+    comm_all = np.flatnonzero((kernel_classes(trace).cls == KernelClass.COMMUNICATION)
+                              & (ev.kind == Kind.KERNEL))
+    if not len(comm_all):
+        return out
+    comm_blocks = _launch_shapes(trace, comm_all)[0]
+    for dev in np.unique(ev.device[comm_all]).tolist():
+        mine = ev.device[kernels] == dev
+        taken = np.unique(comm_blocks[(ev.device[comm_all] == dev) & np.isfinite(comm_blocks)])
+        left = sms[mine][:1] - taken if mine.any() else taken[:0]
+        out[mine] = np.isin(blocks[mine], left[left > 0])
+    return out
 
 
 def _range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
