@@ -3,6 +3,7 @@ communication kernels, CUDA graph replays, and accelerators other than CUDA/ROCm
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import trainprof
@@ -46,7 +47,7 @@ def test_persistent_gemm_beside_communication_fills_the_free_sms(tmp_path):
     ev = trace.events
     gemms = [i for i in range(len(ev)) if ev.kind[i] == Kind.KERNEL
              and ev.names[ev.name[i]] == FP8_GEMM]
-    fill = launch_fill(trace, __import__("numpy").array(gemms))
+    fill = launch_fill(trace, np.array(gemms))
     assert fill.blocks.tolist() == [112] * 3
     assert fill.free_sms.tolist() == [112] * 3
     assert fill.fill.tolist() == [1.0] * 3
