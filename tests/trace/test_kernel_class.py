@@ -75,6 +75,7 @@ def test_launch_context_and_unclassified_shares(builder, tmp_path):
     builder.event("python_function", "deep_ep/buffer.py(310): dispatch", 300, 100)
     builder.launch(320, 5, name="void moe::route_tokens_sm90<8>", k_ts=400, k_dur=60)
     builder.launch(500, 5, name="my_custom_kernel", k_ts=600, k_dur=30)
+    builder.op("symm_mem::fused_all_gather_matmul", 540, 30)
     builder.launch(550, 5, name="sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", k_ts=700, k_dur=60)
     stats = kernel_stats(load_file(builder.write(tmp_path / "t.json")))
     rows = {r.name: r for r in stats.rows}
@@ -84,6 +85,8 @@ def test_launch_context_and_unclassified_shares(builder, tmp_path):
     assert rows["void moe::route_tokens_sm90<8>"].classified_by == "launch"
     elementwise = rows["void at::native::vectorized_elementwise_kernel<4>"]
     assert (elementwise.kernel_class, elementwise.classified_by) == ("compute", "name")
+    # A GEMM launched inside a symmetric-memory op stays Tensor Core: its name is known.
+    assert rows["sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n"].kernel_class == "tensor_core"
     assert (rows["my_custom_kernel"].kernel_class,
             rows["my_custom_kernel"].classified_by) == ("compute", "unclassified")
     c = stats.classes

@@ -86,7 +86,7 @@ _CATEGORY_KIND = {
 # torch.distributed emits for NCCL, Gloo, MPI and UCC, c10d ops and record_param_comms.
 _COMM_HOST = re.compile(
     r"^(?:nccl|gloo|mpi|ucc|xccl):|^c10d::|^record_param_comms$|^c10d_functional::"
-    r"|^_c10d_functional::",
+    r"|^_c10d_functional::|^symm_mem::",  # torch symmetric-memory collectives
 )
 _DATALOADER = re.compile(r"^enumerate\((?:DataLoader|DataPipe)\)#")
 _STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")  # a number that fits in 64 bits
