@@ -41,6 +41,8 @@ COMM, TC, COMPUTE = KernelClass.COMMUNICATION, KernelClass.TENSOR_CORE, KernelCl
     ("void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32>", TC),
     ("triton_tem_fused_mm_0", TC),
     ("triton_red_fused_bmm_mul_3", TC),
+    ("matmul_kernel", TC),  # Triton's tutorial matmul (tl.dot), kept by many projects
+    ("_attn_fwd", TC),
     ("cudnn_generated_fort_native_sdpa_sm90_knob_7_64x128x64_4x1x1_kernel0_0", TC),
     ("void fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel)", TC),
     ("Cijk_Alik_Bljk_BBS_BH_MT128x128x32_MI32x32x8x1_SN_1LDSB0_APM1", TC),

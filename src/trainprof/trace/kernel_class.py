@@ -48,7 +48,8 @@ _COMMUNICATION = re.compile(
 # GemmUniversal/CollectiveMma templates, wgmma/gmma, TMA warp-specialised), cuBLAS(Lt) on Hopper
 # (nvjet, xmma), FP8 GEMMs (_scaled_mm, GEMMs named e4m3/e5m2/fp8), FlashAttention 1/2/3
 # (flash_fwd/flash_bwd, FlashAttnFwd/Bwd, compute_attn, fmha), cuDNN's fused attention and MMA
-# engines, Triton kernels built on tl.dot (Inductor's mm/bmm templates, names with mm/dot/mma),
+# engines, Triton kernels built on tl.dot (Inductor's mm/bmm templates, names with mm/dot/mma,
+# the tutorial names matmul_kernel and _attn_fwd/_attn_bwd that many projects keep),
 # AMD Tensile/hipBLASLt (Cijk_*MFMA*, _MI16x16x...), Composable Kernel (ck::, ck_tile::, xdl).
 _TENSOR_CORE = re.compile(
     r"h884|s884|h1688|s1688|c1688|i8816|16816|16832|s161616|hmma|imma|bmma|dmma|qmma|tensorop"
@@ -60,7 +61,7 @@ _TENSOR_CORE = re.compile(
     r"|conv2d_c1_k1|direct_group|flash_fwd|flash_bwd|flash::|flash_attn|flashattn|compute_attn"
     r"|fmha|sdpa|_mma_|mma_sync|triton_tem_|triton_(?:mm|bmm)|triton\w*_(?:mm|bmm|dot|mma)(?:_|$)"
     r"|ampere_.*gemm.*(?:bf16|fp16|h16)|cijk_.*mfma|cijk_.*_mi\d+x\d+|(?:^|\W)ck::|ck_tile::"
-    r"|_xdl|xdlops|wmma",
+    r"|_xdl|xdlops|wmma|matmul_kernel|_attn_(?:fwd|bwd)",
     re.IGNORECASE,
 )
 #: Names that say the kernel runs on the CUDA cores although a family above matches: cuBLAS's
