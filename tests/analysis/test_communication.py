@@ -91,6 +91,8 @@ def test_host_collectives_overlap_with_other_threads(tmp_path, builder):
     ("_c10d_functional::wait_tensor", "wait"),
     ("allgather_into_tensor_coalesced", "all_gather"),
     ("record_param_comms", "other"),
+    ("void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*)", "all_to_all"),
+    ("void deep_ep::internode_ll::combine<false, 7168>(void*, int*)", "all_to_all"),
 ])
 def test_collective_type(name, kind):
     assert collective_type(name) == kind

@@ -9,8 +9,8 @@ from collections import defaultdict
 
 import pytest
 
-from trainprof.analysis.gpu import uses_tensor_cores
 from trainprof.analysis.kernels import kernel_stats
+from trainprof.trace.kernel_class import uses_tensor_cores
 from trainprof.trace.load import load_file
 
 from conftest import BERT, RESNET_W0, RESNET_W4, RESULT_CHECK, TIMESFORMER
@@ -53,7 +53,7 @@ def test_synthetic_exact_answers(builder, tmp_path):
     assert stats.tensor_core_pct == pytest.approx(44.0)
     assert sum(r.share_pct for r in stats.rows) == pytest.approx(100.0)
     d = json.loads(json.dumps(stats.to_dict()))
-    assert set(d) == {"total_us", "calls", "tensor_core_pct", "facts", "rows"}
+    assert set(d) == {"total_us", "calls", "tensor_core_pct", "facts", "classes", "rows"}
     f = stats.facts  # communication left out; only the two gemms have an op that can use TCs
     assert (f.compute_us, f.tc_eligible_us, f.tc_eligible_on_tc_us) == (50, 40, 40)
     assert (f.reported_blocks_us, f.underfilled_us, f.softmax_us) == (10, 0, 0)

@@ -16,9 +16,12 @@ import numpy as np
 from trainprof.analysis.attribution import device_links
 from trainprof.analysis.calltree import call_tree, canonical_names
 from trainprof.analysis.frames import data_frame
-from trainprof.analysis.gpu import uses_tensor_cores
+from trainprof.analysis.kernel_shares import KernelClassShares, kernel_class_shares
+from trainprof.analysis.occupancy import FULL_FILL, launch_fill, sm_counts
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import group_ids, share
+from trainprof.trace.kernel_class import CLASS_LABELS, FUSED_ATTENTION, NAME_LIMIT, KernelClass
+from trainprof.trace.kernel_context import kernel_classes
 from trainprof.trace.model import FLAG_COMM, Kind, Trace
 
 
@@ -39,6 +42,10 @@ class KernelRow:
     communication: bool
     op: str | None  # the op whose launches account for most of this kernel's time
     op_share_pct: float | None  # that op's share of the kernel's time
+    #: "compute", "tensor_core" or "communication" (trace/kernel_class.py), and what decided it:
+    #: "name", "launch" (the op or Python frame that launched it) or "unclassified" (a guess).
+    kernel_class: str = "compute"
+    classified_by: str = "name"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -50,11 +57,9 @@ _TC_ELIGIBLE_OP = re.compile(
     r"conv|(?:^|::|_)(?:mm|addmm|bmm|baddbmm|addbmm|matmul|linear|einsum)(?:$|_)"
     r"|scaled_dot_product|_flash_attention|_efficient_attention|_cudnn_attention"
     r"|cudnn_rnn|lstm|(?:^|::|_)gru(?:$|_)", re.IGNORECASE)
-#: Softmax ops (not log-softmax, a loss) and fused attention, by op or kernel name.
+#: Softmax ops (not log-softmax, a loss); fused attention by op or kernel name is
+#: trace/kernel_class.py's FUSED_ATTENTION.
 _SOFTMAX_OP = re.compile(r"(?:^|::)_?softmax(?:$|_backward)", re.IGNORECASE)
-_FUSED_ATTENTION = re.compile(
-    r"flash|fmha|efficient_attention|scaled_dot_product|_cudnn_attention|sdpa|attention_fwd"
-    r"|attn_fwd|mem_eff", re.IGNORECASE)
 
 
 @dataclass
@@ -65,11 +70,17 @@ class KernelFacts:
     #: Launched by an op that could use Tensor Cores, and of that, by Tensor Core kernels.
     tc_eligible_us: float = 0.0
     tc_eligible_on_tc_us: float = 0.0
-    #: Calls that report fewer blocks than SMs (blocks per SM < 1), and the SM time they leave
-    #: empty: sum of duration x (1 - blocks per SM).
+    #: Calls with fewer blocks than FULL_FILL per free SM (analysis/occupancy.py: SMs held by a
+    #: concurrent communication kernel are not free; persistent kernels are full), and the SM
+    #: time they leave empty: sum of duration x (1 - blocks per free SM).
     underfilled_us: float = 0.0
     underfilled_empty_us: float = 0.0
-    reported_blocks_us: float = 0.0  # time of the calls that report blocks per SM
+    reported_blocks_us: float = 0.0  # time of the calls whose blocks are known
+    #: Time of the calls that would count as under-filled against all SMs, but fill the SMs
+    #: left free by a concurrent communication kernel or are sized to them (not persistent),
+    #: and of the calls named persistent.
+    full_beside_comm_us: float = 0.0
+    persistent_us: float = 0.0
     #: Softmax kernels (launched by a softmax op) and fused attention kernels.
     softmax_us: float = 0.0
     softmax_calls: int = 0
@@ -88,6 +99,7 @@ class KernelStats:
     calls: int
     tensor_core_pct: float | None  # share of kernel time in Tensor Core kernels
     facts: KernelFacts = field(default_factory=KernelFacts)
+    classes: KernelClassShares | None = None
 
     def top(self, n: int) -> list[KernelRow]:
         return self.rows[:n]
@@ -95,6 +107,7 @@ class KernelStats:
     def to_dict(self) -> dict[str, Any]:
         return {"total_us": self.total_us, "calls": self.calls,
                 "tensor_core_pct": self.tensor_core_pct, "facts": self.facts.to_dict(),
+                "classes": self.classes.to_dict() if self.classes else None,
                 "rows": [r.to_dict() for r in self.rows]}
 
     def to_pandas(self) -> Any:
@@ -121,22 +134,33 @@ def kernel_stats(trace: Trace, steps: StepWindows | None = None) -> KernelStats:
     occupancy = _weighted_mean(group, dur, ev.occupancy[kernels], n)
     op, op_time = _launching_ops(trace, kernels, group, n)
     all_time = float(dur.sum())
+    classes = kernel_classes(trace)
     rows = []
     for g in range(n):
         e = kernels[first[g]]
         name = ev.names[ev.name[e]]
+        cls = KernelClass(int(classes.cls[e]))
         rows.append(KernelRow(
             name=name, calls=int(calls[g]), total_us=float(total[g]),
             mean_us=float(total[g] / calls[g]), min_us=float(low[g]), max_us=float(high[g]),
             share_pct=share(float(total[g]), all_time) or 0.0,
             blocks_per_sm=_or_none(blocks[g]), occupancy_pct=_or_none(occupancy[g]),
-            tensor_cores=uses_tensor_cores(name), communication=bool(ev.flags[e] & FLAG_COMM),
+            tensor_cores=cls == KernelClass.TENSOR_CORE,
+            communication=bool(ev.flags[e] & FLAG_COMM),
             op=op[g], op_share_pct=share(op_time[g], float(total[g])) if op[g] else None,
+            kernel_class=CLASS_LABELS[cls], classified_by=_decided_by(classes, e),
         ))
     rows.sort(key=lambda r: (-r.total_us, r.name))
     tc = sum(r.total_us for r in rows if r.tensor_cores)
     return KernelStats(rows=rows, total_us=all_time, calls=len(kernels),
-                       tensor_core_pct=share(tc, all_time), facts=kernel_facts(trace, kernels))
+                       tensor_core_pct=share(tc, all_time), facts=kernel_facts(trace, kernels),
+                       classes=kernel_class_shares(trace, kernels))
+
+
+def _decided_by(classes, event: int) -> str:
+    if classes.by_launch[event]:
+        return "launch"
+    return "name" if classes.by_name[event] else "unclassified"
 
 
 def kernel_facts(trace: Trace, kernels: np.ndarray) -> KernelFacts:
@@ -151,20 +175,23 @@ def kernel_facts(trace: Trace, kernels: np.ndarray) -> KernelFacts:
     eligible = _name_mask(ev.names, op_names, _TC_ELIGIBLE_OP)[np.maximum(op, 0)] & (op >= 0)
     softmax = _name_mask(ev.names, op_names, _SOFTMAX_OP)[np.maximum(op, 0)] & (op >= 0)
     k_names = np.unique(ev.name[kernels])
-    on_tc = np.zeros(len(ev.names), dtype=bool)
-    on_tc[k_names] = [uses_tensor_cores(ev.names[n]) for n in k_names]
-    fused = _name_mask(ev.names, k_names, _FUSED_ATTENTION)[ev.name[kernels]]
-    fused |= _name_mask(ev.names, op_names, _FUSED_ATTENTION)[np.maximum(op, 0)] & (op >= 0)
-    bps = ev.blocks_per_sm[kernels].astype(np.float64)
-    reported = np.isfinite(bps) & (bps > 0)
-    under = reported & (bps < 1.0)
+    on_tc = kernel_classes(trace).cls[kernels] == KernelClass.TENSOR_CORE
+    fused = _name_mask(ev.names, k_names, FUSED_ATTENTION)[ev.name[kernels]]
+    fused |= _name_mask(ev.names, op_names, FUSED_ATTENTION)[np.maximum(op, 0)] & (op >= 0)
+    fill = launch_fill(trace, kernels)
+    reported = np.isfinite(fill.fill)
+    under = fill.underfilled
+    naive = reported & (fill.fill * fill.free_sms < FULL_FILL * sm_counts(trace, kernels, 1.0))
+    empty = np.where(under, 1.0 - fill.fill, 0.0)
     return KernelFacts(
         compute_us=float(dur.sum()),
         tc_eligible_us=float(dur[eligible].sum()),
-        tc_eligible_on_tc_us=float(dur[eligible & on_tc[ev.name[kernels]]].sum()),
+        tc_eligible_on_tc_us=float(dur[eligible & on_tc].sum()),
         underfilled_us=float(dur[under].sum()),
-        underfilled_empty_us=float((dur[under] * (1.0 - bps[under])).sum()),
+        underfilled_empty_us=float((dur * empty).sum()),
         reported_blocks_us=float(dur[reported].sum()),
+        full_beside_comm_us=float(dur[naive & ~under & ~fill.persistent].sum()),
+        persistent_us=float(dur[reported & fill.persistent].sum()),
         softmax_us=float(dur[softmax].sum()),
         softmax_calls=int(softmax.sum()),
         fused_attention_us=float(dur[fused].sum()),
@@ -187,7 +214,7 @@ def _name_mask(names: list[str], used: np.ndarray, pattern: re.Pattern[str]) -> 
     """Per name index, whether it is among ``used`` and matches ``pattern``."""
     out = np.zeros(len(names), dtype=bool)
     for n in used:
-        out[n] = bool(pattern.search(names[n]))
+        out[n] = bool(pattern.search(names[n][:NAME_LIMIT]))
     return out
 
 

@@ -18,7 +18,7 @@ from trainprof.analysis.attribution import device_links
 from trainprof.analysis.frames import data_frame
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import share, summary
-from trainprof.trace.model import DEVICE_KINDS, Kind, Trace
+from trainprof.trace.model import DEVICE_KINDS, Kind, Trace, is_graph_launch
 
 #: A kernel shorter than this is "small": launching it costs about as much as running it.
 SMALL_KERNEL_US = 10.0
@@ -63,6 +63,11 @@ class LaunchStats:
     cpu_bound_pct: float | None  # GPU idle while launches are back to back, of the step time
     cpu_bound: bool
     apis: list[LaunchApi] = field(default_factory=list)
+    #: CUDA/HIP graph replays (``cudaGraphLaunch``) and the kernels they started. Those kernels
+    #: are busy time attributed to the graph launch; they have no launch call of their own, so
+    #: the small, shorter-than-launch and starved shares count the other kernels only.
+    graph_launches: int = 0
+    graph_kernels: int = 0
     #: Per launch, for the API: event indices and times (not in to_dict).
     records: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
@@ -105,25 +110,39 @@ def launch_stats(trace: Trace, steps: StepWindows) -> LaunchStats:
     back_to_back = _launch_runs(trace, links, start, end)
     cpu_bound_us = iv.subtract(back_to_back, busy).total() if len(back_to_back) else 0.0
     cpu_bound_pct = share(cpu_bound_us, window)
-    k_dur, l_dur = ev.dur[kern], ev.dur[launch]
+    graph = _graph_launches(trace, launch)
+    single_kern, single_launch = kern[~graph], launch[~graph]
+    k_dur, l_dur = ev.dur[single_kern], ev.dur[single_launch]
     delay = per_launch["delay_us"]
     return LaunchStats(
         launches=len(per_launch["launch"]),
         kernels=len(kern),
         launch_us=summary(per_launch["launch_us"]),
         delay_us=summary(delay),
-        kernel_us=summary(k_dur),
-        small_kernel_pct=share(float((k_dur < SMALL_KERNEL_US).sum()), len(kern)),
-        shorter_than_launch_pct=share(float((k_dur < l_dur).sum()), len(kern)),
-        starved_kernel_pct=share(float((~_inside(busy, ev.end[launch])).sum()), len(kern)),
+        kernel_us=summary(ev.dur[kern]),
+        small_kernel_pct=share(float((k_dur < SMALL_KERNEL_US).sum()), len(single_kern)),
+        shorter_than_launch_pct=share(float((k_dur < l_dur).sum()), len(single_kern)),
+        starved_kernel_pct=share(float((~_inside(busy, ev.end[single_launch])).sum()),
+                                 len(single_kern)),
         slow_launches=int((per_launch["launch_us"] > SLOW_LAUNCH_US).sum()),
         late_starts=int((delay > LATE_START_US).sum()),
         gpu_idle_pct=share(idle, window) if trace.has_gpu else None,
         cpu_bound_pct=cpu_bound_pct,
         cpu_bound=bool(cpu_bound_pct is not None and cpu_bound_pct >= CPU_BOUND_MIN_PCT),
         apis=_apis(trace, per_launch),
+        graph_launches=len(np.unique(launch[graph])),
+        graph_kernels=int(graph.sum()),
         records=per_launch,
     )
+
+
+def _graph_launches(trace: Trace, launch: np.ndarray) -> np.ndarray:
+    """Per launch call index, whether it replays a CUDA/HIP graph."""
+    ev = trace.events
+    names = np.unique(ev.name[launch])
+    graph = np.zeros(len(ev.names), dtype=bool)
+    graph[names] = [is_graph_launch(Kind.RUNTIME, ev.names[n]) for n in names.tolist()]
+    return graph[ev.name[launch]]
 
 
 def _per_launch(trace: Trace, kern: np.ndarray, launch: np.ndarray) -> dict[str, np.ndarray]:

@@ -26,8 +26,9 @@ class Timeline:
     memcpy_pct: float
     exposed_memcpy_pct: float
     comm_comp_overlap_pct: float | None  # None when the window has no communication
-    #: The same idle and compute shares over the device span only (first to last device event
-    #: inside the window): HTA's and TraceLens's denominator, for cross-checks.
+    #: The same idle and compute shares over the device span only: the device events that start
+    #: inside the window, from the first start to the last end (not cut at the window's end),
+    #: HTA's and TraceLens's denominator, for cross-checks.
     device_span_ms: float
     device_span_idle_pct: float
     device_span_compute_pct: float
@@ -61,6 +62,22 @@ def device_sets(trace: Trace, start: float, end: float) -> DeviceSets:
     return DeviceSets(compute, communication, memcpy, busy)
 
 
+def device_span_sets(trace: Trace, start: float, end: float) -> DeviceSets:
+    """The activity of the device events that start inside [start, end), whole (not clipped)."""
+    ev = trace.events
+    inside = (ev.ts >= start) & (ev.ts < end)
+    comm = ev.flagged(FLAG_COMM) & inside
+    kernels = (ev.kind == Kind.KERNEL) & inside
+    copies = ev.of_kind(Kind.MEMCPY, Kind.MEMSET) & inside
+
+    def merged(mask):
+        return iv.union(ev.ts[mask], ev.end[mask])
+
+    compute, communication, memcpy = merged(kernels & ~comm), merged(kernels & comm), merged(copies)
+    busy = iv.join(iv.join(compute, communication), memcpy)
+    return DeviceSets(compute, communication, memcpy, busy)
+
+
 def gpu_timeline(trace: Trace, steps: StepWindows) -> Timeline | None:
     """The timeline figures, or None for a trace without device activity."""
     if not trace.has_gpu:
@@ -74,8 +91,8 @@ def gpu_timeline(trace: Trace, steps: StepWindows) -> Timeline | None:
     exposed_comm = iv.subtract(s.communication, s.compute).total()
     exposed_copy = iv.subtract(iv.subtract(s.memcpy, s.compute), s.communication).total()
     busy = s.busy.total()
-    dev_start = float(s.busy.starts[0]) if len(s.busy) else start
-    dev_span = float(s.busy.ends[-1]) - dev_start if len(s.busy) else 0.0
+    d = device_span_sets(trace, start, end)
+    dev_span = float(d.busy.ends[-1] - d.busy.starts[0]) if len(d.busy) else 0.0
 
     def dev_pct(x: float) -> float:
         return x / dev_span * 100.0 if dev_span > 0 else 0.0
@@ -96,6 +113,6 @@ def gpu_timeline(trace: Trace, steps: StepWindows) -> Timeline | None:
             (comm_total - exposed_comm) / comm_total * 100.0 if comm_total > 0 else None
         ),
         device_span_ms=dev_span / 1000.0,
-        device_span_idle_pct=dev_pct(dev_span - busy),
-        device_span_compute_pct=dev_pct(s.compute.total()),
+        device_span_idle_pct=dev_pct(dev_span - d.busy.total()),
+        device_span_compute_pct=dev_pct(d.compute.total()),
     )

@@ -127,4 +127,19 @@ def _kernels(result: KernelStats, width: int) -> Group:
         t.add_row(cell, *numbers, *([name_cell(r.op or "", LAUNCHER_WIDTH)] if beside else []))
     note = Text("TC: a Tensor Core kernel (by name); occ.: estimated achieved occupancy",
                 style="dim")
-    return Group(head, t, note)
+    classes = kernel_class_line(result)
+    return Group(head, *([Text(classes)] if classes else []), t, note)
+
+
+def kernel_class_line(result: KernelStats) -> str | None:
+    """Kernel time per class and the unclassified names, in one sentence (docs/kernel_classes.md)."""
+    c = result.classes
+    if c is None or not c.total_us:
+        return None
+    line = (f"Kernel classes: communication {pct(c.class_pct['communication'])}, Tensor Core "
+            f"{pct(c.class_pct['tensor_core'])}, other compute {pct(c.class_pct['compute'])}")
+    if c.unclassified:
+        names = ", ".join(f"{short_kernel_name(u.name)} {_ms(u.total_us)} ms"
+                          for u in c.unclassified[:3])
+        line += f"; unclassified (counted as compute) {pct(c.unclassified_pct)}: {names}"
+    return line

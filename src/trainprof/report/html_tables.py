@@ -85,16 +85,35 @@ def kernels_table(kernels: dict[str, Any], rows: int = DEFAULT_ROWS) -> Table:
     cols = [Column("kernel", numeric=False), Column("calls"), Column("total ms"),
             Column("mean µs"), Column("share", title="of all kernel time"),
             Column("occupancy", title="estimated from the launch size"),
-            Column("Tensor Cores", numeric=False), Column("launched by", numeric=False)]
-    table = Table(cols)
+            Column("Tensor Cores", numeric=False),
+            Column("class", numeric=False, title="docs/kernel_classes.md"),
+            Column("launched by", numeric=False)]
+    table = Table(cols, caption=_class_caption(kernels.get("classes")))
     for r in kernels.get("rows", [])[:rows]:
         table.rows.append([
             kernel_name(r["name"]), num(r["calls"], 0), num(_ms(r.get("total_us")), 2),
             num(r.get("mean_us"), 1), num(r.get("share_pct"), 1, "%"),
             num(r.get("occupancy_pct"), 0, "%"), text("yes" if r.get("tensor_cores") else "no"),
-            text(r.get("op") or ""),
+            text(_class_label(r)), text(r.get("op") or ""),
         ])
     return table
+
+
+def _class_label(row: dict[str, Any]) -> str:
+    label = str(row.get("kernel_class") or "compute").replace("_", " ")
+    by = row.get("classified_by")
+    return f"{label} (unclassified)" if by == "unclassified" else (
+        f"{label} (by launch)" if by == "launch" else label)
+
+
+def _class_caption(classes: dict[str, Any] | None) -> str:
+    """Kernel time per class, and the unclassified share (docs/kernel_classes.md)."""
+    if not classes or not classes.get("total_us"):
+        return ""
+    p = classes.get("class_pct") or {}
+    return (f"Kernel time: communication {fmt(p.get('communication'), 1, '%')}, Tensor Core "
+            f"{fmt(p.get('tensor_core'), 1, '%')}, other compute {fmt(p.get('compute'), 1, '%')}"
+            f"; unclassified (counted as compute) {fmt(classes.get('unclassified_pct'), 1, '%')}")
 
 
 def idle_gaps_table(idle: dict[str, Any], rows: int = 10) -> Table | None:

@@ -110,6 +110,7 @@ def top_md(r: dict[str, Any], top: int = TOP_ROWS) -> str:
         rows = [[md_text(short_kernel_name(k["name"])), _f(k["calls"], 0), _f(k["total_us"] / 1000, 2),
                  _f(k.get("share_pct"), 1, "%")] for k in kernels["rows"][:top]]
         out += ["**Top kernels**", "", table(["kernel", "calls", "total ms", "share"], rows), ""]
+        out += _kernel_classes(kernels.get("classes"))
     return "\n".join(out).rstrip()
 
 
@@ -136,3 +137,13 @@ def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
     notes = [*slowest.get("notes", []), *data.get("notes", [])]
     out += [f"> Note: {md_text(n, None)}" for n in notes]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _kernel_classes(classes: dict | None) -> list[str]:
+    """One line: kernel time per class, and the unclassified share (docs/kernel_classes.md)."""
+    if not classes or not classes.get("total_us"):
+        return []
+    p = classes["class_pct"]
+    return [f"Kernel classes: communication {_f(p.get('communication'), 1, '%')}, Tensor Core "
+            f"{_f(p.get('tensor_core'), 1, '%')}, other compute {_f(p.get('compute'), 1, '%')}; "
+            f"unclassified {_f(classes.get('unclassified_pct'), 1, '%')}.", ""]

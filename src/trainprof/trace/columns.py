@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,19 @@ def _int_or(value: Any, default: int, limit: int = 2**62) -> int:
         if digits.lstrip("-").isdigit():
             out = int(digits)
     return out if -limit < out < limit else default
+
+
+_TRAILING_NUMBER = re.compile(r"(\d{1,4})\D*$")
+
+
+def _device_id(value: Any) -> int:
+    """A device event's device number: an int, the number ending a label ("mtia:1" gives 1,
+    for accelerators whose pid is a name), or 0 when the label has none."""
+    out = _int_or(value, -1, 2**15)
+    if out < 0 and isinstance(value, str):
+        match = _TRAILING_NUMBER.search(value)
+        out = int(match.group(1)) if match else 0
+    return out
 
 
 def _canonical_id(value: Any) -> Any:
@@ -278,7 +292,7 @@ class ColumnBuilder:
         dev_events = [events[i] for i in idx]
         dev_args = [args[i] or _NO_ARGS for i in idx]
         pairs = list(zip(dev_events, dev_args, strict=True))
-        out["device"][idx] = [_int_or(e.pid if a.device is None else a.device, -1, 2**15)
+        out["device"][idx] = [_device_id(e.pid if a.device is None else a.device)
                               for e, a in pairs]
         out["stream"][idx] = [_int_or(e.tid if a.stream is None else a.stream, -1) for e, a in pairs]
         out["blocks_per_sm"][idx] = self._numbers([a.blocks_per_sm for a in dev_args], "args")

@@ -12,6 +12,7 @@ from trainprof.errors import NotATraceError, TraceError
 from trainprof.trace import discover
 from trainprof.trace.columns import ColumnBuilder
 from trainprof.trace.decode import repair_notes
+from trainprof.trace.kernel_context import apply_launch_context
 from trainprof.trace.model import Trace
 from trainprof.trace.stream import EventReader
 
@@ -44,7 +45,7 @@ def load_file(path: str | os.PathLike[str], rank: int = 0, window: int = 0) -> T
     base_ns = metadata.get("baseTimeNanoseconds")
     if isinstance(base_ns, int | float) and base_ns:
         t0 += base_ns / 1000.0  # newer exports store ts relative to this base
-    return Trace(
+    trace = Trace(
         path=path,
         rank=rank,
         window=window,
@@ -56,6 +57,8 @@ def load_file(path: str | os.PathLike[str], rank: int = 0, window: int = 0) -> T
         metadata=metadata,
         notes=notes,
     )
+    apply_launch_context(trace)
+    return trace
 
 
 def rank_in_trace(trace: Trace) -> int | None:

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from trainprof.trace.kernel_class import is_communication_kernel
+
 
 class Kind(IntEnum):
     """The kind of a complete (``ph: X``) event."""
@@ -52,16 +54,22 @@ _CATEGORY_KIND = {
     "gpu_memcpy": Kind.MEMCPY,
     "memset": Kind.MEMSET,
     "gpu_memset": Kind.MEMSET,
+    # MTIA's on-device events (Kineto: "MTIA ondevice CCP events", written as kernels).
+    "mtia_ccp_events": Kind.KERNEL,
     "runtime": Kind.RUNTIME,
     "cuda_runtime": Kind.RUNTIME,
     "hip_runtime": Kind.RUNTIME,
     "xpu_runtime": Kind.RUNTIME,
     "mtia_runtime": Kind.RUNTIME,
+    "hpu_op": Kind.RUNTIME,  # Gaudi: the host-side launch of a device op
+    "gcu_runtime": Kind.RUNTIME,
     "privateuse1_runtime": Kind.RUNTIME,
     "glow_runtime": Kind.RUNTIME,
     "cuda_driver": Kind.DRIVER,
     "hip_driver": Kind.DRIVER,
     "privateuse1_driver": Kind.DRIVER,
+    "xpu_driver": Kind.DRIVER,
+    "gcu_driver": Kind.DRIVER,
     "operator": Kind.CPU_OP,
     "cpu_op": Kind.CPU_OP,
     "user_annotation": Kind.USER_ANNOTATION,
@@ -72,13 +80,13 @@ _CATEGORY_KIND = {
     "trace": Kind.PROFILER_WINDOW,
 }
 
-# Communication, recognised once. Kernels: NCCL (old ncclKernel_*, new ncclDevKernel_*),
-# RCCL on AMD, and the generic "nccl" prefix of collective kernels. Host ops: the record-function
-# names that torch.distributed emits for NCCL, Gloo, MPI and UCC, c10d ops and record_param_comms.
-_COMM_KERNEL = re.compile(r"^(?:void )?(?:nccl|rccl|ncclx)", re.IGNORECASE)
+# Communication, recognised once. Kernels: trace/kernel_class.py (NCCL, RCCL, NVSHMEM, DeepEP,
+# custom all-reduce ...; kernels of unknown names launched under a collective are flagged by
+# trace/kernel_context.py as the trace loads). Host ops: the record-function names that
+# torch.distributed emits for NCCL, Gloo, MPI and UCC, c10d ops and record_param_comms.
 _COMM_HOST = re.compile(
     r"^(?:nccl|gloo|mpi|ucc|xccl):|^c10d::|^record_param_comms$|^c10d_functional::"
-    r"|^_c10d_functional::",
+    r"|^_c10d_functional::|^symm_mem::",  # torch symmetric-memory collectives
 )
 _DATALOADER = re.compile(r"^enumerate\((?:DataLoader|DataPipe)\)#")
 _STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")  # a number that fits in 64 bits
@@ -102,10 +110,19 @@ def classify(category: str, name: str) -> Kind:
 def is_communication(kind: Kind, name: str) -> bool:
     """Whether an event is a collective or point-to-point communication (host op or kernel)."""
     if kind == Kind.KERNEL:
-        return bool(_COMM_KERNEL.match(name))
+        return is_communication_kernel(name)
     if kind in (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.GPU_ANNOTATION):
         return bool(_COMM_HOST.match(name))
     return False
+
+
+# CUDA/HIP graph replays: one host call starts every kernel of the graph.
+_GRAPH_LAUNCH = re.compile(r"^(?:cuda|hip)GraphLaunch|^cuGraphLaunch")
+
+
+def is_graph_launch(kind: Kind, name: str) -> bool:
+    """Whether a runtime/driver call replays a CUDA or HIP graph (``cudaGraphLaunch``...)."""
+    return kind in LAUNCH_KINDS and bool(_GRAPH_LAUNCH.match(name))
 
 
 def is_dataloader(kind: Kind, name: str) -> bool:
@@ -228,6 +245,8 @@ _COLLECTIVE_WORDS = (
     ("allgather", "all_gather"),
     ("allreduce", "all_reduce"),
     ("alltoall", "all_to_all"),
+    ("dispatch", "all_to_all"),  # expert-parallel token exchange (DeepEP dispatch/combine)
+    ("combine", "all_to_all"),
     ("broadcast", "broadcast"),
     ("sendrecv", "send_recv"),
     ("barrier", "barrier"),

@@ -6,8 +6,9 @@ from trainprof.analysis.overview import RankAnalysis
 from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import rank_finding, severity, share_of_steps, where
 
-# low_occupancy: most kernel time in launches with fewer blocks than SMs, and memory to spare
-# (peak below this share of the device, or unknown).
+# low_occupancy: most kernel time in launches with fewer blocks than the SMs free to them (SMs
+# held by a concurrent communication kernel are not free; persistent kernels are full: see
+# analysis/occupancy.py), and memory to spare (peak below this share of the device, or unknown).
 UNDERFILLED_PCT = 50.0
 MEMORY_TO_SPARE_PCT = 80.0
 # no_tensor_cores: on compute capability >= 7, at least this share of kernel time comes from
@@ -83,7 +84,7 @@ def low_occupancy(r: RankAnalysis) -> Finding | None:
     saving = share_of_steps(r, f.underfilled_empty_us)
     g = r.gpu
     evidence = [
-        Evidence("kernel time in launches with fewer blocks than SMs", share, "%", where(r)),
+        Evidence("kernel time in launches with fewer blocks than free SMs", share, "%", where(r)),
         Evidence("SM time those launches leave empty", f.underfilled_empty_us / 1000, "ms",
                  where(r, "whole trace")),
         Evidence("estimated SM efficiency / GPU utilisation",
@@ -93,8 +94,8 @@ def low_occupancy(r: RankAnalysis) -> Finding | None:
     ]
     return rank_finding(
         r, "low_occupancy", severity(saving, GPU_MEDIUM_PCT, GPU_HIGH_PCT),
-        f"{share:.0f}% of kernel time runs on part of the GPU (fewer blocks than SMs)",
-        "The kernels launch fewer thread blocks than the GPU has multiprocessors, so part of "
+        f"{share:.0f}% of kernel time runs on part of the GPU (fewer blocks than free SMs)",
+        "The kernels launch fewer thread blocks than the GPU has free multiprocessors, so part of "
         "the GPU sits empty while they run: the work per kernel (the batch) is too small.",
         evidence, saving, "per sample: a batch that fills every SM runs the same work in the "
         "time the launches now leave empty (it does not shorten a step)", LARGER_BATCH,

@@ -56,6 +56,23 @@ COMPILE = Fix(
         "                                                          mode='reduce-overhead'))"
     ),
 )
+#: The same advice for a job that already replays CUDA graphs: no "use CUDA graphs".
+COMPILE_WITH_GRAPHS = Fix(
+    summary=(
+        "Give the GPU more work per launch: a larger batch, fewer and fused kernels "
+        "(torch.compile), and no host work inside the step; the job already replays CUDA "
+        "graphs, so capture more of the step in them."
+    ),
+    pytorch="model = torch.compile(model)   # fuse the kernels left outside the graphs",
+)
+
+
+def _launch_fix(r: RankAnalysis) -> Fix:
+    """COMPILE, or COMPILE_WITH_GRAPHS when the rank already replays CUDA/HIP graphs."""
+    launch = r.sections.get("launch")
+    return COMPILE_WITH_GRAPHS if launch is not None and launch.graph_launches else COMPILE
+
+
 NO_SYNC = Fix(
     summary=(
         "Keep values on the device inside the step: accumulate metrics as tensors and read "
@@ -137,7 +154,7 @@ def host_bound(r: RankAnalysis) -> Finding | None:
         "For this share of the step no kernel runs while the host executes Python, operators "
         "or CUDA API calls: the GPU finishes work faster than the CPU can issue it.",
         evidence, share, "upper bound: the host work is overlapped with GPU work or removed",
-        COMPILE, **step,
+        _launch_fix(r), **step,
     )
 
 
@@ -164,7 +181,8 @@ def small_kernels(r: RankAnalysis) -> Finding | None:
         "Most kernels run for a few microseconds (under 10 µs, or less than their own launch "
         "call takes), so the GPU drains its queue and waits for the next launch: launch "
         "overhead, not compute, sets the pace.",
-        evidence, starved, "fusion or CUDA graphs remove the launch gaps (upper bound)", COMPILE,
+        evidence, starved, "fusion or CUDA graphs remove the launch gaps (upper bound)",
+        _launch_fix(r),
     )
 
 

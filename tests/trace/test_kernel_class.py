@@ -1,0 +1,132 @@
+"""Kernel classes: names of today's kernel families, and the launch context for unknown names."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainprof.analysis.kernels import kernel_stats
+from trainprof.trace.kernel_class import KernelClass, name_class
+from trainprof.trace.load import load_file
+
+COMM, TC, COMPUTE = KernelClass.COMMUNICATION, KernelClass.TENSOR_CORE, KernelClass.COMPUTE
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", COMM),
+    ("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", COMM),
+    ("void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*)", COMM),
+    ("void deep_ep::intranode::notify_dispatch<8>(int const*, int*, int)", COMM),
+    ("void deep_ep::internode_ll::combine<false, 7168>(void*, int*)", COMM),
+    ("void deep_ep::internode::cached_notify(int, int)", COMM),
+    ("void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*)", COMM),
+    ("void tensorrt_llm::kernels::ar_fusion::allreduce_fusion_kernel_oneshot_lamport<bf16>", COMM),
+    ("void mscclpp::allreduce7<__half>(__half*, mscclpp::DeviceHandle)", COMM),
+    ("void c10d::symmetric_memory::one_shot_all_reduce_kernel<float, 8>(float**)", COMM),
+    ("void c10d::symmetric_memory::multimem_all_gather_kernel<16>(char*)", COMM),
+    ("void nvshmemi_transfer_rma_kernel<NVSHMEMI_OP_PUT>(void*)", COMM),
+    ("void all_to_all_kernel<float>(float*)", COMM),
+    ("rcclKernel_AllGather_RING_LL_Sum_int8_t", COMM),
+    # Tensor Cores: CUTLASS 3 / CuTe persistent FP8 grouped GEMM, FA3, FA2, Hopper and
+    # Blackwell cuBLAS, Triton templates, cuDNN fused attention, AMD Tensile and CK.
+    ("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cutlass::gemm::"
+     "GroupProblemShape<cute::tuple<int, int, int>>, cutlass::gemm::collective::CollectiveMma<"
+     "cutlass::gemm::MainloopSm90TmaGmmaWarpSpecializedFP8<3, cute::tuple<cute::C<1>>>>>>", TC),
+    ("void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<"
+     "flash::CollectiveMainloopFwdSm90<2, cute::tuple<cute::C<1>>, 128>>>>(Params)", TC),
+    ("void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnBwdSm90<128>>>", TC),
+    ("void flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<128>>", TC),
+    ("void deep_gemm::fp8_gemm_kernel<4096u, 7168u, 128u>(__nv_bfloat16*, float*)", TC),
+    ("sm90_xmma_gemm_e4m3e4m3_e4m3f32_f32_tn_n_tilesize128x128x128_warpgroupsize1x1x1", TC),
+    ("sm100_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize256x128x64_cga2x1x1", TC),
+    ("void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32>", TC),
+    ("triton_tem_fused_mm_0", TC),
+    ("triton_red_fused_bmm_mul_3", TC),
+    ("matmul_kernel", TC),  # Triton's tutorial matmul (tl.dot), kept by many projects
+    ("_attn_fwd", TC),
+    ("cudnn_generated_fort_native_sdpa_sm90_knob_7_64x128x64_4x1x1_kernel0_0", TC),
+    ("void fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel)", TC),
+    ("Cijk_Alik_Bljk_BBS_BH_MT128x128x32_MI32x32x8x1_SN_1LDSB0_APM1", TC),
+    ("Cijk_Ailk_Bljk_HHS_BH_MT256x256x64_MFMA_SE_K1", TC),
+    ("void ck::kernel_gemm_xdl_cshuffle_v3<ck::GridwiseGemm_xdl_cshuffle_v3<bf16>>", TC),
+    # FP32 on the CUDA cores, and known compute families.
+    ("void cutlass::Kernel<cutlass_80_simt_sgemm_128x128_8x4_nn_align1>(Params)", COMPUTE),
+    ("volta_sgemm_128x64_nn", COMPUTE),
+    ("triton_poi_fused_add_relu_0", COMPUTE),
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>", COMPUTE),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>", COMPUTE),
+])
+def test_name_classes(name, expected):
+    cls, known = name_class(name)
+    assert cls == expected
+    assert known
+
+
+@pytest.mark.parametrize("name", ["my_custom_kernel", "void foo::bar<int>(int*)"])
+def test_unknown_names_are_compute_and_unclassified(name):
+    assert name_class(name) == (COMPUTE, False)
+
+
+def test_launch_context_and_unclassified_shares(builder, tmp_path):
+    """An unknown kernel launched under a collective op or a dispatch frame is communication;
+    a known compute kernel launched there stays compute; an unknown one elsewhere is a guess."""
+    builder.step(1, 0, 1000)
+    builder.op("nccl:all_to_all", 10, 100)
+    builder.launch(20, 5, name="exchange_tokens_v2", k_ts=200, k_dur=40)
+    builder.launch(40, 5, name="void at::native::vectorized_elementwise_kernel<4>", k_ts=240,
+                   k_dur=10)
+    builder.event("python_function", "deep_ep/buffer.py(310): dispatch", 300, 100)
+    builder.launch(320, 5, name="void moe::route_tokens_sm90<8>", k_ts=400, k_dur=60)
+    builder.launch(500, 5, name="my_custom_kernel", k_ts=600, k_dur=30)
+    builder.op("symm_mem::fused_all_gather_matmul", 540, 30)
+    builder.launch(550, 5, name="sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", k_ts=700, k_dur=60)
+    stats = kernel_stats(load_file(builder.write(tmp_path / "t.json")))
+    rows = {r.name: r for r in stats.rows}
+    assert (rows["exchange_tokens_v2"].kernel_class,
+            rows["exchange_tokens_v2"].classified_by) == ("communication", "launch")
+    assert rows["exchange_tokens_v2"].communication
+    assert rows["void moe::route_tokens_sm90<8>"].classified_by == "launch"
+    elementwise = rows["void at::native::vectorized_elementwise_kernel<4>"]
+    assert (elementwise.kernel_class, elementwise.classified_by) == ("compute", "name")
+    # A GEMM launched inside a symmetric-memory op stays Tensor Core: its name is known.
+    assert rows["sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n"].kernel_class == "tensor_core"
+    assert (rows["my_custom_kernel"].kernel_class,
+            rows["my_custom_kernel"].classified_by) == ("compute", "unclassified")
+    c = stats.classes
+    total = 40 + 10 + 60 + 30 + 60
+    assert c.total_us == total
+    assert c.class_us == {"compute": 40, "tensor_core": 60, "communication": 100}
+    assert c.class_pct["communication"] == pytest.approx(100 / total * 100)
+    assert c.by_launch_us == 100
+    assert c.unclassified_us == 30
+    assert [(u.name, u.calls, u.total_us) for u in c.unclassified] == [
+        ("my_custom_kernel", 1, 30)]
+
+
+@pytest.mark.parametrize("name", [
+    # FBGEMM's FP8 quantisation: "fbgemm" and "FP8" in the name, no MMA.
+    "void fbgemm_gpu::(anonymous namespace)::_compute_FP8_quantize_cuda_kernel<float>(float*)",
+    "void at::native::vectorized_elementwise_kernel<4, fbgemm_gpu::_float_to_hfp8_gpu(at::Tensor"
+    " const&, long, long, double)::{lambda(float)#1}>(int, float)",
+    "void wgrad_alg0_engine<float, 128, 6, 7, 3, 3, 5, false, 512>(int, int, int, float const*)",
+    "ampere_gcgemm_64x64_nt",
+])
+def test_known_compute_that_looks_like_tensor_cores(name):
+    assert name_class(name) == (COMPUTE, True)
+
+
+def test_report_lines_name_the_shares_and_the_guesses(builder, tmp_path):
+    from trainprof.report.hotspots import kernel_class_line
+    from trainprof.report.html_tables import kernels_table
+
+    builder.step(1, 0, 1000)
+    builder.launch(10, 5, name="ncclDevKernel_AllReduce_Sum_f32", k_ts=100, k_dur=100)
+    builder.launch(20, 5, name="sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", k_ts=200, k_dur=200)
+    builder.launch(30, 5, name="my_custom_kernel", k_ts=400, k_dur=700)
+    stats = kernel_stats(load_file(builder.write(tmp_path / "t.json")))
+    assert kernel_class_line(stats) == (
+        "Kernel classes: communication 10.0%, Tensor Core 20.0%, other compute 70.0%; "
+        "unclassified (counted as compute) 70.0%: my_custom_kernel 0.70 ms")
+    table = kernels_table(stats.to_dict())
+    assert table.caption.endswith("unclassified (counted as compute) 70.0%")
+    classes = {row[0].text: row[7].text for row in table.rows}
+    assert classes["my_custom_kernel"] == "compute (unclassified)"
