@@ -57,3 +57,15 @@ def test_a_missing_number_reads_the_same_in_every_view():
     assert {view(None) for view in views} == {"n/a"}
     assert {view(1234.56) for view in views if view is not views[-1]} == {"1,234.6"}
     assert compare_render._pct(None) == "n/a" and compare_render._pct(3.14) == "+3.1%"
+
+
+def test_one_list_of_backends_decides_collective_and_communication():
+    """hccl: (Ascend) counted as a collective but not as communication, once: every backend of
+    the list is both."""
+    from trainprof.trace import model
+
+    for backend in vocabulary.COMM_BACKENDS:
+        name = f"{backend}:all_reduce"
+        assert model.is_backend_collective(model.Kind.CPU_OP, name), name
+        assert model._COMM_HOST.match(name), name
+    assert not model._COMM_HOST.match("aten::all_reduce_ish")

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from trainprof.trace.kernel_class import is_communication_kernel
+from trainprof.vocabulary import COMM_BACKENDS
 
 
 class Kind(IntEnum):
@@ -83,9 +84,11 @@ _CATEGORY_KIND = {
 # Communication, recognised once. Kernels: trace/kernel_class.py (NCCL, RCCL, NVSHMEM, DeepEP,
 # custom all-reduce ...; kernels of unknown names launched under a collective are flagged by
 # trace/kernel_context.py as the trace loads). Host ops: the record-function names that
-# torch.distributed emits for NCCL, Gloo, MPI and UCC, c10d ops and record_param_comms.
+# torch.distributed emits for its backends (vocabulary.COMM_BACKENDS: the same list decides
+# what a collective is below), c10d ops and record_param_comms.
+_BACKENDS = "|".join(COMM_BACKENDS)
 _COMM_HOST = re.compile(
-    r"^(?:nccl|gloo|mpi|ucc|xccl):|^c10d::|^record_param_comms$|^c10d_functional::"
+    rf"^(?:{_BACKENDS}):|^c10d::|^record_param_comms$|^c10d_functional::"
     r"|^_c10d_functional::|^symm_mem::",  # torch symmetric-memory collectives
 )
 _DATALOADER = re.compile(r"^enumerate\((?:DataLoader|DataPipe)\)#")
@@ -262,7 +265,7 @@ COLLECTIVE_TYPES = (*dict.fromkeys(t for _, t in _COLLECTIVE_WORDS), "other")
 _NOT_LETTER = re.compile(r"[^a-z]")
 # Host ops of the backend itself (the collective as it runs), rather than the c10d dispatch
 # wrappers (``c10d::allreduce_``, ``record_param_comms``) around them.
-_BACKEND_COLLECTIVE = re.compile(r"^(?:nccl|gloo|mpi|ucc|xccl|hccl|rccl):")
+_BACKEND_COLLECTIVE = re.compile(rf"^(?:{_BACKENDS}):")
 
 
 def collective_type(name: str) -> str:
