@@ -11,3 +11,7 @@ class TraceError(TrainprofError):
 
 class BenchError(TrainprofError):
     """A strategy benchmark or checklist was asked for something it cannot do (see docs/bench.md)."""
+
+
+class HardwareError(TrainprofError):
+    """A ``--hardware`` file cannot be read as a device description (see docs/hardware.md)."""
