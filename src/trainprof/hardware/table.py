@@ -138,3 +138,10 @@ def _table() -> list[Device]:
     if not _CACHE:
         _CACHE.extend(load_devices())
     return _CACHE
+
+
+def hardware_source(device: Device | None) -> str | None:
+    """Where ``device`` came from: "--hardware", "table", or None when there is none."""
+    if device is None:
+        return None
+    return "--hardware" if _OVERRIDE.get() is device else "table"
