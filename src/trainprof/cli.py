@@ -60,6 +60,9 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
                    help=f"rows shown per table in the text report (default {DEFAULT_TOP})")
     p.add_argument("--by-shape", action="store_true",
                    help="group the operator table by op name and input shapes")
+    p.add_argument("--hardware", type=Path, metavar="FILE.json",
+                   help="the device's peaks for the roofline, for a GPU the built-in table "
+                        "does not know (docs/hardware.md)")
     add_record_arguments(p)
     p.set_defaults(func=cmd_analyze)
 
@@ -268,7 +271,13 @@ def _write_or_print(text: str, output: Path | None) -> None:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    options = TableOptions(sort_by=args.sort, top=args.top, by_shape=args.by_shape)
+    hardware = None
+    if args.hardware is not None:
+        from trainprof.hardware import load_hardware_file
+
+        hardware = load_hardware_file(args.hardware)
+    options = TableOptions(sort_by=args.sort, top=args.top, by_shape=args.by_shape,
+                           hardware=hardware)
     with using_table_options(options):
         return _analyze_and_report(args)
 

@@ -20,10 +20,11 @@ import numpy as np
 
 from trainprof.analysis.attribution import device_links
 from trainprof.analysis.calltree import call_tree
+from trainprof.analysis.device_peaks import trace_device
 from trainprof.analysis.roofline_models import MATRIX_CLASSES, OP_CLASSES, OpCost, op_cost
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import group_ids
-from trainprof.hardware.table import Device, device_for, hardware_source
+from trainprof.hardware.table import Device
 from trainprof.trace.model import Kind, Trace
 
 #: Shape rows kept in the result (the most time lost first); classes are always complete.
@@ -87,7 +88,7 @@ class Roofline:
 
 def roofline(trace: Trace, steps: StepWindows) -> Roofline:
     """The roofline section of one trace, over its step window."""
-    device = device_for(trace.device_name()) if trace.has_gpu else None
+    device, source = trace_device(trace)
     ev = trace.events
     start, end = steps.span
     is_kernel = ev.kind == Kind.KERNEL
@@ -98,13 +99,13 @@ def roofline(trace: Trace, steps: StepWindows) -> Roofline:
                      "only; give its peaks with --hardware FILE.json (docs/hardware.md).")
     calls = _modelled_calls(trace, start, end)
     if calls is None:
-        return Roofline(device, hardware_source(device), 0, 0.0, kernel_us, [], [], notes)
+        return Roofline(device, source, 0, 0.0, kernel_us, [], [], notes)
     names, costs, times = calls
     shapes = _summed(names, costs, times, device, by_shape=True)
     classes = _summed(names, costs, times, device, by_shape=False)
     shapes.sort(key=_by_lost)
     classes.sort(key=_by_lost)
-    return Roofline(device, hardware_source(device), len(costs), float(times.sum()),
+    return Roofline(device, source, len(costs), float(times.sum()),
                     kernel_us, classes, shapes[:TOP_SHAPES], notes)
 
 

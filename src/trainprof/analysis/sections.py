@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from trainprof.analysis.collective_bandwidth import collectives
 from trainprof.analysis.communication import communication
 from trainprof.analysis.copies import copies
 from trainprof.analysis.host import host_time
@@ -19,6 +20,7 @@ from trainprof.analysis.launch import launch_stats
 from trainprof.analysis.memory import memory
 from trainprof.analysis.operators import operators_section
 from trainprof.analysis.rank_table import rank_table
+from trainprof.analysis.roofline import roofline
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.stragglers import stragglers
 from trainprof.analysis.syncs import sync_stats
@@ -44,6 +46,8 @@ SECTIONS += [
     ("syncs", sync_stats),
     ("host", host_time),
 ]
+# How far from the hardware (docs/roofline.md).
+SECTIONS += [("roofline", roofline), ("collectives", collectives)]
 
 
 def run_sections(trace: Trace, steps: StepWindows) -> dict[str, Any]:

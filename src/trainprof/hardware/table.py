@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -110,24 +107,8 @@ def load_hardware_file(path: str | Path) -> Device:
     return device_from_dict(data, str(p))
 
 
-_OVERRIDE: ContextVar[Device | None] = ContextVar("trainprof_hardware", default=None)
-
-
-@contextmanager
-def using_hardware(device: Device | None) -> Iterator[None]:
-    """Use ``device`` for every trace analysed inside the ``with`` block (``--hardware``)."""
-    token = _OVERRIDE.set(device)
-    try:
-        yield
-    finally:
-        _OVERRIDE.reset(token)
-
-
 def device_for(device_name: str) -> Device | None:
-    """The ``--hardware`` device when one is given, else the table's entry for this name."""
-    override = _OVERRIDE.get()
-    if override is not None:
-        return override
+    """The table's entry for a device name (``NVIDIA H100 80GB HBM3``), or None."""
     return next((d for d in _table() if d.matches(device_name)), None)
 
 
@@ -139,9 +120,3 @@ def _table() -> list[Device]:
         _CACHE.extend(load_devices())
     return _CACHE
 
-
-def hardware_source(device: Device | None) -> str | None:
-    """Where ``device`` came from: "--hardware", "table", or None when there is none."""
-    if device is None:
-        return None
-    return "--hardware" if _OVERRIDE.get() is device else "table"
