@@ -1,8 +1,8 @@
 """How far each modelled op runs from the device's roofline (docs/roofline.md).
 
 An op recorded with shapes (``record_shapes=True``) gets its FLOPs and bytes from
-``roofline_models``; its GPU time is that of the kernels launched under it (itself and the ops
-below it, by correlation id). The outermost modelled op of a call owns the time (``linear``
+``roofline_models``; its GPU time is that of the kernels (and memsets) launched under it
+(itself and the ops below it, by correlation id). The outermost modelled op of a call owns the time (``linear``
 rather than the ``addmm`` inside it), so nothing is counted twice. Against the device's peaks
 (``trainprof.hardware``): arithmetic intensity I = FLOPs / bytes; the roofline time is
 max(FLOPs / peak, bytes / bandwidth); the op is compute-bound when I is at or above the ridge
@@ -25,7 +25,7 @@ from trainprof.analysis.roofline_models import MATRIX_CLASSES, OP_CLASSES, OpCos
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import group_ids
 from trainprof.hardware.table import Device
-from trainprof.trace.model import Kind, Trace
+from trainprof.trace.model import DEVICE_KINDS, Kind, Trace
 
 #: Shape rows kept in the result (the most time lost first); classes are always complete.
 TOP_SHAPES = 50
@@ -62,8 +62,8 @@ class Roofline:
     device: Device | None
     device_source: str | None  # "table" or "--hardware"; None when the device is unknown
     ops: int  # modelled op calls with kernel time
-    time_us: float  # their kernel time
-    kernel_time_us: float  # all kernel time in the window
+    time_us: float  # their GPU time
+    kernel_time_us: float  # all GPU time (kernels, memsets, copies) in the window
     classes: list[RooflineRow]
     shapes: list[RooflineRow]  # the TOP_SHAPES that lose most time
     notes: list[str] = field(default_factory=list)
@@ -91,8 +91,8 @@ def roofline(trace: Trace, steps: StepWindows) -> Roofline:
     device, source = trace_device(trace)
     ev = trace.events
     start, end = steps.span
-    is_kernel = ev.kind == Kind.KERNEL
-    kernel_us = float(ev.dur[is_kernel & (ev.ts >= start) & (ev.ts < end)].sum())
+    on_gpu = ev.of_kind(*DEVICE_KINDS)
+    kernel_us = float(ev.dur[on_gpu & (ev.ts >= start) & (ev.ts < end)].sum())
     notes = []
     if trace.has_gpu and device is None:
         notes.append(f"{trace.device_name()!r} is not in the device table: FLOPs and bytes "
@@ -157,10 +157,11 @@ def _cost(trace: Trace, e: int) -> OpCost | None:
 
 
 def _kernel_time_below(trace: Trace, tree) -> np.ndarray:
-    """Kernel µs launched by each call-tree node and the nodes below it."""
+    """GPU µs (kernels, and the memsets and copies a library launches with them, as cuBLAS
+    does) launched by each call-tree node and the nodes below it."""
     ev = trace.events
     links = device_links(trace)
-    ok = (links.owner >= 0) & (ev.kind[links.device] == Kind.KERNEL)
+    ok = links.owner >= 0
     own = np.bincount(links.owner[ok], weights=ev.dur[links.device[ok]], minlength=len(tree))
     cum = np.concatenate([[0.0], np.cumsum(own)])
     return cum[tree.end] - cum[np.arange(len(tree))]
