@@ -29,7 +29,8 @@ def _section(path):
 
 def _reference(path):
     """Per (collective, bytes, group): (count, µs, busbw GB/s), from the kernels' own args."""
-    doc = json.loads(gzip.open(path).read())
+    with gzip.open(path) as f:
+        doc = json.loads(f.read())
     sums = defaultdict(lambda: [0, 0.0])
     for e in doc["traceEvents"]:
         a = e.get("args") or {}
