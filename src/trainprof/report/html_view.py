@@ -18,6 +18,7 @@ from trainprof.report import html_tables as tables
 from trainprof.report import svg
 from trainprof.report.html_chart import Chart
 from trainprof.report.html_memory import memory_charts
+from trainprof.report.html_roofline import collectives_table, roofline_chart, roofline_table
 from trainprof.report.html_tables import Table, fmt
 from trainprof.report.labels import (
     CATEGORY_COLORS,
@@ -50,6 +51,9 @@ class RankView:
     memory: list[Chart] = field(default_factory=list)
     communication: Table | None = None
     notes: list[str] = field(default_factory=list)
+    roofline: Chart | None = None
+    roofline_table: Table | None = None
+    collectives: Table | None = None
 
 
 def finding_view(f: dict[str, Any], number: int) -> dict[str, Any]:
@@ -111,6 +115,9 @@ def rank_view(r: dict[str, Any], index: int, rows: int) -> RankView:
         communication=(tables.communication_table(r["communication"])
                        if r.get("communication") else None),
         notes=[str(n) for n in r.get("notes", [])],
+        roofline=roofline_chart(r.get("roofline") or {}),
+        roofline_table=roofline_table(r.get("roofline") or {}),
+        collectives=collectives_table(r.get("collectives") or {}),
     )
 
 
