@@ -236,7 +236,10 @@ class ColumnBuilder:
         if ops:
             shape[ops] = _interned(self._shapes, [args[i].input_dims for i in ops])
             stack[ops] = _interned(self._stacks, [args[i].call_stack for i in ops])
-            op_args[ops] = _interned(self._op_args, [_types_and_values(args[i]) for i in ops])
+            # Types and scalar values only matter with shapes (the roofline's models).
+            shaped = np.asarray(ops)[shape[ops] >= 0].tolist()
+            op_args[shaped] = _interned(self._op_args,
+                                        [_types_and_values(args[i]) for i in shaped])
             flops[ops] = self._numbers([args[i].flops for i in ops], "args")
         # Details only where they exist: kernels and communication.
         is_kernel = kind == Kind.KERNEL
