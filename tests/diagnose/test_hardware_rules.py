@@ -7,6 +7,7 @@ import pytest
 import trainprof
 from trainprof.diagnose.rules.hardware import REACHABLE_PCT, TARGET_BUSBW_PCT
 
+from conftest import NCCL_TRACE, NS_TRACE, TIMESFORMER
 from tracegen import TraceBuilder
 
 H100 = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 80 * 10**9,
@@ -84,3 +85,27 @@ def test_a_slow_all_reduce_is_slow_collectives(builder, tmp_path):
 def test_a_fast_all_reduce_does_not_fire(builder, tmp_path):
     _all_reduces(builder, 1200.0)  # 391 GB/s busbw, 87% of the link
     assert "slow_collectives" not in _findings(builder, tmp_path)
+
+
+def test_timesformer_softmax_is_far_from_roofline_and_gets_fused_attention():
+    """timesformer on its H100: the unfused attention's softmax runs at 20% of its (memory)
+    roofline and loses 55 ms; the fix is fused attention."""
+    found = {f.id: f for f in trainprof.analyze(TIMESFORMER).findings}
+    f = found["far_from_roofline"]
+    assert f.title.startswith("softmax ops run at 20%")
+    assert 15 < f.saving_pct < 30 and f.severity == "high"
+    assert "scaled_dot_product_attention" in f.fix.summary
+
+
+def test_a100_ddp_all_reduces_are_slow_collectives_capped_by_exposed_time():
+    """The 2 x A100 rank: all-reduces at 0.7-3.7% of NVLink; the saving is capped at its
+    exposed communication, the same 5.9% communication_exposed reports."""
+    found = {f.id: f for f in trainprof.analyze(NCCL_TRACE).findings}
+    f = found["slow_collectives"]
+    assert f.saving_pct == pytest.approx(found["communication_exposed"].saving_pct)
+    assert all(e.value < 0.25 * 300 for e in f.evidence if e.unit == "GB/s busbw")
+
+
+def test_traces_without_shapes_or_sizes_get_neither_finding():
+    found = {f.id for f in trainprof.analyze(NS_TRACE).findings}
+    assert not {"far_from_roofline", "slow_collectives"} & found

@@ -134,8 +134,10 @@ def _sizes(trace: Trace, kernels: np.ndarray) -> _Sizes:
     """Type, message bytes and group size of each communication kernel."""
     ev = trace.events
     n = len(kernels)
-    out = _Sizes(np.array([collective_type(ev.names[ev.name[k]]) for k in kernels],
-                          dtype=object).reshape(n), np.full(n, np.nan), np.zeros(n, np.int64))
+    names, which = np.unique(ev.name[kernels], return_inverse=True)
+    types = np.array([collective_type(ev.names[i]) for i in names] or [""], dtype=object)
+    out = _Sizes(types[which.reshape(n)] if n else np.empty(0, dtype=object),
+                 np.full(n, np.nan), np.zeros(n, np.int64))
     # The host communication op around each kernel's launch (record_param_comms, nccl:*).
     host = np.flatnonzero(ev.of_kind(*_HOST_KINDS) & ev.flagged(FLAG_COMM) & (ev.detail >= 0))
     if len(host) and n:
