@@ -130,3 +130,14 @@ def test_norms_softmax_and_elementwise_stream_their_tensors():
 ])
 def test_ops_that_do_not_fit_are_left_out(name, dims, types):
     assert op_cost(name, dims, types) is None
+
+
+@pytest.mark.parametrize("name, dims, types, values", [
+    ("aten::convolution", [[1, 3, 8, 8], [4, 3, 3, 3]] + [[]] * 7, [F32] * 2,
+     ["", "", "", "[0, 0]", "[0, 0]", "[1, 1]", "False", "[0, 0]", "1"]),  # stride 0
+    ("aten::mm", [[10**400, 2], [2, 3]], [F32, F32], None),  # beyond a float
+    ("aten::mm", [[-4, 2], [2, 3]], [F32, F32], None),  # negative sizes
+    ("aten::mm", [["a", 2], [2, 3]], [F32, F32], None),
+])
+def test_hostile_arguments_are_left_out(name, dims, types, values):
+    assert op_cost(name, dims, types, values) is None

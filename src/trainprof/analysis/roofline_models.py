@@ -375,8 +375,8 @@ def op_cost(op_name: str, dims: Any, types: Any, values: Any = None) -> OpCost |
         return None
     try:
         cost = model(dims, types, values)
-    except (IndexError, TypeError, ValueError):
-        return None
-    if cost is None or not (cost.flops >= 0 and cost.bytes > 0):
-        return None
+        if cost is None or not (0 <= cost.flops < math.inf and 0 < cost.bytes < math.inf):
+            return None
+    except (IndexError, TypeError, ValueError, ZeroDivisionError, OverflowError):
+        return None  # a malformed or hostile argument list: not modelled
     return cost
