@@ -141,3 +141,11 @@ def test_ops_that_do_not_fit_are_left_out(name, dims, types):
 ])
 def test_hostile_arguments_are_left_out(name, dims, types, values):
     assert op_cost(name, dims, types, values) is None
+
+
+def test_linear_without_bias_and_rms_norm_count_no_absent_tensor():
+    c = op_cost("aten::linear", [[8, 64], [32, 64], []], [BF16, BF16, ""])
+    assert c.flops == 2 * 8 * 32 * 64 and c.bytes == (8 * 64 + 64 * 32 + 8 * 32) * 2
+    rms = op_cost("aten::rms_norm", [[4, 1024], [], [1024], []],
+                  [BF16, "ScalarList", BF16, "Scalar"])
+    assert rms.bytes == (2 * 4096 + 1024) * 2

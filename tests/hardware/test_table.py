@@ -93,3 +93,20 @@ def test_cli_hardware_applies_and_a_bad_file_exits_2(tmp_path):
     assert proc.returncode == 0, proc.stderr
     roof = json.loads(out.read_text())["ranks"][0]["roofline"]
     assert roof["device"]["name"] == "My NPU" and roof["device_source"] == "--hardware"
+
+
+def test_hardware_reaches_worker_processes(tmp_path):
+    """A folder analysed in two processes: each rank uses the --hardware device."""
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    for rank in (0, 1):
+        (folder / f"rank{rank}.pt.trace.json.gz").write_bytes(BERT.read_bytes())
+    good, out = tmp_path / "good.json", tmp_path / "out.json"
+    good.write_text(json.dumps(GOOD))
+    proc = subprocess.run([sys.executable, "-m", "trainprof", "analyze", str(folder), "-j", "2",
+                           "--hardware", str(good), "--format", "json", "-o", str(out)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    ranks = json.loads(out.read_text())["ranks"]
+    assert len(ranks) == 2
+    assert {r["roofline"]["device"]["name"] for r in ranks} == {"My NPU"}

@@ -57,7 +57,8 @@ def dtype_info(name: Any) -> tuple[int, str] | None:
 
 
 def _numel(shape: Any) -> int:
-    return math.prod(shape) if isinstance(shape, list) else 0
+    """Elements of a recorded shape; 0 for ``[]`` (a scalar, None or an absent tensor)."""
+    return math.prod(shape) if isinstance(shape, list) and shape else 0
 
 
 def _is_shape(x: Any) -> bool:
