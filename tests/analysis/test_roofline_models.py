@@ -149,3 +149,18 @@ def test_linear_without_bias_and_rms_norm_count_no_absent_tensor():
     rms = op_cost("aten::rms_norm", [[4, 1024], [], [1024], []],
                   [BF16, "ScalarList", BF16, "Scalar"])
     assert rms.bytes == (2 * 4096 + 1024) * 2
+
+
+def test_flash_kernels_own_layout_is_batch_sequence_heads_dim():
+    """_flash_attention_forward and flash_attn take [B, S, H, D]: the same work as SDPA's
+    [B, H, S, D] once transposed."""
+    bshd, bhsd = [2, 128, 4, 64], [2, 4, 128, 64]
+    sdpa = op_cost("aten::_scaled_dot_product_flash_attention", [bhsd] * 3, [BF16] * 3)
+    aten = op_cost("aten::_flash_attention_forward", [bshd] * 3 + [[]] * 6, [BF16] * 3,
+                   ["", "", "", "", "", "128", "128", "0.", "False"])
+    lib = op_cost("flash_attn::_flash_attn_forward", [bshd] * 3, [BF16] * 3,
+                  ["", "", "", "0.", "0.125", "True"])
+    assert aten.flops == sdpa.flops == 4 * 2 * 4 * 128 * 128 * 64 and aten.bytes == sdpa.bytes
+    assert lib.flops == sdpa.flops / 2  # causal
+    bwd = op_cost("aten::_flash_attention_backward", [bshd] * 5 + [[2, 4, 128]], [BF16] * 6)
+    assert bwd.op_class == "attention_bwd" and bwd.flops == 2.5 * sdpa.flops

@@ -217,11 +217,15 @@ def convolution_backward(dims, types, values) -> OpCost | None:
 # -- attention -------------------------------------------------------------------------------
 
 
-def _attention(dims, types, values, causal_at: int, backward: bool) -> OpCost | None:
-    """q[B,H,Sq,D], k[B,Hk,Sk,D], v[B,Hk,Sk,Dv] (grad_out first in the backward)."""
+def _attention(dims, types, values, causal_at: int, backward: bool,
+               seq_first: bool = False) -> OpCost | None:
+    """q[B,H,Sq,D], k[B,Hk,Sk,D], v[B,Hk,Sk,Dv] (grad_out first in the backward);
+    ``seq_first``: the kernels' own [B,S,H,D] layout."""
     q, k, v = (dims[1:4] if backward else dims[0:3])
     if not (len(q) == len(k) == len(v) == 4):
         return None
+    if seq_first:
+        q, k, v = ([t[0], t[2], t[1], t[3]] for t in (q, k, v))
     b, h, sq, d = q
     sk, dv = k[2], v[3]
     es, dt = dtype_info(types[1 if backward else 0])
@@ -262,6 +266,32 @@ def sdpa_efficient_backward(dims, types, values) -> OpCost | None:
     # (grad_out, q, k, v, attn_bias, out, logsumexp, philox_seed, philox_offset, dropout_p,
     # grad_input_mask, is_causal, ...)
     return _attention(dims, types, values, 11, backward=True)
+
+
+def flash_forward(dims, types, values) -> OpCost | None:
+    # aten::_flash_attention_forward(q, k, v, cum_q, cum_k, max_q, max_k, dropout_p,
+    # is_causal, ...), [B,S,H,D]
+    return _attention(dims, types, values, 8, backward=False, seq_first=True)
+
+
+def flash_backward(dims, types, values) -> OpCost | None:
+    # aten::_flash_attention_backward(grad_out, q, k, v, out, logsumexp, cum_q, cum_k, max_q,
+    # max_k, dropout_p, is_causal, ...); flash_attn::_flash_attn_backward(dout, q, k, v, out,
+    # lse, dq, dk, dv, dropout_p, softmax_scale, causal, ...): both [B,S,H,D], causal 12th
+    return _attention(dims, types, values, 11, backward=True, seq_first=True)
+
+
+def efficient_forward(dims, types, values) -> OpCost | None:
+    # aten::_efficient_attention_forward(q, k, v, bias, cu_q, cu_k, max_q, max_k, dropout_p,
+    # custom_mask_type, ...), [B,S,H,D]; custom_mask_type 1 or 2 is causal
+    causal = isinstance(values, list) and len(values) > 9 and str(values[9]) in ("1", "2")
+    return _attention(dims, types, [""] * 9 + [str(causal)], 9, backward=False,
+                      seq_first=True)
+
+
+def flash_attn_forward(dims, types, values) -> OpCost | None:
+    # flash_attn::_flash_attn_forward(q, k, v, dropout_p, softmax_scale, causal, ...)
+    return _attention(dims, types, values, 5, backward=False, seq_first=True)
 
 
 # -- memory-bound ops ------------------------------------------------------------------------
@@ -353,6 +383,10 @@ MODELS: dict[str, Model] = {
     "_scaled_dot_product_flash_attention_backward": sdpa_flash_backward,
     "_scaled_dot_product_efficient_attention_backward": sdpa_efficient_backward,
     "_scaled_dot_product_cudnn_attention_backward": sdpa_efficient_backward,
+    "_flash_attention_forward": flash_forward, "_flash_attention_backward": flash_backward,
+    "_efficient_attention_forward": efficient_forward,
+    "flash_attn::_flash_attn_forward": flash_attn_forward,
+    "flash_attn::_flash_attn_backward": flash_backward,
     "layer_norm": layer_norm, "native_layer_norm": layer_norm, "rms_norm": layer_norm,
     "_fused_rms_norm": layer_norm, "native_layer_norm_backward": layer_norm_backward,
     "softmax": softmax, "_softmax": softmax, "_softmax_backward_data": softmax_backward,
@@ -361,7 +395,8 @@ MODELS: dict[str, Model] = {
 
 
 def model_for(op_name: str) -> Model | None:
-    """The model of an op (``aten::mm`` or ``mm``), or None when it is not modelled."""
+    """The model of an op (``aten::mm`` or ``mm``; ``flash_attn::`` ops by their full
+    name), or None when it is not modelled."""
     return MODELS.get(op_name.removeprefix("aten::"))
 
 
