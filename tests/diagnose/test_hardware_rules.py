@@ -109,3 +109,40 @@ def test_a100_ddp_all_reduces_are_slow_collectives_capped_by_exposed_time():
 def test_traces_without_shapes_or_sizes_get_neither_finding():
     found = {f.id for f in trainprof.analyze(NS_TRACE).findings}
     assert not {"far_from_roofline", "slow_collectives"} & found
+
+
+def _ops_steps(b: TraceBuilder, name: str, dims: list, types: list, kernel_us: float,
+               calls: int, step_us: float = 1000.0) -> None:
+    for n in range(3):
+        t = n * step_us
+        b.step(n, t, step_us)
+        for i in range(calls):
+            at = t + 10 + i * (kernel_us + 20)
+            op = b.op(name, at, kernel_us + 15, args={"Input Dims": dims, "Input type": types})
+            b.launch(at + 2, 3, k_ts=at + 6, k_dur=kernel_us, name="k",
+                     external_id=op["args"]["External id"])
+
+
+def test_tiny_gemms_get_the_batching_fix(builder, tmp_path):
+    """Twenty 64x64x64 GEMMs of 20 µs each per step: 0.5 MFLOP, far under 2 x 256^3."""
+    _ops_steps(builder, "aten::mm", [[64, 64], [64, 64]], ["c10::BFloat16"] * 2, 20.0, 20)
+    f = _findings(builder, tmp_path)["far_from_roofline"]
+    assert "Batch or fuse the tiny GEMMs" in f.fix.summary
+    assert any(e.what.startswith("tiny GEMM shapes") for e in f.evidence)
+
+
+def test_slow_elementwise_gets_the_fusion_fix(builder, tmp_path):
+    """A 64 MiB bf16 add in 400 µs: 201 MB / 400 µs = 0.5 TB/s, 15% of 3.35 TB/s."""
+    x = [32, 1024, 1024]
+    _ops_steps(builder, "aten::add", [x, x, []], ["c10::BFloat16"] * 2 + ["Scalar"], 400.0, 1)
+    f = _findings(builder, tmp_path)["far_from_roofline"]
+    nbytes = 3 * 32 * 2**20 * 2
+    assert f.evidence[0].value == pytest.approx(nbytes / 3.35e6 / 400 * 100)
+    assert "memory-bound chains" in f.fix.summary
+
+
+def test_unknown_device_gets_no_roofline_finding(builder, tmp_path):
+    _gemm_steps(builder, 4095, "c10::BFloat16", 1000.0, 1200.0)
+    builder.metadata["deviceProperties"] = [{**H100, "name": "Mystery Accelerator"}]
+    analysis = trainprof.analyze(builder.write(tmp_path / "t.json"))
+    assert "far_from_roofline" not in {f.id for f in analysis.findings}
