@@ -117,3 +117,17 @@ def test_bert_on_h100_is_far_from_its_roofline():
                                         if s.op_class == "gemm")
     assert [c.lost_us for c in r.classes] == sorted((c.lost_us for c in r.classes),
                                                     reverse=True)
+
+
+def test_timesformer_patch_convolution_against_tracelens():
+    """TraceLens's CONV_fwd.csv: 29.595009024 GFLOP, 74.625 MB, 1297.914 µs. It reads the
+    bias as absent (its test is ``len(Input Dims) == 3``, never true for aten::convolution's
+    nine arguments); we count the recorded [768] bias: + one FLOP per output element and
+    768 x 2 bytes."""
+    r = _section(TIMESFORMER)
+    (conv,) = [s for s in r.shapes if s.op_class == "conv_fwd"]
+    out = 128 * 768 * 14 * 14
+    assert conv.flops - out == 29_595_009_024
+    assert conv.bytes - 768 * 2 == 74.625 * 2**20
+    assert conv.time_us == pytest.approx(1297.914, abs=1e-3)
+    assert conv.bound == "compute"

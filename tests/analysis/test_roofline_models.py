@@ -70,8 +70,8 @@ def test_convolution_output_from_stride_padding_dilation():
                 ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1"])
     out = 8 * 64 * 16 * 16
     assert c.op_class == "conv_fwd"
-    assert c.flops == 2 * out * 16 * 3 * 3
-    assert c.bytes == (8 * 16 * 32 * 32 + 64 * 16 * 9 + out) * 4
+    assert c.flops == 2 * out * 16 * 3 * 3 + out  # the bias adds one per output element
+    assert c.bytes == (8 * 16 * 32 * 32 + 64 * 16 * 9 + 64 + out) * 4
 
 
 def test_convolution_backward_is_twice_the_forward_work():
@@ -79,7 +79,7 @@ def test_convolution_backward_is_twice_the_forward_work():
                 [BF16, BF16, BF16])
     fwd = 2 * (8 * 64 * 16 * 16) * 16 * 9
     assert c.op_class == "conv_bwd" and c.flops == 2 * fwd
-    assert c.bytes == (8 * 64 * 256 + 2 * 8 * 16 * 1024 + 2 * 64 * 16 * 9) * 2
+    assert c.bytes == 2 * (8 * 64 * 256 + 8 * 16 * 1024 + 64 * 16 * 9) * 2
 
 
 def test_attention_forward_matches_tracelens_and_halves_when_causal():

@@ -196,21 +196,23 @@ def convolution(dims, types, values) -> OpCost | None:
         return None
     es, dt = dtype_info(types[0])
     out_numel = x[0] * w[0] * math.prod(out)
-    flops = 2.0 * out_numel * math.prod(w[1:])  # w[1] is C_in / groups
-    nbytes = (_numel(x) + _numel(w) + out_numel) * es
+    bias = _numel(dims[2]) if len(dims) > 2 else 0
+    flops = 2.0 * out_numel * math.prod(w[1:]) + (out_numel if bias else 0)  # w[1]: C_in/groups
+    nbytes = (_numel(x) + _numel(w) + bias + out_numel) * es
     label = f"x={x} w={w} stride={stride[0]}"
     return OpCost("conv_fwd", flops, float(nbytes), dt, label)
 
 
 def convolution_backward(dims, types, values) -> OpCost | None:
     """``convolution_backward(grad_out, x, w, ...)``: input and weight gradients, each the
-    forward's matmul work; reads grad_out, x, w and writes grad_x and grad_w."""
+    forward's matmul work and its own kernel: one reads grad_out and w and writes grad_x, the
+    other reads grad_out and x and writes grad_w."""
     gy, x, w = dims[0], dims[1], dims[2]
     if len(x) < 3 or len(gy) != len(x) or len(w) != len(x):
         return None
     es, dt = dtype_info(types[0])
     fwd = 2.0 * _numel(gy) * math.prod(w[1:])
-    nbytes = (_numel(gy) + 2 * _numel(x) + 2 * _numel(w)) * es
+    nbytes = 2 * (_numel(gy) + _numel(x) + _numel(w)) * es
     return OpCost("conv_bwd", 2 * fwd, float(nbytes), dt, f"x={x} w={w}")
 
 
