@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from trainprof.analysis.collective_bandwidth import collectives
+from trainprof.analysis.collective_ranks import collective_ranks
 from trainprof.analysis.communication import communication
 from trainprof.analysis.copies import copies
 from trainprof.analysis.host import host_time
@@ -62,6 +63,7 @@ JobSection = Callable[[list["RankAnalysis"]], Any]
 JOB_SECTIONS: list[tuple[str, JobSection]] = []
 JOB_SECTIONS += [("stragglers", stragglers)]
 JOB_SECTIONS += [("rank_table", rank_table)]
+JOB_SECTIONS += [("collective_ranks", collective_ranks)]
 
 
 def run_job_sections(ranks: list[RankAnalysis]) -> dict[str, Any]:

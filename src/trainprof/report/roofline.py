@@ -6,6 +6,7 @@ from rich.console import Group
 from rich.table import Table
 
 from trainprof.analysis.collective_bandwidth import Collectives
+from trainprof.analysis.collective_ranks import CollectiveRanks
 from trainprof.analysis.roofline import Roofline, RooflineRow
 from trainprof.report.quantities import compact_table, pct, size
 
@@ -60,4 +61,19 @@ def render_collectives(result: Collectives) -> Table | None:
         peak = "n/a" if r.pct_of_peak is None else f"{r.pct_of_peak:.1f}% of {r.peak_gb_s:g}"
         t.add_row(r.type, size(r.bytes), f"{r.group_size}", f"{r.count}", _us(r.time_us),
                   f"{r.algbw_gb_s:.1f}", f"{r.busbw_gb_s:.1f}", peak)
+    return t
+
+
+def render_collective_ranks(result: CollectiveRanks) -> Table | None:
+    """Per rank: its collectives' bus bandwidth, the slowest marked (two ranks or more)."""
+    if len(result.rows) < 2:
+        return None
+    slow = result.slowest
+    t = compact_table("Collectives' bus bandwidth per rank")
+    for col in ("rank", "calls", "time", "busbw GB/s", "% of peak", ""):
+        t.add_column(col, justify="left" if col in ("rank", "") else "right")
+    for r in result.rows:
+        window = f" w{r.window}" if r.window else ""
+        t.add_row(f"{r.rank}{window}", f"{r.calls}", _us(r.time_us), f"{r.busbw_gb_s:.1f}",
+                  pct(r.pct_of_peak), "slowest" if r is slow else "")
     return t

@@ -14,7 +14,11 @@ from trainprof.report.hotspots import render_kernels, render_operators
 from trainprof.report.idle import render_idle
 from trainprof.report.launches import render_launch, render_syncs
 from trainprof.report.memory import render_memory
-from trainprof.report.roofline import render_collectives, render_roofline
+from trainprof.report.roofline import (
+    render_collective_ranks,
+    render_collectives,
+    render_roofline,
+)
 
 #: section name -> renderer
 RENDERERS: dict[str, Callable[[Any], Any]] = {}
@@ -31,4 +35,5 @@ RENDERERS.update(
     launch=render_launch,
     syncs=render_syncs,
 )
-RENDERERS.update(roofline=render_roofline, collectives=render_collectives)
+RENDERERS.update(roofline=render_roofline, collectives=render_collectives,
+                 collective_ranks=render_collective_ranks)
