@@ -21,9 +21,9 @@ from trainprof.report.roofline import render_collectives, render_roofline
 from conftest import BERT, NCCL_TRACE
 
 
-def _text(renderable) -> str:
+def _text(renderable, width: int = 160) -> str:
     out = io.StringIO()
-    Console(file=out, width=160, color_system=None).print(renderable)
+    Console(file=out, width=width, color_system=None).print(renderable)
     return out.getvalue()
 
 
@@ -32,8 +32,18 @@ def test_text_lists_classes_and_shapes_with_their_roofline():
     text = _text(render_roofline(r.sections["roofline"]))
     assert "H100 SXM (table)" in text
     gemm = next(line for line in text.splitlines() if line.lstrip().startswith("gemm"))
-    assert "11.6%" in gemm and "memory" in gemm and "175 µs" in gemm
+    assert gemm.split() == ["gemm", "bf16", "26", "0.20", "40.7", "0.39", "105", "memory",
+                            "11.6%", "0.17"]
     assert "linear M=141 N=30522 K=512" in text and "106.9" in text
+
+
+def test_text_at_80_columns_keeps_the_numbers_and_moves_the_rest_under_the_name():
+    r = trainprof.analyze(BERT).ranks[0]
+    lines = _text(render_roofline(r.sections["roofline"]), 80).splitlines()
+    assert max(len(line) for line in lines) <= 80
+    at = next(i for i, line in enumerate(lines) if line.lstrip().startswith("gemm"))
+    assert lines[at].split() == ["gemm", "0.20", "40.7", "0.39", "11.6%", "0.17"]
+    assert lines[at + 1].strip() == "bf16, 26 calls, memory-bound"
 
 
 def test_text_collectives_show_busbw_against_the_link():
