@@ -70,6 +70,9 @@ def test_a_hardware_file_reads_back(tmp_path):
     (json.dumps({**GOOD, "peak_tflops": {"bf17": 3}}), "peak_tflops"),
     (json.dumps({**GOOD, "link_gb_s": "fast"}), "link_gb_s"),
     (json.dumps({"sms": 1}), "'name'"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply|not a JSON object"),
+    (json.dumps({**GOOD, "hbm_tb_s": float("nan")}), "hbm_tb_s"),
+    (json.dumps({**GOOD, "match": "h100"}), "'match'"),
 ])
 def test_bad_hardware_files_are_one_sentence(tmp_path, content, words):
     path = tmp_path / "hw.json"

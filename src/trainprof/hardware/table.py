@@ -68,7 +68,10 @@ def device_from_dict(d: Any, where: str) -> Device:
     for key in ("link_gb_s", "nic_gb_s", "sms"):
         if d.get(key) is not None and not _positive(d[key]):
             raise HardwareError(f"{where} has a bad '{key}': a positive number or null.")
-    match = d.get("match") or [[t] for t in [d["name"].lower()]]
+    match = d.get("match") or [[d["name"].lower()]]
+    if not (isinstance(match, list) and all(isinstance(rule, list) and rule and all(
+            isinstance(t, str) for t in rule) for rule in match)):
+        raise HardwareError(f"{where} has a bad 'match': a list of lists of words.")
     return Device(
         name=d["name"], sms=None if d.get("sms") is None else int(d["sms"]),
         peak_tflops={k: (None if peaks.get(k) is None else float(peaks[k])) for k in DTYPES},
@@ -104,6 +107,8 @@ def load_hardware_file(path: str | Path) -> Device:
         raise HardwareError(f"{p} cannot be read ({exc.__class__.__name__}).") from None
     except json.JSONDecodeError as exc:
         raise HardwareError(f"{p} is not valid JSON (line {exc.lineno}).") from None
+    except RecursionError:
+        raise HardwareError(f"{p} is nested too deeply to be a device description.") from None
     return device_from_dict(data, str(p))
 
 
