@@ -44,7 +44,10 @@ ALIGN_DIMS = Fix(
     summary="Pad GEMM dimensions (hidden size, vocabulary, batch x sequence) to multiples of 8 "
             "elements for bf16/fp16 (16 for fp8, 64 for the best tiles) so Tensor Core kernels "
             "run without ragged tiles.",
-    pytorch="vocab = (vocab + 63) // 64 * 64   # e.g. model.resize_token_embeddings(vocab)",
+    pytorch=(
+        "batch = tokenizer(texts, padding=True, pad_to_multiple_of=8)   # tokens: M\n"
+        "model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=64)   # vocabulary"
+    ),
 )
 TF32_OR_BF16 = Fix(
     summary="Run the FP32 GEMMs on Tensor Cores: TF32 for what stays in fp32, bf16 autocast "
