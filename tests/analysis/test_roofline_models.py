@@ -164,3 +164,13 @@ def test_flash_kernels_own_layout_is_batch_sequence_heads_dim():
     assert lib.flops == sdpa.flops / 2  # causal
     bwd = op_cost("aten::_flash_attention_backward", [bshd] * 5 + [[2, 4, 128]], [BF16] * 6)
     assert bwd.op_class == "attention_bwd" and bwd.flops == 2.5 * sdpa.flops
+
+
+def test_pytorch_1_cudnn_convolution_backward_reads_x_first():
+    """The 2021 ResNet traces: cudnn_convolution_backward(x, grad_out, w, ...)."""
+    old = op_cost("aten::cudnn_convolution_backward",
+                  [[32, 512, 7, 7], [32, 2048, 7, 7], [2048, 512, 1, 1]], [F32] * 3)
+    new = op_cost("aten::convolution_backward",
+                  [[32, 2048, 7, 7], [32, 512, 7, 7], [2048, 512, 1, 1]], [F32] * 3)
+    assert old == new
+    assert old.flops == 2 * 2 * (32 * 2048 * 49) * 512

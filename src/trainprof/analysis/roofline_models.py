@@ -203,6 +203,11 @@ def convolution(dims, types, values) -> OpCost | None:
     return OpCost("conv_fwd", flops, float(nbytes), dt, label)
 
 
+def cudnn_convolution_backward(dims, types, values) -> OpCost | None:
+    """PyTorch 1.x's ``cudnn_convolution_backward(x, grad_out, w, ...)``: x comes first."""
+    return convolution_backward([dims[1], dims[0], dims[2]], types, values)
+
+
 def convolution_backward(dims, types, values) -> OpCost | None:
     """``convolution_backward(grad_out, x, w, ...)``: input and weight gradients, each the
     forward's matmul work and its own kernel: one reads grad_out and w and writes grad_x, the
@@ -378,6 +383,7 @@ MODELS: dict[str, Model] = {
     "_scaled_grouped_mm": grouped_mm,
     "convolution": convolution, "_convolution": convolution,
     "cudnn_convolution": convolution, "convolution_backward": convolution_backward,
+    "cudnn_convolution_backward": cudnn_convolution_backward,
     "scaled_dot_product_attention": sdpa,
     "_scaled_dot_product_flash_attention": sdpa_flash,
     "_scaled_dot_product_cudnn_attention": sdpa_efficient,
