@@ -53,3 +53,14 @@ def test_one_rank_shows_no_table(tmp_path):
     _rank(tmp_path, 0, [400.0])
     job = trainprof.analyze(tmp_path, workers=1).job["collective_ranks"]
     assert len(job.rows) == 1 and render_collective_ranks(job) is None
+
+
+def test_html_lists_each_rank_with_the_slowest_marked(tmp_path):
+    from trainprof.report.html import render_html
+
+    _rank(tmp_path, 0, [400.0, 400.0])
+    _rank(tmp_path, 1, [400.0, 1200.0])
+    html = render_html(trainprof.analyze(tmp_path, workers=1))
+    part = html.split("<h3>Collectives' bus bandwidth per rank</h3>", 1)[1].split("</table>")[0]
+    assert part.count("<tr") == 3  # the head and two ranks
+    assert "slowest" in part.split("<tr")[-1]

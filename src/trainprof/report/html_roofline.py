@@ -124,3 +124,18 @@ def collectives_table(coll: dict[str, Any]) -> Table | None:
                            num(r["algbw_gb_s"], 1), num(r["busbw_gb_s"], 1),
                            num(r.get("pct_of_peak"), 1, "%")])
     return table
+
+
+def collective_ranks_table(job: dict[str, Any]) -> Table | None:
+    """Each rank's bus bandwidth (two ranks or more), the slowest marked."""
+    rows = job.get("rows") or []
+    if len(rows) < 2:
+        return None
+    cols = [Column("rank"), Column("calls"), Column("ms"), Column("busbw GB/s"),
+            Column("% of link"), Column("", numeric=False)]
+    table = Table(cols)
+    for r in rows:
+        table.rows.append([num(r["rank"], 0), num(r["calls"], 0), num(r["time_us"] / 1000, 2),
+                           num(r["busbw_gb_s"], 1), num(r.get("pct_of_peak"), 1, "%"),
+                           text("slowest" if r["rank"] == job.get("slowest_rank") else "")])
+    return table
