@@ -63,6 +63,9 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--modules", action="store_true",
                    help="show the time per nn.Module as a tree (traces recorded with_stack=True; "
                         "docs/modules.md)")
+    p.add_argument("--hardware", type=Path, metavar="FILE.json",
+                   help="the device's peaks for the roofline, for a GPU the built-in table "
+                        "does not know (docs/hardware.md)")
     add_record_arguments(p)
     p.set_defaults(func=cmd_analyze)
 
@@ -271,8 +274,13 @@ def _write_or_print(text: str, output: Path | None) -> None:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    hardware = None
+    if args.hardware is not None:
+        from trainprof.hardware import load_hardware_file
+
+        hardware = load_hardware_file(args.hardware)
     options = TableOptions(sort_by=args.sort, top=args.top, by_shape=args.by_shape,
-                           modules=args.modules)
+                           modules=args.modules, hardware=hardware)
     with using_table_options(options):
         return _analyze_and_report(args)
 

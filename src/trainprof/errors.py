@@ -16,3 +16,7 @@ class NotATraceError(TraceError):
 
 class BenchError(TrainprofError):
     """A strategy benchmark or checklist was asked for something it cannot do (see docs/bench.md)."""
+
+
+class HardwareError(TrainprofError):
+    """A ``--hardware`` file cannot be read as a device description (see docs/hardware.md)."""

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 #: Columns the operator table can be sorted by (largest first; ``name`` alphabetically).
 OPERATOR_SORT_COLUMNS = ("device_self_us", "device_total_us", "host_self_us", "host_total_us",
@@ -28,6 +29,8 @@ class TableOptions:
     by_shape: bool = False
     #: Show the module tree (``analyze --modules``; docs/modules.md).
     modules: bool = False
+    #: A ``trainprof.hardware.Device`` from ``--hardware FILE.json``, used for every trace.
+    hardware: Any = None
 
     def __post_init__(self) -> None:
         if self.sort_by is not None and self.sort_by not in OPERATOR_SORT_COLUMNS:

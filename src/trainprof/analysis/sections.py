@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from trainprof.analysis.collective_bandwidth import collectives
+from trainprof.analysis.collective_ranks import collective_ranks
 from trainprof.analysis.communication import communication
 from trainprof.analysis.copies import copies
 from trainprof.analysis.host import host_time
@@ -20,6 +22,7 @@ from trainprof.analysis.memory import memory
 from trainprof.analysis.modules import module_tree
 from trainprof.analysis.operators import operators_section
 from trainprof.analysis.rank_table import rank_table
+from trainprof.analysis.roofline import roofline
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.stragglers import stragglers
 from trainprof.analysis.syncs import sync_stats
@@ -46,6 +49,8 @@ SECTIONS += [
     ("host", host_time),
 ]
 SECTIONS += [("modules", module_tree)]
+# How far from the hardware (docs/roofline.md).
+SECTIONS += [("roofline", roofline), ("collectives", collectives)]
 
 
 def run_sections(trace: Trace, steps: StepWindows) -> dict[str, Any]:
@@ -60,6 +65,7 @@ JobSection = Callable[[list["RankAnalysis"]], Any]
 JOB_SECTIONS: list[tuple[str, JobSection]] = []
 JOB_SECTIONS += [("stragglers", stragglers)]
 JOB_SECTIONS += [("rank_table", rank_table)]
+JOB_SECTIONS += [("collective_ranks", collective_ranks)]
 
 
 def run_job_sections(ranks: list[RankAnalysis]) -> dict[str, Any]:

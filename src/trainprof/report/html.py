@@ -25,6 +25,7 @@ from markupsafe import Markup
 from trainprof import __version__
 from trainprof.analysis.overview import Analysis
 from trainprof.fileio import atomic_write_text
+from trainprof.report.html_roofline import collective_ranks_table
 from trainprof.report.html_snapshot import memory_headline, memory_views
 from trainprof.report.html_tables import DEFAULT_ROWS, stragglers_table
 from trainprof.report.html_view import (
@@ -114,6 +115,8 @@ def render_html(result: Analysis | dict[str, Any], rows: int = DEFAULT_ROWS) -> 
         "devices": _devices(ranks),
         "job_notes": _job_notes(data),
         "stragglers": stragglers_table((data.get("job") or {}).get("stragglers") or {}),
+        "collective_ranks": collective_ranks_table(
+            (data.get("job") or {}).get("collective_ranks") or {}),
         "memory": memory_views(data),
         "result_json": json_for_script(embedded(data, set(shown))),
         "css": _asset("report.css"),

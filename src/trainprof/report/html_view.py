@@ -19,6 +19,7 @@ from trainprof.report import svg
 from trainprof.report.html_chart import Chart
 from trainprof.report.html_memory import memory_charts
 from trainprof.report.html_modules import ModulesView, modules_view
+from trainprof.report.html_roofline import collectives_table, roofline_chart, roofline_table
 from trainprof.report.html_tables import Table, fmt
 from trainprof.report.labels import (
     CATEGORY_COLORS,
@@ -52,6 +53,9 @@ class RankView:
     communication: Table | None = None
     notes: list[str] = field(default_factory=list)
     modules: ModulesView | None = None
+    roofline: Chart | None = None
+    roofline_table: Table | None = None
+    collectives: Table | None = None
 
 
 #: Findings shown open in the HTML verdict; the rest (and any that saves under 1% of a step)
@@ -128,6 +132,9 @@ def rank_view(r: dict[str, Any], index: int, rows: int) -> RankView:
                        if r.get("communication") else None),
         notes=[str(n) for n in r.get("notes", [])],
         modules=modules_view(r.get("modules")),
+        roofline=roofline_chart(r.get("roofline") or {}),
+        roofline_table=roofline_table(r.get("roofline") or {}),
+        collectives=collectives_table(r.get("collectives") or {}),
     )
 
 

@@ -114,6 +114,34 @@ def top_md(r: dict[str, Any], top: int = TOP_ROWS) -> str:
     return "\n".join(out).rstrip()
 
 
+def hardware_md(r: dict[str, Any], top: int = TOP_ROWS) -> str:
+    """The roofline per op class and shape, and the collectives' bus bandwidth."""
+    out = []
+    roof = r.get("roofline") or {}
+    if roof.get("classes"):
+        device = (roof.get("device") or {}).get("name") or "unknown device"
+        head = ["op class / shape", "dtype", "calls", "ms", "TFLOP/s", "TB/s", "bound",
+                "% of roofline", "ms lost"]
+        rows = [[md_text(f"{x['op']} {x['shape']}".strip() or x["op_class"], None),
+                 md_text(x["dtype"]), _f(x["calls"], 0), _f(x["time_us"] / 1000, 2),
+                 _f(x["achieved_tflops"], 1), _f(x["achieved_tb_s"], 2),
+                 md_text(x.get("bound") or "n/a"), _f(x.get("pct_of_roofline"), 1, "%"),
+                 _f(None if x.get("lost_us") is None else x["lost_us"] / 1000, 2)]
+                for x in [*roof["classes"], *roof.get("shapes", [])[:top]]]
+        out += [f"**Roofline** on {md_text(device)} "
+                f"({_f(roof.get('coverage_pct'), 0, '%')} of GPU time modelled)", "",
+                table(head, rows), ""]
+    coll = r.get("collectives") or {}
+    if coll.get("rows"):
+        rows = [[md_text(c["type"]), _f(c["bytes"] / 1e6, 2), _f(c["group_size"], 0),
+                 _f(c["count"], 0), _f(c["busbw_gb_s"], 1), _f(c.get("pct_of_peak"), 1, "%")]
+                for c in coll["rows"][:top]]
+        out += ["**Collectives' bus bandwidth**", "",
+                table(["collective", "MB", "ranks", "calls", "busbw GB/s", "% of link"], rows),
+                ""]
+    return "\n".join(out).rstrip()
+
+
 def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
     """The whole comment: verdict, findings, then the slowest rank's overview and top ops."""
     data = result.to_dict() if isinstance(result, Analysis) else result
@@ -134,6 +162,9 @@ def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
         out += ["### Where the time goes: top ops", "", tops, ""]
     if table_options().modules and slowest.get("modules"):
         out += ["### Time per module", "", modules_md(slowest["modules"]), ""]
+    hardware = hardware_md(slowest, top)
+    if hardware:
+        out += ["### How far from the hardware", "", hardware, ""]
     notes = [*slowest.get("notes", []), *data.get("notes", [])]
     out += [f"> Note: {md_text(n, None)}" for n in notes]
     return "\n".join(out).rstrip() + "\n"

@@ -15,6 +15,11 @@ from trainprof.report.idle import render_idle
 from trainprof.report.launches import render_launch, render_syncs
 from trainprof.report.memory import render_memory
 from trainprof.report.modules import render_modules
+from trainprof.report.roofline import (
+    render_collective_ranks,
+    render_collectives,
+    render_roofline,
+)
 
 #: section name -> renderer
 RENDERERS: dict[str, Callable[[Any], Any]] = {}
@@ -32,3 +37,5 @@ RENDERERS.update(
     syncs=render_syncs,
 )
 RENDERERS.update(modules=render_modules)
+RENDERERS.update(roofline=render_roofline, collectives=render_collectives,
+                 collective_ranks=render_collective_ranks)

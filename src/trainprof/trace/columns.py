@@ -27,7 +27,7 @@ _DEVICE_KINDS = [Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET]
 _HOST_OP_KINDS = [Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON]
 _EVENT_FIELDS = ("kind", "name", "ts", "dur", "tid", "device", "stream", "correlation",
                  "external_id", "blocks_per_sm", "occupancy", "nbytes", "flags", "flops", "shape",
-                 "stack", "detail")
+                 "stack", "detail", "op_args")
 _MEMORY_FIELDS = ("ts", "device_type", "device_id", "nbytes", "total_allocated",
                   "total_reserved", "addr", "tid")
 _FLOW_FIELDS = ("id", "phase", "ts", "tid", "forward_backward")
@@ -100,6 +100,7 @@ class ColumnBuilder:
     _raw_threads: dict[tuple[Any, Any], int] = field(default_factory=dict)
     _shapes: dict[bytes, int] = field(default_factory=dict)
     _stacks: dict[bytes, int] = field(default_factory=dict)
+    _op_args: dict[bytes, int] = field(default_factory=dict)
     details: list[dict[str, Any]] = field(default_factory=list)
     _events: list[dict[str, np.ndarray]] = field(default_factory=list)
     _memory: list[dict[str, np.ndarray]] = field(default_factory=list)
@@ -129,7 +130,7 @@ class ColumnBuilder:
             raise TraceError(f"{self.path} holds no trace events (the profiler recorded nothing).")
         ev = _joined(self._events, _EVENT_FIELDS, {
             "kind": np.uint8, "name": np.int32, "tid": np.int32, "flags": np.uint8,
-            "shape": np.int32, "stack": np.int32, "detail": np.int32})
+            "shape": np.int32, "stack": np.int32, "detail": np.int32, "op_args": np.int32})
         mem = _joined(self._memory, _MEMORY_FIELDS, {"device_type": np.int8,
                                                      "device_id": np.int16, "tid": np.int32})
         flows = _joined(self._flows, _FLOW_FIELDS, {"id": np.int64, "phase": np.uint8,
@@ -138,6 +139,7 @@ class ColumnBuilder:
             **_sorted_by_ts(ev),
             names=self.names,
             shapes=[b.decode("utf-8", "replace") for b in self._shapes],
+            op_arg_texts=[b.decode("utf-8", "replace") for b in self._op_args],
             stacks=[_json_string(b) for b in self._stacks],
             details=self.details,
         )
@@ -256,12 +258,17 @@ class ColumnBuilder:
         stack = np.full(n, -1, dtype=np.int32)
         detail = np.full(n, -1, dtype=np.int32)
         flops = np.full(n, np.nan)
+        op_args = np.full(n, -1, dtype=np.int32)
         # Shapes, stacks and FLOPs belong to host ops only.
         ops = [i for i in np.flatnonzero(np.isin(kind, _HOST_OP_KINDS)).tolist()
                if args[i] is not None]
         if ops:
             shape[ops] = _interned(self._shapes, [args[i].input_dims for i in ops])
             stack[ops] = _interned(self._stacks, [args[i].call_stack for i in ops])
+            # Types and scalar values only matter with shapes (the roofline's models).
+            shaped = np.asarray(ops)[shape[ops] >= 0].tolist()
+            op_args[shaped] = _interned(self._op_args,
+                                        [_types_and_values(args[i]) for i in shaped])
             flops[ops] = self._numbers([args[i].flops for i in ops], "args")
         # Details only where they exist: kernels and communication.
         is_kernel = kind == Kind.KERNEL
@@ -275,7 +282,8 @@ class ColumnBuilder:
             if d is not None:
                 detail[i] = len(self.details)
                 self.details.append(d)
-        return {"shape": shape, "stack": stack, "detail": detail, "flops": flops}
+        return {"shape": shape, "stack": stack, "detail": detail, "flops": flops,
+                "op_args": op_args}
 
     def _device_fields(self, events, args, kind: np.ndarray, n: int) -> dict[str, np.ndarray]:
         """Device-side fields, read only for the (few) kernels, copies and memsets."""
@@ -334,6 +342,14 @@ def _interned(table: dict[bytes, int], raws: list[Any]) -> list[int]:
             table[key] = len(table)
     get = table.get
     return [-1 if k is None else get(k) for k in keys]
+
+
+def _types_and_values(a: _Args) -> bytes:
+    """``[Input type, Concrete Inputs]`` as JSON text (empty when the op recorded neither)."""
+    types, values = bytes(a.input_types), bytes(a.concrete)
+    if not types and not values:
+        return b""
+    return b"[" + (types or b"null") + b"," + (values or b"null") + b"]"
 
 
 def _json_string(raw: bytes) -> str:

@@ -34,6 +34,8 @@ class _Args(msgspec.Struct, gc=False):
     addr: Any = msgspec.field(name="Addr", default=None)
     # Kept raw (no Python objects built) and interned later: they repeat every step.
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default_factory=msgspec.Raw)
+    input_types: msgspec.Raw = msgspec.field(name="Input type", default_factory=msgspec.Raw)
+    concrete: msgspec.Raw = msgspec.field(name="Concrete Inputs", default_factory=msgspec.Raw)
     call_stack: msgspec.Raw = msgspec.field(name="Call stack", default_factory=msgspec.Raw)
     flops: Any = None
     # Launch configuration of kernels, and collective metadata (record_param_comms, NCCL).

@@ -386,10 +386,12 @@ class Events:
     shape: np.ndarray  # int32 into shapes (the op's "Input Dims" as JSON), -1 when absent
     stack: np.ndarray  # int32 into stacks (the "Call stack" string), -1 when absent
     detail: np.ndarray  # int32 into details (launch configuration, collective metadata), -1
+    op_args: np.ndarray  # int32 into op_arg_texts ([Input type, Concrete Inputs]), -1 if none
     names: list[str]
     shapes: list[str] = field(default_factory=list)
     stacks: list[str] = field(default_factory=list)
     details: list[dict[str, Any]] = field(default_factory=list)
+    op_arg_texts: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ts)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from trainprof.analysis.overview import Analysis, RankAnalysis
 from trainprof.diagnose.findings import Finding
-from trainprof.diagnose.rules import distributed, gpu, host, input, memory, training
+from trainprof.diagnose.rules import distributed, gpu, hardware, host, input, memory, training
 
 RankRule = Callable[[RankAnalysis], Finding | None]
 JobRule = Callable[[Analysis, list[Finding]], list[Finding]]
@@ -28,6 +28,8 @@ RANK_RULES: list[RankRule] = [
     gpu.low_occupancy,
     gpu.no_tensor_cores,
     gpu.attention_not_fused,
+    hardware.far_from_roofline,
+    hardware.slow_collectives,
     training.optimizer_overhead,
     training.fp16_scaler_overhead,
     memory.memory_pressure,
@@ -46,5 +48,5 @@ FINDING_IDS = [
     "small_kernels", "sync_points", "logging_overhead", "step_variance", "low_occupancy",
     "no_tensor_cores", "attention_not_fused", "optimizer_overhead", "fp16_scaler_overhead",
     "memory_pressure", "memory_headroom", "memory_growth", "memory_fragmentation",
-    "communication_exposed", "straggler",
+    "communication_exposed", "straggler", "far_from_roofline", "slow_collectives",
 ]

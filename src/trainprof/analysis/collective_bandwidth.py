@@ -1,0 +1,170 @@
+"""Bus bandwidth of each collective against the device's link, with the nccl-tests conventions.
+
+A communication kernel's message size, dtype and group size come from its own args (newer
+NCCL kernels carry ``Collective name``, ``In msg nelems``, ``Group size``, ``dtype``) or from the
+``record_param_comms`` / ``nccl:*`` host op around its launch. Per kernel, with S the larger of
+the input and output messages in bytes, t its time and n the group size: algbw = S / t and
+busbw = algbw x factor, where the factor is 2(n-1)/n for all-reduce, (n-1)/n for all-gather,
+reduce-scatter and all-to-all, and 1 for broadcast, reduce and point-to-point (nccl-tests'
+PERFORMANCE.md). The link peak is the table's per-direction link bandwidth (half its
+bidirectional figure) for groups of up to ``GPUS_PER_NODE`` ranks, else the NIC's.
+docs/roofline.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trainprof.analysis.device_peaks import trace_device
+from trainprof.analysis.nesting import HostRanges
+from trainprof.analysis.steps import StepWindows, launch_links
+from trainprof.hardware.table import Device
+from trainprof.trace.model import FLAG_COMM, Kind, Trace, collective_type, dtype_bytes
+
+#: Groups of at most this many ranks are assumed to run inside one node (NVLink / xGMI).
+GPUS_PER_NODE = 8
+_HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
+
+
+def bus_factor(collective: str, n: int) -> float | None:
+    """nccl-tests' busbw / algbw for a collective over n ranks (None: not a sized collective)."""
+    if n < 1:
+        return None
+    if collective == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    if collective in ("broadcast", "reduce", "send", "recv", "send_recv", "gather", "scatter"):
+        return 1.0
+    return None
+
+
+@dataclass
+class CollectiveBandwidth:
+    """One collective type, message size and group size; times in µs, bandwidths in GB/s."""
+
+    type: str
+    bytes: float  # message size S of one call
+    group_size: int
+    count: int
+    time_us: float
+    algbw_gb_s: float  # S x count / time
+    busbw_gb_s: float
+    link: str | None = None  # "link" (NVLink/xGMI/PCIe) or "nic"
+    peak_gb_s: float | None = None  # per direction
+    pct_of_peak: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Collectives:
+    device: str | None  # the table entry the peaks come from
+    sized: int  # kernels with a known size, type and group
+    unsized: int  # communication kernels without
+    rows: list[CollectiveBandwidth]  # by time, largest first
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "sized": self.sized, "unsized": self.unsized,
+                "rows": [r.to_dict() for r in self.rows], "notes": self.notes}
+
+
+@dataclass
+class _Sizes:
+    type: np.ndarray  # object: collective type name per kernel ("" when unknown)
+    nbytes: np.ndarray  # float, nan when unknown
+    group: np.ndarray  # int, 0 when unknown
+
+
+def collectives(trace: Trace, steps: StepWindows) -> Collectives:
+    """The collectives section of one trace, over its step window."""
+    ev = trace.events
+    start, end = steps.span
+    kernels = np.flatnonzero((ev.kind == Kind.KERNEL) & ev.flagged(FLAG_COMM)
+                             & (ev.ts >= start) & (ev.ts < end))
+    device, _ = trace_device(trace)
+    sizes = _sizes(trace, kernels)
+    factor = np.array([bus_factor(t, int(n)) or np.nan for t, n in
+                       zip(sizes.type, sizes.group, strict=True)], dtype=np.float64)
+    ok = np.isfinite(sizes.nbytes) & np.isfinite(factor) & (ev.dur[kernels] > 0)
+    groups: dict[tuple[str, float, int], list[int]] = {}
+    for i in np.flatnonzero(ok):
+        groups.setdefault((sizes.type[i], float(sizes.nbytes[i]), int(sizes.group[i])),
+                          []).append(int(i))
+    rows = []
+    for (kind, nbytes, n), members in groups.items():
+        us = float(ev.dur[kernels[members]].sum())
+        algbw = nbytes * len(members) / us / 1e3  # bytes per µs -> GB/s
+        row = CollectiveBandwidth(kind, nbytes, n, len(members), us, algbw,
+                                  algbw * float(factor[members[0]]))
+        _against_peak(row, device)
+        rows.append(row)
+    rows.sort(key=lambda r: (-r.time_us, r.type, r.bytes))
+    notes = []
+    if len(kernels) and not ok.any():
+        notes.append("The communication kernels carry no message size or group size (record "
+                     "with record_shapes=True, PyTorch 2.1 or newer, for record_param_comms).")
+    return Collectives(None if device is None else device.name, int(ok.sum()),
+                       int(len(kernels) - ok.sum()), rows, notes)
+
+
+def link_peak(device: Device | None, group_size: int) -> tuple[str | None, float | None]:
+    """("link" or "nic", per-direction GB/s) for a group of this size on this device."""
+    if device is None:
+        return None, None
+    if group_size <= GPUS_PER_NODE and device.link_gb_s:
+        return "link", device.link_gb_s / 2.0
+    if device.nic_gb_s:
+        return "nic", device.nic_gb_s / 2.0
+    return None, None
+
+
+def _against_peak(row: CollectiveBandwidth, device: Device | None) -> None:
+    row.link, row.peak_gb_s = link_peak(device, row.group_size)
+    if row.peak_gb_s:
+        row.pct_of_peak = row.busbw_gb_s / row.peak_gb_s * 100.0
+
+
+def _sizes(trace: Trace, kernels: np.ndarray) -> _Sizes:
+    """Type, message bytes and group size of each communication kernel."""
+    ev = trace.events
+    n = len(kernels)
+    names, which = np.unique(ev.name[kernels], return_inverse=True)
+    types = np.array([collective_type(ev.names[i]) for i in names] or [""], dtype=object)
+    out = _Sizes(types[which.reshape(n)] if n else np.empty(0, dtype=object),
+                 np.full(n, np.nan), np.zeros(n, np.int64))
+    # The host communication op around each kernel's launch (record_param_comms, nccl:*).
+    host = np.flatnonzero(ev.of_kind(*_HOST_KINDS) & ev.flagged(FLAG_COMM) & (ev.detail >= 0))
+    if len(host) and n:
+        ranges = HostRanges.of(ev.ts[host], ev.end[host], ev.tid[host], host)
+        dev, launch = launch_links(trace)
+        launch_of = np.full(len(ev), -1, dtype=np.int64)
+        launch_of[dev] = launch
+        lk = launch_of[kernels]
+        has = np.flatnonzero(lk >= 0)
+        pos = ranges.innermost(ev.ts[lk[has]], ev.tid[lk[has]])
+        for i, p in zip(has, pos, strict=True):
+            if p >= 0:
+                _fill(out, i, ev.details[ev.detail[ranges.index[p]]])
+    for i, k in enumerate(kernels):  # the kernel's own args win
+        if ev.detail[k] >= 0 and ev.details[ev.detail[k]].get("collective"):
+            _fill(out, i, ev.details[ev.detail[k]])
+    return out
+
+
+def _fill(out: _Sizes, i: int, detail: dict[str, Any]) -> None:
+    size = dtype_bytes(detail.get("dtype"))
+    counts = [c for c in (detail.get("in_nelems"), detail.get("out_nelems"))
+              if isinstance(c, int | float) and not isinstance(c, bool)]
+    group = detail.get("group_size")
+    if detail.get("collective"):
+        out.type[i] = collective_type(str(detail["collective"]))
+    if size is not None and counts:
+        out.nbytes[i] = float(max(counts)) * size
+    if isinstance(group, int) and not isinstance(group, bool) and group > 0:
+        out.group[i] = group
