@@ -46,6 +46,15 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-j", "--jobs", type=_positive_int, default=None, metavar="N",
                    help="processes analysing a folder's traces (default: as many as the cores "
                         "and the memory allow; 1: none besides this one)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", metavar="ADDRESS",
+                       help="analyse each trace as a task on this Dask scheduler, like "
+                            "tcp://HOST:8786 (needs trainprof[dask]; docs/cluster.md)")
+    where.add_argument("--scheduler-file", type=Path, metavar="FILE",
+                       help="the same, with the scheduler named by the file that `dask "
+                            "scheduler --scheduler-file FILE` writes")
+    p.add_argument("--scheduler-timeout", type=positive_float, default=10.0, metavar="S",
+                   help="seconds to wait for the Dask scheduler to answer (default 10)")
     p.add_argument("--format", choices=("text", "json", "md", "html"), default="text",
                    help="text (the terminal report), json (docs/json.md), md (Markdown for a "
                         "pull-request comment) or html (the report page; `trainprof report` "
@@ -246,11 +255,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _analyze_path(path: Path, show_progress: bool, workers: int | None = None):
+def _analyze_path(path: Path, show_progress: bool, workers: int | None = None,
+                  executor: Any = None):
     from trainprof.pipeline import analyze
 
-    return _with_progress(lambda progress: analyze(path, progress=progress, workers=workers),
-                          show_progress)
+    return _with_progress(lambda progress: analyze(path, progress=progress, workers=workers,
+                                                   executor=executor), show_progress)
+
+
+def _analyze_on_cluster(args: argparse.Namespace, show_progress: bool):
+    """The analysis of ``args.path``, on the Dask scheduler the arguments name, if any."""
+    if args.scheduler is None and args.scheduler_file is None:
+        return _analyze_path(args.path, show_progress, workers=args.jobs)
+    from trainprof.analysis.on_dask import dask_executor
+
+    with dask_executor(args.scheduler, args.scheduler_file, args.scheduler_timeout) as executor:
+        return _analyze_path(args.path, show_progress, executor=executor)
 
 
 def _with_progress(work: Callable[[Any], T], show_progress: bool) -> T:
@@ -275,7 +295,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 def _analyze_and_report(args: argparse.Namespace) -> int:
     quiet = args.format != "text" or args.no_progress
-    analysis = _analyze_path(args.path, show_progress=not quiet, workers=args.jobs)
+    analysis = _analyze_on_cluster(args, show_progress=not quiet)
     _write_analysis(analysis, args)
     return 0 if record_if_asked(args, analysis) else EXIT_NOT_RECORDED
 
