@@ -69,6 +69,9 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
                    help=f"rows shown per table in the text report (default {DEFAULT_TOP})")
     p.add_argument("--by-shape", action="store_true",
                    help="group the operator table by op name and input shapes")
+    p.add_argument("--all-ranks", action="store_true",
+                   help="every rank's row in the per-rank tables (default: past 32 ranks, the "
+                        "16 slowest, the 16 fastest and the straggler, with the spread of all)")
     add_record_arguments(p)
     p.set_defaults(func=cmd_analyze)
 
@@ -288,7 +291,8 @@ def _write_or_print(text: str, output: Path | None) -> None:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    options = TableOptions(sort_by=args.sort, top=args.top, by_shape=args.by_shape)
+    options = TableOptions(sort_by=args.sort, top=args.top, by_shape=args.by_shape,
+                           all_ranks=args.all_ranks)
     with using_table_options(options):
         return _analyze_and_report(args)
 

@@ -26,6 +26,7 @@ class TableOptions:
     sort_by: str | None = None
     top: int = DEFAULT_TOP
     by_shape: bool = False
+    all_ranks: bool = False  # every rank's row in the per-rank tables (analysis/rank_table.py)
 
     def __post_init__(self) -> None:
         if self.sort_by is not None and self.sort_by not in OPERATOR_SORT_COLUMNS:
