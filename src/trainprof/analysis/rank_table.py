@@ -102,12 +102,12 @@ def _row(rank: int, windows: list[RankAnalysis]) -> RankRow:
     )
 
 
-def shown_rows(rows: list[Any], limit: int | None = None, keep: tuple[int | None, ...] = ()
-                ) -> list[Any]:
-    """``rows`` (``RankRow``s, or their dicts), cut to the ``limit // 2`` slowest and fastest
-    ranks when there are more than ``limit`` (default ``SHOWN_ROWS``; every row with
-    ``--all-ranks``, ``TableOptions.all_ranks``), plus the ranks in ``keep`` (the straggler),
-    in their order."""
+def shown_rows(rows: list[Any], limit: int | None = None, keep: tuple[int | None, ...] = (),
+               by: str = "step_ms") -> list[Any]:
+    """``rows`` (``RankRow``s, or their dicts, or any rows with ``rank`` and ``by``), cut to the
+    ``limit // 2`` slowest and fastest ranks by ``by`` when there are more than ``limit``
+    (default ``SHOWN_ROWS``; every row with ``--all-ranks``, ``TableOptions.all_ranks``), plus
+    the ranks in ``keep`` (the straggler), in their order."""
     if limit is None:
         limit = len(rows) if table_options().all_ranks else SHOWN_ROWS
     if len(rows) <= limit:
@@ -116,7 +116,7 @@ def shown_rows(rows: list[Any], limit: int | None = None, keep: tuple[int | None
     def field(i: int, name: str) -> Any:
         return rows[i][name] if isinstance(rows[i], dict) else getattr(rows[i], name)
 
-    by_time = sorted(range(len(rows)), key=lambda i: field(i, "step_ms"))
+    by_time = sorted(range(len(rows)), key=lambda i: field(i, by) or 0.0)
     chosen = set(by_time[: limit // 2]) | set(by_time[-(limit // 2):])
     chosen |= {i for i in range(len(rows)) if field(i, "rank") in keep}
     return [r for i, r in enumerate(rows) if i in chosen]
