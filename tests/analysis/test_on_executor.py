@@ -80,3 +80,16 @@ def test_the_first_error_stops_the_tasks_not_started(tmp_path):
         analyze_files(files, executor=executor)
     assert str(remote.value) == str(serial.value) and "rank00.json.gz" in str(serial.value)
     assert executor.started < len(files)  # the tasks queued behind the error never ran
+
+
+def test_ctrl_c_cancels_the_tasks_not_started(tmp_path):
+    for rank in range(12):
+        gpu_rank(rank).write(tmp_path / f"rank{rank:02}.json")
+
+    def interrupt(done, total, file):
+        if done == 1:
+            raise KeyboardInterrupt
+
+    with CountingPool(1) as executor, pytest.raises(KeyboardInterrupt):
+        analyze_files(sorted(tmp_path.iterdir()), progress=interrupt, executor=executor)
+    assert executor.started < 12
