@@ -116,3 +116,4 @@ def test_the_html_page_keeps_the_ranks_it_names_and_draws_histograms(job):
     assert "rank 700 (3.0 ms), rank 3 (0.5 ms)" in spread
     assert spread.count("Ranks by ") >= 3  # a histogram per figure
     assert spread.count("<svg") == len(job.job["rank_table"].spread)
+    assert "more ranks are in the histograms and the JSON result only" in page

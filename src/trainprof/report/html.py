@@ -116,6 +116,8 @@ def render_html(result: Analysis | dict[str, Any], rows: int = DEFAULT_ROWS) -> 
         "spread_table": spread_table(rank_table),
         "details": [(rank_view(ranks[i], i, rows), i == slowest) for i in shown],
         "hidden_ranks": len(ranks) - len(shown),
+        "hidden_where": ("the histograms and the JSON result" if side_note
+                         else "the table above"),
         "environment": environment_rows(data),
         "devices": _devices(ranks),
         "job_notes": _job_notes(data),
