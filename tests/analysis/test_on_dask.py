@@ -42,6 +42,7 @@ def analysed(folder, **how):
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:Skipping .*settings.json")  # the CLI runs' (checked above)
 def test_a_dask_cluster_gives_the_local_result(tmp_path):
     job = tmp_path / "job"
     job.mkdir()
@@ -52,9 +53,19 @@ def test_a_dask_cluster_gives_the_local_result(tmp_path):
     (job / "settings.json").write_text('{"lr": 0.1}')
     local, local_warnings = analysed(job, workers=1)
     seen = []
-    with dask_cluster(tmp_path) as cluster, dask_executor(cluster.address) as executor:
-        remote, remote_warnings = analysed(job, executor=executor,
-                                           progress=lambda i, n, f: seen.append((i, n)))
+    with dask_cluster(tmp_path) as cluster:
+        with dask_executor(cluster.address) as executor:
+            remote, remote_warnings = analysed(job, executor=executor,
+                                               progress=lambda i, n, f: seen.append((i, n)))
+        by_file = main(["analyze", str(job), "--scheduler-file", str(cluster.scheduler_file),
+                        "--format", "json", "-o", str(tmp_path / "by_file.json")])
+        by_address = main(["analyze", str(job), "--scheduler", cluster.address, "--format",
+                           "json", "-o", str(tmp_path / "by_address.json")])
+    assert main(["analyze", str(job), "--jobs", "1", "--format", "json", "-o",
+                 str(tmp_path / "local.json")]) == 0
+    assert by_file == by_address == 0
+    assert ((tmp_path / "by_file.json").read_bytes() == (tmp_path / "by_address.json").read_bytes()
+            == (tmp_path / "local.json").read_bytes())
     assert remote == local
     assert remote_warnings == local_warnings and any("settings.json" in w
                                                       for w in local_warnings)
