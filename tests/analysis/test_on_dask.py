@@ -42,7 +42,6 @@ def analysed(folder, **how):
 
 
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore:Skipping .*settings.json")  # the CLI runs' (checked above)
 def test_a_dask_cluster_gives_the_local_result(tmp_path):
     job = tmp_path / "job"
     job.mkdir()
@@ -57,12 +56,15 @@ def test_a_dask_cluster_gives_the_local_result(tmp_path):
         with dask_executor(cluster.address) as executor:
             remote, remote_warnings = analysed(job, executor=executor,
                                                progress=lambda i, n, f: seen.append((i, n)))
-        by_file = main(["analyze", str(job), "--scheduler-file", str(cluster.scheduler_file),
-                        "--format", "json", "-o", str(tmp_path / "by_file.json")])
-        by_address = main(["analyze", str(job), "--scheduler", cluster.address, "--format",
-                           "json", "-o", str(tmp_path / "by_address.json")])
-    assert main(["analyze", str(job), "--jobs", "1", "--format", "json", "-o",
-                 str(tmp_path / "local.json")]) == 0
+        with pytest.warns(UserWarning, match="settings.json"):
+            by_file = main(["analyze", str(job), "--scheduler-file", str(cluster.scheduler_file),
+                            "--format", "json", "-o", str(tmp_path / "by_file.json")])
+        with pytest.warns(UserWarning, match="settings.json"):
+            by_address = main(["analyze", str(job), "--scheduler", cluster.address, "--format",
+                               "json", "-o", str(tmp_path / "by_address.json")])
+    with pytest.warns(UserWarning, match="settings.json"):
+        assert main(["analyze", str(job), "--jobs", "1", "--format", "json", "-o",
+                     str(tmp_path / "local.json")]) == 0
     assert by_file == by_address == 0
     assert ((tmp_path / "by_file.json").read_bytes() == (tmp_path / "by_address.json").read_bytes()
             == (tmp_path / "local.json").read_bytes())
