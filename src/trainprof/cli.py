@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from trainprof import __version__
+from trainprof.analysis.on_dask import CONNECT_TIMEOUT_S
 from trainprof.analysis.options import (
     DEFAULT_TOP,
     OPERATOR_SORT_COLUMNS,
@@ -53,8 +54,9 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     where.add_argument("--scheduler-file", type=Path, metavar="FILE",
                        help="the same, with the scheduler named by the file that `dask "
                             "scheduler --scheduler-file FILE` writes")
-    p.add_argument("--scheduler-timeout", type=positive_float, default=10.0, metavar="S",
-                   help="seconds to wait for the Dask scheduler to answer (default 10)")
+    p.add_argument("--scheduler-timeout", type=positive_float, default=CONNECT_TIMEOUT_S,
+                   metavar="S", help="seconds to wait for the Dask scheduler to answer "
+                                     f"(default {CONNECT_TIMEOUT_S:g})")
     p.add_argument("--format", choices=("text", "json", "md", "html"), default="text",
                    help="text (the terminal report), json (docs/json.md), md (Markdown for a "
                         "pull-request comment) or html (the report page; `trainprof report` "
@@ -272,6 +274,9 @@ def _analyze_on_cluster(args: argparse.Namespace, show_progress: bool):
         return _analyze_path(args.path, show_progress, workers=args.jobs)
     from trainprof.analysis.on_dask import dask_executor
 
+    if args.jobs is not None:
+        raise TrainprofError("--jobs sets this machine's processes, and with a Dask scheduler "
+                             "its workers analyse the traces: give one or the other.")
     with dask_executor(args.scheduler, args.scheduler_file, args.scheduler_timeout) as executor:
         return _analyze_path(args.path, show_progress, executor=executor)
 

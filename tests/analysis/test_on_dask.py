@@ -128,3 +128,10 @@ def test_a_bad_scheduler_file_is_one_sentence_and_exit_2(tmp_path, capsys, conte
     code = main(["analyze", str(TRACE_FILTER), "--scheduler-file", str(path)])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and says in err
+
+
+def test_jobs_with_a_scheduler_is_one_sentence_and_exit_2(capsys):
+    code = main(["analyze", str(TRACE_FILTER), "--scheduler", "tcp://127.0.0.1:8786",
+                 "--jobs", "2"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "give one or the other" in err
