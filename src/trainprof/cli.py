@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from trainprof import __version__
+from trainprof.analysis.on_dask import CONNECT_TIMEOUT_S
 from trainprof.analysis.options import (
     DEFAULT_TOP,
     OPERATOR_SORT_COLUMNS,
@@ -46,6 +47,16 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-j", "--jobs", type=_positive_int, default=None, metavar="N",
                    help="processes analysing a folder's traces (default: as many as the cores "
                         "and the memory allow; 1: none besides this one)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", metavar="ADDRESS",
+                       help="analyse each trace as a task on this Dask scheduler, like "
+                            "tcp://HOST:8786 (needs trainprof[dask]; docs/cluster.md)")
+    where.add_argument("--scheduler-file", type=Path, metavar="FILE",
+                       help="the same, with the scheduler named by the file that `dask "
+                            "scheduler --scheduler-file FILE` writes")
+    p.add_argument("--scheduler-timeout", type=positive_float, default=CONNECT_TIMEOUT_S,
+                   metavar="S", help="seconds to wait for the Dask scheduler to answer "
+                                     f"(default {CONNECT_TIMEOUT_S:g})")
     p.add_argument("--format", choices=("text", "json", "md", "html"), default="text",
                    help="text (the terminal report), json (docs/json.md), md (Markdown for a "
                         "pull-request comment) or html (the report page; `trainprof report` "
@@ -66,6 +77,9 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hardware", type=Path, metavar="FILE.json",
                    help="the device's peaks for the roofline, for a GPU the built-in table "
                         "does not know (docs/hardware.md)")
+    p.add_argument("--all-ranks", action="store_true",
+                   help="every rank's row in the per-rank tables (default: past 32 ranks, the "
+                        "16 slowest, the 16 fastest and the straggler, with the spread of all)")
     add_record_arguments(p)
     p.set_defaults(func=cmd_analyze)
 
@@ -252,11 +266,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _analyze_path(path: Path, show_progress: bool, workers: int | None = None):
+def _analyze_path(path: Path, show_progress: bool, workers: int | None = None,
+                  executor: Any = None):
     from trainprof.pipeline import analyze
 
-    return _with_progress(lambda progress: analyze(path, progress=progress, workers=workers),
-                          show_progress)
+    return _with_progress(lambda progress: analyze(path, progress=progress, workers=workers,
+                                                   executor=executor), show_progress)
+
+
+def _analyze_on_cluster(args: argparse.Namespace, show_progress: bool):
+    """The analysis of ``args.path``, on the Dask scheduler the arguments name, if any."""
+    if args.scheduler is None and args.scheduler_file is None:
+        return _analyze_path(args.path, show_progress, workers=args.jobs)
+    from trainprof.analysis.on_dask import dask_executor
+
+    if args.jobs is not None:
+        raise TrainprofError("--jobs sets this machine's processes, and with a Dask scheduler "
+                             "its workers analyse the traces: give one or the other.")
+    with dask_executor(args.scheduler, args.scheduler_file, args.scheduler_timeout) as executor:
+        return _analyze_path(args.path, show_progress, executor=executor)
 
 
 def _with_progress(work: Callable[[Any], T], show_progress: bool) -> T:
@@ -280,14 +308,15 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
         hardware = load_hardware_file(args.hardware)
     options = TableOptions(sort_by=args.sort, top=args.top, by_shape=args.by_shape,
-                           modules=args.modules, hardware=hardware)
+                           modules=args.modules, hardware=hardware,
+                           all_ranks=args.all_ranks)
     with using_table_options(options):
         return _analyze_and_report(args)
 
 
 def _analyze_and_report(args: argparse.Namespace) -> int:
     quiet = args.format != "text" or args.no_progress
-    analysis = _analyze_path(args.path, show_progress=not quiet, workers=args.jobs)
+    analysis = _analyze_on_cluster(args, show_progress=not quiet)
     _write_analysis(analysis, args)
     return 0 if record_if_asked(args, analysis) else EXIT_NOT_RECORDED
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from concurrent.futures import Executor
 
 from trainprof.analysis import overview
 from trainprof.analysis.overview import Analysis
@@ -14,14 +15,16 @@ from trainprof.trace.model import Trace
 
 def analyze(
     source: str | os.PathLike[str] | Iterable[Trace], progress: Progress | None = None,
-    workers: int | None = None,
+    workers: int | None = None, executor: Executor | None = None,
 ) -> Analysis:
     """Analyse a trace file, a folder of ranks, a cluster summary, or loaded traces, and
     diagnose the result. ``workers``: processes for a folder's traces (None: by cores and
-    memory; 1: this process only).
+    memory; 1: this process only). ``executor``: any ``concurrent.futures.Executor`` to run
+    one task per trace file on instead (a Dask client's ``get_executor()``; docs/cluster.md).
 
     Raises ``trainprof.TraceError`` when the input cannot be read as Kineto traces.
     """
-    analysis = overview.analyze(source, progress=progress, workers=workers)
+    analysis = overview.analyze(source, progress=progress, workers=workers,
+                                executor=executor)
     analysis.findings = diagnose(analysis)
     return analysis

@@ -3,6 +3,7 @@ with each rank counted once (its trace when the folder has it, else its summary)
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
 from pathlib import Path
 
 from trainprof.analysis.cluster_file import Summarised, rank_list, read_cluster_summaries
@@ -12,11 +13,12 @@ from trainprof.trace import discover
 from trainprof.trace.load import Progress
 
 
-def analyze_path(path: Path, progress: Progress | None = None, workers: int | None = None
+def analyze_path(path: Path, progress: Progress | None = None, workers: int | None = None,
+                 executor: Executor | None = None
                  ) -> tuple[list[RankAnalysis], Summarised | None]:
     """The analysis of every trace under ``path`` (ranks not yet placed) and the summaries."""
     traces, summaries = discover.find_inputs(path)
-    results = analyze_files(traces, progress, workers, from_folder=path.is_dir())
+    results = analyze_files(traces, progress, workers, executor, from_folder=path.is_dir())
     return results, read_cluster_summaries(summaries) if summaries else None
 
 

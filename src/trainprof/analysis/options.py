@@ -31,6 +31,7 @@ class TableOptions:
     modules: bool = False
     #: A ``trainprof.hardware.Device`` from ``--hardware FILE.json``, used for every trace.
     hardware: Any = None
+    all_ranks: bool = False  # every rank's row in the per-rank tables (analysis/rank_table.py)
 
     def __post_init__(self) -> None:
         if self.sort_by is not None and self.sort_by not in OPERATOR_SORT_COLUMNS:

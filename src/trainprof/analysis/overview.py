@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -149,11 +150,12 @@ def environment(trace: Trace) -> dict[str, Any]:
 
 def analyze(
     source: str | os.PathLike[str] | Iterable[Trace], progress: Progress | None = None,
-    workers: int | None = None,
+    workers: int | None = None, executor: Executor | None = None,
 ) -> Analysis:
     """Analyse a trace file, a folder of ranks (traces and cluster summaries), or already
     loaded traces. A folder's traces are analysed in ``workers`` processes (None: as many as
-    the cores and the memory allow; 1: in this process; analysis/parallel.py).
+    the cores and the memory allow; 1: in this process; analysis/parallel.py), or as tasks on
+    ``executor`` when one is given (analysis/on_executor.py).
 
     Raises ``trainprof.TraceError`` when the input cannot be read as Kineto traces.
     """
@@ -161,7 +163,7 @@ def analyze(
     if isinstance(source, str | os.PathLike):
         from trainprof.analysis.inputs import analyze_path
 
-        results, summarised = analyze_path(Path(source), progress, workers)
+        results, summarised = analyze_path(Path(source), progress, workers, executor)
         label = str(source)
     else:
         results = [analyze_trace(t) for t in source]

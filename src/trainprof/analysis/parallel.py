@@ -17,6 +17,7 @@ import sys
 import threading
 import warnings
 from collections import deque
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -44,24 +45,38 @@ GZIP_RATIO = 12
 
 
 def analyze_files(files: list[Path], progress: Progress | None = None,
-                  workers: int | None = None, from_folder: bool = False) -> list[RankAnalysis]:
+                  workers: int | None = None, executor: Executor | None = None,
+                  from_folder: bool = False) -> list[RankAnalysis]:
     """The analysis of each file that is a trace, in file order (``workers``: see module).
+
+    With an ``executor`` (any ``concurrent.futures.Executor``: a Dask client's, a process
+    pool), each file is a task on it instead (analysis/on_executor.py) and ``workers`` is unused.
     ``from_folder``: the files were found in a folder, where a file that is not a trace is
-    skipped with a warning even when it is the only one."""
+    skipped with a warning even when it is the only one.
+    """
     if not files:
         return []
+    if executor is not None:
+        from trainprof.analysis.on_executor import outcomes_on_executor
+
+        return _kept(files, outcomes_on_executor(files, executor, progress, from_folder))
     sizes = [json_bytes(f) for f in files]
     count = worker_count(sizes, usable_cores(), available_memory()) if workers is None else workers
     if workers is None and sum(sizes) < PARALLEL_MIN_JSON_BYTES:
         count = 1
     count = max(1, min(count, len(files)))
     outcomes = _serial(files, progress, from_folder) if count == 1 else _Pool(files, count, progress).run()
+    return _kept(files, outcomes)
+
+
+def _kept(files: list[Path], outcomes: list[tuple[str, Any]]) -> list[RankAnalysis]:
+    """The analyses, in file order; the first error raised, skipped files warned about."""
     results = []
     for status, payload in outcomes:
         if status == "error":
             raise payload
         if status == "skipped":
-            warnings.warn(f"{str(payload).rstrip('.')}; skipped.", stacklevel=3)
+            warnings.warn(f"{str(payload).rstrip('.')}; skipped.", stacklevel=4)
             continue
         results.append(payload)
     return results

@@ -9,12 +9,14 @@ every report; in the JSON result under ``job.rank_table``. docs/distributed.md.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from trainprof.analysis.options import table_options
 from trainprof.analysis.phases import PHASES
+from trainprof.analysis.rank_spread import Spread, rank_spreads
 
 if TYPE_CHECKING:
     from trainprof.analysis.overview import RankAnalysis
@@ -42,10 +44,11 @@ class RankTable:
     rows: list[RankRow]
     slowest: int | None  # rank, when the ranks differ
     fastest: int | None
+    spread: dict[str, Spread] = field(default_factory=dict)  # analysis/rank_spread.py
 
     def to_dict(self) -> dict[str, Any]:
         return {"rows": [asdict(r) for r in self.rows], "slowest": self.slowest,
-                "fastest": self.fastest}
+                "fastest": self.fastest, "spread": {k: s.to_dict() for k, s in self.spread.items()}}
 
     def shown(self, keep: tuple[int | None, ...] = ()) -> list[RankRow]:
         """The rows a report shows (see ``shown_rows``)."""
@@ -66,6 +69,7 @@ def rank_table(ranks: list[RankAnalysis]) -> RankTable:
         if slow.step_ms > fast.step_ms:
             slow.mark, fast.mark = "slowest", "fastest"
             table.slowest, table.fastest = slow.rank, fast.rank
+    table.spread = rank_spreads(rows)
     return table
 
 
@@ -98,18 +102,21 @@ def _row(rank: int, windows: list[RankAnalysis]) -> RankRow:
     )
 
 
-def shown_rows(rows: list[Any], limit: int = SHOWN_ROWS, keep: tuple[int | None, ...] = ()
-               ) -> list[Any]:
-    """``rows`` (``RankRow``s, or their dicts), cut to the ``limit // 2`` slowest and fastest
-    ranks when there are more than ``limit``, plus the ranks in ``keep`` (the straggler), in
-    their order."""
+def shown_rows(rows: list[Any], limit: int | None = None, keep: tuple[int | None, ...] = (),
+               by: str = "step_ms") -> list[Any]:
+    """``rows`` (``RankRow``s, or their dicts, or any rows with ``rank`` and ``by``), cut to the
+    ``limit // 2`` slowest and fastest ranks by ``by`` when there are more than ``limit``
+    (default ``SHOWN_ROWS``; every row with ``--all-ranks``, ``TableOptions.all_ranks``), plus
+    the ranks in ``keep`` (the straggler), in their order."""
+    if limit is None:
+        limit = len(rows) if table_options().all_ranks else SHOWN_ROWS
     if len(rows) <= limit:
         return list(rows)
 
     def field(i: int, name: str) -> Any:
         return rows[i][name] if isinstance(rows[i], dict) else getattr(rows[i], name)
 
-    by_time = sorted(range(len(rows)), key=lambda i: field(i, "step_ms"))
+    by_time = sorted(range(len(rows)), key=lambda i: field(i, by) or 0.0)
     chosen = set(by_time[: limit // 2]) | set(by_time[-(limit // 2):])
     chosen |= {i for i in range(len(rows)) if field(i, "rank") in keep}
     return [r for i, r in enumerate(rows) if i in chosen]

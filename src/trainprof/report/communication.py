@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainprof.analysis.communication import Communication
+from trainprof.analysis.rank_table import shown_rows
 from trainprof.analysis.stragglers import Stragglers
 from trainprof.report.quantities import compact_table, ms, pct, size
 
@@ -36,7 +37,12 @@ def render_stragglers(result: Stragglers) -> Group | None:
     for col in ("rank", "step ms", "comm ms", "waited ms", "last in", "made others wait ms",
                 "start lag ms"):
         t.add_column(col, justify="right")
-    for r in result.ranks:
+    shown = shown_rows(result.ranks, keep=(result.straggler,), by="step_median_ms")
+    if len(shown) < len(result.ranks):
+        t.caption = (f"{len(shown)} of {len(result.ranks)} ranks: the slowest, the fastest and "
+                     "the straggler; --all-ranks shows all")
+        t.caption_justify = "left"
+    for r in shown:
         mark = " ◀" if r.rank == result.straggler else ""
         t.add_row(f"{r.rank}{mark}", ms(r.step_median_ms, 1), ms(r.comm_ms_per_step),
                   ms(r.waited_ms_per_step), str(r.last_arrivals),

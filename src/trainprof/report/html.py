@@ -27,6 +27,7 @@ from trainprof.analysis.overview import Analysis
 from trainprof.fileio import atomic_write_text
 from trainprof.report.html_roofline import collective_ranks_table
 from trainprof.report.html_snapshot import memory_headline, memory_views
+from trainprof.report.html_spread import side_by_side, spread_charts, spread_table
 from trainprof.report.html_tables import DEFAULT_ROWS, stragglers_table
 from trainprof.report.html_view import (
     finding_view,
@@ -101,16 +102,23 @@ def render_html(result: Analysis | dict[str, Any], rows: int = DEFAULT_ROWS) -> 
     order = sorted(range(len(ranks)), key=lambda i: -(ranks[i]["steps"].get("median_ms") or 0))
     shown = sorted(order[:MAX_DETAILED_RANKS])
     slowest = order[0] if ranks else None
+    rank_table = (data.get("job") or {}).get("rank_table")
+    side, side_note = side_by_side(ranks, rank_table, _straggler(data))
     context = {
         "version": __version__,
         "source": data.get("source") or (ranks[0].get("file", "") if ranks else ""),
         "headline": memory_headline(data) or headline(data),
         "findings": [finding_view(f, i) for i, f in enumerate(data.get("findings") or [], 1)],
         "several": len(ranks) > 1,
-        "ranks_table": ranks_table(ranks, _straggler(data)) if len(ranks) > 1 else None,
-        "ranks_chart": ranks_chart(ranks) if len(ranks) > 1 else None,
+        "ranks_table": ranks_table(side, _straggler(data)) if len(ranks) > 1 else None,
+        "ranks_chart": ranks_chart(side) if len(ranks) > 1 else None,
+        "ranks_note": side_note,
+        "spread_charts": spread_charts(rank_table),
+        "spread_table": spread_table(rank_table),
         "details": [(rank_view(ranks[i], i, rows), i == slowest) for i in shown],
         "hidden_ranks": len(ranks) - len(shown),
+        "hidden_where": ("the histograms and the JSON result" if side_note
+                         else "the table above"),
         "environment": environment_rows(data),
         "devices": _devices(ranks),
         "job_notes": _job_notes(data),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainprof.analysis.rank_table import shown_rows
 from trainprof.formatting import number
 from trainprof.report.hotspots import short_kernel_name
 from trainprof.report.labels import SORT_LABELS
@@ -164,7 +165,11 @@ def stragglers_table(section: dict[str, Any]) -> Table | None:
             Column("caused wait ms/step", title="time other ranks waited for this one"),
             Column("last to arrive", title="collectives this rank reached last")]
     table = Table(cols)
-    for r in ranks:
+    shown = shown_rows(ranks, keep=(section.get("straggler"),), by="step_median_ms")
+    if len(shown) < len(ranks):
+        table.caption = (f"{len(shown)} of {len(ranks)} ranks: the slowest, the fastest and the "
+                         "straggler; --all-ranks shows all.")
+    for r in shown:
         table.rows.append([num(r.get("rank"), 0), num(r.get("step_median_ms"), 1),
                            num(r.get("comm_ms_per_step"), 2),
                            num(r.get("exposed_comm_ms_per_step"), 2),

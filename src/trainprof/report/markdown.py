@@ -20,6 +20,7 @@ from trainprof.report.markdown_text import MAX_CELL, code_block, md_text, table
 from trainprof.vocabulary import PHASES
 
 __all__ = ["MAX_CELL", "code_block", "md_text", "table", "to_markdown"]
+from trainprof.report.rank_spread import SPREAD_HEAD, spread_rows, spread_shown
 
 #: Rows of the operator and kernel tables.
 TOP_ROWS = 10
@@ -89,7 +90,13 @@ def ranks_md(rank_table: dict[str, Any], straggler: int | None = None) -> str:
     out = table(head, rows, "r" * 10 + "l")
     if len(shown) < len(rank_table["rows"]):
         out += (f"\n\n{len(shown)} of {len(rank_table['rows'])} ranks: the slowest, the "
-                "fastest and any straggler; the JSON result has all.")
+                "fastest and any straggler; `--all-ranks` shows all, as the JSON result has.")
+    if spread_shown(rank_table):
+        out += (f"\n\n**How the {len(rank_table['rows'])} ranks spread**\n\n"
+                + table(SPREAD_HEAD, [[md_text(c, None) if i in (0, 7) else c
+                                       for i, c in enumerate(row)]
+                                      for row in spread_rows(rank_table["spread"])],
+                        "lrrrrrll"))
     return out
 
 

@@ -16,6 +16,7 @@ from trainprof.analysis.rank_table import rank_table
 from trainprof.formatting import number
 from trainprof.report.labels import category_label
 from trainprof.report.quantities import ByWidth
+from trainprof.report.rank_spread import SPREAD_HEAD, spread_rows, spread_shown
 from trainprof.report.sections import RENDERERS
 from trainprof.vocabulary import SEVERITY_STYLES
 
@@ -142,8 +143,8 @@ def ranks_table(a: Analysis) -> ByWidth:
     captions = []
     if len(shown) < len(table.rows):
         captions.append(f"{len(shown)} of {len(table.rows)} ranks: the slowest, the fastest"
-                        f"{' and the straggler' if straggler is not None else ''}; the JSON "
-                        "result has all")
+                        f"{' and the straggler' if straggler is not None else ''}; "
+                        "--all-ranks shows all, as the JSON result has")
     if any(row.idle_of == "host" for row in shown):
         captions.append("* CPU-only rank: share of the step no op covers")
 
@@ -166,6 +167,26 @@ def ranks_table(a: Analysis) -> ByWidth:
         return t
 
     return ByWidth(build)
+
+
+def spread_table(a: Analysis) -> Table | None:
+    """How the ranks spread (report/rank_spread.py), from 8 ranks on, the outliers named under
+    it; else None."""
+    table = a.job.get("rank_table")
+    data = None if table is None else table.to_dict()
+    if data is None or not spread_shown(data):
+        return None
+    t = Table(title=f"How the {len(data['rows'])} ranks spread (histogram: min to max)",
+              title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+    for col in SPREAD_HEAD[:-1]:
+        t.add_column(col, justify="right" if col in SPREAD_HEAD[1:6] else "left", no_wrap=True)
+    captions = []
+    for row, spread in zip(spread_rows(data["spread"]), data["spread"].values(), strict=True):
+        t.add_row(*row[:-1])
+        captions.append(f"outliers in {spread['label']}: {row[-1]}")
+    captions.append("step time: each rank's median step; communication: ms per step")
+    t.caption, t.caption_justify = "\n".join(captions), "left"
+    return t
 
 
 def _cell_ms(value: float | None) -> str:
@@ -236,6 +257,9 @@ def print_analysis(analysis: Analysis, console: Console | None = None,
         console.print(findings_panel(analysis))
     if len(analysis.ranks) > 1:
         console.print(ranks_table(analysis))
+        spread = spread_table(analysis)
+        if spread is not None:
+            console.print(spread)
         label, shown = _window_in_full(analysis)
         console.print(Text(f"Details of the {label}: rank {shown.rank}", style="bold"))
         console.print(rank_panel(shown))
