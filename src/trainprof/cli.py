@@ -32,6 +32,7 @@ from trainprof.history.cli import (
     add_record_arguments,
     record_if_asked,
 )
+from trainprof.sql.cli import add_sql_commands
 
 #: Exit codes: 0 fine, 1 a check failed (e.g. a regression gate), 2 bad input or usage, 3 the
 #: result was written but the run could not be added to the history (``EXIT_NOT_RECORDED``).
@@ -243,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench(sub)
     _add_checklist(sub)
     _add_completion(sub)
+    add_sql_commands(sub)
     return parser
 
 
