@@ -33,6 +33,7 @@ from trainprof.history.cli import (
     record_if_asked,
 )
 from trainprof.sql.cli import add_sql_commands
+from trainprof.trackers.cli import add_log_to_argument, log_and_close, open_asked
 
 #: Exit codes: 0 fine, 1 a check failed (e.g. a regression gate), 2 bad input or usage, 3 the
 #: result was written but the run could not be added to the history (``EXIT_NOT_RECORDED``).
@@ -62,6 +63,7 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--by-shape", action="store_true",
                    help="group the operator table by op name and input shapes")
     add_record_arguments(p)
+    add_log_to_argument(p)
     p.set_defaults(func=cmd_analyze)
 
 
@@ -277,8 +279,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 def _analyze_and_report(args: argparse.Namespace) -> int:
     quiet = args.format != "text" or args.no_progress
-    analysis = _analyze_path(args.path, show_progress=not quiet, workers=args.jobs)
-    _write_analysis(analysis, args)
+    trackers, analysis = open_asked(args), None
+    try:
+        analysis = _analyze_path(args.path, show_progress=not quiet, workers=args.jobs)
+        _write_analysis(analysis, args)
+    finally:
+        log_and_close(trackers, analysis)
     return 0 if record_if_asked(args, analysis) else EXIT_NOT_RECORDED
 
 
