@@ -84,3 +84,21 @@ def timer_metrics(record: dict[str, Any]) -> dict[str, float]:
     """The step timer's per-step record (``step_ms``, ``data_ms``...) as metric names."""
     return {PREFIX + k: float(v) for k, v in record.items()
             if k != "step" and _finite(v)}
+
+
+def timer_summary_metrics(summary: dict[str, Any]) -> dict[str, float]:
+    """The step timer's ``summary()``: step time, samples/s, tokens/s, MFU, peak memory."""
+    values: dict[str, Any] = {
+        "samples_per_s": summary.get("samples_per_s"),
+        "tokens_per_s": summary.get("tokens_per_s"),
+        "mfu": summary.get("mfu"),
+        "peak_memory_bytes": summary.get("peak_memory_bytes"),
+        "steps": summary.get("steps"),
+    }
+    step_ms = summary.get("step_ms")
+    if isinstance(step_ms, dict):
+        values.update({f"step_ms_{k}": v for k, v in step_ms.items()})
+    phases = summary.get("phases_ms")
+    if isinstance(phases, dict):
+        values.update({f"phase/{k}_ms": v for k, v in phases.items()})
+    return {PREFIX + k: float(v) for k, v in values.items() if _finite(v)}

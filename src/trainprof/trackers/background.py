@@ -1,0 +1,50 @@
+"""Per-step logging off the training thread: the step timer hands each step's figures to a
+queue, and one daemon thread sends them. A slow or dead server never stalls a step."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any
+
+from trainprof.trackers.base import Guarded
+from trainprof.trackers.metrics import timer_metrics
+
+#: Steps waiting to be sent before new ones are dropped (a tracker far behind, or hanging).
+MAX_PENDING = 10_000
+#: Seconds ``close()`` waits for the queue to drain.
+CLOSE_TIMEOUT_S = 30.0
+
+
+class StepLogger:
+    """Sends ``(step, metrics)`` to trackers from a background thread."""
+
+    def __init__(self, trackers: list[Guarded]) -> None:
+        self.trackers = trackers
+        self.dropped = 0
+        self._queue: queue.Queue[tuple[int, dict[str, float]] | None] = queue.Queue(MAX_PENDING)
+        self._thread = threading.Thread(target=self._run, name="trainprof-trackers", daemon=True)
+        self._thread.start()
+
+    def step(self, index: int, record: dict[str, Any]) -> None:
+        """Queue one step's record (``step_ms``, ``data_ms``, ...); never blocks."""
+        try:
+            self._queue.put_nowait((index, timer_metrics(record)))
+        except queue.Full:
+            self.dropped += 1
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            step, metrics = item
+            for tracker in self.trackers:
+                tracker.log_metrics(metrics, step)
+
+    def close(self, summary: dict[str, float] | None = None) -> None:
+        """Send what is queued (waiting at most ``CLOSE_TIMEOUT_S``), then ``summary``, and
+        close the trackers."""
+        self._queue.put(None)
+        self._thread.join(CLOSE_TIMEOUT_S)
+        for tracker in self.trackers:
+            if summary:
+                tracker.log_metrics(summary, None)
+            tracker.close()
