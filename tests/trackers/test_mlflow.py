@@ -123,3 +123,27 @@ def test_without_mlflow_it_is_one_sentence_and_exit_2():
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("trainprof: logging to mlflow needs the mlflow package: "
                                    "install it with pip install 'trainprof[mlflow]'.")
+
+
+def test_training_goes_on_when_the_server_stops(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    from tiny_training import tiny, train
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    model, optimizer = tiny()
+    with mlflow_server(tmp_path) as (url, proc):
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
+        mlflow.set_tracking_uri(url)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            timer = trainprof.StepTimer(model, optimizer, log_every=None, log_to="mlflow")
+            train(timer, model, optimizer, steps=3)
+            stop(proc)
+            train(timer, model, optimizer, steps=5)
+            timer.close()
+        mlflow.set_tracking_uri(None)
+    assert timer.summary()["steps"] == 7  # 8 steps, the first left out as warm-up
+    tracker_warnings = [w for w in caught if issubclass(w.category, TrackerWarning)]
+    assert len(tracker_warnings) == 1
+    assert torch.isfinite(next(model.parameters())).all()

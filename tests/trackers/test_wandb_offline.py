@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from conftest import RESNET_W0
 from wandb_offline import artifacts, history, summary, tags
 
