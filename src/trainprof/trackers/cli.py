@@ -15,6 +15,14 @@ def add_log_to_argument(parser: argparse.ArgumentParser) -> None:
                              f"{', '.join(TRACKER_NAMES)} (repeatable; docs/trackers.md)")
 
 
+def check_installed(args: argparse.Namespace) -> None:
+    """A ``TrainprofError`` now, before a long run, when a tracker's package is missing."""
+    from trainprof.trackers.extras import require
+
+    for name in dict.fromkeys(getattr(args, "log_to", None) or []):
+        require({"tensorboard": "tensorboard.summary"}.get(name, name), name)
+
+
 def open_asked(args: argparse.Namespace) -> list[Any]:
     """The trackers ``--log-to`` asked for, opened (a missing package: exit 2)."""
     from trainprof.trackers.resolve import open_trackers
