@@ -14,6 +14,9 @@ from trainprof.trackers.metrics import timer_metrics
 MAX_PENDING = 10_000
 #: Seconds ``close()`` waits for the queue to drain.
 CLOSE_TIMEOUT_S = 30.0
+#: Seconds between sends: the thread wakes this often and sends every step queued since, so
+#: that it does not take the interpreter from the training thread at every step.
+SEND_EVERY_S = 1.0
 
 
 class StepLogger:
@@ -22,27 +25,36 @@ class StepLogger:
     def __init__(self, trackers: list[Guarded]) -> None:
         self.trackers = trackers
         self.dropped = 0
-        self._queue: queue.Queue[tuple[int, dict[str, float]] | None] = queue.Queue(MAX_PENDING)
+        self._queue: queue.Queue[tuple[int, dict[str, Any]]] = queue.Queue(MAX_PENDING)
+        self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name="trainprof-trackers", daemon=True)
         self._thread.start()
 
     def step(self, index: int, record: dict[str, Any]) -> None:
         """Queue one step's record (``step_ms``, ``data_ms``, ...); never blocks."""
         try:
-            self._queue.put_nowait((index, timer_metrics(record)))
+            self._queue.put_nowait((index, record))
         except queue.Full:
             self.dropped += 1
 
     def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            step, metrics = item
-            for tracker in self.trackers:
-                tracker.log_metrics(metrics, step)
+        while True:
+            closing = self._closing.wait(SEND_EVERY_S)
+            while True:
+                try:
+                    step, record = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                metrics = timer_metrics(record)
+                for tracker in self.trackers:
+                    tracker.log_metrics(metrics, step)
+            if closing:
+                return
 
     def close(self, summary: dict[str, float] | None = None) -> None:
         """Send what is queued (waiting at most ``CLOSE_TIMEOUT_S``), then ``summary``, and
         close the trackers."""
-        self._queue.put(None)
+        self._closing.set()
         self._thread.join(CLOSE_TIMEOUT_S)
         for tracker in self.trackers:
             if summary:
