@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from trainprof.analysis.frames import data_frame
 from trainprof.analysis.phases import PHASES
 
 if TYPE_CHECKING:
@@ -46,6 +47,10 @@ class RankTable:
     def to_dict(self) -> dict[str, Any]:
         return {"rows": [asdict(r) for r in self.rows], "slowest": self.slowest,
                 "fastest": self.fastest}
+
+    def to_pandas(self) -> Any:
+        """One row per rank."""
+        return data_frame([asdict(r) for r in self.rows])
 
     def shown(self, keep: tuple[int | None, ...] = ()) -> list[RankRow]:
         """The rows a report shows (see ``shown_rows``)."""
