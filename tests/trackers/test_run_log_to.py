@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 import pytest
+
 from conftest import ROOT
 
 pytest.importorskip("torch")
