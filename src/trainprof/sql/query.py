@@ -42,7 +42,9 @@ def connect(source: str | os.PathLike[str], query: str = "") -> Any:
         from trainprof.pipeline import analyze
 
         tables["findings"] = findings_table(analyze(traces, workers=1).findings)
-    con = duckdb.connect()
+    # Nothing phones home: DuckDB must not download an extension because a query names a URL.
+    con = duckdb.connect(config={"autoinstall_known_extensions": False,
+                                 "autoload_known_extensions": False})
     for name, table in tables.items():
         con.register(name, table)
     return con
