@@ -71,3 +71,25 @@ def test_the_step_timer_logs_into_accelerates_tensorboard_tracker(tmp_path):
     logdir = accelerator.get_tracker("tensorboard").logging_dir
     steps = _scalars(logdir).Scalars("trainprof/step_ms")
     assert [s.step for s in steps] == list(range(6))
+
+
+def test_the_accelerate_profile_logs_its_analysis_into_log_with(tmp_path):
+    from accelerate import Accelerator
+
+    from trainprof.integrations.accelerate import profile
+
+    accelerator = Accelerator(cpu=True, log_with="tensorboard", project_dir=str(tmp_path))
+    accelerator.init_trackers("proj")
+    model, optimizer = tiny()
+    with profile(accelerator, log_to=True, output_trace_dir=str(tmp_path / "traces"),
+                 schedule_option={"wait": 1, "warmup": 1, "active": 3}) as prof:
+        for _ in range(6):
+            loss = model(torch.randn(8, 16)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            prof.step()
+    accelerator.end_training()
+    logdir = accelerator.get_tracker("tensorboard").logging_dir
+    assert len(_scalars(logdir).Scalars("trainprof/step_ms")) == 3
+    assert prof.trace_files and (tmp_path / "proj/trainprof/trainprof-analysis.json").is_file()
