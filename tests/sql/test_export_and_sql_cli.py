@@ -111,3 +111,14 @@ def test_without_the_sql_extra_it_says_what_to_install():
     assert proc.returncode == 2
     assert "pip install 'trainprof[sql]'" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_findings_of_a_folder_carry_their_rank(capsys):
+    import trainprof
+
+    assert main(["sql", str(TRACE_FILTER), "SELECT rank, id, saving_pct FROM findings",
+                 "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    expected = trainprof.analyze(TRACE_FILTER).findings
+    assert [(r["rank"], r["id"]) for r in rows] == [(f.rank, f.id) for f in expected]
+    assert {r["rank"] for r in rows} == {0, 1}
