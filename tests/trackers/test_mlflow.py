@@ -147,3 +147,18 @@ def test_training_goes_on_when_the_server_stops(tmp_path, monkeypatch):
     tracker_warnings = [w for w in caught if issubclass(w.category, TrackerWarning)]
     assert len(tracker_warnings) == 1
     assert torch.isfinite(next(model.parameters())).all()
+
+
+def test_no_server_at_all_costs_a_warning_not_the_analysis(tmp_path, monkeypatch):
+    from tracker_services import free_port
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    result = tmp_path / "result.json"
+    with pytest.warns(TrackerWarning, match="could not start logging to mlflow") as caught:
+        assert main(["analyze", str(RESNET_W0), "--log-to", "mlflow", "--format", "json",
+                     "-o", str(result)]) == 0
+    assert json.loads(result.read_text())["findings"][0]["id"] == "data_loading"
+    assert len([w for w in caught if w.category is TrackerWarning]) == 1
+    assert len(str(caught[0].message)) < 300  # one readable line, not the whole exception

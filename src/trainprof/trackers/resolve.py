@@ -107,9 +107,10 @@ def open_trackers(targets: Iterable[Any] | str | None,
         except TrainprofError:
             raise
         except Exception as exc:  # the tracker's own failure: the run goes on without it
-            warnings.warn(f"could not start logging to {target}: {type(exc).__name__}: "
-                          f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}",
-                          TrackerWarning, stacklevel=2)
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            warnings.warn(f"could not start logging to {target}; the run goes on without it "
+                          f"({type(exc).__name__}: {first[:160]})", TrackerWarning,
+                          stacklevel=2)
             continue
         out.extend(Guarded(t) for t in made)
     return out
