@@ -38,6 +38,8 @@ def test_each_step_and_the_summary_reach_tensorboard(tmp_path, monkeypatch):
     assert samples.value == pytest.approx(timer.summary()["samples_per_s"], rel=1e-6)
     (median,) = events.Scalars("trainprof/step_ms_median")
     assert median.value == pytest.approx(timer.summary()["step_ms"]["median"], rel=1e-6)
+    result = json.loads((tmp_path / "tb/trainprof/trainprof-step-timer.json").read_text())
+    assert result["steps"] == timer.summary()["steps"] == STEPS - 1  # the warm-up step left out
 
 
 def test_a_missing_tracker_package_stops_before_training(monkeypatch):

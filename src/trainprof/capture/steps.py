@@ -242,7 +242,8 @@ class StepTimer:
             from trainprof.trackers.metrics import timer_summary_metrics
 
             trackers, self._trackers = self._trackers, None
-            trackers.close(timer_summary_metrics(self.summary()))
+            summary = self.summary()
+            trackers.close(timer_summary_metrics(summary), summary)
         if self._history:
             from trainprof.capture.timer_history import record_timer
 

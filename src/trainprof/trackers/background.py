@@ -3,8 +3,11 @@ queue, and one daemon thread sends them. A slow or dead server never stalls a st
 
 from __future__ import annotations
 
+import json
 import queue
+import tempfile
 import threading
+from pathlib import Path
 from typing import Any
 
 from trainprof.trackers.base import Guarded
@@ -51,12 +54,19 @@ class StepLogger:
             if closing:
                 return
 
-    def close(self, summary: dict[str, float] | None = None) -> None:
-        """Send what is queued (waiting at most ``CLOSE_TIMEOUT_S``), then ``summary``, and
-        close the trackers."""
+    def close(self, summary: dict[str, float] | None = None,
+              result: dict[str, Any] | None = None) -> None:
+        """Send what is queued (waiting at most ``CLOSE_TIMEOUT_S``), then the ``summary``
+        metrics and the ``result`` (as ``trainprof-step-timer.json``), and close the trackers."""
         self._closing.set()
         self._thread.join(CLOSE_TIMEOUT_S)
-        for tracker in self.trackers:
-            if summary:
-                tracker.log_metrics(summary, None)
-            tracker.close()
+        with tempfile.TemporaryDirectory(prefix="trainprof-") as folder:
+            path = Path(folder) / "trainprof-step-timer.json"
+            if result is not None:
+                path.write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")
+            for tracker in self.trackers:
+                if summary:
+                    tracker.log_metrics(summary, None)
+                if result is not None:
+                    tracker.log_artifact(path)
+                tracker.close()
