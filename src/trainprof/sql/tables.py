@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from trainprof.analysis.communication import _HostComm, _kernel_types
 from trainprof.analysis.steps import StepWindows, find_steps
 from trainprof.sql.extras import require
-from trainprof.trace.model import FLAG_COMM, Kind, Trace
+from trainprof.trace.model import COLLECTIVE_TYPES, FLAG_COMM, Kind, Trace
 
 #: The tables every trace gives, in the order they are written.
 TRACE_TABLES = ("events", "kernels", "ops", "steps", "ranks")
@@ -114,15 +115,12 @@ def kernels_table(trace: Trace, step: np.ndarray) -> Any:
 
 def _collectives(trace: Trace, idx: np.ndarray, comm: np.ndarray) -> tuple[list, np.ndarray]:
     """Collective type (None for compute kernels) and message bytes of each kernel."""
-    from trainprof.analysis.communication import _HostComm, _kernel_types
-
     types: list[str | None] = [None] * len(idx)
     nbytes = np.full(len(idx), np.nan)
     where = np.flatnonzero(comm)
     if len(where):
+        # The communication section's own reading of types and sizes (docs/communication.md).
         codes, sizes = _kernel_types(trace, idx[where], _HostComm.of(trace))
-        from trainprof.trace.model import COLLECTIVE_TYPES
-
         for w, code in zip(where, codes, strict=True):
             types[w] = COLLECTIVE_TYPES[int(code)]
         nbytes[where] = sizes
