@@ -122,3 +122,9 @@ def test_findings_of_a_folder_carry_their_rank(capsys):
     expected = trainprof.analyze(TRACE_FILTER).findings
     assert [(r["rank"], r["id"]) for r in rows] == [(f.rank, f.id) for f in expected]
     assert {r["rank"] for r in rows} == {0, 1}
+
+
+def test_json_gives_numbers_for_decimals_and_null_for_nan(capsys):
+    query = "SELECT 1.5 AS d, 'nan'::DOUBLE AS n, NULL AS z, 7 AS i"
+    assert main(["sql", str(RESNET_W0), query, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"d": 1.5, "n": None, "z": None, "i": 7}]

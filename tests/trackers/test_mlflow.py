@@ -162,3 +162,37 @@ def test_no_server_at_all_costs_a_warning_not_the_analysis(tmp_path, monkeypatch
     assert json.loads(result.read_text())["findings"][0]["id"] == "data_loading"
     assert len([w for w in caught if w.category is TrackerWarning]) == 1
     assert len(str(caught[0].message)) < 300  # one readable line, not the whole exception
+
+
+def test_the_lightning_callback_logs_into_the_mlflow_loggers_run(tracking, tmp_path):
+    torch = pytest.importorskip("torch")
+    pl = pytest.importorskip("lightning.pytorch")
+    from lightning.pytorch.loggers import MLFlowLogger
+
+    from trainprof.integrations.lightning import TrainprofCallback
+
+    class Tiny(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(16, 4)
+
+        def training_step(self, batch, batch_idx):
+            loss = torch.nn.functional.cross_entropy(self.layer(batch[0]), batch[1])
+            self.log("loss", loss)
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    logger = MLFlowLogger(experiment_name="lightning", tracking_uri=tracking.tracking_uri)
+    callback = TrainprofCallback(log_to=True, output_trace_dir=str(tmp_path / "traces"),
+                                 schedule_option={"wait": 1, "warmup": 1, "active": 3})
+    data = torch.utils.data.TensorDataset(torch.randn(64, 16), torch.randint(0, 4, (64,)))
+    pl.Trainer(accelerator="cpu", devices=1, max_steps=6, callbacks=[callback], logger=logger,
+               log_every_n_steps=1, enable_checkpointing=False, enable_progress_bar=False,
+               enable_model_summary=False, default_root_dir=tmp_path).fit(
+        Tiny(), torch.utils.data.DataLoader(data, batch_size=8))
+    (run,) = _runs(tracking, "lightning")
+    assert run.info.run_id == logger.run_id
+    assert "loss" in run.data.metrics  # the user's own metric, in the same run
+    assert len(tracking.get_metric_history(run.info.run_id, "trainprof/step_ms")) == 3

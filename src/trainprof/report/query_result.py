@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from decimal import Decimal
 from typing import Any
 
 import msgspec
@@ -16,6 +17,8 @@ from trainprof.sql.query import QueryResult
 
 def _plain(value: Any) -> Any:
     """A JSON-friendly value: NaN and infinities become null, other objects their text."""
+    if isinstance(value, Decimal):  # DuckDB's DECIMAL (a literal such as 1.5)
+        value = float(value)
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if value is None or isinstance(value, bool | int | float | str):
