@@ -128,3 +128,19 @@ def test_json_gives_numbers_for_decimals_and_null_for_nan(capsys):
     query = "SELECT 1.5 AS d, 'nan'::DOUBLE AS n, NULL AS z, 7 AS i"
     assert main(["sql", str(RESNET_W0), query, "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == [{"d": 1.5, "n": None, "z": None, "i": 7}]
+
+
+@pytest.mark.parametrize("target", ["run.parquet", "tables"])
+def test_sql_reads_an_export_in_place_with_the_same_answers(tmp_path, capsys, target):
+    query = ("SELECT e.kind, count(*) AS n, sum(e.dur_us) AS us FROM events e "
+             "JOIN ranks r USING (rank, rank_window) GROUP BY e.kind ORDER BY e.kind")
+    assert main(["export", str(TRACE_FILTER), "-o", str(tmp_path / target)]) == 0
+    capsys.readouterr()
+    assert main(["sql", str(tmp_path / target), query, "--format", "json"]) == 0
+    from_export = json.loads(capsys.readouterr().out)
+    assert main(["sql", str(TRACE_FILTER), query, "--format", "json"]) == 0
+    assert from_export == json.loads(capsys.readouterr().out)
+    assert sum(r["n"] for r in from_export) == sum(
+        len(raw_events(TRACE_FILTER / f"sampled_rank-{r}.json.gz")) for r in (0, 1))
+    assert main(["sql", str(tmp_path / target), "SELECT * FROM findings"]) == 2
+    assert "needs the trace itself" in capsys.readouterr().err

@@ -20,7 +20,8 @@ def add_sql_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("sql", help="run a DuckDB query over a trace's tables: events, kernels, "
                                    "ops, steps, ranks, findings (docs/sql.md)")
-    p.add_argument("path", type=Path, help="a trace file or a folder of ranks")
+    p.add_argument("path", type=Path, help="a trace file, a folder of ranks, or what "
+                                           "`trainprof export` wrote (read in place)")
     p.add_argument("query", help='the SQL, e.g. "SELECT name, sum(dur_us) FROM kernels '
                                  'GROUP BY name ORDER BY 2 DESC LIMIT 10"')
     p.add_argument("--format", choices=("text", "csv", "json"), default="text")

@@ -62,7 +62,7 @@ def _common(trace: Trace, idx: np.ndarray, step: np.ndarray) -> dict[str, Any]:
     n = len(idx)
     return {
         "rank": pa.array(np.full(n, trace.rank, dtype=np.int32)),
-        "window": pa.array(np.full(n, trace.window, dtype=np.int32)),
+        "rank_window": pa.array(np.full(n, trace.window, dtype=np.int32)),
         "name": _dictionary(ev.name[idx], ev.names),
         "ts_us": pa.array(ev.ts[idx]),
         "dur_us": pa.array(ev.dur[idx]),
@@ -150,7 +150,7 @@ def steps_table(trace: Trace, steps: StepWindows) -> Any:
     n = len(steps)
     return pa.table({
         "rank": pa.array(np.full(n, trace.rank, dtype=np.int32)),
-        "window": pa.array(np.full(n, trace.window, dtype=np.int32)),
+        "rank_window": pa.array(np.full(n, trace.window, dtype=np.int32)),
         "step": pa.array(steps.numbers.astype(np.int64)),
         "start_us": pa.array(steps.starts),
         "end_us": pa.array(steps.ends),
@@ -164,7 +164,7 @@ def ranks_table(trace: Trace, steps: StepWindows) -> Any:
     pa = _pa()
     return pa.table({
         "rank": pa.array([trace.rank], type=pa.int32()),
-        "window": pa.array([trace.window], type=pa.int32()),
+        "rank_window": pa.array([trace.window], type=pa.int32()),
         "file": pa.array([trace.path.name]),
         "device": pa.array([trace.device_name()]),
         "t0_us": pa.array([trace.t0_us]),
@@ -180,7 +180,7 @@ def findings_table(findings: Iterable[Any]) -> Any:
     rows = [f.to_dict() if hasattr(f, "to_dict") else f for f in findings]
     return pa.table({
         "rank": pa.array([r.get("rank") for r in rows], type=pa.int32()),
-        "window": pa.array([r.get("window", 0) for r in rows], type=pa.int32()),
+        "rank_window": pa.array([r.get("window", 0) for r in rows], type=pa.int32()),
         "id": pa.array([r["id"] for r in rows], type=pa.string()),
         "severity": pa.array([str(r["severity"]) for r in rows], type=pa.string()),
         "title": pa.array([r["title"] for r in rows], type=pa.string()),
