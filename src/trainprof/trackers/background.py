@@ -43,14 +43,16 @@ class StepLogger:
     def _run(self) -> None:
         while True:
             closing = self._closing.wait(SEND_EVERY_S)
+            series = []
             while True:
                 try:
                     step, record = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                metrics = timer_metrics(record)
+                series.append((step, timer_metrics(record)))
+            if series:
                 for tracker in self.trackers:
-                    tracker.log_metrics(metrics, step)
+                    tracker.log_series(series)
             if closing:
                 return
 

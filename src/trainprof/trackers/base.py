@@ -58,6 +58,15 @@ class Guarded:
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
         self._call("log_metrics", metrics, step)
 
+    def log_series(self, series: list[tuple[int, dict[str, float]]]) -> None:
+        """Several steps at once: in one request where the tracker can (MLflow), else a step
+        at a time."""
+        if self.tracker is not None and hasattr(self.tracker, "log_series"):
+            self._call("log_series", series)
+            return
+        for step, metrics in series:
+            self.log_metrics(metrics, step)
+
     def log_findings(self, columns: tuple[str, ...], rows: list[list[Any]],
                      tags: dict[str, str]) -> None:
         self._call("log_findings", columns, rows, tags)

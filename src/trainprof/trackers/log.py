@@ -26,8 +26,7 @@ def log_analysis(analysis: Any, trackers: list[Guarded], artifacts: bool = True)
     with tempfile.TemporaryDirectory(prefix="trainprof-") as folder:
         files = _artifact_files(analysis, Path(folder)) if artifacts else []
         for tracker in trackers:
-            for step, values in series:
-                tracker.log_metrics(values, step)
+            tracker.log_series(series)
             tracker.log_metrics(summary, None)
             tracker.log_findings(FINDING_COLUMNS, rows, tags)
             for path in files:
