@@ -25,6 +25,7 @@ __all__ = [
     "RecordingWarning",
     "load_snapshot",
     "memory_snapshot_report",
+    "log_analysis",
 ]
 
 # Names served lazily, so that `import trainprof` stays cheap and torch-free.
@@ -37,6 +38,7 @@ _LAZY = {
     "RecordingWarning": "trainprof.capture.safety",
     "load_snapshot": "trainprof.trace.snapshot",
     "memory_snapshot_report": "trainprof.diagnose.snapshot",
+    "log_analysis": "trainprof.trackers.api",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,6 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from trainprof.pipeline import analyze
     from trainprof.trace.load import load
     from trainprof.trace.snapshot import load_snapshot
+    from trainprof.trackers.api import log_analysis
 
 
 __getattr__ = lazy_names(__name__, _LAZY)

@@ -33,6 +33,8 @@ from trainprof.history.cli import (
     add_record_arguments,
     record_if_asked,
 )
+from trainprof.sql.cli import add_sql_commands
+from trainprof.trackers.cli import add_log_to_argument, log_and_close, open_asked
 
 #: Exit codes: 0 fine, 1 a check failed (e.g. a regression gate), 2 bad input or usage, 3 the
 #: result was written but the run could not be added to the history (``EXIT_NOT_RECORDED``).
@@ -81,6 +83,7 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
                    help="every rank's row in the per-rank tables (default: past 32 ranks, the "
                         "16 slowest, the 16 fastest and the straggler, with the spread of all)")
     add_record_arguments(p)
+    add_log_to_argument(p)
     p.set_defaults(func=cmd_analyze)
 
 
@@ -263,6 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench(sub)
     _add_checklist(sub)
     _add_completion(sub)
+    add_sql_commands(sub)
     return parser
 
 
@@ -316,8 +320,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 def _analyze_and_report(args: argparse.Namespace) -> int:
     quiet = args.format != "text" or args.no_progress
-    analysis = _analyze_on_cluster(args, show_progress=not quiet)
-    _write_analysis(analysis, args)
+    trackers, analysis = open_asked(args), None
+    try:
+        analysis = _analyze_on_cluster(args, show_progress=not quiet)
+        _write_analysis(analysis, args)
+    finally:
+        log_and_close(trackers, analysis)
     return 0 if record_if_asked(args, analysis) else EXIT_NOT_RECORDED
 
 

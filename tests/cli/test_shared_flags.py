@@ -19,9 +19,10 @@ from conftest import COMPILED, ROOT
 #: Commands that print a result, and the formats each offers (text first, the default).
 PRINTS_A_RESULT = {"analyze": {"text", "json", "md", "html"}, "compare": {"text", "json", "md"},
                    "memory": {"text", "json"}, "history": {"text", "json", "csv", "html"},
-                   "bench": {"text", "json"}, "checklist": {"text", "json"}}
+                   "bench": {"text", "json"}, "checklist": {"text", "json"},
+                   "sql": {"text", "csv", "json"}}
 WRITES_A_FILE = {"analyze", "report", "compare", "annotate", "memory", "history", "bench",
-                 "checklist"}
+                 "checklist", "export", "sql"}
 RECORDS = {"analyze"}  # and `run`, whose parser is its own (checked below)
 
 

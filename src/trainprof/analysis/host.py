@@ -27,6 +27,7 @@ import numpy as np
 
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.exposure import window_sets
+from trainprof.analysis.frames import data_frame
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import share
 from trainprof.trace.model import (
@@ -105,6 +106,11 @@ class HostTime:
             "optimizer": None if self.optimizer is None else self.optimizer.to_dict(),
             "data_loaders": self.data_loaders,
         }
+
+    def to_pandas(self) -> Any:
+        """One row per part of the host's step: mean ms per step and share of the step."""
+        return data_frame([{"part": k, "ms_per_step": v, "pct": self.pct.get(k)}
+                           for k, v in self.ms.items()])
 
 
 def _set(trace: Trace, mask: np.ndarray) -> iv.Intervals:

@@ -79,8 +79,11 @@ class LaunchStats:
                            "slow_launch_us": SLOW_LAUNCH_US, "late_start_us": LATE_START_US}
         return d
 
-    def to_pandas(self, trace: Trace) -> Any:
-        """One row per launch: call name, start, CPU time, delay, first kernel, kernels' time."""
+    def to_pandas(self, trace: Trace | None = None) -> Any:
+        """One row per launch: call name, start, CPU time, delay, first kernel, kernels' time
+        (names need the ``trace``); without it, one row per launch API."""
+        if trace is None:
+            return data_frame([asdict(a) for a in self.apis])
         r, ev = self.records, trace.events
         if not len(r.get("launch", ())):
             return data_frame([])

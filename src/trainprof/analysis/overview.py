@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from trainprof.analysis.breakdown import step_breakdown
+from trainprof.analysis.frames import data_frame
 from trainprof.analysis.gpu import GpuFigures, gpu_figures
 from trainprof.analysis.phases import phase_percentages, step_phases
 from trainprof.analysis.sections import run_job_sections, run_sections
 from trainprof.analysis.steps import find_steps, step_stats
 from trainprof.analysis.timeline import Timeline, gpu_timeline
+from trainprof.display import NotebookDisplay
 from trainprof.trace import discover
 from trainprof.trace.load import Progress, rank_in_trace
 from trainprof.trace.model import Trace
@@ -22,8 +24,8 @@ from trainprof.trace.model import Trace
 SCHEMA = "trainprof.analysis/1"
 
 
-@dataclass
-class RankAnalysis:
+@dataclass(repr=False)
+class RankAnalysis(NotebookDisplay):
     """The overview of one recorded window of one rank."""
 
     rank: int
@@ -72,13 +74,18 @@ class RankAnalysis:
             **{name: result.to_dict() for name, result in self.sections.items()},
         }
 
+    def to_pandas(self) -> Any:
+        """One row per step: the step number and its time in ms."""
+        return data_frame([{"rank": self.rank, "window": self.window, **row}
+                           for row in self.steps.get("per_step", [])])
+
 
 def _without(d: dict, key: str) -> dict:
     return {k: v for k, v in d.items() if k != key}
 
 
-@dataclass
-class Analysis:
+@dataclass(repr=False)
+class Analysis(NotebookDisplay):
     """The result of ``trainprof.analyze``: one ``RankAnalysis`` per rank and window."""
 
     ranks: list[RankAnalysis]
@@ -97,6 +104,19 @@ class Analysis:
             "notes": self.notes,
             "job": {name: result.to_dict() for name, result in self.job.items()},
         }
+
+    def to_pandas(self) -> Any:
+        """One row per rank and window: step time, phase shares and GPU figures."""
+        rows = []
+        for r in self.ranks:
+            gpu = r.gpu.to_dict() if r.gpu is not None else {}
+            rows.append({"rank": r.rank, "window": r.window, "device": r.device,
+                         "steps": r.steps.get("count"), "median_ms": r.steps.get("median_ms"),
+                         "mean_ms": r.steps.get("mean_ms"), "p90_ms": r.steps.get("p90_ms"),
+                         **{f"{k}_pct": v for k, v in r.phases_pct.items()},
+                         "gpu_utilization_pct": gpu.get("utilization_pct"),
+                         "tensor_core_pct": gpu.get("tensor_core_pct")})
+        return data_frame(rows)
 
 
 def analyze_trace(trace: Trace) -> RankAnalysis:

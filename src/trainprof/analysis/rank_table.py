@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from trainprof.analysis.frames import data_frame
 from trainprof.analysis.options import table_options
 from trainprof.analysis.phases import PHASES
 from trainprof.analysis.rank_spread import Spread, rank_spreads
@@ -49,6 +50,10 @@ class RankTable:
     def to_dict(self) -> dict[str, Any]:
         return {"rows": [asdict(r) for r in self.rows], "slowest": self.slowest,
                 "fastest": self.fastest, "spread": {k: s.to_dict() for k, s in self.spread.items()}}
+
+    def to_pandas(self) -> Any:
+        """One row per rank."""
+        return data_frame([asdict(r) for r in self.rows])
 
     def shown(self, keep: tuple[int | None, ...] = ()) -> list[RankRow]:
         """The rows a report shows (see ``shown_rows``)."""

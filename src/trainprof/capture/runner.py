@@ -31,6 +31,8 @@ from trainprof.capture.ranks import current_rank, world_size
 from trainprof.capture.run_timer import add_live_and_record_arguments, record_run, run_timer
 from trainprof.capture.safety import RecordingWarning, recording_warnings_on_one_line
 from trainprof.cli_parser import OneLineParser, non_negative_int, positive_int
+from trainprof.errors import TrainprofError
+from trainprof.trackers.cli import add_log_to_argument, check_installed, log_and_close, open_asked
 
 DESCRIPTION = "Run a training script unchanged, with the profiler on, then print the analysis."
 #: How long the printing rank waits for the other ranks' trace files to appear.
@@ -61,6 +63,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="show the profiler's own log lines (Kineto, c10)")
     add_live_and_record_arguments(parser)  # --live, --record, --name, --db (capture/run_timer.py)
+    add_log_to_argument(parser)  # --log-to mlflow|wandb|tensorboard (docs/trackers.md)
     parser.add_argument("--no-cluster-summary", action="store_true",
                         help="in a distributed job, write no cluster_summary.json (docs/distributed.md)")
     parser.add_argument("script", nargs="?",
@@ -73,6 +76,11 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
     except ValueError as error:
+        print(f"trainprof run: {error}", file=sys.stderr)
+        return 2
+    try:
+        check_installed(args)
+    except TrainprofError as error:
         print(f"trainprof run: {error}", file=sys.stderr)
         return 2
     target = _target(args.script, list(args.script_args))
@@ -98,6 +106,8 @@ def run_command(args: argparse.Namespace) -> int:
         from trainprof.report.memory_breakdown import print_breakdown  # docs/memory_breakdown.md
 
         print_breakdown(recorder.memory_breakdown())
+        if analysis is not None:
+            log_and_close(open_asked(args), analysis)
     record_run(args, timer, analysis)
     return exit_code
 

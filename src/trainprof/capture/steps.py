@@ -101,7 +101,9 @@ class StepTimer:
     logger at INFO, or to stderr when logging would not show it; `jsonl_path` gets one JSON line
     per step. A failure inside the timer warns once and turns the timer off; training goes on.
     `live=True` shows a live panel on rank 0 (docs/live.md); `history=True` (or a run name)
-    adds the summary to the run history at `close()` (docs/history.md).
+    adds the summary to the run history at `close()` (docs/history.md). `log_to` ("mlflow",
+    "wandb", "tensorboard", a run, an Accelerator or a Trainer, or a list of them) sends each
+    step's times from a background thread and the summary at `close()` (docs/trackers.md).
     """
 
     def __init__(
@@ -118,6 +120,7 @@ class StepTimer:
         warmup_steps: int = 1,
         live: bool = False,
         history: bool | str | None = None,
+        log_to: Any = None,
     ) -> None:
         self.device = model_device(model)
         self.batch_size = batch_size
@@ -151,6 +154,7 @@ class StepTimer:
         self._memory = MemoryProbe(self.device, self._warn)  # docs/memory_breakdown.md
         self._attach(model, optimizer)
         self._history = history
+        self._trackers = _step_logger(log_to)
         self._live = None
         if live:
             from trainprof.capture.live import live_view
@@ -278,6 +282,12 @@ class StepTimer:
         if self._jsonl is not None:
             self._jsonl.close()
             self._jsonl = None
+        if self._trackers is not None:
+            from trainprof.trackers.metrics import timer_summary_metrics
+
+            trackers, self._trackers = self._trackers, None
+            summary = self.summary()
+            trackers.close(timer_summary_metrics(summary), summary)
         if self._history:
             from trainprof.capture.timer_history import record_timer
 
@@ -459,8 +469,8 @@ class StepTimer:
             phases[phase] += end - begin
         step_s = step.end - start
         phases[_OTHER] = max(0.0, step_s - sum(phases))
-        if self._jsonl is not None:
-            self._write_jsonl(step, step_s, phases)
+        if self._jsonl is not None or self._trackers is not None:
+            self._send_record(step, step_s, phases)
         if step.excluded:
             self._excluded += 1
             return
@@ -497,11 +507,15 @@ class StepTimer:
             return None
         return self.flops_per_step * window.steps / seconds / self.peak_flops
 
-    def _write_jsonl(self, step: _Step, step_s: float, phases: list[float]) -> None:
+    def _send_record(self, step: _Step, step_s: float, phases: list[float]) -> None:
+        """The step's record to the JSONL file and the trackers (docs/trackers.md)."""
         record: dict[str, Any] = {"step": step.index, "step_ms": round(step_s * 1e3, 4)}
         record.update({f"{p}_ms": round(v * 1e3, 4) for p, v in zip(PHASES, phases, strict=True)})
         record.update(samples=step.samples, tokens=step.tokens, excluded=step.excluded)
-        self._jsonl.write(record)  # type: ignore[union-attr]
+        if self._jsonl is not None:
+            self._jsonl.write(record)
+        if self._trackers is not None:
+            self._trackers.step(step.index, record)
 
     def _log(self, line: str) -> None:
         if self._jsonl is not None:
@@ -510,3 +524,15 @@ class StepTimer:
             logger.info(line)
         else:  # logging left at its defaults would drop the line, which the user asked for
             print(line, file=sys.stderr)
+
+
+def _step_logger(log_to: Any) -> Any:
+    """A background logger for ``log_to`` (docs/trackers.md), or None; a tracker that cannot
+    start warns and is left out, a missing package raises (before training starts)."""
+    if log_to is None:
+        return None
+    from trainprof.trackers.background import StepLogger
+    from trainprof.trackers.resolve import open_trackers
+
+    trackers = open_trackers(log_to)
+    return StepLogger(trackers) if trackers else None

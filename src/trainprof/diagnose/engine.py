@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trainprof.analysis.overview import Analysis, RankAnalysis
-from trainprof.diagnose.findings import Evidence, Finding, ranked
+from trainprof.diagnose.findings import Evidence, Finding, Findings, ranked
 from trainprof.diagnose.modules import name_modules
 from trainprof.diagnose.rules import JOB_RULES, RANK_RULES
 
@@ -12,7 +12,7 @@ def diagnose(analysis: Analysis) -> list[Finding]:
     """The findings for every rank and the job, one per id, sorted by estimated saving."""
     per_rank = [f for r in analysis.ranks for f in rank_findings(r)]
     job = [f for rule in JOB_RULES for f in rule(analysis, per_rank)]
-    return ranked(fold(per_rank + job))
+    return Findings(ranked(fold(per_rank + job)))
 
 
 def rank_findings(r: RankAnalysis) -> list[Finding]:

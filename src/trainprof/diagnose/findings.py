@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from trainprof.vocabulary import SEVERITY_ORDER, Severity  # noqa: E402, F401 (re-exported)
+from trainprof.analysis.frames import data_frame
+from trainprof.display import NotebookDisplay
+from trainprof.vocabulary import SEVERITY_ORDER, Severity  # noqa: F401 (re-exported)
 
 DOCS = "docs/rules.md"
 
@@ -42,8 +44,8 @@ class Fix:
         return {"summary": self.summary, "pytorch": self.pytorch, "accelerate": self.accelerate}
 
 
-@dataclass
-class Finding:
+@dataclass(repr=False)
+class Finding(NotebookDisplay):
     """One diagnosis: what is slow (``id``, ``title``), why (``explanation``, ``evidence``),
     what it costs (``saving_pct`` of the step, ``saving_ms`` per step, and the assumption) and
     what to change (``fix``). ``rank`` is None when it concerns the whole job."""
@@ -101,3 +103,14 @@ def ranked(findings: list[Finding]) -> list[Finding]:
         key=lambda f: (-round(f.saving_pct, 2), SEVERITY_ORDER[f.severity], f.id,
                        -1 if f.rank is None else f.rank),
     )
+
+
+class Findings(NotebookDisplay, list):
+    """The findings of an analysis, most costly first: a list that shows as a table in a
+    notebook."""
+
+    def to_pandas(self) -> Any:
+        """One row per finding: rank, id, severity, saving (% of the step, ms per step), title."""
+        return data_frame([{"rank": f.rank, "window": f.window, "id": f.id,
+                            "severity": str(f.severity), "saving_pct": f.saving_pct,
+                            "saving_ms": f.saving_ms, "title": f.title} for f in self])

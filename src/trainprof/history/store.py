@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from trainprof.display import NotebookDisplay
 from trainprof.history import failures, pending, schema
 from trainprof.history.errors import (
     HistoryCorruptError,
@@ -41,7 +42,7 @@ def db_path(db: str | os.PathLike[str] | None = None) -> Path:
     return Path(db or os.environ.get(DB_ENV) or DEFAULT_DB)
 
 
-class History:
+class History(NotebookDisplay):
     """The run history in one SQLite file. Each call opens its own short connection, so one
     object may be used from a forked process; nothing is held open between calls."""
 

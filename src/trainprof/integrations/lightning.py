@@ -7,6 +7,10 @@ Options are `trainprof.profile`'s. A step is one training batch (`on_train_batch
 `output_trace_dir`, files go to `<trainer.default_root_dir>/trainprof-traces`. A Trainer given
 `profiler="pytorch"` keeps its own profiler: two torch profilers cannot run at once (together
 they crash the process in torch 2.13), so the callback warns once and records nothing.
+
+`log_to=True` logs the analysis of rank 0's trace into the Trainer's own loggers
+(`trainer.loggers`: W&B, MLflow, TensorBoard) when training ends; `log_to` also takes what
+`trainprof.log_analysis` takes ("mlflow", a run...). docs/trackers.md.
 """
 
 from __future__ import annotations
@@ -32,9 +36,11 @@ __all__ = ["TrainprofCallback"]
 class TrainprofCallback(Callback):
     """Starts the profiler when training starts, steps it after every batch, stops at the end."""
 
-    def __init__(self, config: Any = None, **options: Any) -> None:
-        """`config`: a `ProfileConfig` or an accelerate `ProfileKwargs`; `options` override it."""
+    def __init__(self, config: Any = None, *, log_to: Any = None, **options: Any) -> None:
+        """`config`: a `ProfileConfig` or an accelerate `ProfileKwargs`; `options` override it.
+        `log_to`: True for the Trainer's loggers, or trackers (docs/trackers.md)."""
         super().__init__()
+        self.log_to = log_to
         if config is None:
             config = ProfileConfig()
         elif not isinstance(config, ProfileConfig):
@@ -63,6 +69,24 @@ class TrainprofCallback(Callback):
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
         self._stop(wait_for_others=True)
+        if self.log_to is not None and self.log_to is not False and trainer.global_rank == 0:
+            self._log_analysis(trainer)
+
+    def _log_analysis(self, trainer: Any) -> None:
+        """The analysis of this rank's traces, to the trackers; a failure is one warning."""
+        files = self.trace_files
+        if not files:
+            return
+        try:
+            from trainprof.pipeline import analyze
+            from trainprof.trace.load import load_file
+            from trainprof.trackers.api import log_analysis
+
+            analysis = analyze([load_file(f) for f in files])
+            log_analysis(analysis, trainer if self.log_to is True else self.log_to)
+        except Exception as error:  # training is over and went well: never fail it now
+            warnings.warn(f"trainprof: could not log the analysis ({type(error).__name__}: "
+                          f"{error})", RecordingWarning, stacklevel=2)
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         self._stop(wait_for_others=False)  # the other ranks may be gone: no barrier

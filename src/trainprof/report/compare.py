@@ -17,6 +17,7 @@ import numpy as np
 
 from trainprof.analysis.diff import TraceDiff, diff
 from trainprof.analysis.overview import Analysis
+from trainprof.display import NotebookDisplay
 from trainprof.report.compare_stats import SlowdownOdds, slowdown_odds
 from trainprof.report.saved import (
     analysis_from_result,
@@ -115,8 +116,8 @@ class Gate:
                 **(self.odds.to_dict() if self.odds else {})}
 
 
-@dataclass
-class Comparison:
+@dataclass(repr=False)
+class Comparison(NotebookDisplay):
     base: Run
     new: Run
     diff: TraceDiff
