@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from trainprof.analysis.device_peaks import trace_device
+from trainprof.analysis.frames import data_frame
 from trainprof.analysis.nesting import HostRanges
 from trainprof.analysis.steps import StepWindows, launch_links
 from trainprof.hardware.table import Device
@@ -68,6 +69,10 @@ class Collectives:
     unsized: int  # communication kernels without
     rows: list[CollectiveBandwidth]  # by time, largest first
     notes: list[str] = field(default_factory=list)
+
+    def to_pandas(self) -> Any:
+        """One row per collective type and size, most time first."""
+        return data_frame([r.to_dict() for r in self.rows])
 
     def to_dict(self) -> dict[str, Any]:
         return {"device": self.device, "sized": self.sized, "unsized": self.unsized,

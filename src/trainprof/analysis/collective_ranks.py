@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from trainprof.analysis.frames import data_frame
+
 if TYPE_CHECKING:
     from trainprof.analysis.overview import RankAnalysis
 
@@ -31,6 +33,10 @@ class CollectiveRanks:
     @property
     def slowest(self) -> RankBandwidth | None:
         return min(self.rows, key=lambda r: (r.busbw_gb_s, r.rank)) if self.rows else None
+
+    def to_pandas(self) -> Any:
+        """One row per rank and window."""
+        return data_frame([r.to_dict() for r in self.rows])
 
     def to_dict(self) -> dict[str, Any]:
         slow = self.slowest

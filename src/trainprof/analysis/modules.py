@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from trainprof.analysis.calltree import CallTree, call_tree, canonical_names, nearest_marked
+from trainprof.analysis.frames import data_frame
 from trainprof.analysis.modules_backward import backward_nodes, enclosing
 from trainprof.analysis.operators import node_times
 from trainprof.analysis.steps import StepWindows
@@ -74,6 +75,10 @@ class ModuleTree:
     @property
     def available(self) -> bool:
         return bool(self.rows)
+
+    def to_pandas(self) -> Any:
+        """One row per module, depth first (``path`` names it; empty without module events)."""
+        return data_frame([r.to_dict() for r in self.rows])
 
     def to_dict(self) -> dict[str, Any]:
         return {"available": self.available, "clock": self.clock, "step_us": self.step_us,

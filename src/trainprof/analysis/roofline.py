@@ -21,6 +21,7 @@ import numpy as np
 from trainprof.analysis.attribution import device_links
 from trainprof.analysis.calltree import call_tree
 from trainprof.analysis.device_peaks import trace_device
+from trainprof.analysis.frames import data_frame
 from trainprof.analysis.roofline_models import MATRIX_CLASSES, OP_CLASSES, OpCost, op_cost
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import group_ids
@@ -75,6 +76,12 @@ class Roofline:
     @property
     def lost_us(self) -> float:
         return float(sum(r.lost_us or 0.0 for r in self.classes))
+
+    def to_pandas(self, by: str = "shape") -> Any:
+        """One row per op class and shape (``by="class"``: per op class), most time lost
+        first."""
+        rows = self.shapes if by == "shape" else self.classes
+        return data_frame([r.to_dict() for r in rows])
 
     def to_dict(self) -> dict[str, Any]:
         return {
