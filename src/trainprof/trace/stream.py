@@ -33,6 +33,7 @@ BLOCK_BYTES = 64 * 1024
 _FIRST_CHAR = re.compile(rb"\S")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_BOUNDARY_GAP = frozenset(b" \t\r\n\x0b\x0c,")
 _ERROR_BYTE = re.compile(r"\(byte (\d+)\)")
 
 
@@ -41,6 +42,16 @@ def _cut_is_the_cause(exc: msgspec.DecodeError, piece_len: int) -> bool:
     earlier in the piece is in the data itself."""
     found = _ERROR_BYTE.search(str(exc))
     return found is None or int(found.group(1)) >= piece_len - 2
+
+
+def _open_boundary(buf: bytearray) -> int:
+    """Where a boundary cut by the end of ``buf`` could start: its last ``}`` when only
+    whitespace and commas follow it, else the end."""
+    end = len(buf)
+    i = end
+    while i > 0 and buf[i - 1] in _BOUNDARY_GAP:
+        i -= 1
+    return i - 1 if i > 0 and buf[i - 1] == 0x7D else end
 
 
 def byte_blocks(path: Path) -> Iterator[bytes]:
@@ -190,6 +201,9 @@ class EventReader:
                 return None
             match = _BOUNDARY.search(self._buf, search_from)
             if match is None:
+                # Search only the new bytes next time (from a boundary the block end may have
+                # cut): a long string is scanned once, not once per block (linear time).
+                search_from = max(search_from, _open_boundary(self._buf))
                 if not self._more():
                     return None
                 continue
