@@ -12,21 +12,33 @@ from trainprof.errors import TraceError
 from trainprof.trace import discover
 from trainprof.trace.columns import ColumnBuilder
 from trainprof.trace.model import Trace
+from trainprof.trace.parallel_decode import ByteProgress, decode_parallel, decode_workers
 from trainprof.trace.stream import EventReader
 
 #: Called as ``progress(files_done, files_total, current_file)`` while loading.
 Progress = Callable[[int, int, Path], None]
 
 
-def load_file(path: str | os.PathLike[str], rank: int = 0, window: int = 0) -> Trace:
-    """Decode one trace file. Raises ``TraceError`` when it is unreadable or not a trace."""
+def load_file(path: str | os.PathLike[str], rank: int = 0, window: int = 0,
+              workers: int | None = None, progress: ByteProgress | None = None) -> Trace:
+    """Decode one trace file. Raises ``TraceError`` when it is unreadable or not a trace.
+
+    ``workers``: processes decoding it (default: one per core for a big trace, else 1, see
+    trace/parallel_decode.py); ``progress`` is called with the bytes of JSON read so far.
+    """
     path = Path(path)
+    if workers is None:
+        workers = decode_workers(path)
     gc_was_on = gc.isenabled()
     gc.disable()  # millions of short-lived, acyclic objects: collection only costs time here
     try:
-        reader = EventReader(path)
-        columns = ColumnBuilder(path).add_all(reader.chunks()).finish()
-        metadata = reader.metadata
+        decoded = decode_parallel(path, workers, progress) if workers > 1 else None
+        if decoded is None:
+            reader = EventReader(path)
+            columns = ColumnBuilder(path).add_all(_reporting(reader, progress)).finish()
+            metadata = reader.metadata
+        else:
+            columns, metadata = decoded
     except RecursionError:
         raise TraceError(f"{path} nests values too deeply to be read (over a thousand levels "
                          "inside one event); no Kineto trace does that.") from None
@@ -53,6 +65,14 @@ def load_file(path: str | os.PathLike[str], rank: int = 0, window: int = 0) -> T
         metadata=metadata,
         notes=notes,
     )
+
+
+def _reporting(reader: EventReader, progress: ByteProgress | None) -> Iterator[list]:
+    """The reader's chunks, telling ``progress`` the bytes read after each."""
+    for chunk in reader.chunks():
+        if progress:
+            progress(reader.bytes_read)
+        yield chunk
 
 
 def rank_in_trace(trace: Trace) -> int | None:

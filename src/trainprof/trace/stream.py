@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,7 @@ class EventReader:
         self._buf = bytearray()
         self._eof = False
         self._bare = False  # the file is a bare event array, not an object
+        self._read = 0  # bytes of JSON read so far
 
     def _more(self) -> bool:
         """Append the next block to the buffer; False at the end of the file."""
@@ -112,7 +114,13 @@ class EventReader:
             self._eof = True
             return False
         self._buf += block
+        self._read += len(block)
         return True
+
+    @property
+    def bytes_read(self) -> int:
+        """Bytes of JSON read so far (for progress)."""
+        return self._read
 
     def _decode(self, data: bytes | bytearray, decoder: msgspec.json.Decoder) -> Any:
         try:
@@ -216,3 +224,66 @@ class EventReader:
                 if not _cut_is_the_cause(exc, len(piece)):
                     raise decode.trace_error(self.path, exc) from None
                 search_from = match.start() + 1  # the cut fell inside an event: go on
+
+
+@dataclass
+class Segment:
+    """Consecutive pieces of the event array, for a decode worker (trace/parallel_decode.py).
+
+    ``spans`` are each piece's (start, end) in ``data``; a piece is decoded as ``[data[s:e]]``.
+    The last segment is the tail instead: ``prefix + data`` is the rest of the document."""
+
+    data: bytes
+    spans: list[tuple[int, int]]
+    prefix: bytes = b""
+
+
+class SegmentReader(EventReader):
+    """The event array in segments of whole pieces, cut where ``chunks()`` cuts them as long as
+    no cut falls inside a string (decoding the piece then fails at its end, and the caller
+    decodes the file serially instead)."""
+
+    def segments(self, segment_bytes: int) -> Iterator[Segment] | None:
+        """The segments, or None when the file is not an object or array of events we can cut
+        (read it serially)."""
+        start = self._array_start()
+        return None if start is None else self._segments(start, segment_bytes)
+
+    def _segments(self, pos: int, segment_bytes: int) -> Iterator[Segment]:
+        spans: list[tuple[int, int]] = []
+        while True:
+            cut = self._next_cut(pos)
+            if cut is None:
+                break
+            spans.append((pos, cut[0]))
+            pos = cut[1]
+            if pos - spans[0][0] >= segment_bytes:
+                yield self._segment(spans)
+                del self._buf[:pos]
+                pos, spans = 0, []
+        if spans:
+            yield self._segment(spans)
+        tail = bytes(self._buf[pos:])
+        self._buf = bytearray()
+        yield Segment(tail, [], b"[" if self._bare else b'{"traceEvents": [')
+
+    def _segment(self, spans: list[tuple[int, int]]) -> Segment:
+        first = spans[0][0]
+        return Segment(bytes(self._buf[first:spans[-1][1]]),
+                       [(s - first, e - first) for s, e in spans])
+
+    def _next_cut(self, pos: int) -> tuple[int, int] | None:
+        """Where the piece from ``pos`` ends and the next starts, as ``_decodable_piece`` finds
+        them before decoding; None when the rest is the tail."""
+        while len(self._buf) - pos < CHUNK_BYTES and self._more():
+            pass
+        search_from = pos + CHUNK_BYTES
+        while True:
+            if search_from >= len(self._buf) and not self._more():
+                return None
+            match = _BOUNDARY.search(self._buf, search_from)
+            if match is not None:
+                return match.start() + 1, match.end() - 1
+            search_from = max(search_from, _open_boundary(self._buf))
+            if not self._more():
+                return None
