@@ -6,6 +6,8 @@ import gc
 import os
 import warnings
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from trainprof.errors import TraceError
@@ -17,6 +19,18 @@ from trainprof.trace.stream import EventReader
 
 #: Called as ``progress(files_done, files_total, current_file)`` while loading.
 Progress = Callable[[int, int, Path], None]
+#: Told the bytes of JSON read so far by every ``load_file`` in this context (a progress bar).
+_BYTES_WATCHER: ContextVar[ByteProgress | None] = ContextVar("bytes_watcher", default=None)
+
+
+@contextmanager
+def watching_bytes(callback: ByteProgress) -> Iterator[None]:
+    """Within the block, ``load_file`` calls ``callback(bytes_read)`` as it reads."""
+    token = _BYTES_WATCHER.set(callback)
+    try:
+        yield
+    finally:
+        _BYTES_WATCHER.reset(token)
 
 
 def load_file(path: str | os.PathLike[str], rank: int = 0, window: int = 0,
@@ -29,6 +43,7 @@ def load_file(path: str | os.PathLike[str], rank: int = 0, window: int = 0,
     path = Path(path)
     if workers is None:
         workers = decode_workers(path)
+    progress = progress or _BYTES_WATCHER.get()
     gc_was_on = gc.isenabled()
     gc.disable()  # millions of short-lived, acyclic objects: collection only costs time here
     try:
