@@ -88,26 +88,26 @@ def decode_parallel(path: Path, workers: int, progress: ByteProgress | None = No
         outcomes = pool.run(segments, lambda: progress and progress(reader.bytes_read))
     finally:
         pool.stop()
-    builder = _merge(path, outcomes)
-    if builder is None:
-        return None
     metadata = dict(reader.metadata)
-    for _, seg in outcomes:
-        metadata.update(seg.metadata)
-    return builder.finish(), metadata
+    builder = _merge(path, outcomes, metadata)
+    return None if builder is None else (builder.finish(), metadata)
 
 
-def _merge(path: Path, outcomes: list[tuple[str, Any]]) -> ColumnBuilder | None:
-    """The segments' columns renumbered into one builder, in file order; None on a redo."""
+def _merge(path: Path, outcomes: list[tuple[str, Any]], metadata: dict[str, Any]
+           ) -> ColumnBuilder | None:
+    """The segments' columns renumbered into one builder, in file order (each segment dropped
+    once merged, to bound memory); None on a redo. The tail's metadata goes into ``metadata``."""
     if any(status == "redo" for status, _ in outcomes):
         return None
     out = ColumnBuilder(path)
     kinds: dict[Any, tuple[int, int, int]] = {}
-    for status, payload in outcomes:
+    for i, (status, payload) in enumerate(outcomes):
+        outcomes[i] = (status, None)
         if status == "error":
             exc, first = payload
             raise first if out.t0 is None and isinstance(first, TraceError) else exc
         seg: SegmentColumns = payload
+        metadata.update(seg.metadata)
         if out.t0 is None and seg.first_ts is not None:
             if isinstance(seg.first_ts, TraceError):
                 raise seg.first_ts
