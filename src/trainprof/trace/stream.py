@@ -269,8 +269,9 @@ class SegmentReader(EventReader):
 
     def _segment(self, spans: list[tuple[int, int]]) -> Segment:
         first = spans[0][0]
-        return Segment(bytes(self._buf[first:spans[-1][1]]),
-                       [(s - first, e - first) for s, e in spans])
+        with memoryview(self._buf) as view:  # one copy, not two
+            data = bytes(view[first:spans[-1][1]])
+        return Segment(data, [(s - first, e - first) for s, e in spans])
 
     def _next_cut(self, pos: int) -> tuple[int, int] | None:
         """Where the piece from ``pos`` ends and the next starts, as ``_decodable_piece`` finds
