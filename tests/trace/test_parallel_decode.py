@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import trainprof
-from trainprof.trace import parallel_decode, stream
+from trainprof.trace import load, parallel_decode, stream
 from trainprof.trace.load import load_file
 
 from conftest import (
@@ -56,12 +56,25 @@ def assert_identical(serial, parallel):
     assert serial.metadata == parallel.metadata
 
 
+@pytest.fixture
+def parallel_reads(monkeypatch):
+    """What each parallel read returned (None: it fell back to the serial read)."""
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append(parallel_decode.decode_parallel(*args, **kwargs))
+        return seen[-1]
+
+    monkeypatch.setattr(load, "decode_parallel", spy)
+    return seen
+
+
 @pytest.mark.parametrize("trace", SHARED_TRACES, ids=lambda p: p.name[:40])
-def test_shared_trace_parallel_equals_serial(trace, small_pieces):
+def test_shared_trace_parallel_equals_serial(trace, small_pieces, parallel_reads):
     serial = load_file(trace, workers=1)
-    decoded = parallel_decode.decode_parallel(trace, 2)
-    assert decoded is not None, "the parallel read fell back to the serial one"
-    assert_identical(serial, load_file(trace, workers=2))
+    parallel = load_file(trace, workers=2)
+    assert len(parallel_reads) == 1 and parallel_reads[0] is not None, "read serially"
+    assert_identical(serial, parallel)
 
 
 def test_analysis_equal_on_the_reference_trace(small_pieces, monkeypatch):
@@ -156,3 +169,19 @@ def test_workers_chosen_by_size_and_cores(tmp_path, monkeypatch):
     assert parallel_decode.decode_workers(small) == 6
     monkeypatch.setenv(parallel_decode.WORKERS_ENV, "1")
     assert parallel_decode.decode_workers(small) == 1
+
+
+def test_a_dead_worker_means_a_serial_read(tmp_path, builder, monkeypatch):
+    """Workers that exit at once (killed, out of memory): nothing lost, the file read serially."""
+    import subprocess
+    import sys
+
+    monkeypatch.setattr(stream, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(parallel_decode, "SEGMENT_BYTES", 16 * 1024)
+    monkeypatch.setattr(parallel_decode, "_start_worker", lambda: subprocess.Popen(
+        [sys.executable, "-c", "pass"], stdin=subprocess.PIPE, stdout=subprocess.PIPE))
+    path = tmp_path / "t.json"
+    tricky_trace(builder)
+    builder.write(path)
+    assert parallel_decode.decode_parallel(path, 2) is None
+    assert_identical(load_file(path, workers=1), load_file(path, workers=2))
