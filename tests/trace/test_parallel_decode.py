@@ -54,6 +54,7 @@ def assert_identical(serial, parallel):
     assert serial.t0_us == parallel.t0_us
     assert serial.threads == parallel.threads
     assert serial.metadata == parallel.metadata
+    assert serial.notes == parallel.notes  # e.g. events repaired or skipped, said once
 
 
 @pytest.fixture
@@ -185,3 +186,27 @@ def test_a_dead_worker_means_a_serial_read(tmp_path, builder, monkeypatch):
     builder.write(path)
     assert parallel_decode.decode_parallel(path, 2) is None
     assert_identical(load_file(path, workers=1), load_file(path, workers=2))
+
+
+def test_odd_events_read_as_the_serial_read_does(tmp_path, builder, monkeypatch):
+    """A negative duration and an event whose args are a list, mid-file: whatever the serial
+    read makes of them (an error, or a repair and a note), the parallel read makes the same."""
+    monkeypatch.setattr(stream, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(parallel_decode, "SEGMENT_BYTES", 16 * 1024)
+    tricky_trace(builder)
+    builder.events[len(builder.events) // 2]["dur"] = -3
+    builder.events[len(builder.events) * 2 // 3]["args"] = [1, 2]
+    path = tmp_path / "odd.json"
+    builder.write(path)
+
+    def outcome(workers):
+        try:
+            return load_file(path, workers=workers)
+        except trainprof.TraceError as exc:
+            return str(exc)
+
+    serial, parallel = outcome(1), outcome(2)
+    if isinstance(serial, str):
+        assert parallel == serial
+    else:
+        assert_identical(serial, parallel)
