@@ -179,7 +179,7 @@ def test_a_dead_worker_means_a_serial_read(tmp_path, builder, monkeypatch):
 
     monkeypatch.setattr(stream, "CHUNK_BYTES", 4096)
     monkeypatch.setattr(parallel_decode, "SEGMENT_BYTES", 16 * 1024)
-    monkeypatch.setattr(parallel_decode, "_start_worker", lambda: subprocess.Popen(
+    monkeypatch.setattr(parallel_decode, "_start_worker", lambda shared: subprocess.Popen(
         [sys.executable, "-c", "pass"], stdin=subprocess.PIPE, stdout=subprocess.PIPE))
     path = tmp_path / "t.json"
     tricky_trace(builder)

@@ -146,12 +146,25 @@ def main() -> None:
     tasks = sys.stdin.buffer
     results = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt frames
+    shared = int(sys.argv[1])  # the file the parent writes each segment's bytes into
     while True:
         try:
-            path, seg = read_frame(tasks)
+            path, seg, size = read_frame(tasks)
         except EOFError:
             return
+        seg.data = _read_all(shared, size)
         write_frame(results, run_task(path, seg))
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    parts, done = [], 0
+    while done < size:
+        part = os.pread(fd, size - done, done)
+        if not part:
+            raise EOFError("the segment file is shorter than announced")
+        parts.append(part)
+        done += len(part)
+    return b"".join(parts)
 
 
 if __name__ == "__main__":

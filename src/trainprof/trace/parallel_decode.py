@@ -17,8 +17,10 @@ import os
 import queue
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,8 @@ GZIP_RATIO = 10
 #: that already share the cores among files.
 WORKERS_ENV = "TRAINPROF_DECODE_WORKERS"
 STOP_WAIT_S = 5.0
+#: Where the segments are handed to the workers (memory, not disk), when the system has it.
+SHARED_DIR = "/dev/shm"
 #: Size asked for the pipes to and from the workers (Linux caps it, 1 MiB by default).
 PIPE_BYTES = 2**20
 
@@ -164,9 +168,9 @@ class _Pool:
         self.path = path
         self.tasks: queue.Queue = queue.Queue(maxsize=count)
         self.outcomes: dict[int, tuple[str, Any]] = {}
-        self.procs = [_start_worker() for _ in range(count)]
-        self.threads = [threading.Thread(target=self._serve, args=(p,), daemon=True)
-                        for p in self.procs]
+        self.workers = [_Worker.start() for _ in range(count)]
+        self.threads = [threading.Thread(target=self._serve, args=(w,), daemon=True)
+                        for w in self.workers]
         for t in self.threads:
             t.start()
 
@@ -175,21 +179,23 @@ class _Pool:
         for n, seg in enumerate(segments, 1):
             self.tasks.put((n - 1, seg))
             tick()
-        for _ in self.procs:
+        for _ in self.workers:
             self.tasks.put(None)
         for t in self.threads:
             t.join()
         return [self.outcomes.get(i, ("redo", None)) for i in range(n)]
 
-    def _serve(self, proc: subprocess.Popen) -> None:
+    def _serve(self, worker: _Worker) -> None:
         while True:
             item = self.tasks.get()
             if item is None:
                 return
             i, seg = item
             try:
-                write_frame(proc.stdin, (self.path, seg))
-                self.outcomes[i] = read_frame(proc.stdout)
+                _write_all(worker.shared, seg.data)
+                write_frame(worker.proc.stdin, (self.path, Segment(b"", seg.spans, seg.prefix),
+                                                len(seg.data)))
+                self.outcomes[i] = read_frame(worker.proc.stdout)
             except Exception:  # the worker died or sent nonsense: read the file serially
                 self.outcomes[i] = ("redo", None)
 
@@ -197,31 +203,57 @@ class _Pool:
         """Close every worker's pipe (it then exits); kill those still busy (after an error or
         Ctrl-C in this process), and release the threads."""
         busy = any(t.is_alive() for t in self.threads)
-        for p in self.procs:
+        for w in self.workers:
             if busy:
-                p.kill()
+                w.proc.kill()
             with contextlib.suppress(OSError):
-                p.stdin.close()  # type: ignore[union-attr]
+                w.proc.stdin.close()  # type: ignore[union-attr]
         while busy and any(t.is_alive() for t in self.threads):
             with contextlib.suppress(queue.Full):
                 self.tasks.put(None, timeout=0.1)
-        for p in self.procs:
+        for w in self.workers:
             try:
-                p.wait(timeout=STOP_WAIT_S)
+                w.proc.wait(timeout=STOP_WAIT_S)
             except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+                w.proc.kill()
+                w.proc.wait()
+            os.close(w.shared)
 
 
-def _start_worker() -> subprocess.Popen:
-    """``python -m trainprof.trace.decode_worker``, finding this very trainprof package."""
+def _write_all(fd: int, data: bytes) -> None:
+    """``data`` at the start of the file ``fd``."""
+    view, done = memoryview(data), 0
+    while done < len(data):
+        done += os.pwrite(fd, view[done:], done)
+
+
+@dataclass
+class _Worker:
+    """A decode worker and the file, in memory where the system has /dev/shm, that this
+    process writes each segment into for it (a segment through a pipe costs twice the CPU)."""
+
+    proc: subprocess.Popen
+    shared: int
+
+    @staticmethod
+    def start() -> _Worker:
+        folder = SHARED_DIR if os.path.isdir(SHARED_DIR) else None
+        with tempfile.TemporaryFile(dir=folder) as handle:
+            shared = os.dup(handle.fileno())
+        return _Worker(_start_worker(shared), shared)
+
+
+def _start_worker(shared: int) -> subprocess.Popen:
+    """``python -m trainprof.trace.decode_worker FD``, finding this very trainprof package;
+    it reads segments from the file ``shared``."""
     import trainprof
 
     root = str(Path(trainprof.__file__).resolve().parent.parent)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    proc = subprocess.Popen([sys.executable, "-m", "trainprof.trace.decode_worker"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    proc = subprocess.Popen([sys.executable, "-m", "trainprof.trace.decode_worker", str(shared)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                            pass_fds=(shared,))
     for pipe in (proc.stdin, proc.stdout):
         _widen(pipe.fileno())  # type: ignore[union-attr]
     return proc
