@@ -1,7 +1,8 @@
 """One worker of a parallel decode: ``python -m trainprof.trace.decode_worker``.
 
-It reads segments of one trace's event array from stdin and writes their columns to stdout,
-each message a length-prefixed pickle. A plain subprocess, as for the analysis workers
+It reads segments of one trace's event array and writes back their columns, both through a
+file in memory that the parent shares with it (/dev/shm); the pipes carry length-prefixed
+pickles of the rest: the pieces' spans in, the result's size out. A plain subprocess, as for the analysis workers
 (analysis/worker.py): no user code runs in it. Names, threads, shapes, stacks and details are
 numbered in the segment's own tables; trace/parallel_decode.py renumbers them when it merges.
 """
@@ -152,11 +153,21 @@ def main() -> None:
             path, seg, size = read_frame(tasks)
         except EOFError:
             return
-        seg.data = _read_all(shared, size)
-        write_frame(results, run_task(path, seg))
+        seg.data = read_all(shared, size)
+        outcome = pickle.dumps(run_task(path, seg), protocol=pickle.HIGHEST_PROTOCOL)
+        write_all(shared, outcome)  # the parent waits: the file is free again
+        write_frame(results, len(outcome))
 
 
-def _read_all(fd: int, size: int) -> bytes:
+def write_all(fd: int, data: bytes) -> None:
+    """``data`` at the start of the file ``fd``."""
+    view, done = memoryview(data), 0
+    while done < len(data):
+        done += os.pwrite(fd, view[done:], done)
+
+
+def read_all(fd: int, size: int) -> bytes:
+    """The first ``size`` bytes of the file ``fd``."""
     parts, done = [], 0
     while done < size:
         part = os.pread(fd, size - done, done)

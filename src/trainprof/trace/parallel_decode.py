@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import queue
 import subprocess
 import sys
@@ -28,7 +29,13 @@ import numpy as np
 
 from trainprof.errors import TraceError
 from trainprof.trace.columns import ColumnBuilder
-from trainprof.trace.decode_worker import SegmentColumns, read_frame, write_frame
+from trainprof.trace.decode_worker import (
+    SegmentColumns,
+    read_all,
+    read_frame,
+    write_all,
+    write_frame,
+)
 from trainprof.trace.stream import Segment, SegmentReader
 
 #: Traces smaller than this (uncompressed JSON) are read serially: starting the workers
@@ -192,10 +199,11 @@ class _Pool:
                 return
             i, seg = item
             try:
-                _write_all(worker.shared, seg.data)
+                write_all(worker.shared, seg.data)
                 write_frame(worker.proc.stdin, (self.path, Segment(b"", seg.spans, seg.prefix),
                                                 len(seg.data)))
-                self.outcomes[i] = read_frame(worker.proc.stdout)
+                size = read_frame(worker.proc.stdout)
+                self.outcomes[i] = pickle.loads(read_all(worker.shared, size))
             except Exception:  # the worker died or sent nonsense: read the file serially
                 self.outcomes[i] = ("redo", None)
 
@@ -220,17 +228,10 @@ class _Pool:
             os.close(w.shared)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    """``data`` at the start of the file ``fd``."""
-    view, done = memoryview(data), 0
-    while done < len(data):
-        done += os.pwrite(fd, view[done:], done)
-
-
 @dataclass
 class _Worker:
-    """A decode worker and the file, in memory where the system has /dev/shm, that this
-    process writes each segment into for it (a segment through a pipe costs twice the CPU)."""
+    """A decode worker and the file, in memory where the system has /dev/shm, that carries
+    each segment to it and its columns back (through a pipe they cost about twice the CPU)."""
 
     proc: subprocess.Popen
     shared: int
