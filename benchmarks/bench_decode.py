@@ -1,11 +1,13 @@
 """Decode one trace serially and on several cores: time, CPU, peak memory, and the projection.
 
     .venv/bin/python benchmarks/bench_decode.py [TRACE] [--workers 1 2] [--repeat 1] [--analyze]
+        [--phases]
 
 Each round runs, each in a fresh process and interleaved: the serial read (``load_file`` with
 one worker), then the parallel read (trace/parallel_decode.py) with each ``--workers`` count
 (1 worker still overlaps this process's reading and cutting with the worker's decoding).
-``--analyze`` times ``trainprof.analyze()`` as well (serial, then with the most workers).
+``--analyze`` times ``trainprof.analyze()`` as well (serial, then with the most workers), and
+``--phases`` the load and the analysis of one trace separately, in one process.
 From the parallel times at 1 and 2 workers, T(n) = s + p/n gives the serial part s and the
 parallel part p, and the speed-up projected at 16 workers (Amdahl). Figures go to
 ``benchmarks/out/decode.json``.
@@ -26,10 +28,21 @@ import json, os, resource, sys, time
 from pathlib import Path
 mode, n, path, out = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])
 start = time.perf_counter()
+phases = {}
 if mode == "analyze":
     os.environ["TRAINPROF_DECODE_WORKERS"] = str(n)
     import trainprof
     events = len(trainprof.analyze(path).ranks)
+elif mode == "phases":
+    from trainprof.analysis.overview import analyze_trace
+    from trainprof.trace.load import load_file
+    cpu = time.process_time()
+    trace = load_file(path, workers=n)
+    phases = {"load_s": time.perf_counter() - start, "load_cpu_s": time.process_time() - cpu}
+    analyze_trace(trace)
+    phases.update(analysis_s=time.perf_counter() - start - phases["load_s"],
+                  analysis_cpu_s=time.process_time() - cpu - phases["load_cpu_s"])
+    events = len(trace.events)
 else:
     from trainprof.trace.load import load_file
     from trainprof.trace.parallel_decode import decode_parallel
@@ -45,7 +58,7 @@ kids = resource.getrusage(resource.RUSAGE_CHILDREN)
 out.write_text(json.dumps({"work_s": wall, "events": events,
     "parent_cpu_s": me.ru_utime + me.ru_stime,
     "workers_cpu_s": kids.ru_utime + kids.ru_stime,
-    "workers_peak_rss_mib": kids.ru_maxrss / 1024}))
+    "workers_peak_rss_mib": kids.ru_maxrss / 1024, **phases}))
 """
 
 PROJECT_AT = 16
@@ -84,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--analyze", action="store_true")
+    parser.add_argument("--phases", action="store_true",
+                        help="also load then analyse in one process, serially and in parallel, "
+                             "timing each phase")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--out", type=Path, default=OUT_DIR / "decode.json")
     args = parser.parse_args(argv)
@@ -92,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     plan = [("load", 0)] + [("load", n) for n in args.workers]
     if args.analyze:
         plan += [("analyze", 1), ("analyze", max(args.workers))]
+    if args.phases:
+        plan += [("phases", 1), ("phases", max(args.workers))]
     runs: dict[str, list[dict]] = {f"{m}-{n}": [] for m, n in plan}
     for i in range(args.repeat):
         for mode, n in plan:
@@ -101,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"round {i + 1}: {key:<10} {figures['work_s']:7.2f} s in-process, "
                   f"{figures['process_s']:7.2f} s process, parent CPU {figures['parent_cpu_s']:6.2f} s, "
                   f"workers CPU {figures['workers_cpu_s']:6.2f} s, peak RSS "
-                  f"{figures['peak_rss_mib']:,.0f} MiB", flush=True)
+                  f"{figures['peak_rss_mib']:,.0f} MiB" + (
+                      f"; load {figures['load_s']:.1f} s, analysis {figures['analysis_s']:.1f} s"
+                      if "load_s" in figures else ""), flush=True)
     best = {k: min(r["work_s"] for r in v) for k, v in runs.items()}
     serial = best["load-0"]
     report = {
