@@ -147,15 +147,15 @@ def main() -> None:
     tasks = sys.stdin.buffer
     results = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt frames
-    shared = int(sys.argv[1])  # the file the parent writes each segment's bytes into
+    shared = [int(fd) for fd in sys.argv[1:]]  # the files (slots) the parent writes into
     while True:
         try:
-            path, seg, size = read_frame(tasks)
+            path, seg, slot, size = read_frame(tasks)
         except EOFError:
             return
-        seg.data = read_all(shared, size)
+        seg.data = read_all(shared[slot], size)
         outcome = pickle.dumps(run_task(path, seg), protocol=pickle.HIGHEST_PROTOCOL)
-        write_all(shared, outcome)  # the parent waits: the file is free again
+        write_all(shared[slot], outcome)  # the parent waits for it: the slot is free again
         write_frame(results, len(outcome))
 
 

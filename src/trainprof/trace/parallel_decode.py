@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,9 @@ GZIP_RATIO = 10
 #: that already share the cores among files.
 WORKERS_ENV = "TRAINPROF_DECODE_WORKERS"
 STOP_WAIT_S = 5.0
+#: Segments handed to each worker ahead: 2, so that it decodes one while this process takes
+#: the other's columns.
+SLOTS = 2
 #: Where the segments are handed to the workers (memory, not disk), when the system has it.
 SHARED_DIR = "/dev/shm"
 #: Size asked for the pipes to and from the workers (Linux caps it, 1 MiB by default).
@@ -193,19 +197,40 @@ class _Pool:
         return [self.outcomes.get(i, ("redo", None)) for i in range(n)]
 
     def _serve(self, worker: _Worker) -> None:
-        while True:
-            item = self.tasks.get()
-            if item is None:
-                return
-            i, seg = item
+        """Keep SLOTS segments at the worker, so that it never waits for this process to take
+        its columns and hand it the next segment (on a busy machine that wait is long)."""
+        pending: deque[tuple[int, int]] = deque()  # (segment, slot) sent, oldest first
+        free, more, broken = list(range(SLOTS)), True, False
+        while more or pending:
+            while more and free:
+                item = self.tasks.get()
+                if item is None:
+                    more = False
+                    break
+                i, seg = item
+                if broken:
+                    self.outcomes[i] = ("redo", None)
+                    continue
+                try:
+                    slot = free.pop()
+                    write_all(worker.shared[slot], seg.data)
+                    write_frame(worker.proc.stdin,
+                                (self.path, Segment(b"", seg.spans, seg.prefix), slot,
+                                 len(seg.data)))
+                    pending.append((i, slot))
+                except Exception:  # the worker died: read the file serially
+                    self.outcomes[i], broken = ("redo", None), True
+            if not pending:
+                continue
+            i, slot = pending.popleft()
             try:
-                write_all(worker.shared, seg.data)
-                write_frame(worker.proc.stdin, (self.path, Segment(b"", seg.spans, seg.prefix),
-                                                len(seg.data)))
+                if broken:
+                    raise EOFError
                 size = read_frame(worker.proc.stdout)
-                self.outcomes[i] = pickle.loads(read_all(worker.shared, size))
+                self.outcomes[i] = pickle.loads(read_all(worker.shared[slot], size))
             except Exception:  # the worker died or sent nonsense: read the file serially
-                self.outcomes[i] = ("redo", None)
+                self.outcomes[i], broken = ("redo", None), True
+            free.append(slot)
 
     def stop(self) -> None:
         """Close every worker's pipe (it then exits); kill those still busy (after an error or
@@ -225,7 +250,8 @@ class _Pool:
             except subprocess.TimeoutExpired:
                 w.proc.kill()
                 w.proc.wait()
-            os.close(w.shared)
+            for fd in w.shared:
+                os.close(fd)
 
 
 @dataclass
@@ -234,27 +260,29 @@ class _Worker:
     each segment to it and its columns back (through a pipe they cost about twice the CPU)."""
 
     proc: subprocess.Popen
-    shared: int
+    shared: tuple[int, ...]  # one file per slot
 
     @staticmethod
     def start() -> _Worker:
         folder = SHARED_DIR if os.path.isdir(SHARED_DIR) else None
-        with tempfile.TemporaryFile(dir=folder) as handle:
-            shared = os.dup(handle.fileno())
-        return _Worker(_start_worker(shared), shared)
+        shared = []
+        for _ in range(SLOTS):
+            with tempfile.TemporaryFile(dir=folder) as handle:
+                shared.append(os.dup(handle.fileno()))
+        return _Worker(_start_worker(tuple(shared)), tuple(shared))
 
 
-def _start_worker(shared: int) -> subprocess.Popen:
-    """``python -m trainprof.trace.decode_worker FD``, finding this very trainprof package;
-    it reads segments from the file ``shared``."""
+def _start_worker(shared: tuple[int, ...]) -> subprocess.Popen:
+    """``python -m trainprof.trace.decode_worker FD...``, finding this very trainprof package;
+    it reads segments from, and writes columns to, the files ``shared``."""
     import trainprof
 
     root = str(Path(trainprof.__file__).resolve().parent.parent)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    proc = subprocess.Popen([sys.executable, "-m", "trainprof.trace.decode_worker", str(shared)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
-                            pass_fds=(shared,))
+    proc = subprocess.Popen([sys.executable, "-m", "trainprof.trace.decode_worker",
+                             *map(str, shared)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            env=env, pass_fds=shared)
     for pipe in (proc.stdin, proc.stdout):
         _widen(pipe.fileno())  # type: ignore[union-attr]
     return proc
