@@ -56,8 +56,6 @@ STOP_WAIT_S = 5.0
 SLOTS = 2
 #: Where the segments are handed to the workers (memory, not disk), when the system has it.
 SHARED_DIR = "/dev/shm"
-#: Size asked for the pipes to and from the workers (Linux caps it, 1 MiB by default).
-PIPE_BYTES = 2**20
 
 #: Called with the bytes of JSON read so far.
 ByteProgress = Callable[[int], None]
@@ -280,18 +278,6 @@ def _start_worker(shared: tuple[int, ...]) -> subprocess.Popen:
     root = str(Path(trainprof.__file__).resolve().parent.parent)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    proc = subprocess.Popen([sys.executable, "-m", "trainprof.trace.decode_worker",
+    return subprocess.Popen([sys.executable, "-m", "trainprof.trace.decode_worker",
                              *map(str, shared)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             env=env, pass_fds=shared)
-    for pipe in (proc.stdin, proc.stdout):
-        _widen(pipe.fileno())  # type: ignore[union-attr]
-    return proc
-
-
-def _widen(fd: int) -> None:
-    """Pipes of PIPE_BYTES where Linux allows it: a segment then takes a few system calls and
-    context switches, not hundreds."""
-    with contextlib.suppress(ImportError, OSError, AttributeError):
-        import fcntl
-
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
