@@ -38,3 +38,21 @@ def test_never_when_not_a_terminal_or_disabled():
         assert update is None
     with progress.delayed_progress(False, terminal(io.StringIO())) as update:
         assert update is None
+
+
+def test_bar_shows_the_json_read_of_a_big_file(monkeypatch):
+    import gzip
+
+    from trainprof.trace.load import load_file
+
+    from conftest import BIG_TRACE
+
+    json_mb = len(gzip.decompress(BIG_TRACE.read_bytes())) / 1e6
+    monkeypatch.setattr(progress, "SHOW_AFTER_S", 0.01)
+    buf = io.StringIO()
+    with progress.delayed_progress(True, terminal(buf)) as update:
+        update(0, 1, BIG_TRACE)
+        time.sleep(0.2)
+        load_file(BIG_TRACE, workers=1)
+        time.sleep(0.4)
+    assert f"0/1 files, {json_mb:,.0f} MB read" in buf.getvalue()

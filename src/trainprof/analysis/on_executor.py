@@ -28,7 +28,7 @@ def outcomes_on_executor(files: list[Path], executor: Executor, progress: Progre
     try:
         for i, file in enumerate(files):
             # absolute: a worker elsewhere has another working directory
-            futures[executor.submit(analyse_file, file.absolute(), options, single)] = i
+            futures[executor.submit(analyse_file, file.absolute(), options, single, 1)] = i
         if progress:
             progress(0, len(files), files[0])
         pending, done = set(futures), 0

@@ -227,6 +227,7 @@ class _Worker:
         package_root = str(Path(trainprof.__file__).resolve().parent.parent)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        env.setdefault("TRAINPROF_DECODE_WORKERS", "1")  # the files already share the cores
         return _Worker(subprocess.Popen([sys.executable, "-m", "trainprof.analysis.worker"],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env))
 

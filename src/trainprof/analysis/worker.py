@@ -46,15 +46,17 @@ def _read_exactly(stream: IO[bytes], n: int) -> bytes:
     return b"".join(chunks)
 
 
-def analyse_file(path: Path, options: TableOptions, single: bool) -> tuple[str, Any]:
+def analyse_file(path: Path, options: TableOptions, single: bool,
+                 decode_workers: int | None = None) -> tuple[str, Any]:
     """("ok", RankAnalysis), ("skipped", reason) for a file that is not a trace among several,
-    or ("error", exception)."""
+    or ("error", exception). ``decode_workers``: processes decoding the file (None: as
+    trace/parallel_decode.py chooses; 1 where the files already share the cores)."""
     from trainprof.analysis.overview import analyze_trace
     from trainprof.trace.load import is_not_a_trace, load_file
 
     try:
         with using_table_options(options):
-            return "ok", analyze_trace(load_file(path))
+            return "ok", analyze_trace(load_file(path, workers=decode_workers))
     except TraceError as exc:
         if not single and is_not_a_trace(exc):
             return "skipped", str(exc)

@@ -10,6 +10,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from trainprof.trace.load import watching_bytes
+
 #: Loads shorter than this never show a bar.
 SHOW_AFTER_S = 1.0
 
@@ -21,6 +23,7 @@ class _DelayedBar:
         self._progress: Progress | None = None
         self._task = None
         self._state = (0, 1, "")
+        self._bytes = 0
         self._timer = threading.Timer(SHOW_AFTER_S, self._show)
         self._timer.daemon = True
         self._closed = False
@@ -36,22 +39,39 @@ class _DelayedBar:
                 SpinnerColumn(),
                 TextColumn("{task.description}"),
                 BarColumn(),
-                TextColumn("{task.completed}/{task.total} files"),
+                TextColumn("{task.fields[detail]}"),
                 TimeElapsedColumn(),
                 console=self._console,
                 transient=True,
             )
             done, total, name = self._state
-            self._task = self._progress.add_task(f"Analysing {name}", total=total, completed=done)
+            self._task = self._progress.add_task(f"Analysing {name}", total=total, completed=done,
+                                                 detail=self._detail())
             self._progress.start()
+
+    def _detail(self) -> str:
+        """``2/8 files``, and the JSON read of the current file (a big one reads for a while)."""
+        done, total, _ = self._state
+        read = f", {self._bytes / 1e6:,.0f} MB read" if self._bytes else ""
+        return f"{done}/{total} files{read}"
 
     def update(self, done: int, total: int, path: Path) -> None:
         with self._lock:
+            if (done, path.name) != self._state[::2]:
+                self._bytes = 0
             self._state = (done, total, path.name)
             if self._progress is not None:
                 self._progress.update(
-                    self._task, completed=done, total=total, description=f"Analysing {path.name}"
+                    self._task, completed=done, total=total, description=f"Analysing {path.name}",
+                    detail=self._detail(),
                 )
+
+    def read(self, nbytes: int) -> None:
+        """The bytes of JSON read so far in the file being loaded."""
+        with self._lock:
+            self._bytes = nbytes
+            if self._progress is not None:
+                self._progress.update(self._task, detail=self._detail())
 
     def close(self) -> None:
         with self._lock:
@@ -71,6 +91,7 @@ def delayed_progress(enabled: bool, console: Console | None = None) -> Iterator:
     bar = _DelayedBar(console)
     bar.start()
     try:
-        yield bar.update
+        with watching_bytes(bar.read):
+            yield bar.update
     finally:
         bar.close()

@@ -5,7 +5,10 @@ from __future__ import annotations
 import gc
 import os
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from trainprof.errors import NotATraceError, TraceError
@@ -14,23 +17,50 @@ from trainprof.trace.columns import ColumnBuilder
 from trainprof.trace.decode import repair_notes
 from trainprof.trace.kernel_context import apply_launch_context
 from trainprof.trace.model import Trace
+from trainprof.trace.parallel_decode import ByteProgress, decode_parallel, decode_workers
 from trainprof.trace.stream import EventReader
 
 #: Called as ``progress(files_done, files_total, current_file)`` while loading.
 Progress = Callable[[int, int, Path], None]
+#: Told the bytes of JSON read so far by every ``load_file`` in this context (a progress bar).
+_BYTES_WATCHER: ContextVar[ByteProgress | None] = ContextVar("bytes_watcher", default=None)
 
 
-def load_file(path: str | os.PathLike[str], rank: int = 0, window: int = 0) -> Trace:
-    """Decode one trace file. Raises ``TraceError`` when it is unreadable or not a trace."""
+@contextmanager
+def watching_bytes(callback: ByteProgress) -> Iterator[None]:
+    """Within the block, ``load_file`` calls ``callback(bytes_read)`` as it reads."""
+    token = _BYTES_WATCHER.set(callback)
+    try:
+        yield
+    finally:
+        _BYTES_WATCHER.reset(token)
+
+
+def load_file(path: str | os.PathLike[str], rank: int = 0, window: int = 0,
+              workers: int | None = None, progress: ByteProgress | None = None) -> Trace:
+    """Decode one trace file. Raises ``TraceError`` when it is unreadable or not a trace.
+
+    ``workers``: processes decoding it (default: one per core for a big trace, else 1, see
+    trace/parallel_decode.py); ``progress`` is called with the bytes of JSON read so far.
+    """
     path = Path(path)
+    if workers is None:
+        workers = decode_workers(path)
+    progress = progress or _BYTES_WATCHER.get()
     gc_was_on = gc.isenabled()
     gc.disable()  # millions of short-lived, acyclic objects: collection only costs time here
     try:
-        reader = EventReader(path)
-        builder = ColumnBuilder(path)
-        columns = builder.add_all(reader.chunks()).finish()
-        metadata = reader.metadata
-        reader.repairs["negative_dur"] += builder.negative_durations
+        decoded = decode_parallel(path, workers, progress) if workers > 1 else None
+        repairs: Counter = Counter()
+        if decoded is None:
+            reader = EventReader(path)
+            builder = ColumnBuilder(path)
+            columns = builder.add_all(_reporting(reader, progress)).finish()
+            metadata, repairs = reader.metadata, reader.repairs
+            repairs["negative_dur"] += builder.negative_durations
+        else:
+            columns, metadata, negative = decoded
+            repairs["negative_dur"] += negative
     except RecursionError:
         raise TraceError(f"{path} nests values too deeply to be read (over a thousand levels "
                          "inside one event); no Kineto trace does that.") from None
@@ -41,7 +71,7 @@ def load_file(path: str | os.PathLike[str], rank: int = 0, window: int = 0) -> T
         if gc_was_on:
             gc.enable()
     events, memory, flows, threads, t0 = columns
-    notes = repair_notes(reader.repairs)
+    notes = repair_notes(repairs)
     base_ns = metadata.get("baseTimeNanoseconds")
     if isinstance(base_ns, int | float) and base_ns:
         t0 += base_ns / 1000.0  # newer exports store ts relative to this base
@@ -59,6 +89,14 @@ def load_file(path: str | os.PathLike[str], rank: int = 0, window: int = 0) -> T
     )
     apply_launch_context(trace)
     return trace
+
+
+def _reporting(reader: EventReader, progress: ByteProgress | None) -> Iterator[list]:
+    """The reader's chunks, telling ``progress`` the bytes read after each."""
+    for chunk in reader.chunks():
+        if progress:
+            progress(reader.bytes_read)
+        yield chunk
 
 
 def rank_in_trace(trace: Trace) -> int | None:

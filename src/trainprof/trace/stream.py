@@ -14,6 +14,7 @@ import re
 import zlib
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ BLOCK_BYTES = 64 * 1024
 _FIRST_CHAR = re.compile(rb"\S")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_BOUNDARY_GAP = frozenset(b" \t\r\n\x0b\x0c,")
 _ERROR_BYTE = re.compile(r"\(byte (\d+)\)")
 
 
@@ -42,6 +44,16 @@ def _cut_is_the_cause(exc: msgspec.DecodeError, piece_len: int) -> bool:
     earlier in the piece is in the data itself."""
     found = _ERROR_BYTE.search(str(exc))
     return found is None or int(found.group(1)) >= piece_len - 2
+
+
+def _open_boundary(buf: bytearray) -> int:
+    """Where a boundary cut by the end of ``buf`` could start: its last ``}`` when only
+    whitespace and commas follow it, else the end."""
+    end = len(buf)
+    i = end
+    while i > 0 and buf[i - 1] in _BOUNDARY_GAP:
+        i -= 1
+    return i - 1 if i > 0 and buf[i - 1] == 0x7D else end
 
 
 def byte_blocks(path: Path) -> Iterator[bytes]:
@@ -94,6 +106,7 @@ class EventReader:
         self._bare = False  # the file is a bare event array, not an object
         #: Entries read leniently (decode.decode_leniently), by kind; see decode.repair_notes.
         self.repairs: Counter = Counter()
+        self._read = 0  # bytes of JSON read so far
 
     def _more(self) -> bool:
         """Append the next block to the buffer; False at the end of the file."""
@@ -104,7 +117,13 @@ class EventReader:
             self._eof = True
             return False
         self._buf += block
+        self._read += len(block)
         return True
+
+    @property
+    def bytes_read(self) -> int:
+        """Bytes of JSON read so far (for progress)."""
+        return self._read
 
     def _decode(self, data: bytes | bytearray, decoder: msgspec.json.Decoder) -> Any:
         try:
@@ -220,6 +239,9 @@ class EventReader:
                 return None
             match = _BOUNDARY.search(self._buf, search_from)
             if match is None:
+                # Search only the new bytes next time (from a boundary the block end may have
+                # cut): a long string is scanned once, not once per block (linear time).
+                search_from = max(search_from, _open_boundary(self._buf))
                 if not self._more():
                     return None
                 continue
@@ -232,3 +254,67 @@ class EventReader:
                 if not _cut_is_the_cause(exc, len(piece)):
                     raise decode.trace_error(self.path, exc) from None
                 search_from = match.start() + 1  # the cut fell inside an event: go on
+
+
+@dataclass
+class Segment:
+    """Consecutive pieces of the event array, for a decode worker (trace/parallel_decode.py).
+
+    ``spans`` are each piece's (start, end) in ``data``; a piece is decoded as ``[data[s:e]]``.
+    The last segment is the tail instead: ``prefix + data`` is the rest of the document."""
+
+    data: bytes
+    spans: list[tuple[int, int]]
+    prefix: bytes = b""
+
+
+class SegmentReader(EventReader):
+    """The event array in segments of whole pieces, cut where ``chunks()`` cuts them as long as
+    no cut falls inside a string (decoding the piece then fails at its end, and the caller
+    decodes the file serially instead)."""
+
+    def segments(self, segment_bytes: int) -> Iterator[Segment] | None:
+        """The segments, or None when the file is not an object or array of events we can cut
+        (read it serially)."""
+        start = self._array_start()
+        return None if start is None else self._segments(start, segment_bytes)
+
+    def _segments(self, pos: int, segment_bytes: int) -> Iterator[Segment]:
+        spans: list[tuple[int, int]] = []
+        while True:
+            cut = self._next_cut(pos)
+            if cut is None:
+                break
+            spans.append((pos, cut[0]))
+            pos = cut[1]
+            if pos - spans[0][0] >= segment_bytes:
+                yield self._segment(spans)
+                del self._buf[:pos]
+                pos, spans = 0, []
+        if spans:
+            yield self._segment(spans)
+        tail = bytes(self._buf[pos:])
+        self._buf = bytearray()
+        yield Segment(tail, [], b"[" if self._bare else b'{"traceEvents": [')
+
+    def _segment(self, spans: list[tuple[int, int]]) -> Segment:
+        first = spans[0][0]
+        with memoryview(self._buf) as view:  # one copy, not two
+            data = bytes(view[first:spans[-1][1]])
+        return Segment(data, [(s - first, e - first) for s, e in spans])
+
+    def _next_cut(self, pos: int) -> tuple[int, int] | None:
+        """Where the piece from ``pos`` ends and the next starts, as ``_decodable_piece`` finds
+        them before decoding; None when the rest is the tail."""
+        while len(self._buf) - pos < CHUNK_BYTES and self._more():
+            pass
+        search_from = pos + CHUNK_BYTES
+        while True:
+            if search_from >= len(self._buf) and not self._more():
+                return None
+            match = _BOUNDARY.search(self._buf, search_from)
+            if match is not None:
+                return match.start() + 1, match.end() - 1
+            search_from = max(search_from, _open_boundary(self._buf))
+            if not self._more():
+                return None
