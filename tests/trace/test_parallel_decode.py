@@ -157,7 +157,7 @@ def test_corrupt_middle_same_error_as_serial(tmp_path, builder, monkeypatch):
     with pytest.raises(trainprof.TraceError) as parallel:
         load_file(path, workers=2)
     assert str(parallel.value) == str(serial.value)
-    assert "numeric 'ts'" in str(serial.value)
+    assert "an event's 'ts' is wrong (expected a number, got text)" in str(serial.value)
 
 
 def test_workers_chosen_by_size_and_cores(tmp_path, monkeypatch):
