@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import pytest
 
 from trainprof.analysis.idle import KERNEL_WAIT_MAX_US, idle_time
@@ -114,3 +115,31 @@ def test_to_pandas(tmp_path, builder):
     trace = load_file(gaps_trace(builder).write(tmp_path / "t.json"))
     frame = idle_time(trace, find_steps(trace)).to_pandas()
     assert isinstance(frame, pd.DataFrame) and len(frame) == 3
+
+
+def test_far_apart_times_neither_overflow_nor_lose_nesting():
+    """Times near 1e300 µs (a damaged trace that still reads) on several threads: the running
+    maximum per thread is exact, with no float overflow (it used to lift each thread by the
+    whole time span, which overflowed to inf)."""
+    import warnings
+
+    from trainprof.analysis.nesting import HostRanges, grouped_running_max
+
+    ends = np.array([5.0, 3.0, 1e300, 2.0, 7.0, 1.0])
+    groups = np.array([0, 0, 0, 1, 1, 2])
+    assert grouped_running_max(ends, groups).tolist() == [5.0, 5.0, 1e300, 2.0, 7.0, 1.0]
+    ts = np.array([0.0, 1.0, 1e299, 0.0, 1.0, 1e300])
+    end = np.array([10.0, 2.0, 1e300, 5.0, 2.0, 1e300 + 1e285])
+    thread = np.array([0, 0, 0, 1, 1, 3])
+    ranges = HostRanges.of(ts, end, thread, np.arange(6))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.seterr(over="raise")
+        try:
+            top = ranges.top_level()
+            inner = ranges.innermost(np.array([1.5, 1.5, 1e300 + 1e284]), np.array([0, 1, 3]))
+        finally:
+            np.seterr(over="warn")
+    by_index = dict(zip(ranges.index.tolist(), top.tolist(), strict=True))
+    assert by_index == {0: True, 1: False, 2: True, 3: True, 4: False, 5: True}
+    assert [int(ranges.index[i]) for i in inner] == [1, 4, 5]

@@ -21,7 +21,7 @@ import numpy as np
 from trainprof.analysis import tabular
 from trainprof.analysis.frames import data_frame
 from trainprof.analysis.intervals import union
-from trainprof.analysis.nesting import HostRanges
+from trainprof.analysis.nesting import HostRanges, grouped_running_max
 from trainprof.analysis.steps import StepWindows, launch_links
 from trainprof.trace.model import (
     DEVICE_KINDS,
@@ -173,12 +173,7 @@ def idle_time(trace: Trace, steps: StepWindows) -> IdleTime:
 def _gaps(group: np.ndarray, ts: np.ndarray, te: np.ndarray, lts: np.ndarray) -> _Gaps:
     order = np.lexsort((ts, group))
     group, ts, te, lts = group[order], ts[order], te[order], lts[order]
-    # The latest end so far within each group: lift groups apart so one running max serves all.
-    lo = float(ts.min())
-    unit = float(te.max()) - lo + 1.0
-    _, rank = np.unique(group, return_inverse=True)
-    lift = rank.astype(np.float64) * unit
-    reach = np.maximum.accumulate(te - lo + lift) - lift + lo
+    reach = grouped_running_max(te, group)  # the latest end so far within each group
     prev = np.full(len(ts), np.nan)
     same = np.zeros(len(ts), dtype=bool)
     same[1:] = group[1:] == group[:-1]

@@ -38,12 +38,10 @@ class HostRanges:
         n = len(self)
         if not n:
             return np.zeros(0, dtype=bool)
-        # A running maximum of ends per thread: lift each thread above the ones before it.
-        lift = self.thread * _lift_unit(self.ts, self.end)
-        reach = np.maximum.accumulate(self.end + lift)
+        reach = grouped_running_max(self.end, self.thread)
         top = np.ones(n, dtype=bool)
         same = self.thread[1:] == self.thread[:-1]
-        top[1:] = ~same | (self.ts[1:] + lift[1:] >= reach[:-1])
+        top[1:] = ~same | (self.ts[1:] >= reach[:-1])
         return top
 
     def innermost(self, t: np.ndarray, thread: np.ndarray) -> np.ndarray:
@@ -54,9 +52,7 @@ class HostRanges:
         out = np.full(len(t), -1, dtype=np.int64)
         if not len(self) or not len(t):
             return out
-        unit = _lift_unit(self.ts, self.end, t)
-        starts = self.ts + self.thread * unit
-        q = t + thread * unit
+        starts, q = _lifted(self.ts, self.thread, t, thread)
         # The last range starting at or before t on the same thread, then leftwards to the
         # last one still open at t: a "previous greater" search on a sparse table of ends.
         pos = np.searchsorted(starts, q, side="right")
@@ -72,6 +68,35 @@ class HostRanges:
         ok[ok] &= (self.end[cand[ok]] > t[ok]) & (self.ts[cand[ok]] <= t[ok])
         out[ok] = cand[ok]
         return out
+
+
+def grouped_running_max(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """The running maximum of ``values`` restarted at each group (``groups`` sorted, so each
+    group is one run). A loop over the groups (threads, streams: few), not a lift of each
+    group above the others, which overflows or loses precision on far-apart times."""
+    out = np.empty(len(values), dtype=np.float64)
+    if not len(values):
+        return out
+    bounds = np.flatnonzero(groups[1:] != groups[:-1]) + 1
+    for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(values)], strict=True):
+        out[lo:hi] = np.maximum.accumulate(values[lo:hi])
+    return out
+
+
+def _lifted(ts: np.ndarray, thread: np.ndarray, t: np.ndarray, t_thread: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Range starts and query times in one sorted key space, each thread's above the ones
+    before it. Times are lifted by a time offset per thread where that is exact; where the
+    times are too far apart for float64 to add the offset exactly, by their rank instead."""
+    unit = _lift_unit(ts, ts, t)
+    top = float(max(np.abs(ts).max(initial=0.0), np.abs(t).max(initial=0.0)))
+    threads = float(max(thread.max(initial=0), t_thread.max(initial=0)))
+    if np.isfinite(unit) and top + (threads + 1) * unit < 2.0**52:
+        return ts + thread * unit, t + t_thread * unit
+    order = np.unique(np.concatenate([ts, t]))
+    width = np.int64(len(order) + 1)
+    return (np.searchsorted(order, ts).astype(np.int64) + thread.astype(np.int64) * width,
+            np.searchsorted(order, t).astype(np.int64) + t_thread.astype(np.int64) * width)
 
 
 def _lift_unit(ts: np.ndarray, end: np.ndarray, extra: np.ndarray | None = None) -> float:
