@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from trainprof.analysis.communication import communication
+from trainprof.analysis.compilation import compilation
 from trainprof.analysis.copies import copies
 from trainprof.analysis.host import host_time
 from trainprof.analysis.idle import idle_time
@@ -44,6 +45,7 @@ SECTIONS += [
     ("syncs", sync_stats),
     ("host", host_time),
 ]
+SECTIONS += [("compilation", compilation)]
 
 
 def run_sections(trace: Trace, steps: StepWindows) -> dict[str, Any]:

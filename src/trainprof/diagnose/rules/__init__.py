@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from trainprof.analysis.overview import Analysis, RankAnalysis
 from trainprof.diagnose.findings import Finding
-from trainprof.diagnose.rules import distributed, gpu, host, input, memory, training
+from trainprof.diagnose.rules import compilation, distributed, gpu, host, input, memory, training
 
 RankRule = Callable[[RankAnalysis], Finding | None]
 JobRule = Callable[[Analysis, list[Finding]], list[Finding]]
@@ -35,6 +35,7 @@ RANK_RULES: list[RankRule] = [
     memory.memory_growth,
     memory.memory_fragmentation,
 ]
+RANK_RULES += [compilation.compilation, compilation.untraced_time]
 JOB_RULES: list[JobRule] = [
     distributed.communication_exposed,
     distributed.straggler,
@@ -48,3 +49,4 @@ FINDING_IDS = [
     "memory_pressure", "memory_headroom", "memory_growth", "memory_fragmentation",
     "communication_exposed", "straggler",
 ]
+FINDING_IDS += ["compilation", "untraced_time"]

@@ -13,6 +13,7 @@ from trainprof.diagnose.rules.common import (
     severity,
     where,
 )
+from trainprof.diagnose.rules.compilation import untraced_left_pct
 
 # host_bound: GPU idle in the step that no data wait, collective, inline preprocessing or
 # after-optimizer Python explains (analysis/host.py), as a share of the step.
@@ -108,7 +109,7 @@ STEADY_STEPS = Fix(
 def host_bound(r: RankAnalysis) -> Finding | None:
     host = r.sections.get("host")
     share = host.pct.get("host_bound") if host is not None else None
-    if share is None or share <= HOST_BOUND_PCT:
+    if share is None or share <= HOST_BOUND_PCT or _compiling_or_untraced(r, share):
         return None
     launch = r.sections["launch"]
     evidence = [
@@ -137,6 +138,16 @@ def host_bound(r: RankAnalysis) -> Finding | None:
         evidence, share, "upper bound: the host work is overlapped with GPU work or removed",
         COMPILE, **step,
     )
+
+
+def _compiling_or_untraced(r: RankAnalysis, share: float) -> bool:
+    """Whether compilation or untraced time (their own findings) explain the GPU's wait:
+    then a larger batch or CUDA graphs are the wrong advice."""
+    c = r.sections.get("compilation")
+    if c is None:
+        return False
+    explained = (c.compile_pct or 0.0) + untraced_left_pct(r)
+    return share - explained <= HOST_BOUND_PCT
 
 
 def small_kernels(r: RankAnalysis) -> Finding | None:
