@@ -57,6 +57,7 @@ class CollectiveType:
             "sized": self.sized, "bytes": self.bytes if self.sized else None,
             "bytes_per_step": self.bytes / n if self.sized else None,
             "time_us": self.time_us, "time_ms_per_step": self.time_us / n / 1000.0,
+            "busy_us": self.busy_us, "busy_ms_per_step": self.busy_us / n / 1000.0,
             "exposed_us": self.exposed_us, "overlap_pct": self.overlap_pct,
         }
 
