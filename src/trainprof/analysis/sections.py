@@ -19,7 +19,7 @@ from trainprof.analysis.kernels import kernel_stats
 from trainprof.analysis.launch import launch_stats
 from trainprof.analysis.memory import memory
 from trainprof.analysis.operators import operators_section
-from trainprof.analysis.rank_table import rank_table
+from trainprof.analysis.rank_table import mark_straggler, rank_table
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.stragglers import stragglers
 from trainprof.analysis.syncs import sync_stats
@@ -63,4 +63,7 @@ JOB_SECTIONS += [("rank_table", rank_table)]
 
 
 def run_job_sections(ranks: list[RankAnalysis]) -> dict[str, Any]:
-    return {name: fn(ranks) for name, fn in JOB_SECTIONS}
+    out = {name: fn(ranks) for name, fn in JOB_SECTIONS}
+    straggler = getattr(out.get("stragglers"), "straggler", None)
+    mark_straggler(out.get("rank_table"), straggler)
+    return out

@@ -35,7 +35,7 @@ RANK_RULES: list[RankRule] = [
     memory.memory_growth,
     memory.memory_fragmentation,
 ]
-RANK_RULES += [compilation.compilation, compilation.untraced_time]
+RANK_RULES += [compilation.compilation, compilation.untraced_time, host.cuda_api_time]
 JOB_RULES: list[JobRule] = [
     distributed.communication_exposed,
     distributed.straggler,
@@ -49,4 +49,4 @@ FINDING_IDS = [
     "memory_pressure", "memory_headroom", "memory_growth", "memory_fragmentation",
     "communication_exposed", "straggler",
 ]
-FINDING_IDS += ["compilation", "untraced_time"]
+FINDING_IDS += ["compilation", "untraced_time", "cuda_api_time"]
