@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from trainprof.diagnose.findings import is_minor
 from trainprof.report import html_tables as tables
 from trainprof.report import svg
 from trainprof.report.html_chart import Chart
@@ -65,6 +66,7 @@ def finding_view(f: dict[str, Any], number: int) -> dict[str, Any]:
         "assumption": str(f.get("saving_assumption", "")),
         "fix": {k: str(fix.get(k) or "") for k in ("summary", "pytorch", "accelerate")},
         "docs": str(f.get("docs", "")),
+        "minor": is_minor(f.get("saving_pct"), str(f.get("severity", "low"))),
     }
 
 
