@@ -25,8 +25,9 @@ MS_TOL = 1e-3
 PCT_TOL = 1e-6
 #: Keys holding a share that is, by definition, in [0, 100].
 _SHARE_WORDS = ("pct",)
-#: Shares that may pass 100 on purpose (none today; a new one is named here with its reason).
-_SHARES_ABOVE_100: frozenset[str] = frozenset()
+#: Keys with "pct" that are not shares of a whole and may pass 100 on purpose: the spread of
+#: the ranks' steps is (slowest - fastest) / median (a rank twice as slow is 100%).
+_SHARES_ABOVE_100: frozenset[str] = frozenset({"step_spread_pct"})
 #: Findings only a GPU can have (their fixes speak of kernels, SMs, Tensor Cores, CUDA graphs).
 GPU_ONLY = frozenset({"low_occupancy", "no_tensor_cores", "attention_not_fused", "small_kernels",
                       "host_bound"})
@@ -179,7 +180,9 @@ def finding_saving_consistent(a: Analysis, d: dict[str, Any]) -> None:
 def finding_fits_device(a: Analysis, d: dict[str, Any]) -> None:
     """No GPU finding on a CPU-only rank, and no fix that names NCCL, CUDA graphs or Tensor
     Cores for a rank without a GPU (the gloo job told to use "NCCL on GPUs")."""
-    gpu_ranks = {(r["rank"], r["window"]) for r in d["ranks"] if r.get("gpus")}
+    # A rank that calls the CUDA API runs on a GPU even when its trace holds no device events.
+    gpu_ranks = {(r["rank"], r["window"]) for r in d["ranks"]
+                 if r.get("gpus") or r["breakdown_pct"].get("runtime", 0.0) > 0}
     for f in d["findings"]:
         if f["rank"] is None or (f["rank"], f.get("window", 0)) in gpu_ranks:
             continue
