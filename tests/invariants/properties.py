@@ -39,17 +39,18 @@ _DOMINANT_PCT = 50.0
 Property = Callable[[Analysis, dict[str, Any]], None]
 
 
-def _numbers(o: Any, path: str = ""):
-    """(path, key, number) for every number in a JSON value."""
+def _numbers(o: Any, path: str = "", parent: str = ""):
+    """(path, key, number) for every number in a JSON value; a number in a dict of shares
+    (``breakdown_pct``) is keyed by that dict's name."""
     if isinstance(o, dict):
         for k, v in o.items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
-                yield f"{path}.{k}", str(k), v
+                yield f"{path}.{k}", (parent if "pct" in parent else str(k)), v
             else:
-                yield from _numbers(v, f"{path}.{k}")
+                yield from _numbers(v, f"{path}.{k}", str(k))
     elif isinstance(o, list):
         for i, v in enumerate(o):
-            yield from _numbers(v, f"{path}[{i}]")
+            yield from _numbers(v, f"{path}[{i}]", parent)
 
 
 def _steps_ms(rank: dict[str, Any]) -> dict[int, float]:
@@ -152,6 +153,10 @@ def rank_marks_consistent(a: Analysis, d: dict[str, Any]) -> None:
 
 
 def _rank_step(d: dict[str, Any], f: dict[str, Any]) -> float | None:
+    """The step a finding's saving is a share of: its rank's mean step, or for a straggler the
+    job's median step (its evidence "median step"; docs/rules.md#straggler)."""
+    if f["id"] == "straggler":
+        return next(e["value"] for e in f["evidence"] if e["what"] == "median step")
     for r in d["ranks"]:
         if r["rank"] == f["rank"] and r["window"] == f.get("window", 0):
             return r["steps"]["mean_ms"]

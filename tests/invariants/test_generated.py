@@ -1,6 +1,6 @@
 """Every property of tests/invariants/properties.py on traces Hypothesis builds
 (tests/invariants/strategies.py). Kept to about 30 s: ``TRAINPROF_INVARIANT_EXAMPLES`` raises the
-number of jobs for a longer run (docs/robustness.md)."""
+number of jobs for a longer run (docs/invariants.md)."""
 
 from __future__ import annotations
 
