@@ -10,6 +10,7 @@ import torch
 
 import trainprof
 from trainprof.capture.memory_breakdown import MemoryProbe, tally
+from trainprof.report.memory_breakdown import parts as breakdown_parts
 
 from capture_helpers import run_python
 
@@ -186,6 +187,13 @@ def test_cpu_activations_are_the_growth_of_the_peak_beyond_the_persistent_bytes(
     saved = 5 * 8192 * 512 * FP32  # kept for backward: the input and each block's ReLU output
     assert b["bytes"]["activations"] >= 0.8 * saved
     assert b["bytes"]["peak"] >= params * 2 + b["bytes"]["activations"]
+    # The parts add up to the peak: the process before training is a part of its own.
+    by = b["bytes"]
+    parts = ("parameters", "gradients", "optimizer_state", "activations", "process")
+    assert sum(by[k] for k in parts) == by["peak"] and by["process"] > 0
+    shares = [pct for _, _, pct, _ in breakdown_parts(b)]
+    assert sum(shares) == pytest.approx(100.0)
+    assert shares[-1] == pytest.approx(100.0 * by["process"] / by["peak"])
 
 
 RUN_SCRIPT = """
