@@ -50,7 +50,7 @@ def oom_line(o: dict[str, Any]) -> str:
 def devices_table(s: dict[str, Any]):
     t = compact_table("Segments and blocks at the snapshot")
     cols = ("device", "segments", "reserved", "allocated", "requested", "free in split segments",
-            "releasable", "largest free block", "fragmentation")
+            "releasable", "largest free block", "split free")
     for col in cols:
         t.add_column(col, justify="left" if col == "device" else "right", no_wrap=True)
     for d in s["devices"]:
