@@ -125,6 +125,13 @@ def test_step_timer_summary_has_the_breakdown_after_the_first_step():
     b = summary["memory_breakdown"]
     assert b["bytes"]["parameters"] == b["bytes"]["gradients"] == 1300
     assert b["bytes"]["optimizer_state"] == 2 * 1300 + TENSORS * 4
+    # The summary's peak and the breakdown's parts agree: with the rest of the peak known,
+    # parameters + gradients + state + activations + the process = the peak (issue: a 77 kB
+    # model's "peak 369,577,984 bytes" beside "activations 622,784" and nothing else).
+    by = b["bytes"]
+    if by["activations"] is not None:  # null when the process peaked before the timer began
+        parts = ("parameters", "gradients", "optimizer_state", "activations", "process")
+        assert by["process"] > 0 and sum(by[k] for k in parts) == by["peak"]
 
 
 def test_recorder_counts_the_first_optimizer_that_steps(tmp_path):
