@@ -20,8 +20,8 @@ def _ids(analysis) -> list[str]:
     return [f.id for f in analysis.findings]
 
 
-def _record(out, body, steps: int = 4) -> trainprof.Analysis:
-    with trainprof.profile(output_trace_dir=out,
+def _record(out, body, steps: int = 4, **options) -> trainprof.Analysis:
+    with trainprof.profile(output_trace_dir=out, **options,
                            schedule_option=dict(wait=0, warmup=1, active=steps, repeat=1)) as p:
         for i in range(steps + 1):
             body(i)
@@ -61,13 +61,16 @@ def test_live_run_recompiling_every_step_gets_the_compilation_finding(tmp_path):
 @pytest.mark.slow
 def test_live_run_sleeping_in_every_step_gets_the_untraced_finding(tmp_path):
     torch = pytest.importorskip("torch")
-    model = torch.nn.Linear(64, 64)
+    model = torch.nn.Linear(8, 8)  # a few ms of ops even on a loaded machine, beside 200 ms
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x = torch.randn(32, 64)
+    x = torch.randn(4, 8)
+
+    def read_shard() -> None:
+        time.sleep(0.2)  # outside every op the profiler records
 
     def step(i: int) -> None:
         loss = model(x).sum()
-        time.sleep(0.05)  # outside every op the profiler records
+        read_shard()
         loss.backward()
         opt.step()
         opt.zero_grad()
@@ -78,8 +81,8 @@ def test_live_run_sleeping_in_every_step_gets_the_untraced_finding(tmp_path):
     assert "host_bound" not in found and "compilation" not in found
     c = a.ranks[0].sections["compilation"]
     per_step = dict(c.untraced_per_step_ms)
-    # Each step holds its 50 ms sleep (a sleep lasts at least as long as asked).
-    assert all(ms >= 50.0 for ms in per_step.values()), per_step
+    # Each step holds its 200 ms sleep (a sleep lasts at least as long as asked).
+    assert all(ms >= 200.0 for ms in per_step.values()), per_step
     steps = {p["step"]: p["ms"] for p in a.ranks[0].steps["per_step"]}
     assert all(per_step[s] <= steps[s] for s in steps)
 
@@ -117,6 +120,12 @@ def test_figures_on_a_synthetic_trace(tmp_path):
     b.op("aten::mm", 200_000, 10_000)
     b.op("aten::mm", 250_000, 49_500)  # 210-250 ms untraced (40 ms), 299.5-300 (0.5 ms)
     b.op("aten::add", 31_000, 9_000)
+    # Python frames (with_stack): the loop, open since before the steps; the function in the
+    # gap and the sleep inside it; a frame in passing.
+    b.event("python_function", "train.py(9): <module>", -5_000, 310_000)
+    b.event("python_function", "train.py(3): read_shard", 209_500, 40_500)
+    b.event("python_function", "<built-in function sleep>", 210_000, 39_900)
+    b.event("python_function", "<built-in function len>", 230_000, 1)
     path = b.write(tmp_path / "t.json")
     trace = load_file(path)
     c = compilation(trace, find_steps(trace))
@@ -129,3 +138,7 @@ def test_figures_on_a_synthetic_trace(tmp_path):
     assert c.untraced_per_step_ms == [(0, 0.0), (1, 0.0), (2, 40.0)]
     assert c.longest_untraced == (2, 40.0)
     assert c.untraced_pct == pytest.approx(40.0 / 300.0 * 100)
+    # Frames at least 80% inside the untraced time, by their time in it, per step (3 steps);
+    # a frame with under a tenth of the longest one's time is not named.
+    assert c.untraced_frames == [("train.py(3): read_shard", pytest.approx(40.0 / 3)),
+                                 ("<built-in function sleep>", pytest.approx(39.9 / 3))]

@@ -31,6 +31,11 @@ from trainprof.trace.model import DEVICE_KINDS, LAUNCH_KINDS, Kind, Trace
 #: Untraced gaps shorter than this are Python between ops (host overhead, host_bound's), not
 #: time the profiler does not see; only longer gaps count as untraced.
 UNTRACED_MIN_GAP_US = 1000.0
+#: A Python frame (with_stack=True) names untraced time when at least this share of it lies
+#: inside that time; the frames named, by time.
+FRAME_INSIDE_SHARE = 0.8
+FRAMES = 3
+FRAME_MIN_SHARE = 0.1  # of the longest one's time
 #: Host events that count as "recorded" for the untraced time.
 _RECORDED_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.SYNC, *LAUNCH_KINDS)
 
@@ -54,6 +59,8 @@ class Compilation:
     longest_untraced: tuple[int, float] | None  # (step, ms) of the longest untraced gap
     markers: bool = False  # whether Torch-Compiled Region markers told first from recompile
     names: list[str] = field(default_factory=list)  # the compile phases seen, by time
+    #: Python frames (with_stack=True) inside the untraced time: (name, ms per step)
+    untraced_frames: list[tuple[str, float]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +79,7 @@ class Compilation:
             "longest_untraced": list(self.longest_untraced) if self.longest_untraced else None,
             "markers": self.markers,
             "names": self.names,
+            "untraced_frames": [{"name": s, "ms_per_step": ms} for s, ms in self.untraced_frames],
         }
 
 
@@ -112,6 +120,7 @@ def compilation(trace: Trace, steps: StepWindows) -> Compilation:
         longest_untraced=_longest(untraced, steps),
         markers=markers,
         names=_phase_names(trace, compiling),
+        untraced_frames=_frames_in(trace, untraced, steps, n),
     )
 
 
@@ -124,6 +133,29 @@ def _recorded(trace: Trace, steps: StepWindows) -> iv.Intervals:
         return iv.join(host, window_sets(trace, steps).busy)
     dev = ev.of_kind(*DEVICE_KINDS)
     return iv.join(host, iv.union(ev.ts[dev], ev.end[dev]))
+
+
+def _frames_in(trace: Trace, gaps: iv.Intervals, steps: StepWindows,
+               n: int) -> list[tuple[str, float]]:
+    """The Python frames lying mostly inside ``gaps``, by time inside them (ms per step).
+    Only frames that begin inside the steps: the ones already open when tracing began (the
+    training loop's callers) are cut to the trace and would seem to lie inside a gap."""
+    ev = trace.events
+    if not len(gaps) or not len(steps):
+        return []
+    step_of = np.searchsorted(steps.starts, ev.ts, side="right") - 1
+    in_step = (step_of >= 0) & (ev.ts < steps.ends[np.maximum(step_of, 0)])
+    idx = np.flatnonzero((ev.kind == Kind.PYTHON) & (ev.dur > 0) & in_step)
+    if not len(idx):
+        return []
+    inside = iv.covered_in_windows(gaps, ev.ts[idx], ev.end[idx])
+    keep = inside >= FRAME_INSIDE_SHARE * ev.dur[idx]
+    idx, inside = idx[keep], inside[keep]
+    names, which = np.unique(ev.name[idx], return_inverse=True)
+    totals = np.bincount(which, weights=inside)
+    order = [k for k in np.argsort(-totals, kind="stable")[:FRAMES]
+             if totals[k] >= FRAME_MIN_SHARE * totals.max()]  # not the frames in passing
+    return [(ev.names[names[k]], float(totals[k]) / n / 1000.0) for k in order]
 
 
 def _long_gaps(gaps: iv.Intervals) -> iv.Intervals:
