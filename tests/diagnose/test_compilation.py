@@ -3,13 +3,16 @@ every step) get their own finding, and the figures match a hand computation on a
 
 from __future__ import annotations
 
+import io
 import time
 
 import pytest
+from rich.console import Console
 
 import trainprof
 from trainprof.analysis.compilation import UNTRACED_MIN_GAP_US, compilation
 from trainprof.analysis.steps import find_steps
+from trainprof.report.compilation import render_compilation
 from trainprof.trace.compile_names import compiled_region, is_compile
 from trainprof.trace.load import load_file
 
@@ -142,3 +145,24 @@ def test_figures_on_a_synthetic_trace(tmp_path):
     # a frame with under a tenth of the longest one's time is not named.
     assert c.untraced_frames == [("train.py(3): read_shard", pytest.approx(40.0 / 3)),
                                  ("<built-in function sleep>", pytest.approx(39.9 / 3))]
+
+
+def test_the_section_renders_only_the_steps_with_compile_or_untraced_time(tmp_path):
+    b = TraceBuilder()
+    for n in range(3):
+        b.step(n, n * 10_000, 10_000)
+        b.op("aten::mm", n * 10_000, 10_000 if n != 2 else 4_000)  # step 2: 6 ms untraced
+    b.op("inductor_compile", 1_000, 2_000)  # step 0: 2 ms compiling
+    trace = load_file(b.write(tmp_path / "t.json"))
+    console = Console(record=True, width=100, file=io.StringIO())
+    console.print(render_compilation(compilation(trace, find_steps(trace))))
+    rows = [line.split() for line in console.export_text().splitlines()]
+    assert ["0", "2.0", "0.0"] in rows and ["2", "0.0", "6.0"] in rows
+    assert not any(r[:1] == ["1"] for r in rows)  # nothing happened in step 1
+    assert ["mean", "0.7", "2.0"] in rows and ["share", "6.7%", "20.0%"] in rows
+    quiet = TraceBuilder()
+    quiet.step(0, 0, 1_000)
+    quiet.op("aten::mm", 0, 1_000)
+    (tmp_path / "q").mkdir()
+    trace = load_file(quiet.write(tmp_path / "q" / "t.json"))
+    assert render_compilation(compilation(trace, find_steps(trace))) is None

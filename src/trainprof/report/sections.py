@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trainprof.report.communication import render_communication, render_stragglers
+from trainprof.report.compilation import render_compilation
 from trainprof.report.copies import render_copies
 from trainprof.report.hotspots import render_kernels, render_operators
 from trainprof.report.idle import render_idle
@@ -30,3 +31,4 @@ RENDERERS.update(
     launch=render_launch,
     syncs=render_syncs,
 )
+RENDERERS.update(compilation=render_compilation)
