@@ -107,11 +107,26 @@ def per_step_within_step(a: Analysis, d: dict[str, Any]) -> None:
             # part of the window (time_pct <= 100, checked with the shares).
             for t in comm.get("types", []):
                 assert t["busy_ms_per_step"] <= comm["ms_per_step"] + MS_TOL, ("collective", t)
+        _waits_within_steps(d)
         syncs = r.get("syncs")
         if syncs and syncs.get("per_step"):
             for p in syncs["per_step"]:
                 if isinstance(p, dict) and "blocked_ms" in p and p.get("step") in steps:
                     assert p["blocked_ms"] <= steps[p["step"]] + MS_TOL, ("syncs", p)
+
+
+def _waits_within_steps(d: dict[str, Any]) -> None:
+    """A rank waits in collectives no longer per step than its longest step (the gloo job
+    whose rank "waited 51.8 ms per step" in 33 ms steps), nor causes more wait than the others'
+    longest step."""
+    s = (d.get("job") or {}).get("stragglers")
+    if not s or not s.get("ranks"):
+        return
+    longest = {r["rank"]: max(_steps_ms(r).values(), default=0.0) for r in d["ranks"]}
+    for w in s["ranks"]:
+        assert w["waited_ms_per_step"] <= longest[w["rank"]] + MS_TOL, ("waited", w)
+        others = max((v for k, v in longest.items() if k != w["rank"]), default=0.0)
+        assert w["caused_wait_ms_per_step"] <= others + MS_TOL, ("caused", w)
 
 
 def timeline_consistent(a: Analysis, d: dict[str, Any]) -> None:

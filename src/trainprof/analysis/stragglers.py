@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from trainprof.analysis import intervals as iv
 from trainprof.analysis.communication import Instances
 from trainprof.analysis.frames import data_frame
 from trainprof.analysis.straggler_cause import Cause, straggler_cause
@@ -107,7 +108,6 @@ def stragglers(ranks: list[RankAnalysis]) -> Stragglers:
     # Matrices are (rank, instance); with no instance they are (rank, 0) and all sums are 0.
     waits = dur - dur.min(axis=0)
     last = np.argmin(dur, axis=0)
-    caused = waits.sum(axis=0) / (len(ids) - 1)
     lag = start - start.min(axis=0)
     for i, k in enumerate(ids):
         comm = _comm(by_rank[k])
@@ -116,9 +116,11 @@ def stragglers(ranks: list[RankAnalysis]) -> Stragglers:
             step_median_ms=medians[k],
             comm_ms_per_step=None if comm is None else comm[0],
             exposed_comm_ms_per_step=None if comm is None else comm[1],
-            waited_ms_per_step=float(waits[i].sum()) / n_steps / 1000.0,
+            waited_ms_per_step=_wait_us(start[i], waits[i], last >= 0) / n_steps / 1000.0,
             last_arrivals=int((last == i).sum()),
-            caused_wait_ms_per_step=float(caused[last == i].sum()) / n_steps / 1000.0,
+            caused_wait_ms_per_step=float(np.mean(
+                [_wait_us(start[j], waits[j], last == i) for j in range(len(ids)) if j != i]))
+            / n_steps / 1000.0,
             mean_start_lag_ms=float(lag[i].mean()) / 1000.0 if lag.shape[1] else 0.0,
         ))
     _name_straggler(result, overall, keys, lag, last)
@@ -128,6 +130,14 @@ def stragglers(ranks: list[RankAnalysis]) -> Stragglers:
         if result.cause is not None:
             result.evidence.append(result.cause.evidence())
     return result
+
+
+def _wait_us(start: np.ndarray, wait: np.ndarray, pick: np.ndarray) -> float:
+    """A rank's time waiting in the picked collectives: each wait is the start of its call (it
+    arrived early and waits for the last rank), and waits in collectives running at once (gloo
+    on several threads) count once, so that a rank never waits longer than it runs."""
+    m = pick & (wait > 0)
+    return iv.union(start[m], start[m] + wait[m]).total()
 
 
 def _merged(ranks: list[RankAnalysis]) -> Instances:
