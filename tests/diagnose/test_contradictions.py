@@ -135,3 +135,24 @@ def test_findings_that_save_nothing_are_folded_to_one_line():
         assert f"{f.title} · rank 0 · saves" not in text  # no full card head
     top = a.findings[0]
     assert f"saves ~{top.saving_pct:.0f}%" in text[:text.index("Also seen")]
+
+
+def test_waits_in_collectives_running_at_once_count_once(tmp_path):
+    """Two ranks, three 10 ms steps, two all_reduce calls per step on two threads, all ending at
+    9.5 ms. Rank 0 enters them at 1.0 and 1.5 ms, rank 1 (late) at 6.0 and 6.5 ms: rank 0
+    waits 5 ms in each, over [1.0, 6.0) and [1.5, 6.5): 5.5 ms per step, not 10."""
+    for rank, late in ((0, 0), (1, 5_000)):
+        b = TraceBuilder()
+        b.metadata["distributedInfo"] = {"backend": "gloo", "rank": rank, "world_size": 2}
+        for n in range(3):
+            t = n * 10_000
+            b.step(n, t, 10_000)
+            b.op("aten::mm", t + 10, 900 + late)
+            b.op("gloo:all_reduce", t + 1_000 + late, 8_500 - late)
+            b.op("gloo:all_reduce", t + 1_500 + late, 8_000 - late, tid=200)
+        b.write(tmp_path / f"rank{rank}.json")
+    a = trainprof.analyze(tmp_path)
+    waits = {w.rank: w for w in a.job["stragglers"].ranks}
+    assert waits[0].waited_ms_per_step == pytest.approx(5.5)
+    assert waits[1].caused_wait_ms_per_step == pytest.approx(5.5)
+    assert waits[1].waited_ms_per_step == pytest.approx(0.0)
