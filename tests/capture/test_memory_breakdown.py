@@ -10,6 +10,7 @@ import torch
 
 import trainprof
 from trainprof.capture.memory_breakdown import MemoryProbe, tally
+from trainprof.report.memory_breakdown import parts as breakdown_parts
 
 from capture_helpers import run_python
 
@@ -124,6 +125,13 @@ def test_step_timer_summary_has_the_breakdown_after_the_first_step():
     b = summary["memory_breakdown"]
     assert b["bytes"]["parameters"] == b["bytes"]["gradients"] == 1300
     assert b["bytes"]["optimizer_state"] == 2 * 1300 + TENSORS * 4
+    # The summary's peak and the breakdown's parts agree: with the rest of the peak known,
+    # parameters + gradients + state + activations + the process = the peak (issue: a 77 kB
+    # model's "peak 369,577,984 bytes" beside "activations 622,784" and nothing else).
+    by = b["bytes"]
+    if by["activations"] is not None:  # null when the process peaked before the timer began
+        parts = ("parameters", "gradients", "optimizer_state", "activations", "process")
+        assert by["process"] > 0 and sum(by[k] for k in parts) == by["peak"]
 
 
 def test_recorder_counts_the_first_optimizer_that_steps(tmp_path):
@@ -186,6 +194,13 @@ def test_cpu_activations_are_the_growth_of_the_peak_beyond_the_persistent_bytes(
     saved = 5 * 8192 * 512 * FP32  # kept for backward: the input and each block's ReLU output
     assert b["bytes"]["activations"] >= 0.8 * saved
     assert b["bytes"]["peak"] >= params * 2 + b["bytes"]["activations"]
+    # The parts add up to the peak: the process before training is a part of its own.
+    by = b["bytes"]
+    parts = ("parameters", "gradients", "optimizer_state", "activations", "process")
+    assert sum(by[k] for k in parts) == by["peak"] and by["process"] > 0
+    shares = [pct for _, _, pct, _ in breakdown_parts(b)]
+    assert sum(shares) == pytest.approx(100.0)
+    assert shares[-1] == pytest.approx(100.0 * by["process"] / by["peak"])
 
 
 RUN_SCRIPT = """

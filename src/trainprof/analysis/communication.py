@@ -57,6 +57,7 @@ class CollectiveType:
             "sized": self.sized, "bytes": self.bytes if self.sized else None,
             "bytes_per_step": self.bytes / n if self.sized else None,
             "time_us": self.time_us, "time_ms_per_step": self.time_us / n / 1000.0,
+            "busy_us": self.busy_us, "busy_ms_per_step": self.busy_us / n / 1000.0,
             "exposed_us": self.exposed_us, "overlap_pct": self.overlap_pct,
         }
 
@@ -69,6 +70,14 @@ class Instances:
     step: np.ndarray  # step number, -1 outside every step
     start_us: np.ndarray  # absolute: the trace's t0 plus the start
     dur_us: np.ndarray
+    #: absolute end of each instance's step (inf outside every step, or when unknown: a rank
+    #: read from a cluster summary); a wait in it is counted up to there.
+    step_end_us: np.ndarray | None = None
+
+    def step_ends(self) -> np.ndarray:
+        ends = self.step_end_us
+        return ends if ends is not None and len(ends) == len(self.dur_us) else \
+            np.full(len(self.dur_us), np.inf)
 
     @staticmethod
     def empty() -> Instances:
@@ -172,6 +181,8 @@ def communication(trace: Trace, steps: StepWindows) -> Communication:
             step=np.where(inside, steps.numbers[np.maximum(step_of, 0)], -1),
             start_us=trace.t0_us + ev.ts[idx],
             dur_us=ev.dur[idx].copy(),
+            step_end_us=np.where(inside, trace.t0_us + steps.ends[np.maximum(step_of, 0)],
+                                 np.inf) if len(steps) else np.full(len(idx), np.inf),
         ),
         notes=notes,
     )

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from trainprof.analysis import intervals as iv
 from trainprof.analysis import tabular
 from trainprof.analysis.frames import data_frame
 from trainprof.analysis.memory_series import downsample, growth
@@ -194,7 +195,10 @@ def allocator_calls(trace: Trace, steps: StepWindows) -> AllocatorCalls:
     idx = idx[ok]
     if not len(idx):
         return AllocatorCalls()
-    time = float(ev.dur[idx].sum())
+    # Their time inside the steps (a call running past its step's end, or calls on several
+    # threads at once, count once), so that it is never more than the steps.
+    time = iv.intersect(iv.union(ev.ts[idx], ev.end[idx]),
+                        iv.union(steps.starts, steps.ends)).total()
     step_time = float(steps.durations.sum())
     return AllocatorCalls(
         calls=len(idx), time_us=time, per_step=len(idx) / max(len(steps), 1),

@@ -125,3 +125,15 @@ def shown_rows(rows: list[Any], limit: int | None = None, keep: tuple[int | None
     chosen = set(by_time[: limit // 2]) | set(by_time[-(limit // 2):])
     chosen |= {i for i in range(len(rows)) if field(i, "rank") in keep}
     return [r for i, r in enumerate(rows) if i in chosen]
+
+
+def mark_straggler(table: RankTable | None, straggler: int | None) -> None:
+    """A straggler is never also marked "fastest": its own steps are short because the other
+    ranks wait for it in the collectives, so "fastest" would contradict the straggler mark.
+    The mark goes (and ``fastest`` becomes None); "slowest" beside "straggler" agrees."""
+    if table is None or straggler is None or table.fastest != straggler:
+        return
+    for row in table.rows:
+        if row.rank == straggler and row.mark == "fastest":
+            row.mark = ""
+    table.fastest = None

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from trainprof.analysis.collective_bandwidth import collectives
 from trainprof.analysis.collective_ranks import collective_ranks
 from trainprof.analysis.communication import communication
+from trainprof.analysis.compilation import compilation
 from trainprof.analysis.copies import copies
 from trainprof.analysis.host import host_time
 from trainprof.analysis.idle import idle_time
@@ -21,7 +22,7 @@ from trainprof.analysis.launch import launch_stats
 from trainprof.analysis.memory import memory
 from trainprof.analysis.modules import module_tree
 from trainprof.analysis.operators import operators_section
-from trainprof.analysis.rank_table import rank_table
+from trainprof.analysis.rank_table import mark_straggler, rank_table
 from trainprof.analysis.roofline import roofline
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.stragglers import stragglers
@@ -51,6 +52,7 @@ SECTIONS += [
 SECTIONS += [("modules", module_tree)]
 # How far from the hardware (docs/roofline.md).
 SECTIONS += [("roofline", roofline), ("collectives", collectives)]
+SECTIONS += [("compilation", compilation)]
 
 
 def run_sections(trace: Trace, steps: StepWindows) -> dict[str, Any]:
@@ -69,4 +71,7 @@ JOB_SECTIONS += [("collective_ranks", collective_ranks)]
 
 
 def run_job_sections(ranks: list[RankAnalysis]) -> dict[str, Any]:
-    return {name: fn(ranks) for name, fn in JOB_SECTIONS}
+    out = {name: fn(ranks) for name, fn in JOB_SECTIONS}
+    straggler = getattr(out.get("stragglers"), "straggler", None)
+    mark_straggler(out.get("rank_table"), straggler)
+    return out

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from trainprof.analysis import intervals as iv
 from trainprof.analysis.communication import Instances
 from trainprof.analysis.frames import data_frame
 from trainprof.analysis.straggler_cause import Cause, straggler_cause
@@ -100,14 +101,13 @@ def stragglers(ranks: list[RankAnalysis]) -> Stragglers:
     if overall > 0:
         result.step_spread_pct = (max(medians.values()) - min(medians.values())) / overall * 100
     instances = {k: _merged(by_rank[k]) for k in ids}
-    keys, dur, start = _match(instances, result.notes)
+    keys, dur, start, step_end = _match(instances, result.notes)
     result.matched = len(keys)
     result.matched_steps = len(np.unique(keys >> (_ORDINAL_BITS + _TYPE_BITS)))
     n_steps = max(result.matched_steps, 1)
     # Matrices are (rank, instance); with no instance they are (rank, 0) and all sums are 0.
     waits = dur - dur.min(axis=0)
     last = np.argmin(dur, axis=0)
-    caused = waits.sum(axis=0) / (len(ids) - 1)
     lag = start - start.min(axis=0)
     for i, k in enumerate(ids):
         comm = _comm(by_rank[k])
@@ -116,9 +116,13 @@ def stragglers(ranks: list[RankAnalysis]) -> Stragglers:
             step_median_ms=medians[k],
             comm_ms_per_step=None if comm is None else comm[0],
             exposed_comm_ms_per_step=None if comm is None else comm[1],
-            waited_ms_per_step=float(waits[i].sum()) / n_steps / 1000.0,
+            waited_ms_per_step=_wait_us(start[i], waits[i], step_end[i], last >= 0)
+            / n_steps / 1000.0,
             last_arrivals=int((last == i).sum()),
-            caused_wait_ms_per_step=float(caused[last == i].sum()) / n_steps / 1000.0,
+            caused_wait_ms_per_step=float(np.mean(
+                [_wait_us(start[j], waits[j], step_end[j], last == i)
+                 for j in range(len(ids)) if j != i]))
+            / n_steps / 1000.0,
             mean_start_lag_ms=float(lag[i].mean()) / 1000.0 if lag.shape[1] else 0.0,
         ))
     _name_straggler(result, overall, keys, lag, last)
@@ -130,6 +134,16 @@ def stragglers(ranks: list[RankAnalysis]) -> Stragglers:
     return result
 
 
+def _wait_us(start: np.ndarray, wait: np.ndarray, step_end: np.ndarray,
+             pick: np.ndarray) -> float:
+    """A rank's time waiting in the picked collectives: each wait is the start of its call (it
+    arrived early and waits for the last rank), up to its step's end; waits in collectives
+    running at once (gloo on several threads) count once, so that a rank never waits longer
+    than its steps run."""
+    m = pick & (wait > 0)
+    return iv.union(start[m], np.minimum(start[m] + wait[m], step_end[m])).total()
+
+
 def _merged(ranks: list[RankAnalysis]) -> Instances:
     """One rank's collective instances over all its recording windows."""
     parts = [r.sections["communication"].instances for r in ranks
@@ -137,7 +151,8 @@ def _merged(ranks: list[RankAnalysis]) -> Instances:
     if not parts:
         return Instances.empty()
     return Instances(*(np.concatenate([getattr(p, f) for p in parts])
-                       for f in ("type", "step", "start_us", "dur_us")))
+                       for f in ("type", "step", "start_us", "dur_us")),
+                     step_end_us=np.concatenate([p.step_ends() for p in parts]))
 
 
 def _keys(inst: Instances) -> np.ndarray:
@@ -173,11 +188,13 @@ def _match(instances: dict[int, Instances], notes: list[str]):
     keys = np.sort(first[np.isin(first >> _ORDINAL_BITS, agree)])
     dur = np.empty((len(keyed), len(keys)))
     start = np.empty((len(keyed), len(keys)))
+    end = np.empty((len(keyed), len(keys)))
     for i, (k, v) in enumerate(keyed.items()):
         order = np.argsort(v)
         pos = order[np.searchsorted(v[order], keys)]
         dur[i], start[i] = instances[k].dur_us[pos], instances[k].start_us[pos]
-    return keys, dur, start
+        end[i] = instances[k].step_ends()[pos]
+    return keys, dur, start, end
 
 
 def _comm(ranks: list[RankAnalysis]) -> tuple[float, float] | None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from trainprof.analysis import intervals as iv
 from trainprof.analysis.callsites import node_sources
 from trainprof.analysis.calltree import CallTree, call_tree
 from trainprof.analysis.exposure import window_sets
@@ -126,22 +127,27 @@ def sync_stats(trace: Trace, steps: StepWindows) -> SyncStats:
     counted = step_of >= 0
     loop = counted & ~own
     avoidable = float(np.minimum(ev.dur[calls], idle_after)[loop].sum())
+    # Time blocked inside the steps: syncs on several threads at once, or one running past its
+    # step's end, count once and only inside the steps (never more than the step).
+    loop_calls = calls[loop]
+    blocked = iv.covered_in_windows(iv.union(ev.ts[loop_calls], ev.end[loop_calls]),
+                                    steps.starts, steps.ends)
     per_step = [
         StepSyncs(step=int(num), count=int((loop & (step_of == i)).sum()),
-                  blocked_us=float(ev.dur[calls][loop & (step_of == i)].sum()))
+                  blocked_us=float(blocked[i]))
         for i, num in enumerate(steps.numbers)
     ]
     step_time = float(steps.durations.sum())
     return SyncStats(
         count=len(calls),
         blocked_us=float(ev.dur[calls].sum()),
-        blocked_pct=share(float(ev.dur[calls][loop].sum()), step_time),
+        blocked_pct=share(float(blocked.sum()), step_time),
         per_step=per_step,
         sites=sites,
         has_sources=any(s is not None for s in sources),
         notes=notes,
         loop_count=int(loop.sum()),
-        loop_blocked_us=float(ev.dur[calls][loop].sum()),
+        loop_blocked_us=float(blocked.sum()),
         loop_gpu_idle_after_us=float(idle_after[loop].sum()),
         loop_avoidable_us=avoidable,
         loop_avoidable_pct=share(avoidable, step_time),

@@ -96,6 +96,16 @@ class Finding(NotebookDisplay):
         }
 
 
+#: A finding that saves less than this share of a step (rounds to "~0%") is shown folded, in one
+#: line, unless it is high severity (a risk, such as memory pressure, whose saving is not time).
+MINOR_SAVING_PCT = 0.5
+
+
+def is_minor(saving_pct: float | None, severity: str) -> bool:
+    """Whether a finding's saving is too small for a full card (reports fold it to one line)."""
+    return (saving_pct or 0.0) < MINOR_SAVING_PCT and severity != "high"
+
+
 def ranked(findings: list[Finding]) -> list[Finding]:
     """Most costly first; ties broken by severity, then by id for a stable order."""
     return sorted(

@@ -60,7 +60,35 @@ def snapshot_result(path: str | os.PathLike[str], trust: bool = False) -> dict[s
     except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
         raise SnapshotError(f"{path} has a segment, block or history entry that is not shaped "
                             f"like a memory snapshot's ({type(exc).__name__}: {exc}).") from None
-    return {**result.to_dict(), "findings": [f.to_dict() for f in snapshot_findings(result)]}
+    findings = snapshot_findings(result)
+    out = {**result.to_dict(), "findings": [f.to_dict() for f in findings]}
+    if not any(f.id == "memory_fragmentation" for f in findings):
+        out["notes"] = [*out.get("notes", []), *_not_fragmented(result)]
+    return out
+
+
+#: A share of reserved memory free in split segments from which the devices table's figure
+#: needs a word when the rule finds no fragmentation (so the table does not contradict it).
+SPLIT_FREE_NOTE_PCT = 50.0
+
+
+def _not_fragmented(result: SnapshotAnalysis) -> list[str]:
+    """Why a high share of free memory in split segments is no fragmentation finding."""
+    notes = []
+    for d in result.devices:
+        pct = d.fragmentation_pct
+        if pct is None or pct < SPLIT_FREE_NOTE_PCT:
+            continue
+        largest = max(d.largest_free.values())
+        if largest >= SCATTERED_SHARE * d.inactive_split:
+            why = (f"its largest free block ({_mb(largest)}) holds most of it, so any request "
+                   "that fits the cache fits that block")
+        else:
+            why = (f"that is less than half of what is allocated ({_mb(d.allocated)}): the "
+                   "cache is not much larger than the tensors need")
+        notes.append(f"cuda:{d.device}: {pct:.1f}% of reserved memory is free in split "
+                     f"segments, but {why}: not fragmentation (docs/memory_snapshots.md).")
+    return notes
 
 
 def snapshot_findings(result: SnapshotAnalysis) -> list[Finding]:

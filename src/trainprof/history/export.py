@@ -17,6 +17,7 @@ from trainprof.capture.step_stats import PHASES
 from trainprof.history.regress import Point, Series, Verdict
 from trainprof.history.render import verdicts_by_id
 from trainprof.history.rows import RunRecord
+from trainprof.report.tidy import tidy
 
 SCHEMA = "trainprof.history/1"
 CSV_COLUMNS = (
@@ -44,7 +45,7 @@ def to_json(records: list[RunRecord], series: list[Series], db: str) -> str:
     flagged = [{"name": s.name, "kind": s.kind, "runs": p.ids, **v.to_dict()}
                for s in series for p, v in s.flagged()]
     data = {"schema": SCHEMA, "db": db, "runs": runs, "changes": flagged}
-    return msgspec.json.format(msgspec.json.encode(data), indent=2).decode() + "\n"
+    return msgspec.json.format(msgspec.json.encode(tidy(data)), indent=2).decode() + "\n"
 
 
 def to_csv(records: list[RunRecord], series: list[Series]) -> str:
@@ -62,7 +63,7 @@ def to_csv(records: list[RunRecord], series: list[Series]) -> str:
         verdict = _verdict(verdicts.get(r.id)) or {}
         row.update(status=verdict.get("status"), change_pct=verdict.get("change_pct"),
                    baseline_ms=verdict.get("baseline_ms"))
-        writer.writerow(row)
+        writer.writerow(tidy(row))
     return out.getvalue()
 
 

@@ -23,7 +23,7 @@ def render_communication(result: Communication) -> Table | None:
         t.add_column(col, justify="left" if col == "collective" else "right")
     for row in d["types"]:
         t.add_row(row["type"], f"{row['count_per_step']:.1f}", size(row["bytes_per_step"]),
-                  ms(row["time_ms_per_step"]), ms(row["exposed_us"] / max(result.steps, 1) / 1e3),
+                  ms(row["busy_ms_per_step"]), ms(row["exposed_us"] / max(result.steps, 1) / 1e3),
                   pct(row["overlap_pct"]))
     return t
 

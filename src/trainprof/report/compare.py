@@ -18,7 +18,7 @@ import numpy as np
 from trainprof.analysis.diff import TraceDiff, diff
 from trainprof.analysis.overview import Analysis
 from trainprof.display import NotebookDisplay
-from trainprof.report.compare_stats import SlowdownOdds, slowdown_odds
+from trainprof.report.compare_stats import SlowdownOdds, likelihood, slowdown_odds
 from trainprof.report.saved import (
     analysis_from_result,
     is_saved_result,
@@ -116,6 +116,55 @@ class Gate:
                 **(self.odds.to_dict() if self.odds else {})}
 
 
+@dataclass
+class Verdict:
+    """Without a gate too: which run is faster by median step, and how sure that is given the
+    step-to-step noise (the bootstrap of compare_stats.py with a limit of 0%)."""
+
+    odds: SlowdownOdds | None
+    base_ms: float | None
+    new_ms: float | None
+
+    @property
+    def faster(self) -> bool:
+        return self.odds is not None and self.odds.change_pct < 0
+
+    @property
+    def probability(self) -> float | None:
+        """That NEW really is as it looks (faster, or slower) rather than noise."""
+        o = self.odds
+        if o is None or not o.judged:
+            return None
+        return 1.0 - o.probability if self.faster else o.probability
+
+    def message(self) -> str:
+        o = self.odds
+        if o is None:
+            return "No verdict: a run has no steps to compare."
+        how = "faster" if self.faster else "slower"
+        text = (f"NEW's median step is {abs(o.change_pct):.1f}% {how} than BASE's "
+                f"({self.base_ms:.1f} -> {self.new_ms:.1f} ms). ")
+        p = self.probability
+        if p is None:
+            return text + (f"How sure that is cannot be told from {o.base_steps} + "
+                           f"{o.new_steps} steps: one step has no step-to-step noise to measure.")
+        text += (f"That NEW is really {how} is {likelihood(p)} ({p * 100:.1f}% of bootstrap "
+                 f"resamples of {o.base_steps} + {o.new_steps} steps; 90% interval "
+                 f"{o.low_pct:+.1f}% to {o.high_pct:+.1f}%).")
+        if o.rough:
+            text += " Few steps were recorded, so this estimate of the noise is rough."
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        o = self.odds
+        return {"faster": self.faster if o else None, "probability": self.probability,
+                "confidence": likelihood(self.probability) if self.probability is not None
+                else "unknown",
+                "change_pct": o.change_pct if o else None,
+                "interval_90_pct": [o.low_pct, o.high_pct] if o else None,
+                "message": self.message()}
+
+
 @dataclass(repr=False)
 class Comparison(NotebookDisplay):
     base: Run
@@ -123,10 +172,12 @@ class Comparison(NotebookDisplay):
     diff: TraceDiff
     gate: Gate | None = None
     notes: list[str] = field(default_factory=list)
+    verdict: Verdict | None = None
 
     def to_dict(self, top: int = TOP_CHANGED) -> dict[str, Any]:
         return {"schema": SCHEMA, "base": self.base.to_dict(), "new": self.new.to_dict(),
                 **self.diff.to_dict(top), "gate": self.gate.to_dict() if self.gate else None,
+                "verdict": self.verdict.to_dict() if self.verdict else None,
                 "notes": [*self.diff.notes, *self.notes]}
 
 
@@ -167,9 +218,24 @@ def compare(base: Input, new: Input, *, fail_if_slower: float | None = None,
                              runs[0].step_numbers, runs[1].step_numbers)
         result.gate = Gate(fail_if_slower, odds, runs[0].median_ms, runs[1].median_ms,
                            max(runs[0].ranks, runs[1].ranks))
+    result.verdict = Verdict(slowdown_odds(runs[0].step_ms, runs[1].step_ms, 0.0,
+                                           runs[0].step_numbers, runs[1].step_numbers),
+                             runs[0].median_ms, runs[1].median_ms)
+    if (note := _device_mismatch(a, b)) is not None:
+        result.notes.append(note)
     if any(r.step_ms and len(r.step_ms) < 2 for r in runs):
         result.notes.append("A run with a single step has no step-to-step noise to measure.")
     return result
+
+
+def _device_mismatch(base: Analysis, new: Analysis) -> str | None:
+    """A warning when one run was recorded with a GPU and the other on the CPU only."""
+    on_gpu = [any(r.gpus for r in x.ranks) for x in (base, new)]
+    if on_gpu[0] == on_gpu[1]:
+        return None
+    where = ["a GPU" if g else "the CPU only" for g in on_gpu]
+    return (f"BASE ran on {where[0]} and NEW on {where[1]}: the step times and breakdowns "
+            "measure different hardware, so the differences say little about a code change.")
 
 
 def _label(src: Input, a: Analysis) -> str:

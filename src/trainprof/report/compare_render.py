@@ -107,6 +107,8 @@ def render_text(c: Comparison, console: Console | None = None, top: int = TOP_CH
         console.print(Text(f"note: {note}", style="yellow"))
     if c.gate:
         console.print(Text(c.gate.message(), style="bold red" if c.gate.failed else "bold green"))
+    elif c.verdict:
+        console.print(Text(c.verdict.message(), style="bold"))
 
 
 def _md_rows(rows) -> list[list[str]]:
@@ -123,6 +125,8 @@ def render_markdown(c: Comparison, top: int = TOP_CHANGED) -> str:
     out = [f"## trainprof compare: {md_text(c.base.label)} → {md_text(c.new.label)}", ""]
     if c.gate:
         out += [f"**{md_text(c.gate.message(), None)}**", ""]
+    elif c.verdict:
+        out += [f"**{md_text(c.verdict.message(), None)}**", ""]
     out += [table(head, _md_rows(headline_rows(c))), "",
             "**Where the step time goes (ms per step)**", "",
             table(head, _md_rows(_section_rows(c.diff.breakdown_ms, category_label))), "",

@@ -50,7 +50,7 @@ class SlowdownOdds:
     def words(self) -> str:
         if not self.judged:
             return "unknown"
-        return next(w for p, w in _WORDS if self.probability >= p)
+        return likelihood(self.probability)
 
     @property
     def rough(self) -> bool:
@@ -61,6 +61,11 @@ class SlowdownOdds:
                 "probability_over_limit": self.probability, "confidence": self.words,
                 "resamples": RESAMPLES, "base_steps": self.base_steps,
                 "new_steps": self.new_steps, "rough": self.rough}
+
+
+def likelihood(probability: float) -> str:
+    """The words for a probability ("very likely" from 90%)."""
+    return next(w for p, w in _WORDS if probability >= p)
 
 
 def step_clusters(ms: Sequence[float], steps: Sequence[object] | None = None) -> np.ndarray:

@@ -157,6 +157,9 @@ def environment_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
     env = ranks[0].get("environment", {}) if ranks else {}
     rows = [("ranks and windows analysed", str(len(ranks))),
             ("trace files", ", ".join(dict.fromkeys(str(r.get("file", "")) for r in ranks)))]
+    if not ranks:  # a page of memory snapshots only: say what it analysed instead of "0"
+        shots = data.get("memory_snapshots") or []
+        rows = [("memory snapshots analysed", str(len(shots)))]
     for key, value in env.items():
         if key == "devices" or value is None:
             continue

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainprof.diagnose.snapshot import snapshot_result
+from trainprof.diagnose.snapshot import SPLIT_FREE_NOTE_PCT, snapshot_result
 from trainprof.report import html_tables as tables
 from trainprof.report import svg
 from trainprof.report.html_tables import Table
@@ -88,8 +88,14 @@ def memory_headline(data: dict[str, Any]) -> str | None:
     if data.get("ranks") or not shots:
         return None
     findings = [f for s in shots for f in s["findings"]]
-    return (f"{findings[0]['title']} (memory snapshot)." if findings else
-            "Memory snapshot: no out-of-memory error, fragmentation or growth found.")
+    if findings:
+        return f"{findings[0]['title']} (memory snapshot)."
+    split = [d for s in shots for d in s["devices"]
+             if (d.get("fragmentation_pct") or 0.0) >= SPLIT_FREE_NOTE_PCT]
+    if split:
+        return ("Memory snapshot: no out-of-memory error, growth or fragmentation finding; "
+                "the free memory in split segments is usable (see the notes).")
+    return "Memory snapshot: no out-of-memory error, fragmentation or growth found."
 
 
 def memory_views(data: dict[str, Any]) -> list[SnapshotView]:
@@ -143,7 +149,9 @@ def _devices_table(devices: list[dict[str, Any]]) -> Table:
             tables.Column("free in split segments", title="free blocks in segments that also "
                                                           "hold live ones: stranded"),
             tables.Column("releasable", title="wholly free segments: empty_cache() returns them"),
-            tables.Column("largest free block"), tables.Column("fragmentation")]
+            tables.Column("largest free block"),
+            tables.Column("split free", title="free in split segments, % of reserved: "
+                                              "fragmentation only when no large block holds it")]
     table = Table(cols, sortable=False)
     for d in devices:
         table.rows.append([

@@ -147,7 +147,7 @@ def communication_table(comm: dict[str, Any]) -> Table | None:
     table = Table(cols)
     for t in types:
         table.rows.append([text(t["type"]), num(t.get("count_per_step"), 1),
-                           num(t.get("time_ms_per_step"), 2), num(t.get("overlap_pct"), 0, "%")])
+                           num(t.get("busy_ms_per_step", t.get("time_ms_per_step")), 2), num(t.get("overlap_pct"), 0, "%")])
     return table
 
 

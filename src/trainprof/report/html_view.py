@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from trainprof.diagnose.findings import is_minor
 from trainprof.report import html_tables as tables
 from trainprof.report import svg
 from trainprof.report.html_chart import Chart
@@ -58,7 +59,7 @@ class RankView:
     collectives: Table | None = None
 
 
-#: Findings shown open in the HTML verdict; the rest (and any that saves under 1% of a step)
+#: Findings shown open in the HTML verdict; the rest (and minor ones, diagnose.findings.is_minor)
 #: are folded to their title line, so that the first chart is not two screens down.
 OPEN_FINDINGS = 3
 
@@ -72,7 +73,9 @@ def finding_view(f: dict[str, Any], number: int) -> dict[str, Any]:
     saving = f.get("saving_pct")
     docs_html = rule_section_html(str(f.get("docs", "")))
     return {
-        "open": number <= OPEN_FINDINGS and isinstance(saving, int | float) and saving >= 1,
+        # The costliest findings open; one that saves too little for a card (is_minor, as the
+        # text report decides) or past OPEN_FINDINGS folded to its title line.
+        "open": number <= OPEN_FINDINGS and not is_minor(saving, str(f.get("severity", "low"))),
         # Our own docs/rules.md rendered with raw HTML escaped (report/rule_docs.py).
         "docs_html": Markup(docs_html) if docs_html else None,
         "number": number,
@@ -85,6 +88,7 @@ def finding_view(f: dict[str, Any], number: int) -> dict[str, Any]:
         "assumption": str(f.get("saving_assumption", "")),
         "fix": {k: str(fix.get(k) or "") for k in ("summary", "pytorch", "accelerate")},
         "docs": str(f.get("docs", "")),
+        "minor": is_minor(f.get("saving_pct"), str(f.get("severity", "low"))),
     }
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from trainprof.analysis.overview import Analysis
 from trainprof.fileio import atomic_write_bytes
+from trainprof.report.tidy import tidy
 
 
 def _plain(value: Any) -> Any:
@@ -32,7 +33,9 @@ _ENCODER = msgspec.json.Encoder(enc_hook=_plain)
 def to_json_bytes(analysis: Analysis | dict[str, Any]) -> bytes:
     """Pretty-printed JSON; non-finite floats become null."""
     data = analysis.to_dict() if isinstance(analysis, Analysis) else analysis
-    return msgspec.json.format(_ENCODER.encode(data), indent=2) + b"\n"
+    # Results into plain values first (numpy, dataclasses), then floats tidied (report/tidy.py).
+    plain = msgspec.json.decode(_ENCODER.encode(data))
+    return msgspec.json.format(_ENCODER.encode(tidy(plain)), indent=2) + b"\n"
 
 
 def write_json(analysis: Analysis | dict[str, Any], path: str | os.PathLike[str]) -> Path:

@@ -18,18 +18,23 @@ PARTS = (
     ("gradients", "gradients", "#59a14f"),
     ("optimizer_state", "optimizer state", "#f28e2b"),
     ("activations", "activations and temporaries (rest of the peak)", "#b07aa1"),
+    ("process", "the process before training (interpreter, libraries, data)", "#bab0ac"),
 )
+#: Parts that only some breakdowns have (the process part: CPU only); absent, they are no row.
+_OPTIONAL = ("process",)
 _BAR = 24
 
 
 def parts(b: dict[str, Any]) -> list[tuple[str, int | None, float | None, str]]:
     """(label, bytes, share of the sum in %, colour) of each part; the share is None when the
-    rest of the peak is unknown (the parts would not add up to the peak)."""
+    rest of the peak is unknown (the parts would not add up to the peak). The sum is the peak
+    wherever the peak is known (the process part on the CPU makes it so)."""
     values = b.get("bytes") or {}
-    known = [values.get(key) for key, _, _ in PARTS]
+    shown = [p for p in PARTS if p[0] not in _OPTIONAL or values.get(p[0]) is not None]
+    known = [values.get(key) for key, _, _ in shown]
     total = sum(v for v in known if v) if all(v is not None for v in known) else None
     return [(label, values.get(key), (100.0 * values[key] / total) if total and values.get(key)
-             is not None else None, color) for key, label, color in PARTS]
+             is not None else None, color) for key, label, color in shown]
 
 
 def rule_of_thumb(b: dict[str, Any]) -> str | None:

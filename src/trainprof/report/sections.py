@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trainprof.report.communication import render_communication, render_stragglers
+from trainprof.report.compilation import render_compilation
 from trainprof.report.copies import render_copies
 from trainprof.report.hotspots import render_kernels, render_operators
 from trainprof.report.idle import render_idle
@@ -39,3 +40,4 @@ RENDERERS.update(
 RENDERERS.update(modules=render_modules)
 RENDERERS.update(roofline=render_roofline, collectives=render_collectives,
                  collective_ranks=render_collective_ranks)
+RENDERERS.update(compilation=render_compilation)

@@ -51,7 +51,7 @@ def oom_line(o: dict[str, Any]) -> str:
 
 
 _DEVICE_COLUMNS = ("segments", "reserved", "allocated", "requested", "free in split segments",
-                   "releasable", "largest free block", "fragmentation")
+                   "releasable", "largest free block", "split free")
 
 
 def devices_table(s: dict[str, Any]) -> ByWidth:

@@ -13,6 +13,7 @@ from trainprof.analysis.breakdown import ALL_CATEGORIES
 from trainprof.analysis.overview import Analysis, RankAnalysis
 from trainprof.analysis.phases import PHASES
 from trainprof.analysis.rank_table import rank_table
+from trainprof.diagnose.findings import MINOR_SAVING_PCT, is_minor
 from trainprof.formatting import number
 from trainprof.report.labels import category_label
 from trainprof.report.quantities import ByWidth
@@ -229,8 +230,13 @@ def findings_panel(a: Analysis, overview: str = "below") -> Panel:
     grid = Table.grid(padding=(0, 1))
     grid.add_column(justify="right", no_wrap=True)  # the number, so that wrapped lines indent
     grid.add_column()
+    minor = []
     for i, f in enumerate(a.findings, 1):
         where = "" if f.rank is None else f" · rank {f.rank}"
+        if is_minor(f.saving_pct, f.severity):
+            minor.append(Text(f"{i}. [{f.severity}] {f.title}{where} · see {f.docs}",
+                              style="dim"))
+            continue
         head = Text()
         head.append(f"[{f.severity}] ", style=_SEVERITY_STYLE[f.severity])
         head.append(f.title, style="bold")
@@ -244,7 +250,10 @@ def findings_panel(a: Analysis, overview: str = "below") -> Panel:
             lines.append(Padding(Text(f.fix.pytorch, style="cyan"), (0, 0, 0, 4)))
         lines.append(Padding(Text(f"See {f.docs}", style="dim"), (0, 0, 0, 2)))
         grid.add_row(f"{i}.", Group(*lines))
-    parts = [grid]
+    parts: list = [grid]
+    if minor:
+        parts += [Text(f"Also seen, saving under {MINOR_SAVING_PCT}% of a step:", style="dim"),
+                  *(Padding(m, (0, 0, 0, 2)) for m in minor)]
     return Panel(Group(*parts), title="Findings, most costly first", title_align="left")
 
 

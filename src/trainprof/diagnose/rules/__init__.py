@@ -11,7 +11,16 @@ from collections.abc import Callable
 
 from trainprof.analysis.overview import Analysis, RankAnalysis
 from trainprof.diagnose.findings import Finding
-from trainprof.diagnose.rules import distributed, gpu, hardware, host, input, memory, training
+from trainprof.diagnose.rules import (
+    compilation,
+    distributed,
+    gpu,
+    hardware,
+    host,
+    input,
+    memory,
+    training,
+)
 
 RankRule = Callable[[RankAnalysis], Finding | None]
 JobRule = Callable[[Analysis, list[Finding]], list[Finding]]
@@ -37,6 +46,7 @@ RANK_RULES: list[RankRule] = [
     memory.memory_growth,
     memory.memory_fragmentation,
 ]
+RANK_RULES += [compilation.compilation, compilation.untraced_time, host.cuda_api_time]
 JOB_RULES: list[JobRule] = [
     distributed.communication_exposed,
     distributed.straggler,
@@ -50,3 +60,4 @@ FINDING_IDS = [
     "memory_pressure", "memory_headroom", "memory_growth", "memory_fragmentation",
     "communication_exposed", "straggler", "far_from_roofline", "slow_collectives",
 ]
+FINDING_IDS += ["compilation", "untraced_time", "cuda_api_time"]

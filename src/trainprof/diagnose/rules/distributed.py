@@ -25,25 +25,52 @@ EXPOSED_COMM_HIGH_PCT = 30.0
 STRAGGLER_MEDIUM_PCT = 5.0
 STRAGGLER_HIGH_PCT = 20.0
 
-OVERLAP_COMM = Fix(
-    summary=(
-        "Overlap gradient communication with backward and send less often: DDP bucket sizes, "
-        "no all-reduce on gradient-accumulation micro-steps, a larger batch per rank, NCCL on "
-        "GPUs."
-    ),
-    pytorch=(
-        "model = DDP(model, bucket_cap_mb=50, gradient_as_bucket_view=True)\n"
-        "with model.no_sync():   # on gradient-accumulation micro-steps\n"
-        "    loss.backward()"
-    ),
-    accelerate=(
-        "from accelerate.utils import DistributedDataParallelKwargs\n"
-        "accelerator = Accelerator(gradient_accumulation_steps=4, kwargs_handlers=[\n"
-        "    DistributedDataParallelKwargs(bucket_cap_mb=50, gradient_as_bucket_view=True)])\n"
-        "with accelerator.accumulate(model):\n"
-        "    ..."
-    ),
+#: The overlap advice every backend shares; the backend's own advice is added to it.
+_OVERLAP = (
+    "Overlap gradient communication with backward and send less often: DDP bucket sizes, "
+    "no all-reduce on gradient-accumulation micro-steps, a larger batch per rank"
 )
+_OVERLAP_PYTORCH = (
+    "model = DDP(model, bucket_cap_mb=50, gradient_as_bucket_view=True)\n"
+    "with model.no_sync():   # on gradient-accumulation micro-steps\n"
+    "    loss.backward()"
+)
+_OVERLAP_ACCELERATE = (
+    "from accelerate.utils import DistributedDataParallelKwargs\n"
+    "accelerator = Accelerator(gradient_accumulation_steps=4, kwargs_handlers=[\n"
+    "    DistributedDataParallelKwargs(bucket_cap_mb=50, gradient_as_bucket_view=True)])\n"
+    "with accelerator.accumulate(model):\n"
+    "    ..."
+)
+#: On GPUs over NCCL: the overlap advice alone.
+OVERLAP_COMM = Fix(summary=_OVERLAP + ".", pytorch=_OVERLAP_PYTORCH,
+                   accelerate=_OVERLAP_ACCELERATE)
+#: GPUs talking over gloo: NCCL is the backend for GPU tensors.
+OVERLAP_COMM_GLOO_GPU = Fix(
+    summary=_OVERLAP + ", and NCCL instead of gloo for GPU tensors.",
+    pytorch="dist.init_process_group('nccl')\n" + _OVERLAP_PYTORCH,
+    accelerate=_OVERLAP_ACCELERATE,
+)
+#: A CPU-only job (gloo): no GPU advice; halve the bytes instead.
+OVERLAP_COMM_CPU = Fix(
+    summary=_OVERLAP + ", and fewer bytes: compress gradients to bf16/fp16 with a DDP "
+    "communication hook.",
+    pytorch=("from torch.distributed.algorithms.ddp_comm_hooks import default_hooks\n"
+             "model.register_comm_hook(None, default_hooks.bf16_compress_hook)\n"
+             + _OVERLAP_PYTORCH),
+    accelerate=_OVERLAP_ACCELERATE,
+)
+
+
+def overlap_fix(r: RankAnalysis, backend: str | None) -> Fix:
+    """The fix that fits the rank's device and backend (no NCCL advice on a CPU-only job)."""
+    if not r.gpus:
+        return OVERLAP_COMM_CPU
+    if (backend or "").lower() == "gloo":
+        return OVERLAP_COMM_GLOO_GPU
+    return OVERLAP_COMM
+
+
 BALANCE_RANKS = Fix(
     summary=(
         "Make the slow rank keep pace: fix its own bottleneck (often its data loading), give "
@@ -103,7 +130,7 @@ def _exposed(r: RankAnalysis, waited_ms: float) -> Finding | None:
     for t in comm.types[:2]:
         size = f", {t.bytes / comm.steps / 1e6:.1f} MB/step" if t.sized else ""
         evidence.append(Evidence(f"{t.type}", t.count / comm.steps, "per step",
-                                 where(r, f"{t.time_us / comm.steps / 1000:.1f} ms/step{size}")))
+                                 where(r, f"{t.busy_us / comm.steps / 1000:.1f} ms/step{size}")))
     if waited_ms:
         evidence.append(Evidence("left out: waiting for the straggler", waited_ms, "ms/step",
                                  where(r)))
@@ -114,7 +141,7 @@ def _exposed(r: RankAnalysis, waited_ms: float) -> Finding | None:
         "Collectives (gradient all-reduce and others) run while no compute does, so the step "
         "pays for them in full instead of overlapping them with the backward pass.",
         evidence, share, "upper bound: all communication overlapped with compute",
-        OVERLAP_COMM,
+        overlap_fix(r, comm.backend),
     )
 
 

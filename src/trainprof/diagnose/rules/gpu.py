@@ -31,7 +31,7 @@ _SOFTMAX_OPS = ("aten::softmax", "aten::_softmax")
 LARGER_BATCH = Fix(
     summary=(
         "The kernels are too small to fill the GPU: raise the batch size (or sequence "
-        "length per step), or batch several requests together; the memory allows it."
+        "length per step), or batch several requests together."
     ),
     pytorch="loader = DataLoader(dataset, batch_size=4 * bs, ...)   # and scale the lr",
     accelerate=(
@@ -97,9 +97,21 @@ def low_occupancy(r: RankAnalysis) -> Finding | None:
         f"{share:.0f}% of kernel time runs on part of the GPU (fewer blocks than free SMs)",
         "The kernels launch fewer thread blocks than the GPU has free multiprocessors, so part of "
         "the GPU sits empty while they run: the work per kernel (the batch) is too small.",
-        evidence, saving, "per sample: a batch that fills every SM runs the same work in the "
-        "time the launches now leave empty (it does not shorten a step)", LARGER_BATCH,
+        evidence, saving, "per sample: the same samples, batched to fill every SM, take "
+        "this much less GPU time (the SM time the launches now leave empty)",
+        _larger_batch(peaks),
     )
+
+
+def _larger_batch(peaks: list[float]) -> Fix:
+    """The larger-batch fix, saying whether the memory allows it only when the peak is known."""
+    if peaks:
+        memory = (f" The memory allows it: the peak is {max(peaks):.0f}% of the device "
+                  f"(under {MEMORY_TO_SPARE_PCT:.0f}%).")
+    else:
+        memory = (" The trace has no memory figures (record with profile_memory=True): "
+                  "check that the larger batch fits.")
+    return Fix(LARGER_BATCH.summary + memory, LARGER_BATCH.pytorch, LARGER_BATCH.accelerate)
 
 
 def no_tensor_cores(r: RankAnalysis) -> Finding | None:

@@ -14,6 +14,7 @@ from trainprof.diagnose.rules.common import (
     severity,
     where,
 )
+from trainprof.diagnose.rules.compilation import untraced_left_pct
 from trainprof.diagnose.verdicts import (  # noqa: F401 (the rule's thresholds, by its module)
     STEP_CV,
     STEP_VARIANCE_HIGH_PCT,
@@ -127,7 +128,7 @@ STEADY_STEPS = Fix(
 def host_bound(r: RankAnalysis) -> Finding | None:
     host = r.sections.get("host")
     share = host.pct.get("host_bound") if host is not None else None
-    if share is None or share <= HOST_BOUND_PCT:
+    if share is None or share <= HOST_BOUND_PCT or _compiling_or_untraced(r, share):
         return None
     launch = r.sections["launch"]
     evidence = [
@@ -156,6 +157,16 @@ def host_bound(r: RankAnalysis) -> Finding | None:
         evidence, share, "upper bound: the host work is overlapped with GPU work or removed",
         _launch_fix(r), **step,
     )
+
+
+def _compiling_or_untraced(r: RankAnalysis, share: float) -> bool:
+    """Whether compilation or untraced time (their own findings) explain the GPU's wait:
+    then a larger batch or CUDA graphs are the wrong advice."""
+    c = r.sections.get("compilation")
+    if c is None:
+        return False
+    explained = (c.compile_pct or 0.0) + untraced_left_pct(r)
+    return share - explained <= HOST_BOUND_PCT
 
 
 def small_kernels(r: RankAnalysis) -> Finding | None:
@@ -270,4 +281,45 @@ def step_variance(r: RankAnalysis) -> Finding | None:
         "checkpointing, logging, garbage collection, recompilation) or contention.",
         evidence, saving, "the slow steps run as fast as the median step", STEADY_STEPS,
         step=s["slow_steps"][0],
+    )
+
+
+# cuda_api_time: the step's time inside CUDA API calls with no device work recorded beside them
+# (the breakdown's "runtime" category), as a share of the step, when host_bound cannot say it
+# (a trace with API calls but no device events).
+CUDA_API_PCT = 20.0
+CUDA_API_HIGH_PCT = 50.0
+RECORD_GPU = Fix(
+    summary=(
+        "The step is spent inside CUDA API calls, and the trace holds no GPU activity to say "
+        "what they wait for: record the GPU too (ProfilerActivity.CUDA), then look at the "
+        "calls: allocation (cudaMalloc: let the caching allocator keep its blocks), blocking "
+        "copies or syncs, or launch overhead (fewer, larger kernels; CUDA graphs)."
+    ),
+    pytorch=(
+        "from torch.profiler import ProfilerActivity, profile\n"
+        "with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:\n"
+        "    ..."
+    ),
+)
+
+
+def cuda_api_time(r: RankAnalysis) -> Finding | None:
+    share = r.breakdown_pct.get("runtime", 0.0)
+    if share <= CUDA_API_PCT or r.gpus:
+        return None  # with device events, host_bound and small_kernels measure this time
+    evidence = [
+        Evidence("step time inside CUDA API calls, nothing else running", share, "%",
+                 where(r)),
+        Evidence("per step", r.breakdown_ms.get("runtime", 0.0), "ms", where(r)),
+        Evidence("device events in the trace", 0, "", where(r)),
+    ]
+    return rank_finding(
+        r, "cuda_api_time", severity(share, CUDA_API_PCT, CUDA_API_HIGH_PCT),
+        f"CUDA API calls take {share:.0f}% of each step",
+        "The host spends this share of the step inside CUDA runtime or driver calls "
+        "(launches, allocations, copies, syncs) while no op or data loading runs. The trace "
+        "has no device events, so what the GPU did meanwhile is unknown.",
+        evidence, share, "upper bound: the calls made asynchronous, fewer, or removed",
+        RECORD_GPU,
     )
