@@ -26,10 +26,13 @@ from tracegen import TraceBuilder
 
 
 def noisy(text: str) -> list[str]:
-    """The floats of a JSON text written with more than 12 significant digits."""
+    """The floats of a JSON text written with more than 12 significant digits (a whole number
+    such as a FLOP count, 3138920644610.0, is exact, not noise)."""
     found: list[str] = []
 
     def keep(s: str) -> float:
+        if re.fullmatch(r"-?\d+\.0", s):
+            return float(s)
         digits = re.sub(r"[eE].*$", "", s).replace("-", "").replace(".", "").lstrip("0")
         if len(digits) > 12:
             found.append(s)

@@ -23,6 +23,7 @@ import numpy as np
 
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.exposure import window_sets
+from trainprof.analysis.frames import data_frame
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import share
 from trainprof.trace.compile_names import BACKWARD_COMPILE_NAMES, compiled_region, is_compile
@@ -61,6 +62,14 @@ class Compilation:
     names: list[str] = field(default_factory=list)  # the compile phases seen, by time
     #: Python frames (with_stack=True) inside the untraced time: (name, ms per step)
     untraced_frames: list[tuple[str, float]] = field(default_factory=list)
+
+    def to_pandas(self) -> Any:
+        """One row per step: ``step``, ``compile_ms``, ``untraced_ms``."""
+        untraced = dict(self.untraced_per_step_ms)
+        compiling = dict(self.compile_per_step_ms)
+        steps = sorted(set(untraced) | set(compiling))
+        return data_frame([{"step": s, "compile_ms": compiling.get(s, 0.0),
+                            "untraced_ms": untraced.get(s, 0.0)} for s in steps])
 
     def to_dict(self) -> dict[str, Any]:
         return {
