@@ -33,6 +33,10 @@ from trainprof.trace.model import DEVICE_KINDS, LAUNCH_KINDS, Kind, Trace, sync_
 
 #: The sentinel time of a point that nothing reaches yet.
 UNREACHED = np.int64(-(2**62))
+#: A host thread idle (inside no recorded range) for at least this long, while another thread's
+#: range ended inside that gap, is taken to have waited for it (the main thread blocked in
+#: ``backward()`` while the autograd thread runs the backward ops).
+THREAD_WAIT_MIN_NS = 50_000
 #: A device event ending this many ns after the host call returned still counts as awaited by it
 #: (the two clocks are aligned to about a microsecond).
 SYNC_TOLERANCE_NS = 1_000
@@ -277,6 +281,7 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
     blocking &= d.end >= d.issued
     waits = [(d_end_pt[blocking], d.launch_end_point[blocking])]
     waits.append(_sync_waits(trace, host, d, starts, n_threads, h))
+    waits.append(_thread_waits(host, h_chain, h_cat, n_threads))
     for src, dst in waits:
         edges.append((src, dst, time[dst] - time[src], Category.SYNC_WAIT))
         weight[dst] = 0  # the call's own time stretches to the device's: elastic
@@ -318,6 +323,37 @@ def _sync_waits(trace: Trace, host: _Host, d: _Device, starts: np.ndarray, n_thr
     found = _awaited(d, starts, step, host.time[ends - 1], host.time[ends])
     ok = found >= 0
     return offset + 2 * found[ok] + 1, ends[ok]
+
+
+def _thread_waits(host: _Host, chain: np.ndarray, category: np.ndarray,
+                  n_threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """(other thread's end point, point) for long idle gaps of a host thread that another
+    thread's range ended inside: the later point waited for it (THREAD_WAIT_MIN_NS)."""
+    t = host.time
+    gap = np.r_[0, np.diff(t)] if len(t) else np.zeros(0, dtype=np.int64)
+    head = np.r_[True, chain[1:] != chain[:-1]] if len(t) else np.zeros(0, dtype=bool)
+    idle = np.flatnonzero(~head & (category == Category.UNTRACED_HOST)
+                          & (gap >= THREAD_WAIT_MIN_NS))
+    ends = np.flatnonzero(~host.is_start)
+    if not len(idle) or not len(ends):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    step = host.chain_key // (n_threads + 1)
+    span = np.int64(2**44)
+    key = step[ends] * span + t[ends] - t.min()
+    by_key = np.argsort(key, kind="stable")
+    keys, ends = key[by_key], ends[by_key]
+    hit = np.searchsorted(keys, step[idle] * span + t[idle] - t.min(), side="right") - 1
+    found = np.full(len(idle), -1, dtype=np.int64)
+    todo = np.ones(len(idle), dtype=bool)
+    for _ in range(8):  # skip the waiting thread's own ends
+        cand = ends[np.maximum(hit, 0)]
+        ok = todo & (hit >= 0) & (step[cand] == step[idle])
+        other = ok & (chain[cand] != chain[idle])
+        found[other] = cand[other]
+        todo &= ok & ~other
+        hit -= 1
+    inside = (found >= 0) & (t[np.maximum(found, 0)] > t[np.maximum(idle - 1, 0)])
+    return found[inside], idle[inside]
 
 
 def _concat_edges(edges):

@@ -7,6 +7,7 @@ import numpy as np
 from trainprof.analysis.critical_path.categories import CATEGORY_KEYS, Category
 from trainprof.analysis.critical_path.graph import StepGraph, build_graph
 from trainprof.analysis.critical_path.replay import (
+    WhatIfReplay,
     binding_inputs,
     replay,
     step_ends,
@@ -102,6 +103,7 @@ def _what_ifs(g: StepGraph, t: np.ndarray, ends: np.ndarray, item_us: np.ndarray
     if not reached.any():
         return []
     now = _mean_step_ms(ends, g, reached)
+    fast = WhatIfReplay(g)
     out = []
     for i in np.argsort(-item_us, kind="stable")[:WHAT_IF_ITEMS]:
         if item_us[i] <= 0:
@@ -112,8 +114,7 @@ def _what_ifs(g: StepGraph, t: np.ndarray, ends: np.ndarray, item_us: np.ndarray
             w = g.weight.copy()
             mask = g.item == i
             w[mask] = np.rint(w[mask] * scale).astype(np.int64)
-            t2, _ = replay(g, w, start=t)
-            scaled.append(_mean_step_ms(step_ends(g, t2), g, reached))
+            scaled.append(_mean_step_ms(fast.step_ends(w), g, reached))
         out.append(PathItem(kind=kind, name=name, on_path_us=float(item_us[i]),
                             on_path_pct=100.0 * float(item_us[i]) / total_us if total_us else 0.0,
                             step_ms=now, step_ms_if_zero=scaled[0], step_ms_if_half=scaled[1]))
