@@ -81,16 +81,27 @@ def binding_inputs(g: StepGraph, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return pred, via
 
 
-def walk_back(pred: np.ndarray, end: int) -> list[int]:
-    """The points from ``end`` back to the anchor that started it, in time order."""
-    chain = pred.tolist()
-    path = [end]
-    p = chain[end]
-    while p >= 0 and len(path) <= len(chain):  # a cycle (clock skew) cannot trap the walk
-        path.append(p)
-        p = chain[p]
-    path.reverse()
-    return path
+class PathWalker:
+    """Reads critical paths back from the binding inputs, a run of chain edges at a time."""
+
+    def __init__(self, pred: np.ndarray) -> None:
+        n = len(pred)
+        idx = np.arange(n)
+        by_chain = (pred == idx - 1) & (pred >= 0)
+        # The first point of the run of chain-bound points that ends at each point.
+        self._run_start = np.maximum.accumulate(np.where(by_chain, 0, idx)).tolist() if n else []
+        self._pred = pred.tolist()
+
+    def path(self, end: int) -> np.ndarray:
+        """The points from ``end`` back to the anchor that started it, in time order."""
+        runs = []
+        p, guard = end, len(self._pred)
+        while p >= 0 and guard > 0:  # a cycle (clock skew) cannot trap the walk
+            q = self._run_start[p]
+            runs.append(np.arange(q, p + 1))
+            p = self._pred[q]
+            guard -= 1
+        return np.concatenate(runs[::-1]) if runs else np.zeros(0, dtype=np.int64)
 
 
 class WhatIfReplay:
@@ -104,7 +115,8 @@ class WhatIfReplay:
     repeat in the rare case that clock skew put an edge against recorded time.
     """
 
-    def __init__(self, g: StepGraph) -> None:
+    def __init__(self, g: StepGraph, steps: np.ndarray | None = None) -> None:
+        """``steps``: mask of the steps to replay (all by default); the others stay unreached."""
         self.g = g
         n = len(g.time)
         heads = g.heads
@@ -112,6 +124,11 @@ class WhatIfReplay:
         keep = heads | tails | (g.anchor > UNREACHED)
         keep[g.src] = True
         keep[g.dst] = True
+        if steps is not None:
+            keep &= steps[g.chain_step[g.chain]]
+            inside = steps[g.chain_step[g.chain[g.dst]]]
+        else:
+            inside = np.ones(len(g.dst), dtype=bool)
         kept = np.flatnonzero(keep)
         order = np.lexsort((kept, g.time[kept]))
         self.points = kept[order]  # in visiting order
@@ -124,13 +141,14 @@ class WhatIfReplay:
         has_prev = self._prev[self.points] >= 0
         self._chain_dst = np.flatnonzero(has_prev)
         self._chain_src = rank[self._prev[self.points[has_prev]]]
-        self._cross_dst = rank[g.dst]
-        self._cross_src = rank[g.src]
+        self._cross_dst = rank[g.dst[inside]]
+        self._cross_src = rank[g.src[inside]]
+        self._cross_lag = g.lag[inside]
         self.anchor = g.anchor[self.points].tolist()
         self.step = g.chain_step[g.chain[self.points]]
         back = self._cross_src > self._cross_dst  # against recorded time: clock skew
         self._back_src, self._back_dst = self._cross_src[back], self._cross_dst[back]
-        self._back_lag = g.lag[back]
+        self._back_lag = self._cross_lag[back]
 
     def step_ends(self, weight: np.ndarray, max_rounds: int = 8) -> np.ndarray:
         """The latest time of each step (ns) with these chain weights."""
@@ -139,18 +157,15 @@ class WhatIfReplay:
         gain = cs[pts] - cs[self._prev[pts]]
         dst = np.r_[self._chain_dst, self._cross_dst]
         by_dst = np.argsort(dst, kind="stable")
-        src = np.r_[self._chain_src, self._cross_src][by_dst].tolist()
-        lag = np.r_[gain, self.g.lag][by_dst].tolist()
-        bounds = np.searchsorted(dst[by_dst], np.arange(len(self.points) + 1)).tolist()
+        edges = list(zip(dst[by_dst].tolist(), np.r_[self._chain_src, self._cross_src][by_dst]
+                         .tolist(), np.r_[gain, self._cross_lag][by_dst].tolist(), strict=True))
         t = list(self.anchor)
         for _ in range(max_rounds):
-            for p in range(len(t)):
-                v = t[p]
-                for e in range(bounds[p], bounds[p + 1]):
-                    s = t[src[e]] + lag[e]
-                    if s > v:
-                        v = s
-                t[p] = v
+            # Edges by destination in visiting order: every source is final when read.
+            for d, s, lag in edges:
+                v = t[s] + lag
+                if v > t[d]:
+                    t[d] = v
             times = np.array(t, dtype=np.int64)
             if not (times[self._back_src] + self._back_lag > times[self._back_dst]).any():
                 break

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 #: Path pieces written to JSON per step: the longest ones, in time order.
 JSON_PIECES = 100
 
@@ -24,19 +26,49 @@ class PathPiece:
 
 
 @dataclass
+class PathPieces:
+    """A step's path as columns: stretches on one lane of one category and name, in time
+    order (µs from the trace's t0)."""
+
+    lane: np.ndarray  # int64 into ``lanes``
+    start_us: np.ndarray  # float64
+    end_us: np.ndarray  # float64
+    category: np.ndarray  # int64 into ``categories``
+    name: np.ndarray  # int64 into ``names``, -1 for none
+    lanes: list[str]
+    categories: tuple[str, ...]
+    names: list[str]
+
+    def __len__(self) -> int:
+        return len(self.start_us)
+
+    def piece(self, i: int) -> PathPiece:
+        n = int(self.name[i])
+        return PathPiece(self.lanes[int(self.lane[i])], float(self.start_us[i]),
+                         float(self.end_us[i]), self.categories[int(self.category[i])],
+                         self.names[n] if n >= 0 else "")
+
+    def longest(self, count: int) -> list[PathPiece]:
+        """The ``count`` longest pieces, in time order."""
+        keep = np.sort(np.argsort(-(self.end_us - self.start_us), kind="stable")[:count])
+        return [self.piece(int(i)) for i in keep]
+
+
+@dataclass
 class StepPath:
     """One step's critical path."""
 
     step: int
+    start_us: float  # the step's start, µs from the trace's t0
     step_us: float  # from the step's start to the end of its path
     split_us: dict[str, float]  # by category; sums to step_us
-    pieces: list[PathPiece]
+    pieces: PathPieces
 
     def to_dict(self) -> dict[str, Any]:
-        longest = sorted(self.pieces, key=lambda p: p.end_us - p.start_us, reverse=True)
-        kept = sorted(longest[:JSON_PIECES], key=lambda p: p.start_us)
-        return {"step": self.step, "step_us": self.step_us, "split_us": self.split_us,
-                "pieces": [p.to_dict() for p in kept], "pieces_total": len(self.pieces)}
+        return {"step": self.step, "start_us": self.start_us, "step_us": self.step_us,
+                "split_us": self.split_us,
+                "pieces": [p.to_dict() for p in self.pieces.longest(JSON_PIECES)],
+                "pieces_total": len(self.pieces)}
 
 
 @dataclass

@@ -7,13 +7,13 @@ import numpy as np
 from trainprof.analysis.critical_path.categories import CATEGORY_KEYS, Category
 from trainprof.analysis.critical_path.graph import StepGraph, build_graph
 from trainprof.analysis.critical_path.replay import (
+    PathWalker,
     WhatIfReplay,
     binding_inputs,
     replay,
     step_ends,
-    walk_back,
 )
-from trainprof.analysis.critical_path.result import CriticalPath, PathItem, PathPiece, StepPath
+from trainprof.analysis.critical_path.result import CriticalPath, PathItem, PathPieces, StepPath
 from trainprof.analysis.steps import StepWindows
 from trainprof.trace.model import Trace
 
@@ -21,6 +21,9 @@ from trainprof.trace.model import Trace
 WHAT_IF_ITEMS = 6
 #: Scales a what-if applies to an item's time.
 WHAT_IF_SCALES = (0.0, 0.5)
+#: Graph points one what-if replay visits at most (about 50 ms each on this machine type): a
+#: longer trace replays evenly spaced steps only, and says so.
+WHAT_IF_POINTS = 60_000
 
 
 def critical_path(trace: Trace, steps: StepWindows) -> CriticalPath:
@@ -32,16 +35,19 @@ def critical_path(trace: Trace, steps: StepWindows) -> CriticalPath:
     pred, via = binding_inputs(g, t)
     ends = step_ends(g, t)
     last = _last_points(g, t)
-    paths, item_us = [], np.zeros(len(g.items))
+    paths, item_us, walker = [], np.zeros(len(g.items)), PathWalker(pred)
     for k in range(len(g.step_start)):
         if last[k] < 0:
             continue
-        path = walk_back(pred, int(last[k]))
+        path = walker.path(int(last[k]))
         paths.append(_step_path(trace, g, t, via, path, k, int(steps.numbers[k]), item_us))
     total = sum(p.step_us for p in paths)
     split = {key: sum(p.split_us[key] for p in paths) for key in CATEGORY_KEYS}
     pct = {key: (100.0 * v / total if total > 0 else 0.0) for key, v in split.items()}
-    items = _what_ifs(g, t, ends, item_us, total)
+    items, replayed = _what_ifs(g, t, ends, item_us, total)
+    if replayed < len(paths):
+        notes.append(f"What-ifs replay {replayed} of the {len(paths)} steps (evenly spaced), "
+                     "to keep the analysis fast; their step times are those steps' mean.")
     if not paths:
         notes.append("No step holds recorded work: there is no critical path to show.")
     return CriticalPath(steps=paths, split_us=split, split_pct=pct, items=items,
@@ -57,60 +63,60 @@ def _last_points(g: StepGraph, t: np.ndarray) -> np.ndarray:
     return out
 
 
-def _step_path(trace: Trace, g: StepGraph, t: np.ndarray, via: np.ndarray, path: list[int],
+def _step_path(trace: Trace, g: StepGraph, t: np.ndarray, via: np.ndarray, pts: np.ndarray,
                k: int, number: int, item_us: np.ndarray) -> StepPath:
-    split = dict.fromkeys(CATEGORY_KEYS, 0.0)
-    first = path[0]
-    lead = float(t[first] - g.step_start[k]) / 1000.0
-    split[Category.UNTRACED_HOST.name.lower()] += lead
-    pieces: list[PathPiece] = []
-    names = trace.events.names
-    for a, b in zip(path[:-1], path[1:], strict=True):
-        us = float(t[b] - t[a]) / 1000.0
-        if via[b] >= 0:
-            cat = Category(int(g.cross_category[via[b]]))
-            lane, name = g.chain_lane[g.chain[b]], ""
-        else:
-            cat = Category(int(g.category[b]))
-            lane = g.chain_lane[g.chain[b]]
-            e = int(g.event[b])
-            name = names[trace.events.name[e]] if e >= 0 else ""
-            if g.item[b] >= 0:
-                item_us[g.item[b]] += us
-        split[cat.name.lower()] += us
-        if us > 0:
-            _add_piece(pieces, PathPiece(lane, t[a] / 1000.0, t[b] / 1000.0,
-                                         cat.name.lower(), name))
-    step_us = float(t[path[-1]] - g.step_start[k]) / 1000.0
-    return StepPath(step=number, step_us=step_us, split_us=split, pieces=pieces)
+    a, b = pts[:-1], pts[1:]
+    us = (t[b] - t[a]) / 1000.0
+    cross = via[b] >= 0
+    cat = np.where(cross, g.cross_category[np.maximum(via[b], 0)], g.category[b]).astype(np.int64)
+    item = np.where(cross, -1, g.item[b])
+    np.add.at(item_us, item[item >= 0], us[item >= 0])
+    split_arr = np.bincount(cat, weights=us, minlength=len(CATEGORY_KEYS))
+    lead = float(t[pts[0]] - g.step_start[k]) / 1000.0
+    split_arr[Category.UNTRACED_HOST] += lead
+    split = {key: float(v) for key, v in zip(CATEGORY_KEYS, split_arr, strict=True)}
+    event = np.where(cross, -1, g.event[b])
+    name = np.where(event >= 0, trace.events.name[np.maximum(event, 0)], -1)
+    lane = g.chain[b]
+    pieces = _merged(lane, t[a] / 1000.0, t[b] / 1000.0, cat, name, us > 0)
+    pieces.lanes, pieces.names = g.chain_lane, trace.events.names
+    step_us = float(t[pts[-1]] - g.step_start[k]) / 1000.0
+    return StepPath(step=number, start_us=float(g.step_start[k]) / 1000.0, step_us=step_us,
+                    split_us=split, pieces=pieces)
 
 
-def _add_piece(pieces: list[PathPiece], piece: PathPiece) -> None:
-    """Append, merging with the previous piece when it continues it on the same lane."""
-    if pieces:
-        prev = pieces[-1]
-        if (prev.lane, prev.category, prev.name) == (piece.lane, piece.category, piece.name) \
-                and abs(prev.end_us - piece.start_us) < 1e-9:
-            prev.end_us = piece.end_us
-            return
-    piece.start_us, piece.end_us = float(piece.start_us), float(piece.end_us)
-    pieces.append(piece)
+def _merged(lane: np.ndarray, start: np.ndarray, end: np.ndarray, cat: np.ndarray,
+            name: np.ndarray, keep: np.ndarray) -> PathPieces:
+    """Stretches of time with one lane, category and name merged into one piece."""
+    lane, start, end, cat, name = lane[keep], start[keep], end[keep], cat[keep], name[keep]
+    same = (lane[1:] == lane[:-1]) & (cat[1:] == cat[:-1]) & (name[1:] == name[:-1]) \
+        & (start[1:] == end[:-1])
+    first = np.flatnonzero(np.r_[True, ~same])
+    last = np.r_[first[1:], len(start)] - 1
+    return PathPieces(lane=lane[first], start_us=start[first], end_us=end[last],
+                      category=cat[first], name=name[first], lanes=[],
+                      categories=CATEGORY_KEYS, names=[])
 
 
 def _what_ifs(g: StepGraph, t: np.ndarray, ends: np.ndarray, item_us: np.ndarray,
-              total_us: float) -> list[PathItem]:
+              total_us: float) -> tuple[list[PathItem], int]:
     reached = ends > np.iinfo(np.int64).min // 2
     if not reached.any():
-        return []
-    now = _mean_step_ms(ends, g, reached)
-    fast = WhatIfReplay(g)
+        return [], 0
+    chosen = _replayed_steps(g, reached)
+    now = _mean_step_ms(ends, g, chosen)
+    fast = WhatIfReplay(g, chosen)
+    reached = chosen
     out = []
     for i in np.argsort(-item_us, kind="stable")[:WHAT_IF_ITEMS]:
         if item_us[i] <= 0:
             break
         kind, name = g.items[i]
-        scaled = []
+        scaled: list[float] = []
         for scale in WHAT_IF_SCALES:
+            if scaled and scaled[0] >= now:  # no saving at zero: none at any scale
+                scaled.append(now)
+                continue
             w = g.weight.copy()
             mask = g.item == i
             w[mask] = np.rint(w[mask] * scale).astype(np.int64)
@@ -118,7 +124,22 @@ def _what_ifs(g: StepGraph, t: np.ndarray, ends: np.ndarray, item_us: np.ndarray
         out.append(PathItem(kind=kind, name=name, on_path_us=float(item_us[i]),
                             on_path_pct=100.0 * float(item_us[i]) / total_us if total_us else 0.0,
                             step_ms=now, step_ms_if_zero=scaled[0], step_ms_if_half=scaled[1]))
-    return out
+    return out, int(reached.sum())
+
+
+def _replayed_steps(g: StepGraph, reached: np.ndarray) -> np.ndarray:
+    """The steps the what-ifs replay: all, or evenly spaced ones within WHAT_IF_POINTS."""
+    touched = np.zeros(len(g.time), dtype=bool)
+    touched[g.src] = touched[g.dst] = True
+    per_step = np.bincount(g.chain_step[g.chain[touched]], minlength=len(reached))
+    total = int(per_step[reached].sum())
+    if total <= WHAT_IF_POINTS:
+        return reached
+    steps = np.flatnonzero(reached)
+    count = max(1, int(len(steps) * WHAT_IF_POINTS / total))
+    chosen = np.zeros(len(reached), dtype=bool)
+    chosen[steps[np.linspace(0, len(steps) - 1, count).round().astype(int)]] = True
+    return chosen
 
 
 def _mean_step_ms(ends: np.ndarray, g: StepGraph, reached: np.ndarray) -> float:
