@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainprof.analysis.communication import communication
 from trainprof.analysis.copies import copies
+from trainprof.analysis.critical_path import critical_path
 from trainprof.analysis.host import host_time
 from trainprof.analysis.idle import idle_time
 from trainprof.analysis.kernels import kernel_stats
@@ -44,6 +45,7 @@ SECTIONS += [
     ("syncs", sync_stats),
     ("host", host_time),
 ]
+SECTIONS += [("critical_path", critical_path)]
 
 
 def run_sections(trace: Trace, steps: StepWindows) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from trainprof.report.communication import render_communication, render_stragglers
 from trainprof.report.copies import render_copies
+from trainprof.report.critical_path import render_critical_path
 from trainprof.report.hotspots import render_kernels, render_operators
 from trainprof.report.idle import render_idle
 from trainprof.report.launches import render_launch, render_syncs
@@ -30,3 +31,4 @@ RENDERERS.update(
     launch=render_launch,
     syncs=render_syncs,
 )
+RENDERERS.update(critical_path=render_critical_path)
