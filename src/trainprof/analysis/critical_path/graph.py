@@ -208,9 +208,11 @@ def _awaited(d: _Device, step_start: np.ndarray, step: np.ndarray, call_start: n
     return np.where((found >= 0) & late_enough, found, -1)
 
 
-def typical_launch_lag(d: _Device, prev_end: np.ndarray) -> int:
-    """The median time from a launch call's start to its work starting on an idle stream."""
+def typical_launch_lag(d: _Device, prev_end: np.ndarray, other_end: np.ndarray) -> int:
+    """The median time from a launch call's start to its work starting, over work that waited
+    for nothing else (its stream idle, no other stream's work ending after the launch)."""
     idle = (d.launch_point >= 0) & (prev_end <= d.issued) & (d.start >= d.issued)
+    idle &= other_end <= d.issued
     lags = (d.start - d.issued)[idle]
     return int(np.median(lags)) if len(lags) else 0
 
@@ -235,11 +237,11 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
     m = len(d.event)
     d_head = np.r_[True, d.chain_key[1:] != d.chain_key[:-1]] if m else np.zeros(0, dtype=bool)
     prev_end = np.where(d_head, UNREACHED, np.r_[UNREACHED, d.end[:-1]])
-    lag0 = typical_launch_lag(d, prev_end)
     other = _other_stream_ends(d, ev.device[d.event].astype(np.int64))
+    c_other = np.where(other >= 0, d.end[np.maximum(other, 0)], UNREACHED)
+    lag0 = typical_launch_lag(d, prev_end, c_other)
     waited = d.start - d.issued
     c_launch = np.where(d.launch_point >= 0, d.issued + np.minimum(lag0, waited), UNREACHED)
-    c_other = np.where(other >= 0, d.end[np.maximum(other, 0)], UNREACHED)
     binding = np.argmax(np.stack([prev_end, c_launch, c_other]), axis=0)
     unexplained = (prev_end == UNREACHED) & (c_launch == UNREACHED) & (c_other == UNREACHED)
     d_cat, d_item = device_categories(trace, d.event, table)
