@@ -17,6 +17,7 @@ import numpy as np
 from trainprof.report import html_tables as tables
 from trainprof.report import svg
 from trainprof.report.html_chart import Chart
+from trainprof.report.html_critical_path import path_chart, split_table, what_if_table
 from trainprof.report.html_memory import memory_charts
 from trainprof.report.html_tables import Table, fmt
 from trainprof.report.labels import (
@@ -50,6 +51,8 @@ class RankView:
     memory: list[Chart] = field(default_factory=list)
     communication: Table | None = None
     notes: list[str] = field(default_factory=list)
+    critical_path: Chart | None = None
+    critical_path_tables: list[Table] = field(default_factory=list)
 
 
 def finding_view(f: dict[str, Any], number: int) -> dict[str, Any]:
@@ -111,6 +114,9 @@ def rank_view(r: dict[str, Any], index: int, rows: int) -> RankView:
         communication=(tables.communication_table(r["communication"])
                        if r.get("communication") else None),
         notes=[str(n) for n in r.get("notes", [])],
+        critical_path=path_chart(r.get("critical_path")),
+        critical_path_tables=[t for t in (split_table(r.get("critical_path")),
+                                          what_if_table(r.get("critical_path"))) if t],
     )
 
 
