@@ -287,6 +287,9 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
     for src, dst in waits:
         edges.append((src, dst, time[dst] - time[src], Category.SYNC_WAIT))
         weight[dst] = 0  # the call's own time stretches to the device's: elastic
+    src, dst = _thread_starts(host, h_chain, h_head, n_threads)
+    edges.append((src, dst, time[dst] - time[src], Category.UNTRACED_HOST))
+    anchor[dst] = UNREACHED  # started by the other thread, not at a fixed time
     src, dst, lag, ccat = _concat_edges(edges)
     chain_step = np.r_[h_keys // (n_threads + 1), _chain_steps(d)]
     lanes = [f"host thread {trace.threads[k % (n_threads + 1)][1]}" for k in h_keys.tolist()]
@@ -356,6 +359,35 @@ def _thread_waits(host: _Host, chain: np.ndarray, category: np.ndarray,
         hit -= 1
     inside = (found >= 0) & (t[np.maximum(found, 0)] > t[np.maximum(idle - 1, 0)])
     return found[inside], idle[inside]
+
+
+def _thread_starts(host: _Host, chain: np.ndarray, head: np.ndarray,
+                   n_threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """(other thread's point, head) for host threads that start working inside a step (the
+    autograd thread when the main thread calls ``backward()``): the latest point of another
+    thread at or before the head, which released it. The step's first thread keeps its start."""
+    t = host.time
+    if not len(t):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    step = host.chain_key // (n_threads + 1)
+    first = np.full(int(step.max()) + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, step, t)
+    heads = np.flatnonzero(head & (t - first[step] >= THREAD_WAIT_MIN_NS))
+    span = np.int64(2**44)
+    key = step * span + t - t.min()
+    by_key = np.argsort(key, kind="stable")
+    keys = key[by_key]
+    hit = np.searchsorted(keys, key[heads], side="right") - 1
+    found = np.full(len(heads), -1, dtype=np.int64)
+    todo = np.ones(len(heads), dtype=bool)
+    for _ in range(8):  # skip the head's own points at the same time
+        cand = by_key[np.maximum(hit, 0)]
+        ok = todo & (hit >= 0) & (step[cand] == step[heads])
+        other = ok & (chain[cand] != chain[heads])
+        found[other] = cand[other]
+        todo &= ok & ~other
+        hit -= 1
+    return found[found >= 0], heads[found >= 0]
 
 
 def _concat_edges(edges):
