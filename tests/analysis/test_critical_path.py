@@ -11,11 +11,11 @@ import pytest
 
 from trainprof.analysis.critical_path import critical_path
 from trainprof.analysis.critical_path.graph import build_graph
-from trainprof.analysis.critical_path.replay import replay
+from trainprof.analysis.critical_path.replay import WhatIfReplay, replay, step_ends
 from trainprof.analysis.steps import StepWindows, find_steps
 from trainprof.trace.load import load_file
 
-from conftest import ALEXNET, RESNET_W0
+from conftest import ALEXNET, RESNET_W0, RESNET_W0_SPAN2
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 
@@ -122,7 +122,33 @@ def test_collective_waits_for_the_compute_stream(builder, tmp_path):
     assert compute.step_ms_if_zero == pytest.approx(0.335)
 
 
-@pytest.mark.parametrize("path", [RESNET_W0, ALEXNET], ids=["resnet50", "alexnet"])
+def test_host_only_trace(builder, tmp_path):
+    # A CPU run: ops, a sync call that waits for nothing, and a DataLoader wait.
+    builder.step(1, 0, 500)
+    builder.op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 200)
+    builder.op("aten::linear", 200, 250)
+    builder.event("cuda_runtime", "cudaDeviceSynchronize", 460, 10)
+    _, result = _analyse(builder, tmp_path)
+    split = result.steps[0].split_us
+    assert split["data_loading"] == pytest.approx(200)
+    assert split["host_compute"] == pytest.approx(250)
+    assert split["sync_wait"] == pytest.approx(10)  # the call's own time: nothing to wait for
+    assert split["untraced_host"] == pytest.approx(40)
+    loader = _item(result, "data_loader", "DataLoader")
+    assert loader.step_ms_if_zero == pytest.approx(0.3)
+
+
+def test_empty_trace_window(builder, tmp_path):
+    builder.op("aten::add", 0, 10)
+    trace = load_file(builder.write(tmp_path / "t.json"))
+    w = StepWindows(numbers=np.array([1]), starts=np.array([1e6]), ends=np.array([2e6]),
+                    source="annotation")
+    result = critical_path(trace, w)
+    assert result.steps == [] and result.items == [] and result.notes
+
+
+@pytest.mark.parametrize("path", [RESNET_W0, RESNET_W0_SPAN2, ALEXNET],
+                         ids=["resnet50", "resnet50-span2", "alexnet"])
 def test_replay_reproduces_the_recorded_times(path):
     trace = load_file(path)
     g = build_graph(trace, find_steps(trace))
@@ -130,6 +156,9 @@ def test_replay_reproduces_the_recorded_times(path):
     assert converged
     # Every point is explained by one input and no input is later than it was recorded.
     assert np.array_equal(t, g.time)
+    # The what-if replay (touched points only, in topological order) agrees with the full
+    # replay when nothing changes, even where a sync returned before its work was seen ending.
+    assert np.array_equal(WhatIfReplay(g, t).step_ends(g.weight), step_ends(g, t))
 
 
 def _window(path, name, instance):

@@ -187,6 +187,8 @@ def _awaited(d: _Device, step_start: np.ndarray, step: np.ndarray, call_start: n
     """For host calls that block, the device event each waited for: of the step's device work
     launched before the call, the one ending last before the call returned (-1 for none: the
     device was already idle when the call began)."""
+    if not len(d.event):
+        return np.full(len(step), -1, dtype=np.int64)
     span = np.int64(2**44)
     rel = np.clip(d.end - step_start[d.step], 0, span - 1)
     order = np.argsort(d.step * span + rel, kind="stable")

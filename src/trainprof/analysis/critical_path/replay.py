@@ -11,6 +11,8 @@ training step. The critical path is read back by following each point's binding 
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 
 from trainprof.analysis.critical_path.graph import UNREACHED, StepGraph
@@ -70,6 +72,8 @@ def binding_inputs(g: StepGraph, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     n = len(t)
     pred = np.full(n, -1, dtype=np.int64)
     via = np.full(n, -1, dtype=np.int64)
+    if not n:
+        return pred, via
     arrive = t[g.src] + g.lag
     hit = (t[g.src] > UNREACHED) & (arrive == t[g.dst])
     edges = np.flatnonzero(hit)
@@ -104,19 +108,43 @@ class PathWalker:
         return np.concatenate(runs[::-1]) if runs else np.zeros(0, dtype=np.int64)
 
 
+def _topological(n: int, src: np.ndarray, dst: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """A topological order of n nodes (Kahn's algorithm, seeded in ``start`` order); nodes
+    left in a cycle (clock skew can close one) follow in ``start`` order."""
+    indegree = np.bincount(dst, minlength=n).tolist()
+    by_src = np.argsort(src, kind="stable")
+    bounds = np.searchsorted(src[by_src], np.arange(n + 1)).tolist()
+    targets = dst[by_src].tolist()
+    ready = deque(i for i in start.tolist() if indegree[i] == 0)
+    out = []
+    while ready:
+        i = ready.popleft()
+        out.append(i)
+        for j in targets[bounds[i]:bounds[i + 1]]:
+            indegree[j] -= 1
+            if indegree[j] == 0:
+                ready.append(j)
+    if len(out) < n:
+        seen = np.zeros(n, dtype=bool)
+        seen[out] = True
+        out += [i for i in start.tolist() if not seen[i]]
+    return np.array(out, dtype=np.int64)
+
+
 class WhatIfReplay:
     """Fast replays of one graph with changed chain weights, for the what-if table.
 
     A point's time only depends on its chain's previous point unless a cross edge or an anchor
     touches it, so the replay visits only the touched points and the chains' last points (a
-    step ends at one of those) once each, in recorded-time order, summing the chain weights in
-    between. A deep graph (hundreds of blocking copies or collectives a step, each a hop between
-    chains) then costs one visit per point rather than one pass over the graph per hop. Visits
-    repeat in the rare case that clock skew put an edge against recorded time.
+    step ends at one of those) once each, in time order, summing the chain weights in
+    between, in a topological order. A deep graph (hundreds of blocking copies or collectives a
+    step, each a hop between chains) then costs one visit per point rather than one pass over
+    the graph per hop. Visits repeat in the rare case that clock skew closed a cycle.
     """
 
-    def __init__(self, g: StepGraph, steps: np.ndarray | None = None) -> None:
-        """``steps``: mask of the steps to replay (all by default); the others stay unreached."""
+    def __init__(self, g: StepGraph, t: np.ndarray, steps: np.ndarray | None = None) -> None:
+        """``t``: the graph's replayed times (``replay``), whose order the visits follow;
+        ``steps``: mask of the steps to replay (all by default); the others stay unreached."""
         self.g = g
         n = len(g.time)
         heads = g.heads
@@ -130,23 +158,28 @@ class WhatIfReplay:
         else:
             inside = np.ones(len(g.dst), dtype=bool)
         kept = np.flatnonzero(keep)
-        order = np.lexsort((kept, g.time[kept]))
-        self.points = kept[order]  # in visiting order
-        rank = np.full(n, -1, dtype=np.int64)
-        rank[self.points] = np.arange(len(self.points))
-        # The previous kept point of each kept point's chain (kept is in chain order).
+        # Chain edges between kept points (kept is in chain order), and the cross edges.
         prev_in_chain = np.where(heads[kept], -1, np.r_[-1, kept[:-1]])
         self._prev = np.full(n, -1, dtype=np.int64)
         self._prev[kept] = prev_in_chain
-        has_prev = self._prev[self.points] >= 0
+        index = np.full(n, -1, dtype=np.int64)
+        index[kept] = np.arange(len(kept))
+        linked = prev_in_chain >= 0
+        src = np.r_[index[prev_in_chain[linked]], index[g.src[inside]]]
+        dst = np.r_[np.flatnonzero(linked), index[g.dst[inside]]]
+        order = _topological(len(kept), src, dst, np.lexsort((kept, t[kept])))
+        self.points = kept[order]  # in visiting order
+        rank = np.empty(len(kept), dtype=np.int64)
+        rank[order] = np.arange(len(kept))
+        has_prev = linked[order]
         self._chain_dst = np.flatnonzero(has_prev)
-        self._chain_src = rank[self._prev[self.points[has_prev]]]
-        self._cross_dst = rank[g.dst[inside]]
-        self._cross_src = rank[g.src[inside]]
+        self._chain_src = rank[index[self._prev[self.points[has_prev]]]]
+        self._cross_dst = rank[index[g.dst[inside]]]
+        self._cross_src = rank[index[g.src[inside]]]
         self._cross_lag = g.lag[inside]
         self.anchor = g.anchor[self.points].tolist()
         self.step = g.chain_step[g.chain[self.points]]
-        back = self._cross_src > self._cross_dst  # against recorded time: clock skew
+        back = self._cross_src > self._cross_dst  # only inside a cycle (clock skew)
         self._back_src, self._back_dst = self._cross_src[back], self._cross_dst[back]
         self._back_lag = self._cross_lag[back]
 

@@ -68,7 +68,8 @@ def _step_path(trace: Trace, g: StepGraph, t: np.ndarray, via: np.ndarray, pts: 
     a, b = pts[:-1], pts[1:]
     us = (t[b] - t[a]) / 1000.0
     cross = via[b] >= 0
-    cat = np.where(cross, g.cross_category[np.maximum(via[b], 0)], g.category[b]).astype(np.int64)
+    cross_cat = np.append(g.cross_category, 0)  # via -1 (a chain edge) reads the 0 at the end
+    cat = np.where(cross, cross_cat[via[b]], g.category[b]).astype(np.int64)
     item = np.where(cross, -1, g.item[b])
     np.add.at(item_us, item[item >= 0], us[item >= 0])
     split_arr = np.bincount(cat, weights=us, minlength=len(CATEGORY_KEYS))
@@ -105,7 +106,7 @@ def _what_ifs(g: StepGraph, t: np.ndarray, ends: np.ndarray, item_us: np.ndarray
         return [], 0
     chosen = _replayed_steps(g, reached)
     now = _mean_step_ms(ends, g, chosen)
-    fast = WhatIfReplay(g, chosen)
+    fast = WhatIfReplay(g, t, chosen)
     reached = chosen
     out = []
     for i in np.argsort(-item_us, kind="stable")[:WHAT_IF_ITEMS]:
