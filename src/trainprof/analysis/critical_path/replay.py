@@ -134,73 +134,71 @@ def _topological(n: int, src: np.ndarray, dst: np.ndarray, start: np.ndarray) ->
 class WhatIfReplay:
     """Fast replays of one graph with changed chain weights, for the what-if table.
 
-    A point's time only depends on its chain's previous point unless a cross edge or an anchor
-    touches it, so the replay visits only the touched points and the chains' last points (a
-    step ends at one of those) once each, in time order, summing the chain weights in
-    between, in a topological order. A deep graph (hundreds of blocking copies or collectives a
-    step, each a hop between chains) then costs one visit per point rather than one pass over
-    the graph per hop. Visits repeat in the rare case that clock skew closed a cycle.
+    Along a chain, a point's time is its previous point's plus the edge's weight unless a cross
+    edge or an anchor reaches it. So the replay visits only those points and the chains' last
+    points (a step ends at one of those), once each in a topological order, summing the chain
+    weights in between; a cross edge leaving from a point not visited leaves, in effect, from
+    the visited point before it on its chain plus the weights between. A deep graph (hundreds of
+    blocking copies or collectives a step, each a hop between chains) then costs one visit per
+    point rather than one pass over the graph per hop. Visits repeat only if clock skew closed
+    a cycle.
     """
 
     def __init__(self, g: StepGraph, t: np.ndarray, steps: np.ndarray | None = None) -> None:
-        """``t``: the graph's replayed times (``replay``), whose order the visits follow;
+        """``t``: the graph's replayed times (``replay``), which seed the visiting order;
         ``steps``: mask of the steps to replay (all by default); the others stay unreached."""
         self.g = g
         n = len(g.time)
         heads = g.heads
         tails = np.r_[heads[1:], True] if n else heads
-        keep = heads | tails | (g.anchor > UNREACHED)
-        keep[g.src] = True
-        keep[g.dst] = True
+        visit = heads | tails | (g.anchor > UNREACHED)
+        visit[g.dst] = True
+        inside = np.ones(len(g.dst), dtype=bool)
         if steps is not None:
-            keep &= steps[g.chain_step[g.chain]]
+            visit &= steps[g.chain_step[g.chain]]
             inside = steps[g.chain_step[g.chain[g.dst]]]
-        else:
-            inside = np.ones(len(g.dst), dtype=bool)
-        kept = np.flatnonzero(keep)
-        # Chain edges between kept points (kept is in chain order), and the cross edges.
+        kept = np.flatnonzero(visit)
+        base = np.maximum.accumulate(np.where(visit | heads, np.arange(n), 0)) if n else kept
         prev_in_chain = np.where(heads[kept], -1, np.r_[-1, kept[:-1]])
-        self._prev = np.full(n, -1, dtype=np.int64)
-        self._prev[kept] = prev_in_chain
         index = np.full(n, -1, dtype=np.int64)
         index[kept] = np.arange(len(kept))
         linked = prev_in_chain >= 0
-        src = np.r_[index[prev_in_chain[linked]], index[g.src[inside]]]
+        self._cross_from = g.src[inside]  # the point each cross edge leaves from ...
+        self._cross_base = base[self._cross_from]  # ... and the visited point before it
+        src = np.r_[index[prev_in_chain[linked]], index[self._cross_base]]
         dst = np.r_[np.flatnonzero(linked), index[g.dst[inside]]]
         order = _topological(len(kept), src, dst, np.lexsort((kept, t[kept])))
-        self.points = kept[order]  # in visiting order
         rank = np.empty(len(kept), dtype=np.int64)
         rank[order] = np.arange(len(kept))
-        has_prev = linked[order]
-        self._chain_dst = np.flatnonzero(has_prev)
-        self._chain_src = rank[index[self._prev[self.points[has_prev]]]]
-        self._cross_dst = rank[index[g.dst[inside]]]
-        self._cross_src = rank[index[g.src[inside]]]
+        points = kept[order]
+        # Chain edges in the order of ``src``/``dst`` above: visited point, its predecessor.
+        self._chain_to, self._chain_from = kept[linked], prev_in_chain[linked]
+        edge_dst = rank[dst]
+        self._by_dst = np.argsort(edge_dst, kind="stable")
+        self._dst = edge_dst[self._by_dst].tolist()
+        self._src = rank[src][self._by_dst].tolist()
         self._cross_lag = g.lag[inside]
-        self.anchor = g.anchor[self.points].tolist()
-        self.step = g.chain_step[g.chain[self.points]]
-        back = self._cross_src > self._cross_dst  # only inside a cycle (clock skew)
-        self._back_src, self._back_dst = self._cross_src[back], self._cross_dst[back]
-        self._back_lag = self._cross_lag[back]
+        self.anchor = g.anchor[points].tolist()
+        self.step = g.chain_step[g.chain[points]]
+        back = rank[src] > edge_dst  # only inside a cycle (clock skew)
+        self._back = (rank[src][back], edge_dst[back], np.flatnonzero(back))
 
     def step_ends(self, weight: np.ndarray, max_rounds: int = 8) -> np.ndarray:
         """The latest time of each step (ns) with these chain weights."""
         cs = np.cumsum(weight)
-        pts = self.points[self._chain_dst]
-        gain = cs[pts] - cs[self._prev[pts]]
-        dst = np.r_[self._chain_dst, self._cross_dst]
-        by_dst = np.argsort(dst, kind="stable")
-        edges = list(zip(dst[by_dst].tolist(), np.r_[self._chain_src, self._cross_src][by_dst]
-                         .tolist(), np.r_[gain, self._cross_lag][by_dst].tolist(), strict=True))
+        gain = cs[self._chain_to] - cs[self._chain_from]
+        lag_all = np.r_[gain, self._cross_lag + cs[self._cross_from] - cs[self._cross_base]]
+        lags = lag_all[self._by_dst].tolist()
         t = list(self.anchor)
+        back_src, back_dst, back_edge = self._back
         for _ in range(max_rounds):
             # Edges by destination in visiting order: every source is final when read.
-            for d, s, lag in edges:
+            for d, s, lag in zip(self._dst, self._src, lags, strict=True):
                 v = t[s] + lag
                 if v > t[d]:
                     t[d] = v
             times = np.array(t, dtype=np.int64)
-            if not (times[self._back_src] + self._back_lag > times[self._back_dst]).any():
+            if not (times[back_src] + lag_all[back_edge] > times[back_dst]).any():
                 break
         out = np.full(len(self.g.step_start), UNREACHED, dtype=np.int64)
         np.maximum.at(out, self.step, np.maximum(times, UNREACHED))
