@@ -18,7 +18,10 @@ from trainprof.analysis.steps import StepWindows
 from trainprof.trace.model import Trace
 
 #: Items on the path replayed at zero and at half their time (most time on the path first).
-WHAT_IF_ITEMS = 6
+WHAT_IF_ITEMS = 5
+#: Items with less of the path than this (%) are not replayed: removing one cannot save more
+#: than its time on the path, too little to act on.
+WHAT_IF_MIN_PCT = 0.5
 #: Scales a what-if applies to an item's time.
 WHAT_IF_SCALES = (0.0, 0.5)
 #: Graph points one what-if replay visits at most (about 50 ms each on this machine type): a
@@ -110,7 +113,7 @@ def _what_ifs(g: StepGraph, t: np.ndarray, ends: np.ndarray, item_us: np.ndarray
     reached = chosen
     out = []
     for i in np.argsort(-item_us, kind="stable")[:WHAT_IF_ITEMS]:
-        if item_us[i] <= 0:
+        if item_us[i] <= 0 or 100.0 * item_us[i] / total_us < WHAT_IF_MIN_PCT:
             break
         kind, name = g.items[i]
         scaled: list[float] = []
