@@ -106,13 +106,14 @@ def _host_points(trace: Trace, starts: np.ndarray, ends: np.ndarray) -> _Host:
     is_start = np.r_[np.ones(n, dtype=bool), np.zeros(n, dtype=bool)]
     tid = np.r_[ev.tid[nodes_ev], ev.tid[nodes_ev]].astype(np.int64)
     # At one time: ends before starts; ends innermost first, starts outermost first.
-    tie = np.r_[pos, -pos]
+    tie = np.r_[n + pos, n - 1 - pos]  # starts after every end, each group in tree order
     step = _step_of(t, starts, ends)
-    keep = step >= 0
-    order = np.lexsort((tie[keep], is_start[keep], t[keep], tid[keep], step[keep]))
-    sel = np.flatnonzero(keep)[order]
+    keep = np.flatnonzero(step >= 0)
+    chain_key = step[keep] * (len(trace.threads) + 1) + tid[keep]
+    order = np.lexsort((tie[keep], t[keep], chain_key))
+    sel = keep[order]
     owner = np.r_[nodes_ev, parent_ev][sel]
-    key = step[sel] * (len(trace.threads) + 1) + tid[sel]
+    key = chain_key[order]
     return _Host(time=t[sel], chain_key=key, owner_event=owner,
                  event=np.r_[nodes_ev, nodes_ev][sel], is_start=is_start[sel])
 
