@@ -7,8 +7,10 @@ from typing import Any
 
 import numpy as np
 
-#: Path pieces written to JSON per step: the longest ones, in time order.
+#: Path pieces written to JSON per step: the longest ones, in time order ...
 JSON_PIECES = 100
+#: ... and over all steps at most about this many (a long run keeps its JSON small).
+JSON_PIECES_TOTAL = 5_000
 
 
 @dataclass
@@ -64,10 +66,10 @@ class StepPath:
     split_us: dict[str, float]  # by category; sums to step_us
     pieces: PathPieces
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, pieces: int = JSON_PIECES) -> dict[str, Any]:
         return {"step": self.step, "start_us": self.start_us, "step_us": self.step_us,
                 "split_us": self.split_us,
-                "pieces": [p.to_dict() for p in self.pieces.longest(JSON_PIECES)],
+                "pieces": [p.to_dict() for p in self.pieces.longest(pieces)],
                 "pieces_total": len(self.pieces)}
 
 
@@ -117,7 +119,12 @@ class CriticalPath:
         return {"step_ms": self.step_ms, "split_us": self.split_us,
                 "split_pct": self.split_pct, "items": [i.to_dict() for i in self.items],
                 "typical_launch_lag_us": self.typical_launch_lag_us,
-                "steps": [s.to_dict() for s in self.steps], "notes": self.notes}
+                "steps": [s.to_dict(self._pieces_per_step) for s in self.steps],
+                "notes": self.notes}
+
+    @property
+    def _pieces_per_step(self) -> int:
+        return max(5, min(JSON_PIECES, JSON_PIECES_TOTAL // max(len(self.steps), 1)))
 
     def saving_cap_pct(self, kind: str, name: str | None = None) -> float | None:
         """The what-if bound for an item (by kind, and name when given): the largest saving in
