@@ -138,6 +138,20 @@ def test_host_only_trace(builder, tmp_path):
     assert loader.step_ms_if_zero == pytest.approx(0.3)
 
 
+def test_a_long_trace_keeps_evenly_spaced_steps(builder, tmp_path, monkeypatch):
+    from trainprof.analysis.critical_path import section
+
+    for n in range(10):  # ten host-bound steps of 100 µs, three events each
+        builder.step(n, 100 * n, 100)
+        builder.op("aten::add", 100 * n + 10, 50)
+        builder.launch(100 * n + 20, 5, name="k", k_ts=100 * n + 30, k_dur=5)
+    monkeypatch.setattr(section, "STEP_EVENTS", 12)  # room for about three steps
+    _, result = _analyse(builder, tmp_path)
+    assert [s.step for s in result.steps] == [0, 4, 9]
+    assert "3 of the 10 steps" in result.notes[0]
+    assert all(s.step_us == pytest.approx(100) for s in result.steps)
+
+
 def test_empty_trace_window(builder, tmp_path):
     builder.op("aten::add", 0, 10)
     trace = load_file(builder.write(tmp_path / "t.json"))

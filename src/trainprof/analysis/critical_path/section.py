@@ -24,6 +24,9 @@ WHAT_IF_ITEMS = 5
 WHAT_IF_MIN_PCT = 0.5
 #: Scales a what-if applies to an item's time.
 WHAT_IF_SCALES = (0.0, 0.5)
+#: Events in the steps the critical path is built for, at most (about 2 s of analysis on this
+#: machine type): a longer trace gets evenly spaced steps only, and says so.
+STEP_EVENTS = 400_000
 #: Graph points one what-if replay visits at most (about 50 ms each on this machine type): a
 #: longer trace replays evenly spaced steps only, and says so.
 WHAT_IF_POINTS = 60_000
@@ -31,10 +34,11 @@ WHAT_IF_POINTS = 60_000
 
 def critical_path(trace: Trace, steps: StepWindows) -> CriticalPath:
     """The critical path of every step of ``trace`` (see docs/critical_path.md)."""
+    steps, notes = _sampled(trace, steps)
     g = build_graph(trace, steps)
     t, converged = replay(g, start=g.time)
-    notes = [] if converged else ["The graph replay stopped before it settled; the times are "
-                                  "approximate."]
+    if not converged:
+        notes.append("The graph replay stopped before it settled; the times are approximate.")
     pred, via = binding_inputs(g, t)
     ends = step_ends(g, t)
     last = _last_points(g, t)
@@ -55,6 +59,23 @@ def critical_path(trace: Trace, steps: StepWindows) -> CriticalPath:
         notes.append("No step holds recorded work: there is no critical path to show.")
     return CriticalPath(steps=paths, split_us=split, split_pct=pct, items=items,
                         typical_launch_lag_us=g.launch_lag_ns / 1000.0, notes=notes)
+
+
+def _sampled(trace: Trace, steps: StepWindows) -> tuple[StepWindows, list[str]]:
+    """The steps to analyse: all, or evenly spaced ones holding about STEP_EVENTS events."""
+    if len(steps) < 2:
+        return steps, []
+    ts = trace.events.ts
+    per_step = np.diff(np.searchsorted(ts, np.r_[steps.starts, steps.ends[-1]]))
+    total = int(per_step.sum())
+    if total <= STEP_EVENTS:
+        return steps, []
+    count = max(1, int(len(steps) * STEP_EVENTS / total))
+    keep = np.unique(np.linspace(0, len(steps) - 1, count).round().astype(int))
+    chosen = StepWindows(numbers=steps.numbers[keep], starts=steps.starts[keep],
+                         ends=steps.ends[keep], source=steps.source)
+    return chosen, [f"The critical path is of {len(keep)} of the {len(steps)} steps (evenly "
+                    f"spaced), to keep the analysis of this long trace fast."]
 
 
 def _last_points(g: StepGraph, t: np.ndarray) -> np.ndarray:
