@@ -172,7 +172,12 @@ def test_replay_reproduces_the_recorded_times(path):
     assert np.array_equal(t, g.time)
     # The what-if replay (touched points only, in topological order) agrees with the full
     # replay when nothing changes, even where a sync returned before its work was seen ending.
-    assert np.array_equal(WhatIfReplay(g, t).step_ends(g.weight), step_ends(g, t))
+    fast = WhatIfReplay(g, t)
+    assert np.array_equal(fast.step_ends(g.weight), step_ends(g, t))
+    # ... and, with the item of the longest edge at zero, the full replay from the anchors.
+    heaviest = int(np.argmax(np.where(g.item >= 0, g.weight, -1)))
+    w = np.where(g.item == g.item[heaviest], 0, g.weight)
+    assert np.array_equal(fast.step_ends(w), step_ends(g, replay(g, w)[0]))
 
 
 def _window(path, name, instance):

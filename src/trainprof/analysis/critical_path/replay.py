@@ -182,18 +182,40 @@ class WhatIfReplay:
         self.step = g.chain_step[g.chain[points]]
         back = rank[src] > edge_dst  # only inside a cycle (clock skew)
         self._back = (rank[src][back], edge_dst[back], np.flatnonzero(back))
+        # The unchanged replay: a what-if recomputes each step from its first changed edge on.
+        self._edge_dst = edge_dst[self._by_dst]
+        self._edge_step = self.step[self._edge_dst]
+        self._base_lags = self._lags(g.weight)[self._by_dst]
+        self._base_times = np.maximum(t[points], UNREACHED)
+        self._clean = not len(self._back[0])
+
+    def _lags(self, weight: np.ndarray) -> np.ndarray:
+        """Every edge's lag (chain edges: the weights between their points), in build order."""
+        cs = np.cumsum(weight)
+        gain = cs[self._chain_to] - cs[self._chain_from]
+        return np.r_[gain, self._cross_lag + cs[self._cross_from] - cs[self._cross_base]]
 
     def step_ends(self, weight: np.ndarray, max_rounds: int = 8) -> np.ndarray:
         """The latest time of each step (ns) with these chain weights."""
-        cs = np.cumsum(weight)
-        gain = cs[self._chain_to] - cs[self._chain_from]
-        lag_all = np.r_[gain, self._cross_lag + cs[self._cross_from] - cs[self._cross_base]]
-        lags = lag_all[self._by_dst].tolist()
+        lag_all = self._lags(weight)
+        sorted_lags = lag_all[self._by_dst]
+        dst, src, lags = self._dst, self._src, sorted_lags.tolist()
         t = list(self.anchor)
+        if self._clean:  # start each step at its first changed edge: what precedes is as it was
+            changed = sorted_lags != self._base_lags
+            first = np.full(len(self.g.step_start), len(self.anchor), dtype=np.int64)
+            np.minimum.at(first, self._edge_step[changed], self._edge_dst[changed])
+            redo = self._edge_dst >= first[self._edge_step]
+            times = self._base_times.copy()
+            times[self._edge_dst[redo]] = np.asarray(self.anchor)[self._edge_dst[redo]]
+            t = times.tolist()
+            keep = np.flatnonzero(redo)
+            dst, src, lags = (np.asarray(dst)[keep].tolist(), np.asarray(src)[keep].tolist(),
+                              sorted_lags[keep].tolist())
         back_src, back_dst, back_edge = self._back
         for _ in range(max_rounds):
             # Edges by destination in visiting order: every source is final when read.
-            for d, s, lag in zip(self._dst, self._src, lags, strict=True):
+            for d, s, lag in zip(dst, src, lags, strict=True):
                 v = t[s] + lag
                 if v > t[d]:
                     t[d] = v
