@@ -65,8 +65,9 @@ def path_chart(section: dict[str, Any] | None) -> Chart | None:
         y = AXIS_HEIGHT + lanes.index(p["lane"]) * (LANE_HEIGHT + LANE_GAP)
         x = LABEL_WIDTH + width * (p["start_us"] - start) / length
         w = max(width * (p["end_us"] - p["start_us"]) / length, 0.6)
-        tip = (f"{CATEGORY_LABELS.get(p['category'], p['category'])}: {p['name'] or '(between '}"
-               f"{'' if p['name'] else 'ranges)'} · {(p['end_us'] - p['start_us']) / 1000:.3f} ms")
+        what = p["name"] or "(between recorded ranges)"
+        tip = (f"{CATEGORY_LABELS.get(p['category'], p['category'])}: {what} · "
+               f"{(p['end_us'] - p['start_us']) / 1000:.3f} ms")
         color = PATH_COLORS.get(p["category"], "#999999")
         body.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{LANE_HEIGHT}" '
                     f'fill="{color}"><title>{escape(tip)}</title></rect>')
