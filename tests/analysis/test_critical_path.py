@@ -15,7 +15,7 @@ from trainprof.analysis.critical_path.replay import WhatIfReplay, replay, step_e
 from trainprof.analysis.steps import StepWindows, find_steps
 from trainprof.trace.load import load_file
 
-from conftest import ALEXNET, RESNET_W0, RESNET_W0_SPAN2
+from conftest import ALEXNET, NS_TRACE, RESNET_W0, RESNET_W0_SPAN2
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 
@@ -161,8 +161,8 @@ def test_empty_trace_window(builder, tmp_path):
     assert result.steps == [] and result.items == [] and result.notes
 
 
-@pytest.mark.parametrize("path", [RESNET_W0, RESNET_W0_SPAN2, ALEXNET],
-                         ids=["resnet50", "resnet50-span2", "alexnet"])
+@pytest.mark.parametrize("path", [RESNET_W0, RESNET_W0_SPAN2, ALEXNET, NS_TRACE],
+                         ids=["resnet50", "resnet50-span2", "alexnet", "gpu-bound-resnet"])
 def test_replay_reproduces_the_recorded_times(path):
     trace = load_file(path)
     g = build_graph(trace, find_steps(trace))
@@ -210,3 +210,24 @@ def test_alexnet_measured_forward_ends_with_its_last_kernel_and_sync():
     host = step.split_us["host_compute"] + step.split_us["untraced_host"]
     assert host > 0.8 * step.step_us
     assert _item(result, "op", "cudaMalloc").on_path_pct > 50
+
+
+def test_gpu_bound_training_runs_on_the_gpu():
+    # The host runs a step ahead of the GPU; each step's path starts where the GPU finished the
+    # step before and runs through its kernels (HTA: 96.75% of the GPU's time is compute).
+    trace = load_file(NS_TRACE)
+    result = critical_path(trace, find_steps(trace))
+    assert result.split_pct["gpu_compute"] > 90
+    for step in result.steps:
+        assert sum(step.split_us.values()) == pytest.approx(step.step_us)
+
+
+def test_resnet_waits_for_its_data_loader():
+    # num_workers=0: the plugin's DataLoader share is 33.4%; on the path, a third too.
+    trace = load_file(RESNET_W0)
+    result = critical_path(trace, find_steps(trace))
+    assert 30 < result.split_pct["data_loading"] < 34
+    loader = _item(result, "data_loader", "DataLoader")
+    assert loader is result.items[0]
+    assert loader.saving_pct_if_zero == pytest.approx(loader.on_path_pct, abs=1.0)
+

@@ -33,6 +33,7 @@ from trainprof.analysis.critical_path.points import (
     DeviceEvents,
     device_events,
     host_points,
+    host_windows,
     to_ns,
 )
 from trainprof.analysis.critical_path.waits import (
@@ -86,7 +87,7 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
     n_threads = len(trace.threads)
     ev = trace.events
     table = ItemTable()
-    host = host_points(trace, starts, ends)
+    host = host_points(trace, *host_windows(trace, steps))
     h = len(host.time)
     h_keys, h_chain = np.unique(host.chain_key, return_inverse=True)
     h_head = np.r_[True, h_chain[1:] != h_chain[:-1]] if h else np.zeros(0, dtype=bool)
@@ -105,8 +106,12 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
     lag0 = typical_launch_lag(d, prev_end, c_other)
     waited = d.start - d.issued
     c_launch = np.where(d.launch_point >= 0, d.issued + np.minimum(lag0, waited), UNREACHED)
-    binding = np.argmax(np.stack([prev_end, c_launch, c_other]), axis=0)
+    # A stream's first event in a step may wait for the step before's work on that stream:
+    # it then starts at its recorded time (the other step is not replayed with this one).
+    carried = np.where(d_head, d.before, UNREACHED)
+    binding = np.argmax(np.stack([prev_end, c_launch, c_other, carried]), axis=0)
     unexplained = (prev_end == UNREACHED) & (c_launch == UNREACHED) & (c_other == UNREACHED)
+    unexplained |= binding == 3
     d_cat, d_item = device_categories(trace, d.event, table)
 
     n = h + 2 * m
@@ -152,6 +157,10 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
     anchor[dst] = UNREACHED  # started by the other thread, not at a fixed time
     src, dst, lag, ccat = _concat_edges(edges)
     chain_step = np.r_[h_keys // (n_threads + 1), _chain_steps(d)]
+    # What happened before the step began (the host running ahead of the device) belongs to
+    # the step before's time: a what-if of this step cannot move it.
+    early = time <= starts[chain_step[chain]]
+    anchor[early] = time[early]
     lanes = [f"host thread {trace.threads[k % (n_threads + 1)][1]}" for k in h_keys.tolist()]
     lanes += _device_lanes(trace, d)
     return StepGraph(time=time, chain=chain, weight=weight, category=category, item=item,

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from trainprof.analysis.calltree import call_tree
-from trainprof.analysis.steps import launch_links
-from trainprof.trace.model import DEVICE_KINDS, Trace
+from trainprof.analysis.steps import StepWindows, launch_links
+from trainprof.trace.model import DEVICE_KINDS, Kind, Trace, step_number
 
 #: The sentinel time of a point that nothing reaches yet.
 UNREACHED = np.int64(-(2**62))
@@ -72,6 +72,7 @@ class DeviceEvents:
     launch_point: np.ndarray  # the host point of the launch call's start, -1 for none
     launch_end_point: np.ndarray  # ... and of its end
     issued: np.ndarray  # int64 ns: when the work was handed to the device (launch, or start)
+    before: np.ndarray  # int64 ns: end of the stream's previous event, in any step (or UNREACHED)
 
 
 def device_events(trace: Trace, host: HostPoints, starts: np.ndarray, ends: np.ndarray,
@@ -89,15 +90,46 @@ def device_events(trace: Trace, host: HostPoints, starts: np.ndarray, ends: np.n
     lp = np.where(launch >= 0, start_point[np.maximum(launch, 0)], -1)
     le = np.where(launch >= 0, end_point[np.maximum(launch, 0)], -1)
     s, e = to_ns(ev.ts[idx]), to_ns(ev.end[idx])
+    before = _previous_ends(ev.device[idx].astype(np.int64), ev.stream[idx], s, e)
     step = np.where(lp >= 0, host.chain_key[np.maximum(lp, 0)] // (n_threads + 1),
                     step_of(s, starts, ends))
     keep = step >= 0
     idx, lp, le, s, e, step = idx[keep], lp[keep], le[keep], s[keep], e[keep], step[keep]
+    before = before[keep]
     dev, stream = ev.device[idx].astype(np.int64), ev.stream[idx]
     order = np.lexsort((e, s, stream, dev, step))
     idx, lp, le, s, e, step = idx[order], lp[order], le[order], s[order], e[order], step[order]
+    before = before[order]
     dev, stream = dev[order], stream[order]
     _, key = np.unique(np.stack([step, dev, stream]), axis=1, return_inverse=True)
     issued = np.where(lp >= 0, host.time[np.maximum(lp, 0)], s) if len(host.time) else s
     return DeviceEvents(event=idx, step=step, start=s, end=e, chain_key=key.ravel(),
-                   launch_point=lp, launch_end_point=le, issued=issued)
+                        launch_point=lp, launch_end_point=le, issued=issued, before=before)
+
+
+def _previous_ends(device: np.ndarray, stream: np.ndarray, start: np.ndarray,
+                   end: np.ndarray) -> np.ndarray:
+    """Per device event, the end of the event before it on its stream (UNREACHED for none)."""
+    order = np.lexsort((end, start, stream, device))
+    same = np.r_[False, (device[order][1:] == device[order][:-1])
+                 & (stream[order][1:] == stream[order][:-1])]
+    prev = np.where(same, np.r_[UNREACHED, end[order][:-1]], UNREACHED)
+    out = np.empty(len(start), dtype=np.int64)
+    out[order] = prev
+    return out
+
+
+def host_windows(trace: Trace, steps: StepWindows) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) ns of each step on the host: its ``ProfilerStep`` range, which the device
+    side may run behind; the step windows themselves when steps come from elsewhere."""
+    starts, ends = to_ns(steps.starts), to_ns(steps.ends)
+    if steps.source != "ProfilerStep":
+        return starts, ends
+    ev = trace.events
+    idx = np.flatnonzero(ev.kind == Kind.STEP)
+    numbers = {step_number(ev.names[ev.name[i]]): i for i in idx[::-1].tolist()}
+    for k, n in enumerate(steps.numbers.tolist()):
+        if n in numbers:
+            starts[k], ends[k] = to_ns(ev.ts[numbers[n]]), to_ns(ev.end[numbers[n]])
+    order_ok = np.all(np.diff(starts) >= 0) if len(starts) > 1 else True
+    return (starts, ends) if order_ok else (to_ns(steps.starts), to_ns(steps.ends))

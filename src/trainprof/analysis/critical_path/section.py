@@ -90,20 +90,22 @@ def _last_points(g: StepGraph, t: np.ndarray) -> np.ndarray:
 def _step_path(trace: Trace, g: StepGraph, t: np.ndarray, via: np.ndarray, pts: np.ndarray,
                k: int, number: int, item_us: np.ndarray) -> StepPath:
     a, b = pts[:-1], pts[1:]
-    us = (t[b] - t[a]) / 1000.0
+    origin = g.step_start[k]  # the path before the step began (the host ahead) is cut off
+    from_ = np.maximum(t[a], origin)
+    us = np.maximum(t[b] - from_, 0) / 1000.0
     cross = via[b] >= 0
     cross_cat = np.append(g.cross_category, 0)  # via -1 (a chain edge) reads the 0 at the end
     cat = np.where(cross, cross_cat[via[b]], g.category[b]).astype(np.int64)
     item = np.where(cross, -1, g.item[b])
     np.add.at(item_us, item[item >= 0], us[item >= 0])
     split_arr = np.bincount(cat, weights=us, minlength=len(CATEGORY_KEYS))
-    lead = float(t[pts[0]] - g.step_start[k]) / 1000.0
+    lead = float(max(t[pts[0]] - origin, 0)) / 1000.0
     split_arr[Category.UNTRACED_HOST] += lead
     split = {key: float(v) for key, v in zip(CATEGORY_KEYS, split_arr, strict=True)}
     event = np.where(cross, -1, g.event[b])
     name = np.where(event >= 0, trace.events.name[np.maximum(event, 0)], -1)
     lane = g.chain[b]
-    pieces = _merged(lane, t[a] / 1000.0, t[b] / 1000.0, cat, name, us > 0)
+    pieces = _merged(lane, from_ / 1000.0, t[b] / 1000.0, cat, name, us > 0)
     pieces.lanes, pieces.names = g.chain_lane, trace.events.names
     step_us = float(t[pts[-1]] - g.step_start[k]) / 1000.0
     return StepPath(step=number, start_us=float(g.step_start[k]) / 1000.0, step_us=step_us,
