@@ -231,3 +231,16 @@ def test_resnet_waits_for_its_data_loader():
     assert loader is result.items[0]
     assert loader.saving_pct_if_zero == pytest.approx(loader.on_path_pct, abs=1.0)
 
+
+
+@pytest.mark.parametrize("path", [RESNET_W0, RESNET_W0_SPAN2, NS_TRACE],
+                         ids=["resnet50", "resnet50-span2", "gpu-bound-resnet"])
+def test_no_what_if_saves_more_than_its_time_on_the_path(path):
+    # Removing work cannot shorten a step by more than that work's time on its path (the old
+    # path, less that work, is still a path): the bound the findings are capped with.
+    trace = load_file(path)
+    result = critical_path(trace, find_steps(trace))
+    assert result.items
+    for item in result.items:
+        assert item.saving_pct_if_zero <= item.on_path_pct + 1e-6, item
+        assert item.step_ms_if_zero <= item.step_ms_if_half <= item.step_ms

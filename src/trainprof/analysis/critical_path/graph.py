@@ -159,8 +159,13 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
     chain_step = np.r_[h_keys // (n_threads + 1), _chain_steps(d)]
     # What happened before the step began (the host running ahead of the device) belongs to
     # the step before's time: a what-if of this step cannot move it.
-    early = time <= starts[chain_step[chain]]
+    origin = starts[chain_step[chain]]
+    early = time <= origin
     anchor[early] = time[early]
+    # ... and what follows it cannot move before the step's start.
+    after_early = ~early & np.r_[False, early[:-1] & (chain[1:] == chain[:-1])]
+    after_early[dst[early[src] & ~early[dst]]] = True
+    anchor[after_early] = np.maximum(anchor[after_early], origin[after_early])
     lanes = [f"host thread {trace.threads[k % (n_threads + 1)][1]}" for k in h_keys.tolist()]
     lanes += _device_lanes(trace, d)
     return StepGraph(time=time, chain=chain, weight=weight, category=category, item=item,
