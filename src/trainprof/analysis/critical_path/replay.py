@@ -175,10 +175,12 @@ class WhatIfReplay:
         self._chain_to, self._chain_from = kept[linked], prev_in_chain[linked]
         edge_dst = rank[dst]
         self._by_dst = np.argsort(edge_dst, kind="stable")
-        self._dst = edge_dst[self._by_dst].tolist()
-        self._src = rank[src][self._by_dst].tolist()
+        self._dst_array = edge_dst[self._by_dst]
+        self._src_array = rank[src][self._by_dst]
+        self._dst, self._src = self._dst_array.tolist(), self._src_array.tolist()
         self._cross_lag = g.lag[inside]
-        self.anchor = g.anchor[points].tolist()
+        self._anchor_array = g.anchor[points]
+        self.anchor = self._anchor_array.tolist()
         self.step = g.chain_step[g.chain[points]]
         back = rank[src] > edge_dst  # only inside a cycle (clock skew)
         self._back = (rank[src][back], edge_dst[back], np.flatnonzero(back))
@@ -199,19 +201,19 @@ class WhatIfReplay:
         """The latest time of each step (ns) with these chain weights."""
         lag_all = self._lags(weight)
         sorted_lags = lag_all[self._by_dst]
-        dst, src, lags = self._dst, self._src, sorted_lags.tolist()
-        t = list(self.anchor)
-        if self._clean:  # start each step at its first changed edge: what precedes is as it was
+        if not self._clean:
+            dst, src, lags = self._dst, self._src, sorted_lags.tolist()
+            t = list(self.anchor)
+        else:  # start each step at its first changed edge: what precedes is as it was
             changed = sorted_lags != self._base_lags
             first = np.full(len(self.g.step_start), len(self.anchor), dtype=np.int64)
             np.minimum.at(first, self._edge_step[changed], self._edge_dst[changed])
             redo = self._edge_dst >= first[self._edge_step]
             times = self._base_times.copy()
-            times[self._edge_dst[redo]] = np.asarray(self.anchor)[self._edge_dst[redo]]
+            times[self._edge_dst[redo]] = self._anchor_array[self._edge_dst[redo]]
             t = times.tolist()
-            keep = np.flatnonzero(redo)
-            dst, src, lags = (np.asarray(dst)[keep].tolist(), np.asarray(src)[keep].tolist(),
-                              sorted_lags[keep].tolist())
+            dst, src = self._dst_array[redo].tolist(), self._src_array[redo].tolist()
+            lags = sorted_lags[redo].tolist()
         back_src, back_dst, back_edge = self._back
         for _ in range(max_rounds):
             # Edges by destination in visiting order: every source is final when read.
