@@ -73,9 +73,7 @@ def host_categories(trace: Trace, owner: np.ndarray, in_loader: np.ndarray,
     name = ev.name[safe]
     runtime = np.isin(kind, np.array(list(LAUNCH_KINDS), dtype=np.int64))
     launch = runtime & np.isin(owner, launches)
-    sync_names = np.array([sync_call_kind(Kind.RUNTIME, n) is not None for n in ev.names]
-                          + [False], dtype=bool)
-    is_sync = runtime & sync_names[np.where(runtime, name, -1)]
+    is_sync = runtime & np.isin(name, sync_name_codes(trace))
     compute = (kind == Kind.CPU_OP) | (kind == Kind.PYTHON) | runtime
     cat = np.full(len(owner), Category.UNTRACED_HOST, dtype=np.uint8)
     cat[compute] = Category.HOST_COMPUTE
@@ -112,3 +110,12 @@ def device_categories(trace: Trace, events: np.ndarray,
 def loader_mask(trace: Trace, events: np.ndarray) -> np.ndarray:
     """Whether each event carries the DataLoader flag."""
     return (trace.events.flags[events] & FLAG_DATALOADER) != 0
+
+
+def sync_name_codes(trace: Trace) -> np.ndarray:
+    """The name codes of the runtime and driver calls that block on the device."""
+    ev = trace.events
+    used = np.unique(ev.name[ev.of_kind(*LAUNCH_KINDS)])
+    return np.array([c for c in used.tolist() if sync_call_kind(Kind.RUNTIME, ev.names[c])],
+                    dtype=np.int64)
+

@@ -18,7 +18,7 @@ from trainprof.analysis.steps import StepWindows
 from trainprof.trace.model import Trace
 
 #: Items on the path replayed at zero and at half their time (most time on the path first).
-WHAT_IF_ITEMS = 5
+WHAT_IF_ITEMS = 4
 #: Items with less of the path than this (%) are not replayed: removing one cannot save more
 #: than its time on the path, too little to act on.
 WHAT_IF_MIN_PCT = 0.5

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from trainprof.analysis.critical_path.categories import Category
+from trainprof.analysis.critical_path.categories import Category, sync_name_codes
 from trainprof.analysis.critical_path.points import DeviceEvents, HostPoints
-from trainprof.trace.model import LAUNCH_KINDS, Kind, Trace, sync_call_kind
+from trainprof.trace.model import LAUNCH_KINDS, Trace
 
 #: A host thread idle (inside no recorded range) for at least this long, while another thread's
 #: range ended inside that gap, is taken to have waited for it (the main thread blocked in
@@ -84,8 +84,7 @@ def sync_waits(trace: Trace, host: HostPoints, d: DeviceEvents, starts: np.ndarr
     ends = np.flatnonzero(~host.is_start)
     e = host.event[ends]
     launch = np.isin(ev.kind[e], np.array(list(LAUNCH_KINDS), dtype=np.uint8))
-    sync_name = {i for i, n in enumerate(ev.names) if sync_call_kind(Kind.RUNTIME, n)}
-    is_sync = launch & np.isin(ev.name[e], np.array(sorted(sync_name), dtype=np.int32))
+    is_sync = launch & np.isin(ev.name[e], sync_name_codes(trace))
     ends, e = ends[is_sync], e[is_sync]
     own = ends - 1  # the call's own start point, right before its end
     elastic = (own >= 0) & (host.event[np.maximum(own, 0)] == e) & host.is_start[np.maximum(own, 0)]
