@@ -152,6 +152,16 @@ def test_a_long_trace_keeps_evenly_spaced_steps(builder, tmp_path, monkeypatch):
     assert all(s.step_us == pytest.approx(100) for s in result.steps)
 
 
+def test_a_step_of_instants_and_a_broken_clock(builder, tmp_path):
+    builder.step(1, 0, 0)  # nothing takes any time: a path without pieces
+    builder.op("aten::add", 0, 0)
+    _, result = _analyse(builder, tmp_path)
+    assert [len(s.pieces) for s in result.steps] == [0]
+    builder.op("aten::mul", 2e11, 10)  # two days later: the clocks are broken
+    _, result = _analyse(builder, tmp_path)
+    assert result.steps == [] and "more than a day" in result.notes[0]
+
+
 def test_empty_trace_window(builder, tmp_path):
     builder.op("aten::add", 0, 10)
     trace = load_file(builder.write(tmp_path / "t.json"))

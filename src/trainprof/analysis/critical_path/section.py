@@ -24,6 +24,9 @@ WHAT_IF_ITEMS = 4
 WHAT_IF_MIN_PCT = 0.5
 #: Scales a what-if applies to an item's time.
 WHAT_IF_SCALES = (0.0, 0.5)
+#: A trace whose times span more than this (µs, a day) gets no critical path: its clocks are
+#: broken, and its times in ns would overflow the replay's arithmetic.
+MAX_SPAN_US = 86_400e6
 #: Events in the steps the critical path is built for, at most (about 2 s of analysis on this
 #: machine type): a longer trace gets evenly spaced steps only, and says so.
 STEP_EVENTS = 400_000
@@ -34,6 +37,14 @@ WHAT_IF_POINTS = 60_000
 
 def critical_path(trace: Trace, steps: StepWindows) -> CriticalPath:
     """The critical path of every step of ``trace`` (see docs/critical_path.md)."""
+    ev = trace.events
+    span = float(ev.end.max() - min(ev.ts.min(), 0.0)) if len(ev) else 0.0
+    if not 0.0 <= span <= MAX_SPAN_US:
+        return CriticalPath(steps=[], split_us=dict.fromkeys(CATEGORY_KEYS, 0.0),
+                            split_pct=dict.fromkeys(CATEGORY_KEYS, 0.0), items=[],
+                            typical_launch_lag_us=0.0,
+                            notes=["The trace's times span more than a day: no critical path "
+                                   "is drawn for it (its clocks cannot be trusted)."])
     steps, notes = _sampled(trace, steps)
     g = build_graph(trace, steps)
     t, converged = replay(g, start=g.time)
@@ -116,6 +127,9 @@ def _merged(lane: np.ndarray, start: np.ndarray, end: np.ndarray, cat: np.ndarra
             name: np.ndarray, keep: np.ndarray) -> PathPieces:
     """Stretches of time with one lane, category and name merged into one piece."""
     lane, start, end, cat, name = lane[keep], start[keep], end[keep], cat[keep], name[keep]
+    if not len(start):
+        return PathPieces(lane=lane, start_us=start, end_us=end, category=cat, name=name,
+                          lanes=[], categories=CATEGORY_KEYS, names=[])
     same = (lane[1:] == lane[:-1]) & (cat[1:] == cat[:-1]) & (name[1:] == name[:-1]) \
         & (start[1:] == end[:-1])
     first = np.flatnonzero(np.r_[True, ~same])
