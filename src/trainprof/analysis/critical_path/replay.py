@@ -35,8 +35,15 @@ def _chain_scan(g: StepGraph, weight: np.ndarray, x: np.ndarray) -> np.ndarray:
     lo = int(y[reached].min()) - 1 if reached.any() else -1
     y = np.where(reached, y, lo)
     stride = int(y.max()) - lo + 1
-    offset = np.cumsum(head) * np.int64(stride)  # keeps each chain's running max to itself
-    run = np.maximum.accumulate(y + offset) - offset
+    chains = int(head.sum())
+    if stride * (chains + 1) + abs(lo) < 2**62:
+        offset = np.cumsum(head) * np.int64(stride)  # keeps each chain's running max to itself
+        run = np.maximum.accumulate(y + offset) - offset
+    else:  # times too far apart for one pass: chain by chain
+        run = np.empty_like(y)
+        bounds = np.r_[np.flatnonzero(head), len(y)]
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            run[a:b] = np.maximum.accumulate(y[a:b])
     return np.where(run > lo, c + run, UNREACHED)
 
 
