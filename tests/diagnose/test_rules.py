@@ -119,8 +119,14 @@ def _copy_steps(b, copy_dur: float, host: str) -> None:
 def test_exposed_copies_cost_their_share_of_the_step(builder, tmp_path):
     _copy_steps(builder, 100, "Pinned")  # 100 of 1000 µs: 10%, above COPIES_PCT
     f = findings(builder, tmp_path)["host_to_device_copies"]
-    assert f.saving_pct == pytest.approx(10.0) and f.severity == "medium"
-    assert f.saving_ms == pytest.approx(0.1)
+    assert f.severity == "medium"
+    # 10% exposed, but the host's step (ProfilerStep) outlasts the GPU's work by 10 µs, so the
+    # critical path runs on the host for most of the step and caps the saving to the copies,
+    # launches and syncs on it (docs/critical_path.md).
+    capped = next(e for e in f.evidence if e.what.startswith("saving capped"))
+    assert "(was 10.0%)" in capped.what
+    assert f.saving_pct == pytest.approx(capped.value, abs=0.05) and f.saving_pct < 10.0
+    assert f.saving_ms == pytest.approx(f.saving_pct / 100.0, rel=1e-6)
     assert "8.0 MB/step" in f.evidence[1].where and "pageable" not in f.evidence[1].where
 
 

@@ -40,8 +40,11 @@ def test_resnet_copy_holds_counters_and_findings(tmp_path):
     assert {k: v for k, v in doc.items() if k != "traceEvents"} == \
         {k: v for k, v in original_doc.items() if k != "traceEvents"}
     counters, instants = ours(events, "C"), ours(events, "i")
-    assert len(events) == len(original) + len(counters) + len(instants)
-    assert events[len(counters) + len(instants):] == original  # the original, unchanged
+    path = ours(events, "X")  # the critical path's stretches (docs/critical_path.md)
+    assert path and all(e["tid"].startswith("critical path") for e in path)
+    added = len(counters) + len(instants) + len(path)
+    assert len(events) == len(original) + added
+    assert events[added:] == original  # the original, unchanged
     util = [e for e in counters if e["name"] == "GPU 0 utilisation"]
     assert len(util) >= 100 and all(0 <= e["args"]["%"] <= 100 for e in util)
     assert {e["pid"] for e in util} == {0}  # on the GPU's process track

@@ -15,6 +15,7 @@ from trainprof.analysis.collective_ranks import collective_ranks
 from trainprof.analysis.communication import communication
 from trainprof.analysis.compilation import compilation
 from trainprof.analysis.copies import copies
+from trainprof.analysis.critical_path import critical_path
 from trainprof.analysis.host import host_time
 from trainprof.analysis.idle import idle_time
 from trainprof.analysis.kernels import kernel_stats
@@ -53,6 +54,7 @@ SECTIONS += [("modules", module_tree)]
 # How far from the hardware (docs/roofline.md).
 SECTIONS += [("roofline", roofline), ("collectives", collectives)]
 SECTIONS += [("compilation", compilation)]
+SECTIONS += [("critical_path", critical_path)]
 
 
 def run_sections(trace: Trace, steps: StepWindows) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from trainprof.analysis.overview import Analysis, RankAnalysis
 from trainprof.diagnose.findings import Evidence, Finding, Findings, ranked
 from trainprof.diagnose.modules import name_modules
+from trainprof.diagnose.path_bounds import cap_savings
 from trainprof.diagnose.rules import JOB_RULES, RANK_RULES
 
 
@@ -20,7 +21,7 @@ def rank_findings(r: RankAnalysis) -> list[Finding]:
     when it was read from a cluster summary."""
     if r.findings is not None:
         return [Finding.from_dict(f) for f in r.findings]
-    return name_modules(r, [f for rule in RANK_RULES if (f := rule(r)) is not None])
+    return name_modules(r, cap_savings(r, [f for rule in RANK_RULES if (f := rule(r)) is not None]))
 
 
 def fold(findings: list[Finding]) -> list[Finding]:

@@ -23,6 +23,7 @@ from trainprof.analysis.steps import find_steps
 from trainprof.errors import TraceError, TrainprofError
 from trainprof.fileio import atomic_output
 from trainprof.report import annotate_events as ae
+from trainprof.report.annotate_path import path_events
 from trainprof.report.saved import is_saved_result, refuse_other_results
 from trainprof.trace.load import load_file
 from trainprof.trace.stream import byte_blocks
@@ -72,6 +73,7 @@ def _added_events(src: Path) -> tuple[bytes, int, int]:
     counters += ae.memory_counters(trace, memory, steps, offset, thread[0])
     findings = ae.finding_events([f.to_dict() for f in analysis.findings], steps, offset, thread,
                                  ae.finding_places(analysis.ranks[0], steps))
+    counters += path_events(analysis.ranks[0].sections.get("critical_path"), trace, offset)
     added = b",".join(_ENCODER.encode(e) for e in (*counters, *findings))
     return added, len(counters), len(analysis.findings)
 

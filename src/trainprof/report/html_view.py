@@ -18,6 +18,7 @@ from trainprof.diagnose.findings import is_minor
 from trainprof.report import html_tables as tables
 from trainprof.report import svg
 from trainprof.report.html_chart import Chart
+from trainprof.report.html_critical_path import path_chart, split_table, what_if_table
 from trainprof.report.html_memory import memory_charts
 from trainprof.report.html_modules import ModulesView, modules_view
 from trainprof.report.html_roofline import collectives_table, roofline_chart, roofline_table
@@ -57,6 +58,8 @@ class RankView:
     roofline: Chart | None = None
     roofline_table: Table | None = None
     collectives: Table | None = None
+    critical_path: Chart | None = None
+    critical_path_tables: list[Table] = field(default_factory=list)
 
 
 #: Findings shown open in the HTML verdict; the rest (and minor ones, diagnose.findings.is_minor)
@@ -139,6 +142,9 @@ def rank_view(r: dict[str, Any], index: int, rows: int) -> RankView:
         roofline=roofline_chart(r.get("roofline") or {}),
         roofline_table=roofline_table(r.get("roofline") or {}),
         collectives=collectives_table(r.get("collectives") or {}),
+        critical_path=path_chart(r.get("critical_path")),
+        critical_path_tables=[t for t in (split_table(r.get("critical_path")),
+                                          what_if_table(r.get("critical_path"))) if t],
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from trainprof.report.communication import render_communication, render_stragglers
 from trainprof.report.compilation import render_compilation
 from trainprof.report.copies import render_copies
+from trainprof.report.critical_path import render_critical_path
 from trainprof.report.hotspots import render_kernels, render_operators
 from trainprof.report.idle import render_idle
 from trainprof.report.launches import render_launch, render_syncs
@@ -41,3 +42,4 @@ RENDERERS.update(modules=render_modules)
 RENDERERS.update(roofline=render_roofline, collectives=render_collectives,
                  collective_ranks=render_collective_ranks)
 RENDERERS.update(compilation=render_compilation)
+RENDERERS.update(critical_path=render_critical_path)

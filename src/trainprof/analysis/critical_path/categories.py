@@ -1,0 +1,121 @@
+"""What each piece of the critical path is: the split's categories and the what-if items."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import IntEnum
+
+import numpy as np
+
+from trainprof.trace.model import (
+    FLAG_COMM,
+    FLAG_DATALOADER,
+    LAUNCH_KINDS,
+    Kind,
+    Trace,
+    collective_type,
+    sync_call_kind,
+)
+
+
+class Category(IntEnum):
+    """Where a piece of the critical path's time goes (the keys of the split)."""
+
+    HOST_COMPUTE = 0
+    LAUNCH_OVERHEAD = 1
+    GPU_COMPUTE = 2
+    GPU_COMMUNICATION = 3
+    COPIES = 4
+    SYNC_WAIT = 5
+    DATA_LOADING = 6
+    UNTRACED_HOST = 7
+
+
+#: The split's keys, in Category order (JSON and text use these).
+CATEGORY_KEYS = tuple(c.name.lower() for c in Category)
+#: Item kinds a what-if can scale.
+ITEM_KINDS = ("op", "kernel", "collective", "copy", "data_loader", "launches")
+
+
+class ItemTable:
+    """Interns what-if items, (kind, name) pairs, to small integers."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str]] = []
+        self._ids: dict[tuple[str, str], int] = {}
+
+    def ids(self, kind: str, codes: np.ndarray, label: Callable[[int], str]) -> np.ndarray:
+        """Item ids for name ``codes``, each named ``label(code)``."""
+        out = np.full(len(codes), -1, dtype=np.int64)
+        uniq, inverse = np.unique(codes, return_inverse=True)
+        table = np.array([self.id(kind, label(c)) for c in uniq.tolist()], dtype=np.int64)
+        if len(uniq):
+            out[:] = table[inverse]
+        return out
+
+    def id(self, kind: str, name: str) -> int:
+        key = (kind, name)
+        if key not in self._ids:
+            self._ids[key] = len(self.items)
+            self.items.append(key)
+        return self._ids[key]
+
+
+def host_categories(trace: Trace, owner: np.ndarray, in_loader: np.ndarray,
+                    launches: np.ndarray, table: ItemTable) -> tuple[np.ndarray, np.ndarray]:
+    """(Category, item) of host segments owned by ``owner`` events (-1: inside no range);
+    ``in_loader``: the owner is the DataLoader's wait or inside it; ``launches``: the events
+    that launched device work. Other runtime calls (cudaMalloc, cudaGetDevice...) count as host
+    compute, named after the call."""
+    ev = trace.events
+    safe = np.maximum(owner, 0)
+    kind = np.where(owner >= 0, ev.kind[safe], 255)
+    name = ev.name[safe]
+    runtime = np.isin(kind, np.array(list(LAUNCH_KINDS), dtype=np.int64))
+    launch = runtime & np.isin(owner, launches)
+    is_sync = runtime & np.isin(name, sync_name_codes(trace))
+    compute = (kind == Kind.CPU_OP) | (kind == Kind.PYTHON) | runtime
+    cat = np.full(len(owner), Category.UNTRACED_HOST, dtype=np.uint8)
+    cat[compute] = Category.HOST_COMPUTE
+    cat[launch] = Category.LAUNCH_OVERHEAD
+    cat[is_sync] = Category.SYNC_WAIT
+    cat[in_loader & (owner >= 0)] = Category.DATA_LOADING
+    item = np.full(len(owner), -1, dtype=np.int64)
+    op = cat == Category.HOST_COMPUTE
+    item[op] = table.ids("op", name[op], ev.names.__getitem__)
+    item[cat == Category.DATA_LOADING] = table.id("data_loader", "DataLoader")
+    item[cat == Category.LAUNCH_OVERHEAD] = table.id("launches", "kernel launch calls")
+    return cat, item
+
+
+def device_categories(trace: Trace, events: np.ndarray,
+                      table: ItemTable) -> tuple[np.ndarray, np.ndarray]:
+    """(Category, item) of device events (kernels, copies, memsets)."""
+    ev = trace.events
+    kind = ev.kind[events]
+    comm = (kind == Kind.KERNEL) & ((ev.flags[events] & FLAG_COMM) != 0)
+    compute = (kind == Kind.KERNEL) & ~comm
+    cat = np.full(len(events), Category.COPIES, dtype=np.uint8)
+    cat[compute] = Category.GPU_COMPUTE
+    cat[comm] = Category.GPU_COMMUNICATION
+    item = np.empty(len(events), dtype=np.int64)
+    names = ev.name[events]
+    item[compute] = table.ids("kernel", names[compute], ev.names.__getitem__)
+    item[comm] = table.ids("collective", names[comm], lambda c: collective_type(ev.names[c]))
+    copies = cat == Category.COPIES
+    item[copies] = table.ids("copy", names[copies], ev.names.__getitem__)
+    return cat, item
+
+
+def loader_mask(trace: Trace, events: np.ndarray) -> np.ndarray:
+    """Whether each event carries the DataLoader flag."""
+    return (trace.events.flags[events] & FLAG_DATALOADER) != 0
+
+
+def sync_name_codes(trace: Trace) -> np.ndarray:
+    """The name codes of the runtime and driver calls that block on the device."""
+    ev = trace.events
+    used = np.unique(ev.name[ev.of_kind(*LAUNCH_KINDS)])
+    return np.array([c for c in used.tolist() if sync_call_kind(Kind.RUNTIME, ev.names[c])],
+                    dtype=np.int64)
+

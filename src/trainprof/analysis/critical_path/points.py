@@ -1,0 +1,135 @@
+"""The points of the step graph: host ranges' starts and ends in call-tree order, and the
+device events of each step, as columns (times in integer ns from the trace's t0)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from trainprof.analysis.calltree import call_tree
+from trainprof.analysis.steps import StepWindows, launch_links
+from trainprof.trace.model import DEVICE_KINDS, Kind, Trace, step_number
+
+#: The sentinel time of a point that nothing reaches yet.
+UNREACHED = np.int64(-(2**62))
+
+
+def to_ns(us: np.ndarray) -> np.ndarray:
+    return np.rint(np.asarray(us, dtype=np.float64) * 1000.0).astype(np.int64)
+
+
+def step_of(times_ns: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The step each time falls in (the last one starting at or before it), -1 outside all."""
+    pos = np.searchsorted(starts, times_ns, side="right") - 1
+    ok = (pos >= 0) & (times_ns <= ends[np.maximum(pos, 0)])
+    return np.where(ok, pos, -1)
+
+
+@dataclass
+class HostPoints:
+    """Host boundary points, sorted by (step, thread, time)."""
+
+    time: np.ndarray
+    chain_key: np.ndarray
+    owner_event: np.ndarray  # event owning the segment *after* the point, -1 for none
+    event: np.ndarray  # the event whose start or end this point is
+    is_start: np.ndarray
+
+
+def host_points(trace: Trace, starts: np.ndarray, ends: np.ndarray) -> HostPoints:
+    ev = trace.events
+    tree = call_tree(trace)
+    n = len(tree)
+    pos = np.arange(n)
+    nodes_ev = tree.event
+    parent_ev = np.where(tree.parent >= 0, nodes_ev[np.maximum(tree.parent, 0)], -1)
+    t = np.r_[to_ns(ev.ts[nodes_ev]), to_ns(ev.end[nodes_ev])]
+    is_start = np.r_[np.ones(n, dtype=bool), np.zeros(n, dtype=bool)]
+    tid = np.r_[ev.tid[nodes_ev], ev.tid[nodes_ev]].astype(np.int64)
+    # At one time: ends before starts; ends innermost first, starts outermost first.
+    tie = np.r_[n + pos, n - 1 - pos]  # starts after every end, each group in tree order
+    step = step_of(t, starts, ends)
+    keep = np.flatnonzero(step >= 0)
+    chain_key = step[keep] * (len(trace.threads) + 1) + tid[keep]
+    order = np.lexsort((tie[keep], t[keep], chain_key))
+    sel = keep[order]
+    owner = np.r_[nodes_ev, parent_ev][sel]
+    key = chain_key[order]
+    return HostPoints(time=t[sel], chain_key=key, owner_event=owner,
+                 event=np.r_[nodes_ev, nodes_ev][sel], is_start=is_start[sel])
+
+
+@dataclass
+class DeviceEvents:
+    """Device events of the steps, sorted by (step, device, stream, start)."""
+
+    event: np.ndarray
+    step: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    chain_key: np.ndarray
+    launch_point: np.ndarray  # the host point of the launch call's start, -1 for none
+    launch_end_point: np.ndarray  # ... and of its end
+    issued: np.ndarray  # int64 ns: when the work was handed to the device (launch, or start)
+    before: np.ndarray  # int64 ns: end of the stream's previous event, in any step (or UNREACHED)
+
+
+def device_events(trace: Trace, host: HostPoints, starts: np.ndarray, ends: np.ndarray,
+                   n_threads: int) -> DeviceEvents:
+    ev = trace.events
+    idx = np.flatnonzero(ev.of_kind(*DEVICE_KINDS) & (ev.device >= 0) & (ev.dur >= 0))
+    start_point = np.full(len(ev), -1, dtype=np.int64)
+    end_point = np.full(len(ev), -1, dtype=np.int64)
+    start_point[host.event[host.is_start]] = np.flatnonzero(host.is_start)
+    end_point[host.event[~host.is_start]] = np.flatnonzero(~host.is_start)
+    launch_of = np.full(len(ev), -1, dtype=np.int64)
+    devices, launches = launch_links(trace)
+    launch_of[devices] = launches
+    launch = launch_of[idx]
+    lp = np.where(launch >= 0, start_point[np.maximum(launch, 0)], -1)
+    le = np.where(launch >= 0, end_point[np.maximum(launch, 0)], -1)
+    s, e = to_ns(ev.ts[idx]), to_ns(ev.end[idx])
+    before = _previous_ends(ev.device[idx].astype(np.int64), ev.stream[idx], s, e)
+    step = np.where(lp >= 0, host.chain_key[np.maximum(lp, 0)] // (n_threads + 1),
+                    step_of(s, starts, ends))
+    keep = step >= 0
+    idx, lp, le, s, e, step = idx[keep], lp[keep], le[keep], s[keep], e[keep], step[keep]
+    before = before[keep]
+    dev, stream = ev.device[idx].astype(np.int64), ev.stream[idx]
+    order = np.lexsort((e, s, stream, dev, step))
+    idx, lp, le, s, e, step = idx[order], lp[order], le[order], s[order], e[order], step[order]
+    before = before[order]
+    dev, stream = dev[order], stream[order]
+    _, key = np.unique(np.stack([step, dev, stream]), axis=1, return_inverse=True)
+    issued = np.where(lp >= 0, host.time[np.maximum(lp, 0)], s) if len(host.time) else s
+    return DeviceEvents(event=idx, step=step, start=s, end=e, chain_key=key.ravel(),
+                        launch_point=lp, launch_end_point=le, issued=issued, before=before)
+
+
+def _previous_ends(device: np.ndarray, stream: np.ndarray, start: np.ndarray,
+                   end: np.ndarray) -> np.ndarray:
+    """Per device event, the end of the event before it on its stream (UNREACHED for none)."""
+    order = np.lexsort((end, start, stream, device))
+    same = np.r_[False, (device[order][1:] == device[order][:-1])
+                 & (stream[order][1:] == stream[order][:-1])]
+    prev = np.where(same, np.r_[UNREACHED, end[order][:-1]], UNREACHED)
+    out = np.empty(len(start), dtype=np.int64)
+    out[order] = prev
+    return out
+
+
+def host_windows(trace: Trace, steps: StepWindows) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) ns of each step on the host: its ``ProfilerStep`` range, which the device
+    side may run behind; the step windows themselves when steps come from elsewhere."""
+    starts, ends = to_ns(steps.starts), to_ns(steps.ends)
+    if steps.source != "ProfilerStep":
+        return starts, ends
+    ev = trace.events
+    idx = np.flatnonzero(ev.kind == Kind.STEP)
+    numbers = {step_number(ev.names[ev.name[i]]): i for i in idx[::-1].tolist()}
+    for k, n in enumerate(steps.numbers.tolist()):
+        if n in numbers:
+            starts[k], ends[k] = to_ns(ev.ts[numbers[n]]), to_ns(ev.end[numbers[n]])
+    order_ok = np.all(np.diff(starts) >= 0) if len(starts) > 1 else True
+    return (starts, ends) if order_ok else (to_ns(steps.starts), to_ns(steps.ends))

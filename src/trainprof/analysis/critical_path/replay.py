@@ -1,0 +1,240 @@
+"""Replaying a step graph: when each point happens, given the edges' weights.
+
+A point happens at the latest of its anchor, its chain predecessor plus the chain edge's weight,
+and each cross edge's source plus its lag. Along a chain that is a running maximum:
+``t[i] = C[i] + max_{j<=i}(x[j] - C[j])`` with ``C`` the chain's cumulative weights and ``x`` the
+point's other inputs, so one pass over every chain at once is a few NumPy calls. Cross edges are
+then re-read and the pass repeated until nothing moves; on a DAG that takes as many passes as the
+most cross edges on one path (each sync is a round trip host -> device -> host), a handful in a
+training step. The critical path is read back by following each point's binding input.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from trainprof.analysis.critical_path.graph import UNREACHED, StepGraph
+
+#: Passes after which a replay stops even if points still move (a graph this deep is unlikely:
+#: it would need about this many syncs in one step); the result then notes it.
+MAX_PASSES = 2_000
+
+
+def _chain_scan(g: StepGraph, weight: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Times along every chain given the chain weights and the other inputs ``x``."""
+    if not len(x):
+        return x.copy()
+    head = g.heads
+    cs = np.cumsum(weight)
+    head_pos = np.maximum.accumulate(np.where(head, np.arange(len(x)), 0))
+    c = cs - cs[head_pos]  # cumulative weight from the chain's head (weights at heads are 0)
+    reached = x > UNREACHED
+    y = np.where(reached, x - c, 0)
+    lo = int(y[reached].min()) - 1 if reached.any() else -1
+    y = np.where(reached, y, lo)
+    stride = int(y.max()) - lo + 1
+    chains = int(head.sum())
+    if stride * (chains + 1) + abs(lo) < 2**62:
+        offset = np.cumsum(head) * np.int64(stride)  # keeps each chain's running max to itself
+        run = np.maximum.accumulate(y + offset) - offset
+    else:  # times too far apart for one pass: chain by chain
+        run = np.empty_like(y)
+        bounds = np.r_[np.flatnonzero(head), len(y)]
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            run[a:b] = np.maximum.accumulate(y[a:b])
+    return np.where(run > lo, c + run, UNREACHED)
+
+
+def replay(g: StepGraph, weight: np.ndarray | None = None,
+           start: np.ndarray | None = None) -> tuple[np.ndarray, bool]:
+    """(time of every point, converged) with these chain weights (the graph's own by default),
+    iterating from ``start`` (any times; the recorded ones or an earlier replay converge
+    fastest)."""
+    w = g.weight if weight is None else weight
+    t = _chain_scan(g, w, g.anchor) if start is None else start
+    ok_src = np.ones(len(g.src), dtype=bool)
+    for _ in range(MAX_PASSES):
+        x = g.anchor.copy()
+        ok_src = t[g.src] > UNREACHED
+        np.maximum.at(x, g.dst[ok_src], t[g.src[ok_src]] + g.lag[ok_src])
+        nxt = _chain_scan(g, w, x)
+        if np.array_equal(nxt, t):
+            return t, True
+        t = nxt
+    return t, False
+
+
+def step_ends(g: StepGraph, t: np.ndarray) -> np.ndarray:
+    """The latest point of each step (ns), UNREACHED for a step without points."""
+    out = np.full(len(g.step_start), UNREACHED, dtype=np.int64)
+    np.maximum.at(out, g.chain_step[g.chain], t)
+    return out
+
+
+def binding_inputs(g: StepGraph, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per point, what set its time: (-1, -1) an anchor; (previous point, -1) its chain edge;
+    (source point, edge) a cross edge. Chain edges win ties."""
+    n = len(t)
+    pred = np.full(n, -1, dtype=np.int64)
+    via = np.full(n, -1, dtype=np.int64)
+    if not n:
+        return pred, via
+    arrive = t[g.src] + g.lag
+    hit = (t[g.src] > UNREACHED) & (arrive == t[g.dst])
+    edges = np.flatnonzero(hit)
+    pred[g.dst[edges]] = g.src[edges]
+    via[g.dst[edges]] = edges
+    prev = np.r_[-1, np.arange(n - 1)]
+    by_chain = ~g.heads & (t[np.maximum(prev, 0)] + g.weight == t) & (t > UNREACHED)
+    pred[by_chain], via[by_chain] = prev[by_chain], -1
+    return pred, via
+
+
+class PathWalker:
+    """Reads critical paths back from the binding inputs, a run of chain edges at a time."""
+
+    def __init__(self, pred: np.ndarray) -> None:
+        n = len(pred)
+        idx = np.arange(n)
+        by_chain = (pred == idx - 1) & (pred >= 0)
+        # The first point of the run of chain-bound points that ends at each point.
+        self._run_start = np.maximum.accumulate(np.where(by_chain, 0, idx)).tolist() if n else []
+        self._pred = pred.tolist()
+
+    def path(self, end: int) -> np.ndarray:
+        """The points from ``end`` back to the anchor that started it, in time order."""
+        runs = []
+        p, guard = end, len(self._pred)
+        while p >= 0 and guard > 0:  # a cycle (clock skew) cannot trap the walk
+            q = self._run_start[p]
+            runs.append(np.arange(q, p + 1))
+            p = self._pred[q]
+            guard -= 1
+        return np.concatenate(runs[::-1]) if runs else np.zeros(0, dtype=np.int64)
+
+
+def _topological(n: int, src: np.ndarray, dst: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """A topological order of n nodes (Kahn's algorithm, seeded in ``start`` order); nodes
+    left in a cycle (clock skew can close one) follow in ``start`` order."""
+    rank = np.empty(n, dtype=np.int64)
+    rank[start] = np.arange(n)
+    if (rank[src] < rank[dst]).all():  # the usual case: time order is already one
+        return start
+    indegree = np.bincount(dst, minlength=n).tolist()
+    by_src = np.argsort(src, kind="stable")
+    bounds = np.searchsorted(src[by_src], np.arange(n + 1)).tolist()
+    targets = dst[by_src].tolist()
+    ready = deque(i for i in start.tolist() if indegree[i] == 0)
+    out = []
+    while ready:
+        i = ready.popleft()
+        out.append(i)
+        for j in targets[bounds[i]:bounds[i + 1]]:
+            indegree[j] -= 1
+            if indegree[j] == 0:
+                ready.append(j)
+    if len(out) < n:
+        seen = np.zeros(n, dtype=bool)
+        seen[out] = True
+        out += [i for i in start.tolist() if not seen[i]]
+    return np.array(out, dtype=np.int64)
+
+
+class WhatIfReplay:
+    """Fast replays of one graph with changed chain weights, for the what-if table.
+
+    Along a chain, a point's time is its previous point's plus the edge's weight unless a cross
+    edge or an anchor reaches it. So the replay visits only those points and the chains' last
+    points (a step ends at one of those), once each in a topological order, summing the chain
+    weights in between; a cross edge leaving from a point not visited leaves, in effect, from
+    the visited point before it on its chain plus the weights between. A deep graph (hundreds of
+    blocking copies or collectives a step, each a hop between chains) then costs one visit per
+    point rather than one pass over the graph per hop. Visits repeat only if clock skew closed
+    a cycle.
+    """
+
+    def __init__(self, g: StepGraph, t: np.ndarray, steps: np.ndarray | None = None) -> None:
+        """``t``: the graph's replayed times (``replay``), which seed the visiting order;
+        ``steps``: mask of the steps to replay (all by default); the others stay unreached."""
+        self.g = g
+        n = len(g.time)
+        heads = g.heads
+        tails = np.r_[heads[1:], True] if n else heads
+        visit = heads | tails | (g.anchor > UNREACHED)
+        visit[g.dst] = True
+        inside = np.ones(len(g.dst), dtype=bool)
+        if steps is not None:
+            visit &= steps[g.chain_step[g.chain]]
+            inside = steps[g.chain_step[g.chain[g.dst]]]
+        kept = np.flatnonzero(visit)
+        base = np.maximum.accumulate(np.where(visit | heads, np.arange(n), 0)) if n else kept
+        prev_in_chain = np.where(heads[kept], -1, np.r_[-1, kept[:-1]])
+        index = np.full(n, -1, dtype=np.int64)
+        index[kept] = np.arange(len(kept))
+        linked = prev_in_chain >= 0
+        self._cross_from = g.src[inside]  # the point each cross edge leaves from ...
+        self._cross_base = base[self._cross_from]  # ... and the visited point before it
+        src = np.r_[index[prev_in_chain[linked]], index[self._cross_base]]
+        dst = np.r_[np.flatnonzero(linked), index[g.dst[inside]]]
+        order = _topological(len(kept), src, dst, np.lexsort((kept, t[kept])))
+        rank = np.empty(len(kept), dtype=np.int64)
+        rank[order] = np.arange(len(kept))
+        points = kept[order]
+        # Chain edges in the order of ``src``/``dst`` above: visited point, its predecessor.
+        self._chain_to, self._chain_from = kept[linked], prev_in_chain[linked]
+        edge_dst = rank[dst]
+        self._by_dst = np.argsort(edge_dst, kind="stable")
+        self._dst_array = edge_dst[self._by_dst]
+        self._src_array = rank[src][self._by_dst]
+        self._dst, self._src = self._dst_array.tolist(), self._src_array.tolist()
+        self._cross_lag = g.lag[inside]
+        self._anchor_array = g.anchor[points]
+        self.anchor = self._anchor_array.tolist()
+        self.step = g.chain_step[g.chain[points]]
+        back = rank[src] > edge_dst  # only inside a cycle (clock skew)
+        self._back = (rank[src][back], edge_dst[back], np.flatnonzero(back))
+        # The unchanged replay: a what-if recomputes each step from its first changed edge on.
+        self._edge_dst = edge_dst[self._by_dst]
+        self._edge_step = self.step[self._edge_dst]
+        self._base_lags = self._lags(g.weight)[self._by_dst]
+        self._base_times = np.maximum(t[points], UNREACHED)
+        self._clean = not len(self._back[0])
+
+    def _lags(self, weight: np.ndarray) -> np.ndarray:
+        """Every edge's lag (chain edges: the weights between their points), in build order."""
+        cs = np.cumsum(weight)
+        gain = cs[self._chain_to] - cs[self._chain_from]
+        return np.r_[gain, self._cross_lag + cs[self._cross_from] - cs[self._cross_base]]
+
+    def step_ends(self, weight: np.ndarray, max_rounds: int = 8) -> np.ndarray:
+        """The latest time of each step (ns) with these chain weights."""
+        lag_all = self._lags(weight)
+        sorted_lags = lag_all[self._by_dst]
+        if not self._clean:
+            dst, src, lags = self._dst, self._src, sorted_lags.tolist()
+            t = list(self.anchor)
+        else:  # start each step at its first changed edge: what precedes is as it was
+            changed = sorted_lags != self._base_lags
+            first = np.full(len(self.g.step_start), len(self.anchor), dtype=np.int64)
+            np.minimum.at(first, self._edge_step[changed], self._edge_dst[changed])
+            redo = self._edge_dst >= first[self._edge_step]
+            times = self._base_times.copy()
+            times[self._edge_dst[redo]] = self._anchor_array[self._edge_dst[redo]]
+            t = times.tolist()
+            dst, src = self._dst_array[redo].tolist(), self._src_array[redo].tolist()
+            lags = sorted_lags[redo].tolist()
+        back_src, back_dst, back_edge = self._back
+        for _ in range(max_rounds):
+            # Edges by destination in visiting order: every source is final when read.
+            for d, s, lag in zip(dst, src, lags, strict=True):
+                v = t[s] + lag
+                if v > t[d]:
+                    t[d] = v
+            times = np.array(t, dtype=np.int64)
+            if not (times[back_src] + lag_all[back_edge] > times[back_dst]).any():
+                break
+        out = np.full(len(self.g.step_start), UNREACHED, dtype=np.int64)
+        np.maximum.at(out, self.step, np.maximum(times, UNREACHED))
+        return out

@@ -1,0 +1,135 @@
+"""The critical path's result types (a leaf module: no analysis imports)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: Path pieces written to JSON per step: the longest ones, in time order ...
+JSON_PIECES = 100
+#: ... and over all steps at most about this many (a long run keeps its JSON small).
+JSON_PIECES_TOTAL = 5_000
+
+
+@dataclass
+class PathPiece:
+    """A stretch of the path on one lane: µs from the trace's t0."""
+
+    lane: str  # "host thread 123", "GPU 0 stream 7"
+    start_us: float
+    end_us: float
+    category: str  # a key of the split
+    name: str  # the op, kernel or call; "" between ranges
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class PathPieces:
+    """A step's path as columns: stretches on one lane of one category and name, in time
+    order (µs from the trace's t0)."""
+
+    lane: np.ndarray  # int64 into ``lanes``
+    start_us: np.ndarray  # float64
+    end_us: np.ndarray  # float64
+    category: np.ndarray  # int64 into ``categories``
+    name: np.ndarray  # int64 into ``names``, -1 for none
+    lanes: list[str]
+    categories: tuple[str, ...]
+    names: list[str]
+
+    def __len__(self) -> int:
+        return len(self.start_us)
+
+    def piece(self, i: int) -> PathPiece:
+        n = int(self.name[i])
+        return PathPiece(self.lanes[int(self.lane[i])], float(self.start_us[i]),
+                         float(self.end_us[i]), self.categories[int(self.category[i])],
+                         self.names[n] if n >= 0 else "")
+
+    def longest(self, count: int) -> list[PathPiece]:
+        """The ``count`` longest pieces, in time order."""
+        keep = np.sort(np.argsort(-(self.end_us - self.start_us), kind="stable")[:count])
+        return [self.piece(int(i)) for i in keep]
+
+
+@dataclass
+class StepPath:
+    """One step's critical path."""
+
+    step: int
+    start_us: float  # the step's start, µs from the trace's t0
+    step_us: float  # from the step's start to the end of its path
+    split_us: dict[str, float]  # by category; sums to step_us
+    pieces: PathPieces
+
+    def to_dict(self, pieces: int = JSON_PIECES) -> dict[str, Any]:
+        return {"step": self.step, "start_us": self.start_us, "step_us": self.step_us,
+                "split_us": self.split_us,
+                "pieces": [p.to_dict() for p in self.pieces.longest(pieces)],
+                "pieces_total": len(self.pieces)}
+
+
+@dataclass
+class PathItem:
+    """Something the path runs through (an op, a kernel, a collective, the DataLoader...),
+    with the step time if it took no time or half its time (a replay of the graph)."""
+
+    kind: str  # op, kernel, collective, copy, data_loader, launches
+    name: str
+    on_path_us: float  # summed over steps
+    on_path_pct: float  # of the summed step time
+    step_ms: float  # mean step time as replayed, unchanged
+    step_ms_if_zero: float | None = None
+    step_ms_if_half: float | None = None
+
+    @property
+    def saving_pct_if_zero(self) -> float | None:
+        """The most removing it could save, in % of the step: the findings' upper bound."""
+        if self.step_ms_if_zero is None or self.step_ms <= 0:
+            return None
+        return 100.0 * (self.step_ms - self.step_ms_if_zero) / self.step_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "saving_pct_if_zero": self.saving_pct_if_zero}
+
+
+@dataclass
+class CriticalPath:
+    """The critical path of every step of one trace, its split, and the what-if table."""
+
+    steps: list[StepPath]
+    split_us: dict[str, float]  # summed over steps
+    split_pct: dict[str, float]  # of the summed step time
+    items: list[PathItem]  # the top items on the path, most time first, with what-ifs
+    typical_launch_lag_us: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def step_ms(self) -> float | None:
+        """Mean step time as replayed (ms)."""
+        if not self.steps:
+            return None
+        return sum(s.step_us for s in self.steps) / len(self.steps) / 1000.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step_ms": self.step_ms, "split_us": self.split_us,
+                "split_pct": self.split_pct, "items": [i.to_dict() for i in self.items],
+                "typical_launch_lag_us": self.typical_launch_lag_us,
+                "steps": [s.to_dict(self._pieces_per_step) for s in self.steps],
+                "notes": self.notes}
+
+    @property
+    def _pieces_per_step(self) -> int:
+        return max(5, min(JSON_PIECES, JSON_PIECES_TOTAL // max(len(self.steps), 1)))
+
+    def saving_cap_pct(self, kind: str, name: str | None = None) -> float | None:
+        """The what-if bound for an item (by kind, and name when given): the largest saving in
+        % of the step that removing it could bring, or None when it was not replayed."""
+        caps = [i.saving_pct_if_zero for i in self.items
+                if i.kind == kind and (name is None or i.name == name)
+                and i.saving_pct_if_zero is not None]
+        return max(caps) if caps else None

@@ -1,0 +1,187 @@
+"""The ``critical_path`` section: each step's critical path, its split, and the what-ifs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trainprof.analysis.critical_path.categories import CATEGORY_KEYS, Category
+from trainprof.analysis.critical_path.graph import StepGraph, build_graph
+from trainprof.analysis.critical_path.replay import (
+    PathWalker,
+    WhatIfReplay,
+    binding_inputs,
+    replay,
+    step_ends,
+)
+from trainprof.analysis.critical_path.result import CriticalPath, PathItem, PathPieces, StepPath
+from trainprof.analysis.steps import StepWindows
+from trainprof.trace.model import Trace
+
+#: Items on the path replayed at zero and at half their time (most time on the path first).
+WHAT_IF_ITEMS = 4
+#: Items with less of the path than this (%) are not replayed: removing one cannot save more
+#: than its time on the path, too little to act on.
+WHAT_IF_MIN_PCT = 0.5
+#: Scales a what-if applies to an item's time.
+WHAT_IF_SCALES = (0.0, 0.5)
+#: A trace whose times span more than this (µs, a day) gets no critical path: its clocks are
+#: broken, and its times in ns would overflow the replay's arithmetic.
+MAX_SPAN_US = 86_400e6
+#: Events in the steps the critical path is built for, at most (about 2 s of analysis on this
+#: machine type): a longer trace gets evenly spaced steps only, and says so.
+STEP_EVENTS = 400_000
+#: Graph points one what-if replay visits at most (about 50 ms each on this machine type): a
+#: longer trace replays evenly spaced steps only, and says so.
+WHAT_IF_POINTS = 60_000
+
+
+def critical_path(trace: Trace, steps: StepWindows) -> CriticalPath:
+    """The critical path of every step of ``trace`` (see docs/critical_path.md)."""
+    ev = trace.events
+    span = float(ev.end.max() - min(ev.ts.min(), 0.0)) if len(ev) else 0.0
+    if not 0.0 <= span <= MAX_SPAN_US:
+        return CriticalPath(steps=[], split_us=dict.fromkeys(CATEGORY_KEYS, 0.0),
+                            split_pct=dict.fromkeys(CATEGORY_KEYS, 0.0), items=[],
+                            typical_launch_lag_us=0.0,
+                            notes=["The trace's times span more than a day: no critical path "
+                                   "is drawn for it (its clocks cannot be trusted)."])
+    steps, notes = _sampled(trace, steps)
+    g = build_graph(trace, steps)
+    t, converged = replay(g, start=g.time)
+    if not converged:
+        notes.append("The graph replay stopped before it settled; the times are approximate.")
+    pred, via = binding_inputs(g, t)
+    ends = step_ends(g, t)
+    last = _last_points(g, t)
+    paths, item_us, walker = [], np.zeros(len(g.items)), PathWalker(pred)
+    for k in range(len(g.step_start)):
+        if last[k] < 0:
+            continue
+        path = walker.path(int(last[k]))
+        paths.append(_step_path(trace, g, t, via, path, k, int(steps.numbers[k]), item_us))
+    total = sum(p.step_us for p in paths)
+    split = {key: sum(p.split_us[key] for p in paths) for key in CATEGORY_KEYS}
+    pct = {key: (100.0 * v / total if total > 0 else 0.0) for key, v in split.items()}
+    items, replayed = _what_ifs(g, t, ends, item_us, total)
+    if replayed < len(paths):
+        notes.append(f"What-ifs replay {replayed} of the {len(paths)} steps (evenly spaced), "
+                     "to keep the analysis fast; their step times are those steps' mean.")
+    if not paths:
+        notes.append("No step holds recorded work: there is no critical path to show.")
+    return CriticalPath(steps=paths, split_us=split, split_pct=pct, items=items,
+                        typical_launch_lag_us=g.launch_lag_ns / 1000.0, notes=notes)
+
+
+def _sampled(trace: Trace, steps: StepWindows) -> tuple[StepWindows, list[str]]:
+    """The steps to analyse: all, or evenly spaced ones holding about STEP_EVENTS events."""
+    if len(steps) < 2:
+        return steps, []
+    ts = trace.events.ts
+    per_step = np.diff(np.searchsorted(ts, np.r_[steps.starts, steps.ends[-1]]))
+    total = int(per_step.sum())
+    if total <= STEP_EVENTS:
+        return steps, []
+    count = max(1, int(len(steps) * STEP_EVENTS / total))
+    keep = np.unique(np.linspace(0, len(steps) - 1, count).round().astype(int))
+    chosen = StepWindows(numbers=steps.numbers[keep], starts=steps.starts[keep],
+                         ends=steps.ends[keep], source=steps.source)
+    return chosen, [f"The critical path is of {len(keep)} of the {len(steps)} steps (evenly "
+                    f"spaced), to keep the analysis of this long trace fast."]
+
+
+def _last_points(g: StepGraph, t: np.ndarray) -> np.ndarray:
+    """The point that ends each step (the latest; the last in order among equals)."""
+    step = g.chain_step[g.chain]
+    order = np.lexsort((np.arange(len(t)), t, step))
+    out = np.full(len(g.step_start), -1, dtype=np.int64)
+    out[step[order]] = order  # the last write per step wins: its latest point
+    return out
+
+
+def _step_path(trace: Trace, g: StepGraph, t: np.ndarray, via: np.ndarray, pts: np.ndarray,
+               k: int, number: int, item_us: np.ndarray) -> StepPath:
+    a, b = pts[:-1], pts[1:]
+    origin = g.step_start[k]  # the path before the step began (the host ahead) is cut off
+    from_ = np.maximum(t[a], origin)
+    us = np.maximum(t[b] - from_, 0) / 1000.0
+    cross = via[b] >= 0
+    cross_cat = np.append(g.cross_category, 0)  # via -1 (a chain edge) reads the 0 at the end
+    cat = np.where(cross, cross_cat[via[b]], g.category[b]).astype(np.int64)
+    item = np.where(cross, -1, g.item[b])
+    np.add.at(item_us, item[item >= 0], us[item >= 0])
+    split_arr = np.bincount(cat, weights=us, minlength=len(CATEGORY_KEYS))
+    lead = float(max(t[pts[0]] - origin, 0)) / 1000.0
+    split_arr[Category.UNTRACED_HOST] += lead
+    split = {key: float(v) for key, v in zip(CATEGORY_KEYS, split_arr, strict=True)}
+    event = np.where(cross, -1, g.event[b])
+    name = np.where(event >= 0, trace.events.name[np.maximum(event, 0)], -1)
+    lane = g.chain[b]
+    pieces = _merged(lane, from_ / 1000.0, t[b] / 1000.0, cat, name, us > 0)
+    pieces.lanes, pieces.names = g.chain_lane, trace.events.names
+    step_us = float(t[pts[-1]] - g.step_start[k]) / 1000.0
+    return StepPath(step=number, start_us=float(g.step_start[k]) / 1000.0, step_us=step_us,
+                    split_us=split, pieces=pieces)
+
+
+def _merged(lane: np.ndarray, start: np.ndarray, end: np.ndarray, cat: np.ndarray,
+            name: np.ndarray, keep: np.ndarray) -> PathPieces:
+    """Stretches of time with one lane, category and name merged into one piece."""
+    lane, start, end, cat, name = lane[keep], start[keep], end[keep], cat[keep], name[keep]
+    if not len(start):
+        return PathPieces(lane=lane, start_us=start, end_us=end, category=cat, name=name,
+                          lanes=[], categories=CATEGORY_KEYS, names=[])
+    same = (lane[1:] == lane[:-1]) & (cat[1:] == cat[:-1]) & (name[1:] == name[:-1]) \
+        & (start[1:] == end[:-1])
+    first = np.flatnonzero(np.r_[True, ~same])
+    last = np.r_[first[1:], len(start)] - 1
+    return PathPieces(lane=lane[first], start_us=start[first], end_us=end[last],
+                      category=cat[first], name=name[first], lanes=[],
+                      categories=CATEGORY_KEYS, names=[])
+
+
+def _what_ifs(g: StepGraph, t: np.ndarray, ends: np.ndarray, item_us: np.ndarray,
+              total_us: float) -> tuple[list[PathItem], int]:
+    reached = ends > np.iinfo(np.int64).min // 2
+    if not reached.any():
+        return [], 0
+    chosen = _replayed_steps(g, reached)
+    now = _mean_step_ms(ends, g, chosen)
+    fast = WhatIfReplay(g, t, chosen)
+    reached = chosen
+    out = []
+    for i in np.argsort(-item_us, kind="stable")[:WHAT_IF_ITEMS]:
+        if item_us[i] <= 0 or 100.0 * item_us[i] / total_us < WHAT_IF_MIN_PCT:
+            break
+        kind, name = g.items[i]
+        scaled: list[float] = []
+        for scale in WHAT_IF_SCALES:
+            if scaled and scaled[0] >= now:  # no saving at zero: none at any scale
+                scaled.append(now)
+                continue
+            w = g.weight.copy()
+            mask = g.item == i
+            w[mask] = np.rint(w[mask] * scale).astype(np.int64)
+            scaled.append(_mean_step_ms(fast.step_ends(w), g, reached))
+        out.append(PathItem(kind=kind, name=name, on_path_us=float(item_us[i]),
+                            on_path_pct=100.0 * float(item_us[i]) / total_us if total_us else 0.0,
+                            step_ms=now, step_ms_if_zero=scaled[0], step_ms_if_half=scaled[1]))
+    return out, int(reached.sum())
+
+
+def _replayed_steps(g: StepGraph, reached: np.ndarray) -> np.ndarray:
+    """The steps the what-ifs replay: all, or evenly spaced ones within WHAT_IF_POINTS."""
+    touched = np.zeros(len(g.time), dtype=bool)
+    touched[g.src] = touched[g.dst] = True
+    per_step = np.bincount(g.chain_step[g.chain[touched]], minlength=len(reached))
+    total = int(per_step[reached].sum())
+    if total <= WHAT_IF_POINTS:
+        return reached
+    steps = np.flatnonzero(reached)
+    count = max(1, int(len(steps) * WHAT_IF_POINTS / total))
+    chosen = np.zeros(len(reached), dtype=bool)
+    chosen[steps[np.linspace(0, len(steps) - 1, count).round().astype(int)]] = True
+    return chosen
+
+
+def _mean_step_ms(ends: np.ndarray, g: StepGraph, reached: np.ndarray) -> float:
+    return float((ends[reached] - g.step_start[reached]).mean()) / 1e6

@@ -1,0 +1,165 @@
+"""The step graph's waits: syncs and blocking copies waiting for device work, streams waiting
+for other streams, host threads waiting for (or started by) other threads."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trainprof.analysis.critical_path.categories import Category, sync_name_codes
+from trainprof.analysis.critical_path.points import DeviceEvents, HostPoints
+from trainprof.trace.model import LAUNCH_KINDS, Trace
+
+#: A host thread idle (inside no recorded range) for at least this long, while another thread's
+#: range ended inside that gap, is taken to have waited for it (the main thread blocked in
+#: ``backward()`` while the autograd thread runs the backward ops).
+THREAD_WAIT_MIN_NS = 50_000
+#: A device event ending this many ns after the host call returned still counts as awaited by it
+#: (the two clocks are aligned to about a microsecond).
+SYNC_TOLERANCE_NS = 1_000
+
+
+def other_stream_ends(d: DeviceEvents, device_of: np.ndarray) -> np.ndarray:
+    """Per device event, the position of the latest event of the same step and device on
+    another stream that ended at or before it started (-1 for none)."""
+    group = d.step * 4096 + device_of
+    out = np.full(len(d.event), -1, dtype=np.int64)
+    for g in np.unique(group):  # one per (step, device): a handful
+        members = np.flatnonzero(group == g)
+        by_end = members[np.argsort(d.end[members], kind="stable")]
+        hit = np.searchsorted(d.end[by_end], d.start[members], side="right") - 1
+        found = np.full(len(members), -1, dtype=np.int64)
+        todo = np.ones(len(members), dtype=bool)
+        for _ in range(8):  # skip events of the same stream just before
+            ok = todo & (hit >= 0)
+            cand = by_end[np.maximum(hit, 0)]
+            other = ok & (d.chain_key[cand] != d.chain_key[members])
+            found[other] = cand[other]
+            todo &= ~other & (hit >= 0)
+            hit -= 1
+        out[members] = found
+    return out
+
+
+def awaited(d: DeviceEvents, step_start: np.ndarray, step: np.ndarray, call_start: np.ndarray,
+             call_end: np.ndarray) -> np.ndarray:
+    """For host calls that block, the device event each waited for: of the step's device work
+    launched before the call, the one ending last before the call returned (-1 for none: the
+    device was already idle when the call began)."""
+    if not len(d.event):
+        return np.full(len(step), -1, dtype=np.int64)
+    span = np.int64(2**44)
+    rel = np.clip(d.end - step_start[d.step], 0, span - 1)
+    order = np.argsort(d.step * span + rel, kind="stable")
+    keys = (d.step * span + rel)[order]
+    issued = d.issued
+    query = step * span + np.clip(call_end + SYNC_TOLERANCE_NS - step_start[step], 0, span - 1)
+    hit = np.searchsorted(keys, query, side="right") - 1
+    found = np.full(len(step), -1, dtype=np.int64)
+    todo = np.ones(len(step), dtype=bool)
+    for _ in range(8):  # skip work launched after the call began (another thread's)
+        ok = todo & (hit >= 0)
+        cand = order[np.maximum(hit, 0)]
+        ok &= d.step[cand] == step
+        good = ok & (issued[cand] <= call_start)
+        found[good] = cand[good]
+        todo &= ~good & ok
+        hit -= 1
+    late_enough = d.end[np.maximum(found, 0)] >= call_start
+    return np.where((found >= 0) & late_enough, found, -1)
+
+
+def typical_launch_lag(d: DeviceEvents, prev_end: np.ndarray, other_end: np.ndarray) -> int:
+    """The median time from a launch call's start to its work starting, over work that waited
+    for nothing else (its stream idle, no other stream's work ending after the launch)."""
+    idle = (d.launch_point >= 0) & (prev_end <= d.issued) & (d.start >= d.issued)
+    idle &= other_end <= d.issued
+    lags = (d.start - d.issued)[idle]
+    return int(np.median(lags)) if len(lags) else 0
+
+
+def sync_waits(trace: Trace, host: HostPoints, d: DeviceEvents, starts: np.ndarray, n_threads: int,
+                offset: int) -> tuple[np.ndarray, np.ndarray]:
+    """(device end point, host end point) of every sync call and the work it waited for."""
+    ev = trace.events
+    ends = np.flatnonzero(~host.is_start)
+    e = host.event[ends]
+    launch = np.isin(ev.kind[e], np.array(list(LAUNCH_KINDS), dtype=np.uint8))
+    is_sync = launch & np.isin(ev.name[e], sync_name_codes(trace))
+    ends, e = ends[is_sync], e[is_sync]
+    own = ends - 1  # the call's own start point, right before its end
+    elastic = (own >= 0) & (host.event[np.maximum(own, 0)] == e) & host.is_start[np.maximum(own, 0)]
+    ends = ends[elastic]
+    step = host.chain_key[ends] // (n_threads + 1)
+    found = awaited(d, starts, step, host.time[ends - 1], host.time[ends])
+    ok = found >= 0
+    return offset + 2 * found[ok] + 1, ends[ok]
+
+
+def thread_waits(host: HostPoints, chain: np.ndarray, category: np.ndarray,
+                  n_threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """(other thread's end point, point) for long idle gaps of a host thread that another
+    thread's range ended inside: the later point waited for it (THREAD_WAIT_MIN_NS)."""
+    t = host.time
+    gap = np.r_[0, np.diff(t)] if len(t) else np.zeros(0, dtype=np.int64)
+    head = np.r_[True, chain[1:] != chain[:-1]] if len(t) else np.zeros(0, dtype=bool)
+    idle = np.flatnonzero(~head & (category == Category.UNTRACED_HOST)
+                          & (gap >= THREAD_WAIT_MIN_NS))
+    ends = np.flatnonzero(~host.is_start)
+    if not len(idle) or not len(ends):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    step = host.chain_key // (n_threads + 1)
+    span = np.int64(2**44)
+    key = step[ends] * span + t[ends] - t.min()
+    by_key = np.argsort(key, kind="stable")
+    keys, ends = key[by_key], ends[by_key]
+    hit = np.searchsorted(keys, step[idle] * span + t[idle] - t.min(), side="right") - 1
+    found = np.full(len(idle), -1, dtype=np.int64)
+    todo = np.ones(len(idle), dtype=bool)
+    for _ in range(8):  # skip the waiting thread's own ends
+        cand = ends[np.maximum(hit, 0)]
+        ok = todo & (hit >= 0) & (step[cand] == step[idle])
+        other = ok & (chain[cand] != chain[idle])
+        found[other] = cand[other]
+        todo &= ok & ~other
+        hit -= 1
+    inside = (found >= 0) & (t[np.maximum(found, 0)] > t[np.maximum(idle - 1, 0)])
+    return found[inside], idle[inside]
+
+
+def thread_starts(host: HostPoints, chain: np.ndarray, head: np.ndarray,
+                   n_threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """(other thread's point, head) for host threads that start working inside a step (the
+    autograd thread when the main thread calls ``backward()``): the latest point of another
+    thread at or before the head, which released it. The step's first thread keeps its start."""
+    t = host.time
+    if not len(t):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    step = host.chain_key // (n_threads + 1)
+    first = np.full(int(step.max()) + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, step, t)
+    heads = np.flatnonzero(head & (t - first[step] >= THREAD_WAIT_MIN_NS))
+    span = np.int64(2**44)
+    key = step * span + t - t.min()
+    by_key = np.argsort(key, kind="stable")
+    keys = key[by_key]
+    hit = np.searchsorted(keys, key[heads], side="right") - 1
+    found = np.full(len(heads), -1, dtype=np.int64)
+    todo = np.ones(len(heads), dtype=bool)
+    for _ in range(8):  # skip the head's own points at the same time
+        cand = by_key[np.maximum(hit, 0)]
+        ok = todo & (hit >= 0) & (step[cand] == step[heads])
+        other = ok & (chain[cand] != chain[heads])
+        found[other] = cand[other]
+        todo &= ok & ~other
+        hit -= 1
+    return found[found >= 0], heads[found >= 0]
+
+
+def blocking_launches(host: HostPoints, d: DeviceEvents,
+                      offset: int) -> tuple[np.ndarray, np.ndarray]:
+    """(device end point, host end point) of launch calls that returned only after their own
+    work ended (``cudaMemcpy``, a copy to pageable memory); device points start at ``offset``."""
+    has_launch = (d.launch_point >= 0) & (d.launch_end_point >= 0)
+    returned = host.time[np.maximum(d.launch_end_point, 0)] if len(host.time) else d.end
+    blocking = has_launch & (d.end <= returned + SYNC_TOLERANCE_NS) & (d.end >= d.issued)
+    return offset + 2 * np.flatnonzero(blocking) + 1, d.launch_end_point[blocking]

@@ -1,0 +1,49 @@
+"""Terminal view of the critical path: where its time goes, and the what-if table."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.text import Text
+
+from trainprof.analysis.critical_path import CriticalPath
+from trainprof.report.quantities import add_name_column, add_number_columns, compact_table, pct
+
+#: How the split's keys read in the report.
+CATEGORY_LABELS = {
+    "host_compute": "host compute (ops)",
+    "launch_overhead": "launch overhead",
+    "gpu_compute": "GPU compute",
+    "gpu_communication": "GPU communication",
+    "copies": "copies",
+    "sync_wait": "sync waits",
+    "data_loading": "data loading",
+    "untraced_host": "untraced host time",
+}
+ITEM_WIDTH = 48
+
+
+def render_critical_path(result: CriticalPath) -> Group | None:
+    if not result.steps or result.step_ms is None:
+        return None
+    head = Text(f"Critical path: what sets the step time ({result.step_ms:.2f} ms a step, "
+                f"{len(result.steps)} steps)", style="italic")
+    split = compact_table()
+    split.add_column("")
+    add_number_columns(split, "ms/step", "% of step")
+    n = len(result.steps)
+    for key, us in sorted(result.split_us.items(), key=lambda kv: -kv[1]):
+        if us > 0:
+            split.add_row(CATEGORY_LABELS[key], f"{us / n / 1000:.2f}", pct(result.split_pct[key]))
+    parts: list = [head, split]
+    if result.items:
+        table = compact_table()
+        add_name_column(table, "on the path", ITEM_WIDTH)
+        add_number_columns(table, "% of path", "step ms if 0", "if half", "saves ≤")
+        for item in result.items:
+            table.add_row(f"{item.kind}: {item.name}", pct(item.on_path_pct),
+                          f"{item.step_ms_if_zero:.2f}", f"{item.step_ms_if_half:.2f}",
+                          pct(item.saving_pct_if_zero))
+        parts += [Text("What if one item on the path took no time, or half (the graph "
+                       "replayed, so work that moves onto the path is counted):"), table]
+    parts += [Text(note, style="dim") for note in result.notes]
+    return Group(*parts)
