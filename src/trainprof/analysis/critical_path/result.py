@@ -115,6 +115,16 @@ class CriticalPath:
             return None
         return sum(s.step_us for s in self.steps) / len(self.steps) / 1000.0
 
+    def to_pandas(self, by: str = "item") -> Any:
+        """One row per top item on the path with its what-ifs; ``by="step"``: one row per
+        step with its split (µs per category)."""
+        from trainprof.analysis.frames import data_frame
+
+        if by == "step":
+            return data_frame([{"step": s.step, "step_us": s.step_us, **s.split_us}
+                               for s in self.steps])
+        return data_frame([i.to_dict() for i in self.items])
+
     def to_dict(self) -> dict[str, Any]:
         return {"step_ms": self.step_ms, "split_us": self.split_us,
                 "split_pct": self.split_pct, "items": [i.to_dict() for i in self.items],
