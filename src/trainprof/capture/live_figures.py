@@ -20,10 +20,7 @@ from trainprof.capture.device import peak_memory_bytes
 from trainprof.capture.step_stats import PHASES, Window, per_second
 from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import Evidence, Finding, ranked
-from trainprof.diagnose.rules.host import STEADY_STEPS
-from trainprof.diagnose.rules.input import WORKERS
-from trainprof.diagnose.rules.memory import SAVE_MEMORY, USE_HEADROOM
-from trainprof.diagnose.rules.training import MULTI_TENSOR
+from trainprof.diagnose.fixes import fix_for
 
 #: The live figures describe the latest this many measured steps.
 RECENT_STEPS = 50
@@ -115,9 +112,6 @@ _TITLES = {
 _EVIDENCE = {"data_loading": "data phase", "optimizer_overhead": "optimizer phase",
              "step_variance": "coefficient of variation", "memory_pressure": "peak memory",
              "memory_headroom": "peak memory"}
-_FIXES = {"data_loading": WORKERS, "optimizer_overhead": MULTI_TENSOR,
-          "step_variance": STEADY_STEPS, "memory_pressure": SAVE_MEMORY,
-          "memory_headroom": USE_HEADROOM}
 
 
 def top_finding(f: LiveFigures, view: Any = None) -> Finding | None:
@@ -132,4 +126,4 @@ def _finding(f: LiveFigures, v: verdicts.Verdict) -> Finding:
                    title=_TITLES[v.id].format(v.measure_pct), explanation="",
                    evidence=[Evidence(_EVIDENCE[v.id], v.measure_pct, "%", where)],
                    saving_pct=v.saving_pct, saving_ms=f.mean_ms * v.saving_pct / 100.0,
-                   saving_assumption="from the step timer's figures", fix=_FIXES[v.id])
+                   saving_assumption="from the step timer's figures", fix=fix_for(v.id))
