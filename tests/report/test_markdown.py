@@ -100,3 +100,24 @@ def test_github_renders_every_table_whole_and_names_as_text(tmp_path):
         assert payload in cells  # shown as the very text, in one cell
     assert "<img" not in page and "<script" not in page and "<a " not in page
     assert "<details><summary>Evidence and fixes</summary>" in page
+
+
+def test_the_critical_path_and_per_rank_bus_bandwidth_are_in_markdown():
+    """The path's split (adding up to the step) and the what-if table; each rank's bus bandwidth
+    slowest link first."""
+    from trainprof.report.markdown import collective_ranks_md
+
+    md = to_markdown(result_of(RESNET_W0))
+    section = md[md.index("### What sets the step time"):]
+    section = section[:section.index("\n### ")] if "\n### " in section else section
+    shares = [float(x) for x in re.findall(r"\| ([\d.]+)% \|\n", section.split("| item |")[0])]
+    assert shares and abs(sum(shares) - 100) < 0.5
+    assert "| item | % of path | step ms if 0 | if half | saves ≤ |" in section
+    rows = [{"rank": 0, "window": 0, "calls": 4, "time_us": 2000.0, "busbw_gb_s": 80.0,
+             "pct_of_peak": 40.0},
+            {"rank": 1, "window": 0, "calls": 4, "time_us": 8000.0, "busbw_gb_s": 20.0,
+             "pct_of_peak": 10.0}]
+    table = collective_ranks_md({"rows": rows, "slowest_rank": 1})
+    lines = table.splitlines()
+    assert lines[2] == "| 1 | 4 | 8.00 | 20.0 | 10.0% |" and lines[3].startswith("| 0 |")
+    assert collective_ranks_md({"rows": rows[:1]}) == ""

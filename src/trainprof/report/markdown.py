@@ -149,6 +149,40 @@ def hardware_md(r: dict[str, Any], top: int = TOP_ROWS) -> str:
     return "\n".join(out).rstrip()
 
 
+def critical_path_md(path: dict[str, Any] | None) -> str:
+    """The path's split and its what-if table (docs/critical_path.md)."""
+    if not path or not path.get("step_ms"):
+        return ""
+    from trainprof.report.critical_path import CATEGORY_LABELS
+
+    split = [[CATEGORY_LABELS.get(k, k), _f(v, 1, "%")]
+             for k, v in sorted(path["split_pct"].items(), key=lambda kv: -kv[1]) if v > 0]
+    out = [f"{_f(path['step_ms'], 2)} ms a step, replayed.", "",
+           table(["on the path", "% of step"], split, "lr")]
+    from trainprof.report.hotspots import short_kernel_name
+
+    items = [[md_text(f"{i['kind']}: " + (short_kernel_name(i["name"]) if i["kind"] == "kernel"
+                                          else i["name"])), _f(i.get("on_path_pct"), 1, "%"),
+              _f(i.get("step_ms_if_zero"), 2), _f(i.get("step_ms_if_half"), 2),
+              _f(i.get("saving_pct_if_zero"), 1, "%")] for i in path.get("items", [])]
+    if items:
+        out += ["", table(["item", "% of path", "step ms if 0", "if half", "saves ≤"], items,
+                          "lrrrr")]
+    return "\n".join(out)
+
+
+def collective_ranks_md(ranks: dict[str, Any] | None, top: int = 16) -> str:
+    """Each rank's collective bus bandwidth, slowest link first (analysis/collective_ranks.py)."""
+    rows = sorted((ranks or {}).get("rows") or [], key=lambda r: r["busbw_gb_s"])
+    if len(rows) < 2:
+        return ""
+    body = [[str(r["rank"]), _f(r["calls"], 0), _f(r["time_us"] / 1000, 2),
+             _f(r["busbw_gb_s"], 1), _f(r.get("pct_of_peak"), 1, "%")] for r in rows[:top]]
+    more = f"\n\nThe {top} slowest of {len(rows)}; the JSON result has all." \
+        if len(rows) > top else ""
+    return table(["rank", "calls", "ms", "busbw GB/s", "% of link"], body, "rrrrr") + more
+
+
 def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
     """The whole comment: verdict, findings, then the slowest rank's overview and top ops."""
     data = result.to_dict() if isinstance(result, Analysis) else result
@@ -169,9 +203,15 @@ def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
         out += ["### Where the time goes: top ops", "", tops, ""]
     if table_options().modules and slowest.get("modules"):
         out += ["### Time per module", "", modules_md(slowest["modules"]), ""]
+    path = critical_path_md(slowest.get("critical_path"))
+    if path:
+        out += ["### What sets the step time: the critical path", "", path, ""]
     hardware = hardware_md(slowest, top)
     if hardware:
         out += ["### How far from the hardware", "", hardware, ""]
+    per_rank = collective_ranks_md(job.get("collective_ranks"))
+    if per_rank:
+        out += ["### Collectives' bus bandwidth per rank", "", per_rank, ""]
     notes = [*slowest.get("notes", []), *data.get("notes", [])]
     out += [f"> Note: {md_text(n, None)}" for n in notes]
     return "\n".join(out).rstrip() + "\n"
