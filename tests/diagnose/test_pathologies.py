@@ -113,8 +113,10 @@ def test_one_slow_rank_is_a_straggler(ddp):
     found = by_id(a)
     assert found["straggler"].rank == 1 and found["data_loading"].rank == 1
     # Rank 0's wait is charged to the straggler: the job's straggler analysis counts it as the
-    # wait rank 1 causes, and no communication finding names rank 0 for it.
-    assert a.job["stragglers"].ranks[1].caused_wait_ms_per_step > 0
-    assert a.job["stragglers"].ranks[0].waited_ms_per_step > 0
-    assert all(0 not in f.extra.get("ranks", [f.rank]) for f in a.findings
-               if f.id == "communication_exposed")
+    # wait rank 1 causes, and no communication finding is about rank 0 for it (rank 0 may be
+    # listed beside rank 1 for the transfer itself, what remains of its exposed communication
+    # once the wait is taken out).
+    stragglers = a.job["stragglers"]
+    assert stragglers.ranks[1].caused_wait_ms_per_step > 0
+    assert stragglers.ranks[0].waited_ms_per_step > 0
+    assert all(f.rank != 0 for f in a.findings if f.id == "communication_exposed")

@@ -135,6 +135,7 @@ class ColumnBuilder:
                                                      "device_id": np.int16, "tid": np.int32})
         flows = _joined(self._flows, _FLOW_FIELDS, {"id": np.int64, "phase": np.uint8,
                                                     "tid": np.int32, "forward_backward": bool})
+        self._settle_origin(ev, mem, flows)
         events = Events(
             **_sorted_by_ts(ev),
             names=self.names,
@@ -150,6 +151,20 @@ class ColumnBuilder:
             list(self.threads),
             self.t0,
         )
+
+    def _settle_origin(self, *columns: dict[str, np.ndarray]) -> None:
+        """The time origin is the floor of the earliest complete event's ts (else memory
+        event's, else flow's) of the whole file, whichever piece it came in: the first piece's
+        earliest, taken while reading, is moved there, so that a trace read in pieces (or in
+        parallel) and read whole have the same origin and the same times from it."""
+        ref = next((c["ts"] for c in columns if len(c["ts"])), None)
+        if ref is None:
+            return
+        shift = math.floor(float(ref.min()))
+        if shift:
+            for c in columns:
+                c["ts"] = c["ts"] - shift
+            self.t0 += shift
 
     # -- one chunk -------------------------------------------------------------------------
 

@@ -91,8 +91,9 @@ def device_events(trace: Trace, host: HostPoints, starts: np.ndarray, ends: np.n
     le = np.where(launch >= 0, end_point[np.maximum(launch, 0)], -1)
     s, e = to_ns(ev.ts[idx]), to_ns(ev.end[idx])
     before = _previous_ends(ev.device[idx].astype(np.int64), ev.stream[idx], s, e)
-    step = np.where(lp >= 0, host.chain_key[np.maximum(lp, 0)] // (n_threads + 1),
-                    step_of(s, starts, ends))
+    by_time = step_of(s, starts, ends)
+    step = (np.where(lp >= 0, host.chain_key[np.maximum(lp, 0)] // (n_threads + 1), by_time)
+            if len(host.chain_key) else by_time)  # a device-only trace has no host points
     keep = step >= 0
     idx, lp, le, s, e, step = idx[keep], lp[keep], le[keep], s[keep], e[keep], step[keep]
     before = before[keep]

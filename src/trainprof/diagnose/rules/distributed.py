@@ -114,7 +114,9 @@ def _exposed(r: RankAnalysis, waited_ms: float) -> Finding | None:
     own_ms = max(exposed_ms - waited_ms, 0.0)
     share = pct_of(r, own_ms)
     busy = r.timeline.busy_pct if r.timeline is not None else None
-    of_busy = share / busy * 100.0 if busy else None
+    # Both are shares of a step, but of the mean step and of the device's step window: capped,
+    # as exposed communication is device time and cannot pass the device's busy time.
+    of_busy = min(share / busy * 100.0, 100.0) if busy else None
     if share <= EXPOSED_COMM_PCT and not (
             of_busy is not None and of_busy >= EXPOSED_COMM_BUSY_PCT
             and share >= EXPOSED_COMM_MIN_PCT):
