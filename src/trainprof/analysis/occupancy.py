@@ -79,9 +79,7 @@ def _launch_shapes(trace: Trace, kernels: np.ndarray) -> tuple[np.ndarray, ...]:
     ev = trace.events
     shapes = trace.__dict__.get(_SHAPES)
     if shapes is None:  # read once per trace, for every kernel
-        shapes = np.full((max(len(ev.details), 1), 4), np.nan)
-        for i, detail in enumerate(ev.details):
-            shapes[i] = _launch_shape(detail)
+        shapes = _shapes_of(ev.details)
         trace.__dict__[_SHAPES] = shapes
     d = ev.detail[kernels]
     out = np.where((d >= 0)[:, None], shapes[np.maximum(d, 0)], np.nan)
@@ -100,6 +98,32 @@ def sm_counts(trace: Trace, kernels: np.ndarray, missing: float) -> np.ndarray:
     for dev in np.unique(device).tolist():
         out[device == dev] = trace.num_sms(dev) or missing
     return out
+
+
+def _shapes_of(details: list[dict[str, Any]]) -> np.ndarray:
+    """``_launch_shape`` of every detail, as rows. Kineto writes grid and block as lists of
+    three numbers: read so, they are multiplied as arrays; any other form, one by one."""
+    shapes = np.full((max(len(details), 1), 4), np.nan)
+    if not details:
+        return shapes
+    try:
+        grid = np.array([d["grid"] for d in details], dtype=np.float64)
+        block = np.array([d["block"] for d in details], dtype=np.float64)
+        regular = grid.ndim == 2 and block.ndim == 2 and grid.shape[1] and block.shape[1]
+    except (KeyError, TypeError, ValueError, OverflowError):
+        regular = False
+    if not regular:
+        for i, detail in enumerate(details):
+            shapes[i] = _launch_shape(detail)
+        return shapes
+    with np.errstate(over="ignore", invalid="ignore"):
+        for col, dims in ((0, grid), (1, block)):
+            product = np.prod(dims, axis=1)
+            ok = (dims > 0).all(axis=1) & np.isfinite(product)
+            shapes[:, col] = np.where(ok, product, np.nan)
+    shapes[:, 2] = [_number(d.get("registers")) for d in details]
+    shapes[:, 3] = [_number(d.get("shared_memory")) for d in details]
+    return shapes
 
 
 def _launch_shape(detail: dict[str, Any]) -> tuple[float, float, float, float]:
