@@ -13,8 +13,8 @@ from trainprof.analysis.snapshot import analyze_snapshot
 from trainprof.diagnose.rules.memory import NO_LEAK, SAVE_MEMORY
 from trainprof.diagnose.snapshot import UNSPLIT_CACHE, snapshot_findings
 
-TRAIN_STEP = frames(TORCH_LINEAR, TORCH_MODULE, ("/work/job/train.py", 42, "train_step"))
-MODEL = frames(("/work/job/model.py", 10, "__init__"))
+TRAIN_STEP = frames(TORCH_LINEAR, TORCH_MODULE, ("/home/user/job/train.py", 42, "train_step"))
+MODEL = frames(("/home/user/job/model.py", 10, "__init__"))
 
 
 def fragmented() -> SnapshotBuilder:
@@ -95,10 +95,10 @@ def test_the_oom_trainprof_saw_counts_when_the_history_has_none():
 def test_top_sites_are_the_first_user_frame_with_its_stack():
     result = analyze_snapshot(fragmented().snapshot())
     top, second = result.live_sites[:2]
-    assert top.site == "/work/job/train.py:42 in train_step"
+    assert top.site == "/home/user/job/train.py:42 in train_step"
     assert (top.bytes, top.count) == (6 * MiB, 2)
     assert top.stack[0].endswith("torch/nn/modules/linear.py:125 in forward")
-    assert (second.site, second.bytes, second.count) == ("/work/job/model.py:10 in __init__",
+    assert (second.site, second.bytes, second.count) == ("/home/user/job/model.py:10 in __init__",
                                                           2 * MiB + MiB // 2, 2)
 
 
@@ -118,7 +118,7 @@ def leaky_run(steps: int = 6, leak: int = 3 * MiB) -> AllocatorReplay:
     def work() -> None:
         acts = [replay.alloc(8 * MiB, TRAIN_STEP) for _ in range(4)]
         if leak:
-            replay.alloc(leak, frames(("/work/job/train.py", 57, "log_metrics")))
+            replay.alloc(leak, frames(("/home/user/job/train.py", 57, "log_metrics")))
         for addr in acts:
             replay.free(addr)
 
@@ -140,7 +140,7 @@ def test_timeline_steps_and_growth_from_the_history():
     assert h.leak_suspected
     (growth,) = [f for f in snapshot_findings(result) if f.id == "memory_growth"]
     assert growth.fix is NO_LEAK
-    assert result.allocated_sites[0].site == "/work/job/train.py:42 in train_step"
+    assert result.allocated_sites[0].site == "/home/user/job/train.py:42 in train_step"
     assert result.allocated_sites[0].bytes == 6 * 32 * MiB
 
 
