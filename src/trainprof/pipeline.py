@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from concurrent.futures import Executor
 
 from trainprof.analysis import overview
-from trainprof.analysis.overview import Analysis
+from trainprof.analysis.results import Analysis
 from trainprof.diagnose.engine import diagnose
 from trainprof.trace.load import Progress
 from trainprof.trace.model import Trace

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import trainprof
-from trainprof.analysis.overview import Analysis
+from trainprof.analysis.results import Analysis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import workloads  # noqa: E402

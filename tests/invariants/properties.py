@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
-from trainprof.analysis.overview import Analysis
+from trainprof.analysis.results import Analysis
 from trainprof.diagnose.rules import FINDING_IDS
 from trainprof.report.json import to_json_bytes
 from trainprof.report.text import print_analysis

@@ -13,8 +13,8 @@ from rich.console import Console
 
 import trainprof
 from trainprof.analysis.options import TableOptions, using_table_options
-from trainprof.analysis.overview import Analysis
 from trainprof.analysis.rank_table import SHOWN_ROWS
+from trainprof.analysis.results import Analysis
 from trainprof.analysis.sections import run_job_sections
 from trainprof.diagnose.engine import diagnose
 from trainprof.report.html import render_html

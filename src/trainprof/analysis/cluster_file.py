@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from trainprof.analysis.overview import RankAnalysis
+from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.summary import RankSummary, rank_from_summary
 from trainprof.errors import TraceError
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from trainprof.analysis.frames import data_frame
 
 if TYPE_CHECKING:
-    from trainprof.analysis.overview import RankAnalysis
+    from trainprof.analysis.results import RankAnalysis
 
 
 @dataclass

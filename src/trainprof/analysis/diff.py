@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from trainprof.analysis.frames import data_frame
-from trainprof.analysis.overview import Analysis, analyze
+from trainprof.analysis.overview import analyze
+from trainprof.analysis.results import Analysis
 from trainprof.analysis.steps import StepWindows, find_steps
 from trainprof.trace.load import load
 from trainprof.trace.model import Kind, Trace

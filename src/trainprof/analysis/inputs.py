@@ -7,8 +7,8 @@ from concurrent.futures import Executor
 from pathlib import Path
 
 from trainprof.analysis.cluster_file import Summarised, rank_list, read_cluster_summaries
-from trainprof.analysis.overview import RankAnalysis
 from trainprof.analysis.parallel import analyze_files
+from trainprof.analysis.results import RankAnalysis
 from trainprof.trace import discover
 from trainprof.trace.load import Progress
 

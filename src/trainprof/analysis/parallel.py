@@ -28,7 +28,7 @@ from trainprof.errors import TrainprofError
 from trainprof.trace.load import Progress
 
 if TYPE_CHECKING:
-    from trainprof.analysis.overview import RankAnalysis
+    from trainprof.analysis.results import RankAnalysis
 
 #: What a worker costs besides its trace: the interpreter, numpy, msgspec and trainprof.
 WORKER_BASE_BYTES = 64 * 2**20

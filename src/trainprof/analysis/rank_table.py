@@ -20,7 +20,7 @@ from trainprof.analysis.phases import PHASES
 from trainprof.analysis.rank_spread import Spread, rank_spreads
 
 if TYPE_CHECKING:
-    from trainprof.analysis.overview import RankAnalysis
+    from trainprof.analysis.results import RankAnalysis
 
 #: Rows a report shows; beyond that, half of them for the slowest ranks and half the fastest.
 SHOWN_ROWS = 32

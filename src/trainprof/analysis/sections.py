@@ -30,7 +30,7 @@ from trainprof.analysis.stragglers import stragglers
 from trainprof.analysis.syncs import sync_stats
 
 if TYPE_CHECKING:
-    from trainprof.analysis.overview import RankAnalysis
+    from trainprof.analysis.results import RankAnalysis
 from trainprof.trace.model import Trace
 
 Section = Callable[[Trace, StepWindows], Any]

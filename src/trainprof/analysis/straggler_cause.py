@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from trainprof.analysis.overview import RankAnalysis
+    from trainprof.analysis.results import RankAnalysis
 
 #: The straggler's excess in one part explains at least this share of the wait it causes.
 CAUSE_MIN_SHARE = 0.5

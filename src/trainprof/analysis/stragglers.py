@@ -25,7 +25,7 @@ from trainprof.analysis.straggler_cause import Cause, straggler_cause
 from trainprof.trace.model import COLLECTIVE_TYPES
 
 if TYPE_CHECKING:
-    from trainprof.analysis.overview import RankAnalysis
+    from trainprof.analysis.results import RankAnalysis
 
 #: A straggler caused at least this share of all waiting in collectives (one rank that others
 #: keep waiting for, not the noise of whoever happens to arrive last)...

@@ -17,7 +17,7 @@ import numpy as np
 
 from trainprof.analysis.communication import CollectiveType, Communication, Instances
 from trainprof.analysis.gpu import GpuFigures
-from trainprof.analysis.overview import RankAnalysis
+from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.timeline import Timeline
 from trainprof.trace.model import COLLECTIVE_TYPES
 

@@ -51,7 +51,7 @@ def analyse_file(path: Path, options: TableOptions, single: bool,
     """("ok", RankAnalysis), ("skipped", reason) for a file that is not a trace among several,
     or ("error", exception). ``decode_workers``: processes decoding the file (None: as
     trace/parallel_decode.py chooses; 1 where the files already share the cores)."""
-    from trainprof.analysis.overview import analyze_trace
+    from trainprof.analysis.rank import analyze_trace
     from trainprof.trace.load import is_not_a_trace, load_file
 
     try:

@@ -163,6 +163,13 @@ class StepTimer:
 
     # -- public -----------------------------------------------------------------------------
 
+    def to_run_record(self, name: str, **context: Any) -> Any:
+        """This timer as a plain run-history record (``history.RunRecord``): the history takes
+        it without knowing the step timer."""
+        from trainprof.capture.timer_history import timer_record
+
+        return timer_record(self, name, **context)
+
     def recent(self, steps: int = 50, spark_steps: int = 60) -> TimerView | None:
         """A read-only view of the latest ``steps`` measured steps (the live view, the trackers
         and the verdicts read this, never the timer's fields); None before the first one."""

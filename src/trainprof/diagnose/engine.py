@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainprof.analysis.overview import Analysis, RankAnalysis
+from trainprof.analysis.results import Analysis, RankAnalysis
 from trainprof.diagnose.findings import Evidence, Finding, Findings, ranked
 from trainprof.diagnose.modules import name_modules
 from trainprof.diagnose.path_bounds import cap_savings

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from trainprof.analysis.modules import ModuleShare
-from trainprof.analysis.overview import RankAnalysis
+from trainprof.analysis.results import RankAnalysis
 from trainprof.diagnose.findings import Evidence, Finding
 from trainprof.diagnose.rules.common import readable_us
 from trainprof.trace.model import sync_cause

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainprof.analysis.overview import RankAnalysis
+from trainprof.analysis.results import RankAnalysis
 from trainprof.diagnose.findings import Evidence, Finding
 from trainprof.diagnose.rules.common import ms_of
 

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from trainprof.analysis.overview import SCHEMA, Analysis
+from trainprof.analysis.results import SCHEMA, Analysis
 from trainprof.history.render import when
 from trainprof.history.rows import RunRecord
 from trainprof.history.store import History

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from trainprof.analysis.diff import TraceDiff, diff
-from trainprof.analysis.overview import Analysis
+from trainprof.analysis.results import Analysis
 from trainprof.display import NotebookDisplay
 from trainprof.report.compare_stats import SlowdownOdds, likelihood, slowdown_odds
 from trainprof.report.saved import (

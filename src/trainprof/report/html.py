@@ -23,7 +23,7 @@ import msgspec
 from markupsafe import Markup
 
 from trainprof import __version__
-from trainprof.analysis.overview import Analysis
+from trainprof.analysis.results import Analysis
 from trainprof.fileio import atomic_write_text
 from trainprof.report.html_roofline import collective_ranks_table
 from trainprof.report.html_snapshot import memory_headline, memory_views

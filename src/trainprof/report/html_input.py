@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from trainprof.analysis.breakdown import step_breakdown
-from trainprof.analysis.overview import SCHEMA
+from trainprof.analysis.results import SCHEMA
 from trainprof.analysis.steps import find_steps
 from trainprof.errors import TrainprofError
 from trainprof.pipeline import analyze

@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from trainprof.analysis.overview import Analysis
+from trainprof.analysis.results import Analysis
 from trainprof.fileio import atomic_write_bytes
 from trainprof.report.tidy import tidy
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from trainprof.analysis.options import table_options
-from trainprof.analysis.overview import Analysis
 from trainprof.analysis.rank_table import shown_rows
+from trainprof.analysis.results import Analysis
 from trainprof.formatting import number
 from trainprof.report.hotspots import short_kernel_name
 from trainprof.report.labels import category_label, evidence_text

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from trainprof.analysis.cluster_file import CLUSTER_SCHEMA
-from trainprof.analysis.overview import SCHEMA, Analysis, RankAnalysis
+from trainprof.analysis.results import SCHEMA, Analysis, RankAnalysis
 from trainprof.errors import TraceError
 
 _SCHEMA_FAMILY = SCHEMA.rsplit("/", 1)[0] + "/"

@@ -10,9 +10,9 @@ from rich.table import Table
 from rich.text import Text
 
 from trainprof.analysis.breakdown import ALL_CATEGORIES
-from trainprof.analysis.overview import Analysis, RankAnalysis
 from trainprof.analysis.phases import PHASES
 from trainprof.analysis.rank_table import rank_table
+from trainprof.analysis.results import Analysis, RankAnalysis
 from trainprof.diagnose.findings import MINOR_SAVING_PCT, is_minor
 from trainprof.formatting import number
 from trainprof.report.labels import category_label

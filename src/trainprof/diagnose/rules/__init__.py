@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from trainprof.analysis.overview import Analysis, RankAnalysis
+from trainprof.analysis.results import Analysis, RankAnalysis
 from trainprof.diagnose.findings import Finding
 from trainprof.diagnose.rules import (
     compilation,

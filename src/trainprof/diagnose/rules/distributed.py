@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trainprof.analysis.overview import Analysis, RankAnalysis
+from trainprof.analysis.results import Analysis, RankAnalysis
 from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import pct_of, rank_finding, severity, where
 

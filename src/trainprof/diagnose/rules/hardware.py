@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from trainprof.analysis.overview import RankAnalysis
+from trainprof.analysis.results import RankAnalysis
 from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import (
     rank_finding,

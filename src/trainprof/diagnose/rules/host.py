@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainprof.analysis.overview import RankAnalysis
+from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.step_spread import StepSpread
 from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import Evidence, Finding, Fix

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainprof.analysis.overview import RankAnalysis
+from trainprof.analysis.results import RankAnalysis
 from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import ms_of, rank_finding, severity, step_evidence, where

@@ -7,7 +7,7 @@ time is measurably spent (allocator calls), and the explanation says what is at 
 from __future__ import annotations
 
 from trainprof.analysis.memory import DeviceMemory
-from trainprof.analysis.overview import RankAnalysis
+from trainprof.analysis.results import RankAnalysis
 from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import rank_finding, severity, where

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trainprof.analysis.operators import GRAD_SCALER_OPS
-from trainprof.analysis.overview import RankAnalysis
+from trainprof.analysis.results import RankAnalysis
 from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import (

@@ -1,0 +1,113 @@
+"""The analysis result's data model: one ``RankAnalysis`` per rank and window, and the
+``Analysis`` of a job. A leaf of the analysis package (it imports no analysis that runs), so that
+every layer can name these types without importing the pipeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainprof.analysis.frames import data_frame
+from trainprof.analysis.gpu import GpuFigures
+from trainprof.analysis.timeline import Timeline
+from trainprof.display import NotebookDisplay
+
+SCHEMA = "trainprof.analysis/1"
+
+
+@dataclass(repr=False)
+class RankAnalysis(NotebookDisplay):
+    """The overview of one recorded window of one rank."""
+
+    rank: int
+    window: int
+    path: Path
+    device: str
+    steps: dict[str, Any]
+    step_source: str
+    breakdown_pct: dict[str, float]
+    breakdown_ms: dict[str, float]
+    phases_pct: dict[str, float]
+    phases_ms: dict[str, float]
+    gpus: list[GpuFigures]
+    timeline: Timeline | None
+    environment: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    rank_in_trace: int | None = None
+    #: Deep-analysis results by section name (analysis/sections.py).
+    sections: dict[str, Any] = field(default_factory=dict)
+    #: The rank's own findings (dicts) when it was read from a cluster summary: the rank rules
+    #: ran where the trace was and do not run again (analysis/summary.py).
+    findings: list[dict[str, Any]] | None = None
+
+    @property
+    def gpu(self) -> GpuFigures | None:
+        """The figures of the busiest device (most ranks use exactly one)."""
+        return max(self.gpus, key=lambda g: g.utilization_pct) if self.gpus else None
+
+    def to_dict(self) -> dict[str, Any]:
+        gpu = self.gpu
+        return {
+            "rank": self.rank,
+            "window": self.window,
+            "file": self.path.name,
+            "device": self.device,
+            "steps": {**self.steps, "source": self.step_source},
+            "breakdown_pct": self.breakdown_pct,
+            "breakdown_ms": self.breakdown_ms,
+            "phases_pct": self.phases_pct,
+            "phases_ms": self.phases_ms,
+            "gpu": None if gpu is None else _without(gpu.to_dict(), "device"),
+            "gpus": [g.to_dict() for g in self.gpus],
+            "timeline": None if self.timeline is None else self.timeline.to_dict(),
+            "environment": self.environment,
+            "notes": self.notes,
+            **{name: result.to_dict() for name, result in self.sections.items()},
+        }
+
+    def to_pandas(self) -> Any:
+        """One row per step: the step number and its time in ms."""
+        return data_frame([{"rank": self.rank, "window": self.window, **row}
+                           for row in self.steps.get("per_step", [])])
+
+
+def _without(d: dict, key: str) -> dict:
+    return {k: v for k, v in d.items() if k != key}
+
+
+@dataclass(repr=False)
+class Analysis(NotebookDisplay):
+    """The result of ``trainprof.analyze``: one ``RankAnalysis`` per rank and window."""
+
+    ranks: list[RankAnalysis]
+    findings: list[Any] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    source: str = ""
+    #: Job-level results by section name (analysis/sections.py JOB_SECTIONS).
+    job: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "source": self.source,
+            "ranks": [r.to_dict() for r in self.ranks],
+            "findings": [f.to_dict() if hasattr(f, "to_dict") else f for f in self.findings],
+            "notes": self.notes,
+            "job": {name: result.to_dict() for name, result in self.job.items()},
+        }
+
+    def to_pandas(self) -> Any:
+        """One row per rank and window: step time, phase shares and GPU figures."""
+        rows = []
+        for r in self.ranks:
+            gpu = r.gpu.to_dict() if r.gpu is not None else {}
+            rows.append({"rank": r.rank, "window": r.window, "device": r.device,
+                         "steps": r.steps.get("count"), "median_ms": r.steps.get("median_ms"),
+                         "mean_ms": r.steps.get("mean_ms"), "p90_ms": r.steps.get("p90_ms"),
+                         **{f"{k}_pct": v for k, v in r.phases_pct.items()},
+                         "gpu_utilization_pct": gpu.get("utilization_pct"),
+                         "tensor_core_pct": gpu.get("tensor_core_pct")})
+        return data_frame(rows)
+
+
