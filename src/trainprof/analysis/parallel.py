@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from trainprof.analysis.options import table_options
-from trainprof.analysis.worker import analyse_file, read_frame, write_frame
+from trainprof.analysis.worker import analyse_file
 from trainprof.errors import TrainprofError
+from trainprof.pipes import read_frame, write_frame
 from trainprof.trace.load import Progress
 
 if TYPE_CHECKING:

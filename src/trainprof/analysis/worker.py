@@ -10,40 +10,13 @@ from __future__ import annotations
 import os
 import pickle
 import signal
-import struct
 import sys
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from trainprof.analysis.options import TableOptions, using_table_options
 from trainprof.errors import TraceError
-
-_HEADER = struct.Struct("<Q")
-
-
-def write_frame(stream: IO[bytes], obj: Any) -> None:
-    """One message: its pickle's length, then the pickle."""
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_HEADER.pack(len(data)))
-    stream.write(data)
-    stream.flush()
-
-
-def read_frame(stream: IO[bytes]) -> Any:
-    """The next message; EOFError when the other side has closed."""
-    head = _read_exactly(stream, _HEADER.size)
-    return pickle.loads(_read_exactly(stream, _HEADER.unpack(head)[0]))
-
-
-def _read_exactly(stream: IO[bytes], n: int) -> bytes:
-    chunks, left = [], n
-    while left:
-        chunk = stream.read(left)
-        if not chunk:
-            raise EOFError("the other side closed the pipe")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+from trainprof.pipes import read_frame, write_frame
 
 
 def analyse_file(path: Path, options: TableOptions, single: bool,

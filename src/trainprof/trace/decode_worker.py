@@ -12,41 +12,19 @@ from __future__ import annotations
 import os
 import pickle
 import signal
-import struct
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import msgspec
 import numpy as np
 
 from trainprof.errors import TraceError
+from trainprof.pipes import read_frame, write_frame
 from trainprof.trace import decode, stream
 from trainprof.trace.columns import ColumnBuilder
 from trainprof.trace.decode import _Event
-
-_HEADER = struct.Struct("<Q")
-
-
-def write_frame(out: IO[bytes], obj: Any) -> None:
-    """One message: its pickle's length, then the pickle."""
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    out.write(_HEADER.pack(len(data)))
-    out.write(data)
-    out.flush()
-
-
-def read_frame(source: IO[bytes]) -> Any:
-    """The next message; EOFError when the other side has closed."""
-    head = source.read(_HEADER.size)
-    if len(head) < _HEADER.size:
-        raise EOFError("the other side closed the pipe")
-    size = _HEADER.unpack(head)[0]
-    data = source.read(size)
-    if len(data) < size:
-        raise EOFError("the other side closed the pipe")
-    return pickle.loads(data)
 
 
 class Redo(Exception):

@@ -29,14 +29,9 @@ from typing import Any
 import numpy as np
 
 from trainprof.errors import TraceError
+from trainprof.pipes import read_frame, write_frame
 from trainprof.trace.columns import ColumnBuilder
-from trainprof.trace.decode_worker import (
-    SegmentColumns,
-    read_all,
-    read_frame,
-    write_all,
-    write_frame,
-)
+from trainprof.trace.decode_worker import SegmentColumns, read_all, write_all
 from trainprof.trace.stream import Segment, SegmentReader
 
 #: Traces smaller than this (uncompressed JSON) are read serially: starting the workers
