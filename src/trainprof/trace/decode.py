@@ -116,27 +116,24 @@ FILE_DECODER = msgspec.json.Decoder(_TraceFile)
 LIST_DECODER = msgspec.json.Decoder(list[_Event])
 _ONE_EVENT = msgspec.json.Decoder(_Event)
 
+#: Each repair's note, for one event and for several ({n}: how many), in the order said.
+_REPAIR_NOTES = {
+    "args": ("1 event had 'args' that are not an object; it was read without its args.",
+             "{n} events had 'args' that are not an object; they were read without their args."),
+    "entry": ("1 entry of 'traceEvents' is not an event (a number, text or a list) and skipped.",
+              "{n} entries of 'traceEvents' are not an event (a number, text or a list) and "
+              "skipped."),
+    "flow_ts": ("1 flow event had a time that is not a number; it links nothing.",
+                "{n} flow events had a time that is not a number; they link nothing."),
+    "negative_dur": ("1 event had a negative duration (a recording glitch), read as 0.",
+                     "{n} events had a negative duration (a recording glitch), read as 0."),
+}
+
+
 def repair_notes(repairs: Counter) -> list[str]:
     """What ``decode_leniently`` repaired, in the words the user reads, once per kind."""
-    notes = []
-    if repairs["args"]:
-        n = repairs["args"]
-        notes.append(f"{n} event{'s' if n > 1 else ''} had 'args' that are not an object; "
-                     f"{'they were' if n > 1 else 'it was'} read without {'their' if n > 1 else 'its'} args.")
-    if repairs["entry"]:
-        n = repairs["entry"]
-        notes.append(f"{n} entr{'ies' if n > 1 else 'y'} of 'traceEvents' "
-                     f"{'are' if n > 1 else 'is'} not an event (a number, text or a list) and "
-                     "skipped.")
-    if repairs["flow_ts"]:
-        n = repairs["flow_ts"]
-        notes.append(f"{n} flow event{'s' if n > 1 else ''} had a time that is not a number; "
-                     f"{'they link' if n > 1 else 'it links'} nothing.")
-    if repairs["negative_dur"]:
-        n = repairs["negative_dur"]
-        notes.append(f"{n} event{'s' if n > 1 else ''} had a negative duration (a recording "
-                     "glitch), read as 0.")
-    return notes
+    return [(one if repairs[kind] == 1 else several.format(n=repairs[kind]))
+            for kind, (one, several) in _REPAIR_NOTES.items() if repairs[kind]]
 
 
 _FLOW_PHASES = ("s", "f", "t")
