@@ -38,7 +38,7 @@ def summarize_traces(files: Sequence[str | os.PathLike[str]], rank: int | None =
 
     ``rank`` overrides the rank the traces name. Raises ``TraceError`` for an unreadable file.
     """
-    analysis = overview.analyze(load_file(path) for path in files)
+    analysis = overview.analyze_ranks(load_file(path) for path in files)
     out = []
     for r in analysis.ranks:
         if rank is not None:

@@ -24,7 +24,7 @@ def analyze(
 
     Raises ``trainprof.TraceError`` when the input cannot be read as Kineto traces.
     """
-    analysis = overview.analyze(source, progress=progress, workers=workers,
+    analysis = overview.analyze_ranks(source, progress=progress, workers=workers,
                                 executor=executor)
     analysis.findings = diagnose(analysis)
     return analysis

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from trainprof.analysis.frames import data_frame
-from trainprof.analysis.overview import analyze
+from trainprof.analysis.overview import analyze_ranks
 from trainprof.analysis.results import Analysis
 from trainprof.analysis.steps import StepWindows, find_steps
 from trainprof.trace.load import load
@@ -152,7 +152,7 @@ def _side(x: Side) -> tuple[Analysis, list[Trace] | None]:
     if isinstance(x, Analysis):
         return x, None
     traces = load(x) if isinstance(x, str | os.PathLike) else list(x)
-    return analyze(traces), traces
+    return analyze_ranks(traces), traces
 
 
 def _median_step(a: Analysis) -> float | None:

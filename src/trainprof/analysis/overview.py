@@ -1,4 +1,4 @@
-"""``analyze``: a trace file, a folder of ranks, loaded traces or a cluster's summaries, on
+"""``analyze_ranks``: a trace file, a folder of ranks, loaded traces or a cluster's summaries, on
 local processes or any executor, into one ``Analysis``. The data model is analysis/results.py
 and the analysis of one trace analysis/rank.py (both re-exported here)."""
 
@@ -19,12 +19,13 @@ from trainprof.trace.load import Progress
 from trainprof.trace.model import Trace
 
 
-def analyze(
+def analyze_ranks(
     source: str | os.PathLike[str] | Iterable[Trace], progress: Progress | None = None,
     workers: int | None = None, executor: Executor | None = None,
 ) -> Analysis:
-    """Analyse a trace file, a folder of ranks (traces and cluster summaries), or already
-    loaded traces. A folder's traces are analysed in ``workers`` processes (None: as many as
+    """The figures of every rank and the job's sections, without findings (``trainprof.analyze``,
+    pipeline.py, adds them: the one public ``analyze``). From a trace file, a folder of ranks
+    (traces and cluster summaries), or already loaded traces. A folder's traces are analysed in ``workers`` processes (None: as many as
     the cores and the memory allow; 1: in this process; analysis/parallel.py), or as tasks on
     ``executor`` when one is given (analysis/on_executor.py).
 
