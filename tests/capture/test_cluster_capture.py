@@ -9,14 +9,14 @@ import pytest
 import trainprof
 from trainprof.analysis.cluster_file import decode_document
 
-from capture_helpers import ddp_script, run_python
+from capture_helpers import ddp_script, run_torchrun
 
 JOB = Path(__file__).parent / "jobs" / "cluster_job.py"
 
 
 def torchrun(ranks: int, *args: str, cwd: Path):
-    return run_python(["-m", "torch.distributed.run", "--standalone",
-                       f"--nproc_per_node={ranks}", *args], cwd=cwd, timeout=120)
+    return run_torchrun([f"--nproc_per_node={ranks}", *args], cwd=cwd, timeout=120,
+                        outputs=(cwd / "traces",))
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ import trainprof.history as history
 from trainprof.history import pending
 from trainprof.history.regress import series_of
 
-from capture_helpers import TinyTraining, ddp_script, run_python
+from capture_helpers import TinyTraining, ddp_script, run_python, run_torchrun
 
 STEPS = 12
 
@@ -121,11 +121,11 @@ DDP_SCRIPT = ddp_script(10)
 @pytest.mark.slow
 def test_every_rank_of_a_torchrun_job_records_and_the_job_is_one_point(tmp_path):
     (tmp_path / "ddp.py").write_text(DDP_SCRIPT)
-    result = run_python(
-        ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+    result = run_torchrun(
+        ["--nproc_per_node=2",
          "-m", "trainprof.capture.runner", "--record", "--db", "h.db", "--out", "traces",
          "--wait", "1", "--warmup", "1", "--active", "2", "--", "ddp.py"],
-        cwd=tmp_path, timeout=180,
+        cwd=tmp_path, timeout=180, outputs=(tmp_path / "traces", tmp_path / "h.db"),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     rows = history.History(tmp_path / "h.db").runs()

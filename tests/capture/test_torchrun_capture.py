@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from capture_helpers import ddp_script, read_trace, run_python, trace_names
+from capture_helpers import ddp_script, read_trace, run_torchrun, trace_names
 
 DDP_SCRIPT = ddp_script(6)
 
@@ -12,11 +12,11 @@ DDP_SCRIPT = ddp_script(6)
 @pytest.mark.slow
 def test_torchrun_two_ranks_write_one_file_each(tmp_path):
     (tmp_path / "ddp.py").write_text(DDP_SCRIPT)
-    result = run_python(
-        ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+    result = run_torchrun(
+        ["--nproc_per_node=2",
          "-m", "trainprof.capture.runner", "--out", "traces", "--wait", "1", "--warmup", "1", "--active", "2",
          "--", "ddp.py"],
-        cwd=tmp_path, timeout=180,
+        cwd=tmp_path, timeout=180, outputs=(tmp_path / "traces",),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert trace_names(tmp_path / "traces") == ["cluster_summary.json",  # docs/distributed.md
