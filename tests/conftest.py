@@ -30,6 +30,9 @@ PARAM = SHARED / "param/et_replay/tests/inputs/resnet_kineto.json.gz"
 COMPILED = SHARED / "jupytertracerviz" / "trace.json"
 GPU_METRICS = KINETO / "test/gpu_metrics_input.json"
 RESULT_CHECK = KINETO / "test/result_check_file.txt"
+#: Every trace file under shared/traces (the TensorBoard plugin's expected-output file is text):
+#: the suites that run on every shared trace take this one list.
+SHARED_TRACE_FILES = sorted(p for p in SHARED.rglob("*.json*") if "result_check" not in p.name)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -9,28 +9,10 @@ from trainprof.analysis.steps import find_steps
 from trainprof.analysis.timeline import gpu_timeline
 from trainprof.trace.load import load_file
 
-from conftest import (
-    ALEXNET,
-    BERT,
-    BIG_TRACE,
-    COMPILED,
-    GPU_METRICS,
-    NCCL_TRACE,
-    NS_TRACE,
-    PARAM,
-    RESNET_W0,
-    RESNET_W0_SPAN2,
-    RESNET_W4,
-    RESNET_W4_SPAN2,
-    TIMESFORMER,
-    TRACE_FILTER,
-)
+from conftest import SHARED_TRACE_FILES
 from device_span_reference import device_span_idle_pct
 
-SHARED_TRACES = [RESNET_W0, RESNET_W0_SPAN2, RESNET_W4, RESNET_W4_SPAN2, GPU_METRICS, NS_TRACE,
-                 NCCL_TRACE, TRACE_FILTER / "sampled_rank-0.json.gz",
-                 TRACE_FILTER / "sampled_rank-1.json.gz", BIG_TRACE, ALEXNET, TIMESFORMER, BERT,
-                 PARAM, COMPILED]
+SHARED_TRACES = SHARED_TRACE_FILES
 
 
 def _ours_and_reference(path):

@@ -8,10 +8,9 @@ import pytest
 import trainprof
 from invariants.properties import PROPERTIES, json_of
 
-from conftest import SHARED, TRACE_FILTER
+from conftest import SHARED, SHARED_TRACE_FILES, TRACE_FILTER
 
-#: Every trace file under shared/traces (not the TensorBoard plugin's expected-output file).
-TRACES = sorted(p for p in SHARED.rglob("*.json*") if "result_check" not in p.name)
+TRACES = SHARED_TRACE_FILES
 JOBS = [TRACE_FILTER]
 
 

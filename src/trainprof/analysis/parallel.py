@@ -60,17 +60,17 @@ def analyze_files(files: list[Path], progress: Progress | None = None,
     if executor is not None:
         from trainprof.analysis.on_executor import outcomes_on_executor
 
-        return _kept(files, outcomes_on_executor(files, executor, progress, from_folder))
+        return _kept(outcomes_on_executor(files, executor, progress, from_folder))
     sizes = [json_bytes(f) for f in files]
     count = worker_count(sizes, usable_cores(), available_memory()) if workers is None else workers
     if workers is None and sum(sizes) < PARALLEL_MIN_JSON_BYTES:
         count = 1
     count = max(1, min(count, len(files)))
     outcomes = _serial(files, progress, from_folder) if count == 1 else _Pool(files, count, progress).run()
-    return _kept(files, outcomes)
+    return _kept(outcomes)
 
 
-def _kept(files: list[Path], outcomes: list[tuple[str, Any]]) -> list[RankAnalysis]:
+def _kept(outcomes: list[tuple[str, Any]]) -> list[RankAnalysis]:
     """The analyses, in file order; the first error raised, skipped files warned about."""
     results = []
     for status, payload in outcomes:
