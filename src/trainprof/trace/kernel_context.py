@@ -19,6 +19,8 @@ from trainprof.trace.kernel_class import (
 from trainprof.trace.model import FLAG_COMM, LAUNCH_KINDS, Kind, Trace
 
 _CACHE = "_trainprof_kernel_classes"
+#: Where ``apply_launch_context`` keeps the indices of the kernels it flagged.
+LAUNCH_CONTEXT_KEY = _CACHE + "_launch"
 _CONTEXT_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
 
 
@@ -32,7 +34,7 @@ def apply_launch_context(trace: Trace) -> None:
     candidates = kernels[~known[ev.name[kernels]] & ~ev.flagged(FLAG_COMM)[kernels]]
     by_launch = candidates[_launched_in_context(trace, candidates)]
     ev.flags[by_launch] |= FLAG_COMM
-    trace.__dict__[_CACHE + "_launch"] = by_launch
+    trace.__dict__[LAUNCH_CONTEXT_KEY] = by_launch
 
 
 def kernel_classes(trace: Trace) -> KernelClasses:
@@ -46,7 +48,7 @@ def kernel_classes(trace: Trace) -> KernelClasses:
     cls = cls_of_name[ev.name]
     by_name = known[ev.name] & kernel
     by_launch = np.zeros(len(ev), dtype=bool)
-    by_launch[trace.__dict__.get(_CACHE + "_launch", np.empty(0, dtype=np.int64))] = True
+    by_launch[trace.__dict__.get(LAUNCH_CONTEXT_KEY, np.empty(0, dtype=np.int64))] = True
     cls[kernel & ev.flagged(FLAG_COMM)] = KernelClass.COMMUNICATION
     cls[~kernel] = KernelClass.COMPUTE
     result = KernelClasses(cls=cls, by_name=by_name, by_launch=by_launch & kernel)
