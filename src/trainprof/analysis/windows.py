@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+import numpy as np
+
 from trainprof.analysis.steps import StepWindows
 from trainprof.trace.model import Trace
 from trainprof.trace.window import time_slice
@@ -40,6 +42,13 @@ class Window:
     steps: StepWindows
     index: int = 0
     count: int = 1
+    #: The start times the window answers for: ``window_bounds`` with no margin.
+    start: float = -math.inf
+    end: float = math.inf
+
+    def owns(self, ts: np.ndarray) -> np.ndarray:
+        """Which of these start times belong to this window (not to its margin)."""
+        return (ts >= self.start) & (ts < self.end)
 
     @property
     def first(self) -> bool:
@@ -92,6 +101,8 @@ def windows_of(trace: Trace, steps: StepWindows, per_window: int,
     for i, first in enumerate(firsts):
         stop = min(first + per_window, len(steps))
         start, end = window_bounds(steps, first, stop, margin)
+        own_start, own_end = window_bounds(steps, first, stop, margin=0)
         out.append(Window(trace=time_slice(trace, start, end),
-                          steps=step_range(steps, first, stop), index=i, count=len(firsts)))
+                          steps=step_range(steps, first, stop), index=i, count=len(firsts),
+                          start=own_start, end=own_end))
     return out
