@@ -44,26 +44,59 @@ class KernelClassShares:
         return asdict(self)
 
 
-def kernel_class_shares(trace: Trace, kernels: np.ndarray) -> KernelClassShares:
+@dataclass
+class ClassPart:
+    """Kernel time per class of some kernels, and the unclassified names (index, calls, time):
+    what one window adds to the shares."""
+
+    total_us: float
+    class_us: np.ndarray  # per class, in CLASS_LABELS order
+    by_launch_us: float
+    guessed: np.ndarray  # name indices of the unclassified kernels, ascending
+    guessed_calls: np.ndarray
+    guessed_us: np.ndarray
+
+
+def class_part(trace: Trace, kernels: np.ndarray) -> ClassPart:
     """Per class, the time of the kernels (event indices) given."""
     ev = trace.events
     classes = kernel_classes(trace)
     dur = ev.dur[kernels]
-    cls = classes.cls[kernels]
-    total = float(dur.sum())
-    per = np.bincount(cls, weights=dur, minlength=len(CLASS_LABELS))
     guessed = classes.unclassified[kernels]
     names, inverse = np.unique(ev.name[kernels[guessed]], return_inverse=True)
-    time = np.bincount(inverse, weights=dur[guessed], minlength=len(names))
-    calls = np.bincount(inverse, minlength=len(names))
+    return ClassPart(
+        total_us=float(dur.sum()),
+        class_us=np.bincount(classes.cls[kernels], weights=dur, minlength=len(CLASS_LABELS)),
+        by_launch_us=float(dur[classes.by_launch[kernels]].sum()),
+        guessed=names,
+        guessed_calls=np.bincount(inverse, minlength=len(names)),
+        guessed_us=np.bincount(inverse, weights=dur[guessed], minlength=len(names)),
+    )
+
+
+def combine_class_parts(parts: list[ClassPart], names: list[str]) -> KernelClassShares:
+    """The shares of the kernels of every part (``names``: the trace's name table)."""
+    total = sum(p.total_us for p in parts)
+    per = np.sum([p.class_us for p in parts], axis=0)
+    guessed, inverse = np.unique(np.concatenate([p.guessed for p in parts]).astype(np.int64),
+                                 return_inverse=True)
+    time = np.bincount(inverse, weights=np.concatenate([p.guessed_us for p in parts]),
+                       minlength=len(guessed))
+    calls = np.bincount(inverse, weights=np.concatenate([p.guessed_calls for p in parts]),
+                        minlength=len(guessed))
     order = np.argsort(-time, kind="stable")[:UNCLASSIFIED_LISTED]
     return KernelClassShares(
         total_us=total,
         class_us={label: float(per[i]) for i, label in enumerate(CLASS_LABELS)},
         class_pct={label: share(float(per[i]), total) for i, label in enumerate(CLASS_LABELS)},
-        by_launch_us=float(dur[classes.by_launch[kernels]].sum()),
+        by_launch_us=sum(p.by_launch_us for p in parts),
         unclassified_us=float(time.sum()),
         unclassified_pct=share(float(time.sum()), total),
-        unclassified=[UnclassifiedKernel(ev.names[names[i]], int(calls[i]), float(time[i]))
+        unclassified=[UnclassifiedKernel(names[guessed[i]], int(calls[i]), float(time[i]))
                       for i in order.tolist()],
     )
+
+
+def kernel_class_shares(trace: Trace, kernels: np.ndarray) -> KernelClassShares:
+    """Per class, the time of the kernels (event indices) given."""
+    return combine_class_parts([class_part(trace, kernels)], trace.events.names)

@@ -8,7 +8,7 @@ kernel's calls weighted by duration. Calls that do not report them are left out 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -16,10 +16,16 @@ import numpy as np
 from trainprof.analysis.attribution import device_links
 from trainprof.analysis.calltree import call_tree, canonical_names
 from trainprof.analysis.frames import data_frame
-from trainprof.analysis.kernel_shares import KernelClassShares, kernel_class_shares
+from trainprof.analysis.kernel_shares import (
+    ClassPart,
+    KernelClassShares,
+    class_part,
+    combine_class_parts,
+)
 from trainprof.analysis.occupancy import FULL_FILL, launch_fill, sm_counts
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import group_ids, share
+from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.trace.kernel_class import CLASS_LABELS, FUSED_ATTENTION, NAME_LIMIT, KernelClass
 from trainprof.trace.kernel_context import kernel_classes
 from trainprof.trace.model import FLAG_COMM, Kind, Trace
@@ -114,47 +120,149 @@ class KernelStats:
         return data_frame([r.to_dict() for r in self.rows])
 
 
-def kernel_stats(trace: Trace, steps: StepWindows | None = None) -> KernelStats:
-    """Per kernel name: calls, total/mean/min/max, blocks per SM, occupancy, Tensor Cores, op."""
+@dataclass
+class KernelPart:
+    """What one window tells of the kernels it owns: per canonical kernel name (``key``,
+    ascending) the figures of its calls and its first call, the kernel time per (kernel, op)
+    pair, the GPU-rule facts and the class shares."""
+
+    key: np.ndarray  # canonical name index
+    first_name: np.ndarray  # name index of the first call
+    first_class: np.ndarray
+    first_decided: list[str]
+    first_comm: np.ndarray
+    calls: np.ndarray
+    total: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    blocks: np.ndarray  # (4, n): weighted sum, weight, plain sum, count (see _weighted_mean)
+    occupancy: np.ndarray
+    pair_kernel: np.ndarray  # canonical kernel name index
+    pair_op: np.ndarray  # canonical op name index
+    pair_us: np.ndarray
+    pair_name: np.ndarray  # name index of the op of the pair's first call
+    facts: KernelFacts
+    classes: ClassPart
+    names: list[str]  # the trace's name table (shared, not a copy)
+
+
+def kernel_part(window: Window) -> KernelPart:
+    """The kernels that start in the window's own span."""
+    trace = window.trace
     ev = trace.events
-    kernels = np.flatnonzero(ev.kind == Kind.KERNEL)
-    if not len(kernels):
-        return KernelStats(rows=[], total_us=0.0, calls=0, tensor_core_pct=None)
+    kernels = np.flatnonzero((ev.kind == Kind.KERNEL) & window.owns(ev.ts))
     canon = canonical_names(ev.names)
     first, group = group_ids(canon[ev.name[kernels]])
     n = len(first)
     dur = ev.dur[kernels]
-    total = np.bincount(group, weights=dur, minlength=n)
-    calls = np.bincount(group, minlength=n)
     low = np.full(n, np.inf)
     high = np.full(n, -np.inf)
     np.minimum.at(low, group, dur)
     np.maximum.at(high, group, dur)
-    blocks = _weighted_mean(group, dur, ev.blocks_per_sm[kernels], n)
-    occupancy = _weighted_mean(group, dur, ev.occupancy[kernels], n)
-    op, op_time = _launching_ops(trace, kernels, group, n)
-    all_time = float(dur.sum())
     classes = kernel_classes(trace)
+    heads = kernels[first]
+    op_event = _kernel_op_events(trace, kernels)
+    has = op_event >= 0
+    pair_first, pair = group_ids(group[has], canon[ev.name[op_event[has]]])
+    return KernelPart(
+        key=canon[ev.name[heads]], first_name=ev.name[heads], first_class=classes.cls[heads],
+        first_decided=[_decided_by(classes, int(e)) for e in heads],
+        first_comm=(ev.flags[heads] & FLAG_COMM) > 0,
+        calls=np.bincount(group, minlength=n), total=np.bincount(group, weights=dur, minlength=n),
+        low=low, high=high,
+        blocks=_weighted_sums(group, dur, ev.blocks_per_sm[kernels], n),
+        occupancy=_weighted_sums(group, dur, ev.occupancy[kernels], n),
+        pair_kernel=canon[ev.name[heads]][group[has][pair_first]],
+        pair_op=canon[ev.name[op_event[has][pair_first]]],
+        pair_us=np.bincount(pair, weights=dur[has], minlength=len(pair_first)),
+        pair_name=ev.name[op_event[has][pair_first]],
+        facts=kernel_facts(trace, kernels),
+        classes=class_part(trace, kernels),
+        names=ev.names,
+    )
+
+
+def combine_kernels(parts: list[KernelPart], steps: StepWindows | None = None) -> KernelStats:
+    """The kernel table of every window's kernels."""
+    calls_all = sum(int(p.calls.sum()) for p in parts)
+    if not calls_all:
+        return KernelStats(rows=[], total_us=0.0, calls=0, tensor_core_pct=None)
+    names = parts[0].names
+    cat = _concat(parts)
+    keys, first, inverse = np.unique(cat["key"], return_index=True, return_inverse=True)
+    n = len(keys)
+    total = np.bincount(inverse, weights=cat["total"], minlength=n)
+    calls = np.bincount(inverse, weights=cat["calls"], minlength=n).astype(np.int64)
+    low = np.full(n, np.inf)
+    high = np.full(n, -np.inf)
+    np.minimum.at(low, inverse, cat["low"])
+    np.maximum.at(high, inverse, cat["high"])
+    blocks = _weighted_mean(*(np.bincount(inverse, weights=w, minlength=n)
+                              for w in cat["blocks"]))
+    occupancy = _weighted_mean(*(np.bincount(inverse, weights=w, minlength=n)
+                                 for w in cat["occupancy"]))
+    op, op_time = _launching_ops(cat, keys, names)
+    all_time = float(sum(p.total.sum() for p in parts))
     rows = []
     for g in range(n):
-        e = kernels[first[g]]
-        name = ev.names[ev.name[e]]
-        cls = KernelClass(int(classes.cls[e]))
+        f = first[g]
+        cls = KernelClass(int(cat["first_class"][f]))
         rows.append(KernelRow(
-            name=name, calls=int(calls[g]), total_us=float(total[g]),
+            name=names[cat["first_name"][f]], calls=int(calls[g]), total_us=float(total[g]),
             mean_us=float(total[g] / calls[g]), min_us=float(low[g]), max_us=float(high[g]),
             share_pct=share(float(total[g]), all_time) or 0.0,
             blocks_per_sm=_or_none(blocks[g]), occupancy_pct=_or_none(occupancy[g]),
             tensor_cores=cls == KernelClass.TENSOR_CORE,
-            communication=bool(ev.flags[e] & FLAG_COMM),
+            communication=bool(cat["first_comm"][f]),
             op=op[g], op_share_pct=share(op_time[g], float(total[g])) if op[g] else None,
-            kernel_class=CLASS_LABELS[cls], classified_by=_decided_by(classes, e),
+            kernel_class=CLASS_LABELS[cls], classified_by=cat["first_decided"][f],
         ))
     rows.sort(key=lambda r: (-r.total_us, r.name))
     tc = sum(r.total_us for r in rows if r.tensor_cores)
-    return KernelStats(rows=rows, total_us=all_time, calls=len(kernels),
-                       tensor_core_pct=share(tc, all_time), facts=kernel_facts(trace, kernels),
-                       classes=kernel_class_shares(trace, kernels))
+    return KernelStats(rows=rows, total_us=all_time, calls=calls_all,
+                       tensor_core_pct=share(tc, all_time), facts=_sum_facts(parts),
+                       classes=combine_class_parts([p.classes for p in parts], names))
+
+
+class _KernelSection(WindowedSection[KernelPart, KernelStats]):
+    """Kernels need no steps: ``kernel_stats(trace)`` runs over the whole trace."""
+
+    def __call__(self, trace: Trace, steps: StepWindows | None = None) -> KernelStats:
+        whole = Window(trace, steps if steps is not None else no_steps())
+        return self.combine([self.partial(whole)], whole.steps)
+
+
+#: Per kernel name: calls, total/mean/min/max, blocks per SM, occupancy, Tensor Cores, op. Each
+#: window counts the kernels that start in its own span; their launch and op lie in its margin.
+kernel_stats = _KernelSection(partial=kernel_part, combine=combine_kernels)
+
+
+def no_steps() -> StepWindows:
+    """Step windows with no step (for sections that do not need them)."""
+    empty = np.empty(0)
+    return StepWindows(numbers=np.empty(0, dtype=np.int64), starts=empty, ends=empty,
+                       source="whole trace")
+
+
+def _concat(parts: list[KernelPart]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in fields(KernelPart):
+        values = [getattr(p, f.name) for p in parts]
+        if f.name == "first_decided":
+            out[f.name] = [x for v in values for x in v]
+        elif f.name in ("blocks", "occupancy"):
+            out[f.name] = np.concatenate(values, axis=1)
+        elif f.name not in ("facts", "classes", "names"):
+            out[f.name] = np.concatenate(values)
+    return out
+
+
+def _sum_facts(parts: list[KernelPart]) -> KernelFacts:
+    out = KernelFacts()
+    for f in fields(KernelFacts):
+        setattr(out, f.name, sum((getattr(p.facts, f.name) for p in parts),
+                                 type(getattr(out, f.name))()))
+    return out
 
 
 def _decided_by(classes, event: int) -> str:
@@ -198,16 +306,18 @@ def kernel_facts(trace: Trace, kernels: np.ndarray) -> KernelFacts:
     )
 
 
-def _kernel_ops(trace: Trace, kernels: np.ndarray) -> np.ndarray:
-    """Per kernel call, the name index of the innermost op around its launch, or -1."""
-    ev = trace.events
+def _kernel_op_events(trace: Trace, kernels: np.ndarray) -> np.ndarray:
+    """Per kernel call, the event of the innermost op around its launch, or -1."""
     links = device_links(trace)
     node = links.op[np.searchsorted(links.device, kernels)]
     tree = call_tree(trace)
-    out = np.full(len(kernels), -1, dtype=np.int64)
-    has = node >= 0
-    out[has] = ev.name[tree.event[node[has]]]
-    return out
+    return np.where(node >= 0, tree.event[np.maximum(node, 0)], -1)
+
+
+def _kernel_ops(trace: Trace, kernels: np.ndarray) -> np.ndarray:
+    """Per kernel call, the name index of the innermost op around its launch, or -1."""
+    op_event = _kernel_op_events(trace, kernels)
+    return np.where(op_event >= 0, trace.events.name[np.maximum(op_event, 0)], -1)
 
 
 def _name_mask(names: list[str], used: np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:
@@ -218,44 +328,44 @@ def _name_mask(names: list[str], used: np.ndarray, pattern: re.Pattern[str]) -> 
     return out
 
 
-def _weighted_mean(group: np.ndarray, weight: np.ndarray, values: np.ndarray,
+def _weighted_sums(group: np.ndarray, weight: np.ndarray, values: np.ndarray,
                    n: int) -> np.ndarray:
-    """Per group, the weighted mean of the finite values (nan when none)."""
+    """Per group, the sums a weighted mean of the finite values needs (see _weighted_mean)."""
     values = values.astype(np.float64)
     ok = np.isfinite(values)
     w = np.where(ok, weight, 0.0)
-    num = np.bincount(group, weights=np.where(ok, values, 0.0) * w, minlength=n)
-    den = np.bincount(group, weights=w, minlength=n)
-    # Zero-length calls only: the plain mean of what they report.
-    plain = np.bincount(group, weights=np.where(ok, values, 0.0), minlength=n)
-    count = np.bincount(group, weights=ok.astype(np.float64), minlength=n)
+    return np.stack([np.bincount(group, weights=np.where(ok, values, 0.0) * w, minlength=n),
+                     np.bincount(group, weights=w, minlength=n),
+                     np.bincount(group, weights=np.where(ok, values, 0.0), minlength=n),
+                     np.bincount(group, weights=ok.astype(np.float64), minlength=n)])
+
+
+def _weighted_mean(num: np.ndarray, den: np.ndarray, plain: np.ndarray,
+                   count: np.ndarray) -> np.ndarray:
+    """The weighted mean (nan when no value); zero-length calls only: the plain mean."""
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / den, plain / count)
 
 
-def _launching_ops(trace: Trace, kernels: np.ndarray, group: np.ndarray,
-                   n: int) -> tuple[list[str | None], np.ndarray]:
-    """Per kernel group, the op name that launched most of its time, and that time."""
-    ev = trace.events
-    links = device_links(trace)
-    tree = call_tree(trace)
-    op_node = links.op[np.searchsorted(links.device, kernels)]
-    has = op_node >= 0
-    names: list[str | None] = [None] * n
+def _launching_ops(cat: dict[str, Any], keys: np.ndarray,
+                   names: list[str]) -> tuple[list[str | None], np.ndarray]:
+    """Per kernel group (``keys``), the op name that launched most of its time, and that time.
+    Ties go to the op whose canonical name comes first, as on the whole trace."""
+    n = len(keys)
+    out: list[str | None] = [None] * n
     time = np.zeros(n)
-    if not has.any():
-        return names, time
-    op_event = tree.event[op_node[has]]
-    canon = canonical_names(ev.names)[ev.name[op_event]]
-    first, pair = group_ids(group[has], canon)
-    pair_time = np.bincount(pair, weights=ev.dur[kernels[has]])
-    pair_group = group[has][first]
-    for k in np.lexsort((-pair_time, pair_group)):  # heaviest op first within each kernel
-        g = int(pair_group[k])
-        if names[g] is None:
-            names[g] = ev.names[ev.name[op_event[first[k]]]]
+    if not len(cat["pair_kernel"]):
+        return out, time
+    first, pair = group_ids(cat["pair_kernel"], cat["pair_op"])
+    pair_time = np.bincount(pair, weights=cat["pair_us"])
+    pair_kernel, pair_op = cat["pair_kernel"][first], cat["pair_op"][first]
+    group = np.searchsorted(keys, pair_kernel)
+    for k in np.lexsort((pair_op, -pair_time, group)):  # heaviest op first within each kernel
+        g = int(group[k])
+        if out[g] is None:
+            out[g] = names[cat["pair_name"][first[k]]]
             time[g] = pair_time[k]
-    return names, time
+    return out, time
 
 
 def _or_none(value: float) -> float | None:

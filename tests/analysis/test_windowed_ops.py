@@ -1,0 +1,100 @@
+"""Host, launch, operators, kernels and compilation streamed window by window equal the
+in-memory sections on every shared trace, and on synthetic traces where work crosses a window
+boundary."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from trainprof.analysis.kernels import kernel_stats
+from trainprof.analysis.steps import StepWindows, find_steps
+from trainprof.analysis.windows import windows_of
+from trainprof.trace.load import load_file
+from trainprof.trace.model import Kind
+
+from conftest import SHARED_TRACE_FILES
+
+SECTIONS = {"kernels": kernel_stats}
+
+
+@pytest.fixture(scope="module")
+def shared():
+    """Every shared trace, loaded once, with its steps."""
+    out = {}
+    for path in SHARED_TRACE_FILES:
+        trace = load_file(path)
+        out[path.name] = (trace, find_steps(trace))
+    return out
+
+
+def differences(a, b, path=""):
+    """Where two to_dict() results differ; floats within relative 1e-9 (sums re-associated)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if set(a) != set(b):
+            return [f"{path}: keys {sorted(set(a) ^ set(b))}"]
+        return [d for k in a for d in differences(a[k], b[k], f"{path}.{k}")]
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        if len(a) != len(b):
+            return [f"{path}: {len(a)} items != {len(b)}"]
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True))
+                for d in differences(x, y, f"{path}[{i}]")]
+    if isinstance(a, float) and isinstance(b, float):
+        same = math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) or (math.isnan(a) and math.isnan(b))
+        return [] if same else [f"{path}: {a} != {b}"]
+    return [] if a == b and type(a) is type(b) else [f"{path}: {a!r} != {b!r}"]
+
+
+@pytest.mark.parametrize("name", sorted(SECTIONS))
+def test_streamed_equals_in_memory_on_every_shared_trace(shared, name):
+    section = SECTIONS[name]
+    for file, (trace, steps) in shared.items():
+        whole = section(trace, steps).to_dict()
+        for per in (1, 2, 3):
+            streamed = section.over(windows_of(trace, steps, per), steps).to_dict()
+            assert differences(streamed, whole) == [], (file, per)
+
+
+def by_hand_steps(*bounds: float) -> StepWindows:
+    """Step windows [bounds[i], bounds[i + 1])."""
+    b = np.array(bounds, dtype=np.float64)
+    return StepWindows(numbers=np.arange(1, len(b)), starts=b[:-1], ends=b[1:],
+                       source="ProfilerStep")
+
+
+def test_kernels_match_an_independent_count(shared):
+    """Calls and time per kernel name, counted straight from the events, on every trace."""
+    for trace, steps in shared.values():
+        ev = trace.events
+        kernels = np.flatnonzero(ev.kind == Kind.KERNEL)
+        calls = Counter(ev.names[ev.name[k]] for k in kernels)
+        stats = kernel_stats.over(windows_of(trace, steps, 1), steps)
+        assert sum(r.calls for r in stats.rows) == len(kernels) == stats.calls
+        assert stats.total_us == pytest.approx(float(ev.dur[kernels].sum()), rel=1e-9)
+        for r in stats.rows:
+            assert r.calls >= calls[r.name] > 0
+
+
+def test_kernel_launched_in_one_window_running_in_the_next(builder, tmp_path):
+    builder.annotation("start", 0, 1)  # the trace's time 0
+    mm = builder.op("aten::mm", 90, 9)
+    builder.launch(95, 3, name="sm80_xmma_gemm_f16f16", k_ts=120, k_dur=30,
+                   external_id=mm["args"]["External id"])
+    add = builder.op("aten::addmm", 140, 5)
+    builder.launch(141, 2, name="sm80_xmma_gemm_f16f16", k_ts=160, k_dur=10,
+                   external_id=add["args"]["External id"])
+    builder.launch(250, 2, name="elementwise", k_ts=260, k_dur=5)
+    trace = load_file(builder.write(tmp_path / "t.json"))
+    steps = by_hand_steps(0, 100, 200, 300)
+    windows = windows_of(trace, steps, 1)
+    # The first gemm starts in the second window; its launch and op only in the first.
+    assert windows[1].owns(np.array([120.0]))[0] and windows[0].owns(np.array([95.0]))[0]
+    stats = kernel_stats.over(windows, steps)
+    gemm = next(r for r in stats.rows if r.name.startswith("sm80"))
+    assert (gemm.calls, gemm.total_us, gemm.min_us, gemm.max_us) == (2, 40.0, 10.0, 30.0)
+    assert (gemm.op, gemm.op_share_pct) == ("aten::mm", 75.0)
+    assert (stats.calls, stats.total_us) == (3, 45.0)
+    assert differences(stats.to_dict(), kernel_stats(trace, steps).to_dict()) == []
