@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from trainprof.analysis.kernels import kernel_stats
+from trainprof.analysis.operators import operator_stats, operators_section
 from trainprof.analysis.steps import StepWindows, find_steps
 from trainprof.analysis.windows import windows_of
 from trainprof.trace.load import load_file
@@ -18,7 +19,7 @@ from trainprof.trace.model import Kind
 
 from conftest import SHARED_TRACE_FILES
 
-SECTIONS = {"kernels": kernel_stats}
+SECTIONS = {"kernels": kernel_stats, "operators": operators_section}
 
 
 @pytest.fixture(scope="module")
@@ -98,3 +99,23 @@ def test_kernel_launched_in_one_window_running_in_the_next(builder, tmp_path):
     assert (gemm.op, gemm.op_share_pct) == ("aten::mm", 75.0)
     assert (stats.calls, stats.total_us) == (3, 45.0)
     assert differences(stats.to_dict(), kernel_stats(trace, steps).to_dict()) == []
+
+
+def test_op_whose_kernel_runs_in_the_next_window(builder, tmp_path):
+    builder.annotation("start", 0, 1)
+    builder.op("aten::linear", 90, 40)  # crosses into the second window's span
+    mm = builder.op("aten::mm", 95, 30)
+    builder.launch(96, 2, name="gemm", k_ts=120, k_dur=30, external_id=mm["args"]["External id"])
+    relu = builder.op("aten::relu", 150, 10)
+    builder.launch(151, 2, name="relu_kernel", k_ts=165, k_dur=5,
+                   external_id=relu["args"]["External id"])
+    trace = load_file(builder.write(tmp_path / "t.json"))
+    steps = by_hand_steps(0, 100, 200, 300)
+    stats = operators_section.over(windows_of(trace, steps, 1), steps)
+    rows = {r.name: (r.calls, r.host_self_us, r.host_total_us, r.device_self_us,
+                     r.device_total_us) for r in stats.rows}
+    assert rows == {"aten::linear": (1, 10.0, 40.0, 0.0, 30.0),
+                    "aten::mm": (1, 28.0, 30.0, 30.0, 30.0),
+                    "aten::relu": (1, 8.0, 10.0, 5.0, 5.0)}
+    assert [r.name for r in stats.rows] == ["aten::mm", "aten::relu", "aten::linear"]
+    assert differences(stats.to_dict(), operator_stats(trace, steps).to_dict()) == []

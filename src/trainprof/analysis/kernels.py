@@ -25,6 +25,7 @@ from trainprof.analysis.kernel_shares import (
 from trainprof.analysis.occupancy import FULL_FILL, launch_fill, sm_counts
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import group_ids, share
+from trainprof.analysis.window_parts import no_steps
 from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.trace.kernel_class import CLASS_LABELS, FUSED_ATTENTION, NAME_LIMIT, KernelClass
 from trainprof.trace.kernel_context import kernel_classes
@@ -235,13 +236,6 @@ class _KernelSection(WindowedSection[KernelPart, KernelStats]):
 #: Per kernel name: calls, total/mean/min/max, blocks per SM, occupancy, Tensor Cores, op. Each
 #: window counts the kernels that start in its own span; their launch and op lie in its margin.
 kernel_stats = _KernelSection(partial=kernel_part, combine=combine_kernels)
-
-
-def no_steps() -> StepWindows:
-    """Step windows with no step (for sections that do not need them)."""
-    empty = np.empty(0)
-    return StepWindows(numbers=np.empty(0, dtype=np.int64), starts=empty, ends=empty,
-                       source="whole trace")
 
 
 def _concat(parts: list[KernelPart]) -> dict[str, Any]:

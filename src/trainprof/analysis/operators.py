@@ -21,6 +21,8 @@ from trainprof.analysis.frames import data_frame
 from trainprof.analysis.options import OPERATOR_SORT_COLUMNS, table_options
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import group_ids
+from trainprof.analysis.window_parts import no_steps
+from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.trace.model import Kind, Trace, is_operator_row
 
 #: Call stacks kept per operator row, heaviest first.
@@ -93,48 +95,112 @@ class OperatorStats:
                            for r in self.rows])
 
 
-def operator_stats(trace: Trace, steps: StepWindows | None = None, *, by_shape: bool = False,
-                   sort_by: str | None = None) -> OperatorStats:
-    """The operator table: per op name (or name and input shapes), sorted by ``sort_by``
-    (one of OPERATOR_SORT_COLUMNS; default device self time, or host self on CPU traces)."""
+@dataclass
+class OperatorPart:
+    """What one window tells of the ops it owns: per group (canonical name, shape index),
+    calls and summed times, and per (group, call site) the calls and times of its calls."""
+
+    name: np.ndarray  # canonical name index
+    shape: np.ndarray  # shape index (-1 without one; 0 for every row when not by shape)
+    calls: np.ndarray
+    times: dict[str, np.ndarray]  # host_self, host_total, device_self, device_total
+    site_name: np.ndarray  # the group of each call site, by its two keys
+    site_shape: np.ndarray
+    site: np.ndarray  # stack index, or name index of the Python frame
+    site_calls: np.ndarray
+    site_host_us: np.ndarray
+    site_device_us: np.ndarray
+    site_labels: dict[int, tuple[str | None, list[str]]]  # site -> (source, frames)
+    has_device: bool
+    by_shape: bool
+    names: list[str]  # the trace's tables (shared, not copies)
+    shapes: list[str]
+
+
+def operator_part(window: Window, by_shape: bool = False) -> OperatorPart:
+    """The ops that start in the window's own span; their children, launches and kernels lie
+    in the window with its margin."""
+    trace = window.trace
     ev = trace.events
     tree = call_tree(trace)
-    has_device = bool(ev.of_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET).any())
-    sort_by = sort_by or ("device_self_us" if has_device else "host_self_us")
-    if sort_by not in OPERATOR_SORT_COLUMNS:
-        raise ValueError(f"cannot sort operators by {sort_by!r}; choose one of "
-                         f"{', '.join(OPERATOR_SORT_COLUMNS)}")
     times = node_times(trace, tree)
     rows = _row_nodes(trace, tree)
+    rows = rows[window.owns(ev.ts[tree.event[rows]])]
     names = canonical_names(ev.names)[ev.name[tree.event[rows]]]
     shapes = ev.shape[tree.event[rows]] if by_shape else np.zeros(len(rows), dtype=np.int64)
     first, group = group_ids(names, shapes)
     n = len(first)
+    sites = _site_sums(trace, tree, rows, group, times) if _has_sites(trace, tree) else None
+    none = np.empty(0, dtype=np.int64)
+    return OperatorPart(
+        name=names[first], shape=shapes[first], calls=np.bincount(group, minlength=n),
+        times={k: np.bincount(group, weights=v[rows], minlength=n) for k, v in times.items()},
+        site_name=names[first][sites[0]] if sites else none,
+        site_shape=shapes[first][sites[0]] if sites else none,
+        site=sites[1] if sites else none,
+        site_calls=sites[2] if sites else none,
+        site_host_us=sites[3] if sites else np.empty(0),
+        site_device_us=sites[4] if sites else np.empty(0),
+        site_labels=sites[5] if sites else {},
+        has_device=bool((ev.of_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+                         & window.owns(ev.ts)).any()),
+        by_shape=by_shape, names=ev.names, shapes=ev.shapes,
+    )
 
-    def total(values: np.ndarray) -> np.ndarray:
-        return np.bincount(group, weights=values[rows], minlength=n)
 
-    sums = {k: total(v) for k, v in times.items()}
-    calls = np.bincount(group, minlength=n)
-    sites = _call_sites(trace, tree, rows, group, times) if _has_sites(trace, tree) else {}
+def combine_operators(parts: list[OperatorPart], sort_by: str | None = None) -> OperatorStats:
+    """The operator table of every window's ops, sorted by ``sort_by``."""
+    has_device = any(p.has_device for p in parts)
+    sort_by = _sort_column(sort_by, has_device)
+    by_shape = parts[0].by_shape if parts else False
+    names = parts[0].names if parts else []
+    shapes_table = parts[0].shapes if parts else []
+    if not parts or not sum(len(p.name) for p in parts):
+        return OperatorStats([], sort_by, by_shape, has_device, False)
+    name = np.concatenate([p.name for p in parts])
+    shape = np.concatenate([p.shape for p in parts])
+    first, group = group_ids(name, shape)
+    n = len(first)
+    calls = np.bincount(group, weights=np.concatenate([p.calls for p in parts]), minlength=n)
+    sums = {k: np.bincount(group, weights=np.concatenate([p.times[k] for p in parts]),
+                           minlength=n) for k in parts[0].times}
+    sites = _combine_sites(parts, name[first], shape[first])
     out = []
     for g in range(n):
-        e = tree.event[rows[first[g]]]
         out.append(OperatorRow(
-            name=ev.names[ev.name[e]], calls=int(calls[g]),
+            name=names[name[first[g]]], calls=int(calls[g]),
             host_self_us=float(sums["host_self"][g]), host_total_us=float(sums["host_total"][g]),
             device_self_us=float(sums["device_self"][g]),
             device_total_us=float(sums["device_total"][g]),
-            shape=(ev.shapes[ev.shape[e]] if ev.shape[e] >= 0 else None) if by_shape else None,
+            shape=(shapes_table[shape[first[g]]] if shape[first[g]] >= 0 else None)
+            if by_shape else None,
             call_sites=sites.get(g, []),
         ))
     return OperatorStats(_sort(out, sort_by), sort_by, by_shape, has_device, bool(sites))
 
 
-def operators_section(trace: Trace, steps: StepWindows) -> OperatorStats:
-    """The registered section: options from the command line, if any were given."""
-    options = table_options()
-    return operator_stats(trace, steps, by_shape=options.by_shape, sort_by=options.sort_by)
+def operator_stats(trace: Trace, steps: StepWindows | None = None, *, by_shape: bool = False,
+                   sort_by: str | None = None) -> OperatorStats:
+    """The operator table: per op name (or name and input shapes), sorted by ``sort_by``
+    (one of OPERATOR_SORT_COLUMNS; default device self time, or host self on CPU traces)."""
+    _sort_column(sort_by, True)
+    whole = Window(trace, steps if steps is not None else no_steps())
+    return combine_operators([operator_part(whole, by_shape)], sort_by)
+
+
+def _sort_column(sort_by: str | None, has_device: bool) -> str:
+    sort_by = sort_by or ("device_self_us" if has_device else "host_self_us")
+    if sort_by not in OPERATOR_SORT_COLUMNS:
+        raise ValueError(f"cannot sort operators by {sort_by!r}; choose one of "
+                         f"{', '.join(OPERATOR_SORT_COLUMNS)}")
+    return sort_by
+
+
+#: The registered section, with the options from the command line, if any were given. Each
+#: window counts the ops that start in its own span.
+operators_section = WindowedSection(
+    partial=lambda window: operator_part(window, table_options().by_shape),
+    combine=lambda parts, steps: combine_operators(parts, table_options().sort_by))
 
 
 def node_times(trace: Trace, tree: CallTree) -> dict[str, np.ndarray]:
@@ -178,36 +244,57 @@ def _has_sites(trace: Trace, tree: CallTree) -> bool:
     return bool(ev.stacks) or bool((ev.kind[tree.event] == Kind.PYTHON).any())
 
 
-def _call_sites(trace: Trace, tree: CallTree, rows: np.ndarray, group: np.ndarray,
-                times: dict[str, np.ndarray]) -> dict[int, list[CallSite]]:
-    """The heaviest call sites of each row: by ``Call stack`` when recorded, else by the
-    nearest Python frame of the user's code around the op."""
+def _site_sums(trace: Trace, tree: CallTree, rows: np.ndarray, group: np.ndarray,
+               times: dict[str, np.ndarray]) -> tuple | None:
+    """Per (row group, call site): group, site, calls, host and device total µs, and each
+    site's (source, frames). Sites are the ``Call stack`` when recorded, else the nearest
+    Python frame of the user's code around the op."""
     ev = trace.events
     stack = ev.stack[tree.event[rows]]
     if ev.stacks:
-        site, frames = stack, [user_frames(s) for s in ev.stacks]
-        sources = stack_sources(trace)
+        site = stack
     else:
         site = python_sources(trace, tree)[rows]
         site = np.where(site >= 0, ev.name[tree.event[np.maximum(site, 0)]], -1)
-        frames = [[s] for s in ev.names]
-        sources = list(ev.names)
     has = site >= 0
     if not has.any():
-        return {}
+        return None
     first, sub = group_ids(group[has], site[has])
-    host = np.bincount(sub, weights=times["host_total"][rows[has]])
-    device = np.bincount(sub, weights=times["device_total"][rows[has]])
-    calls = np.bincount(sub)
-    owner_group = group[has][first]
     owner_site = site[has][first]
+    if ev.stacks:
+        sources = stack_sources(trace)
+        labels = {int(s): (sources[s], user_frames(ev.stacks[s])) for s in np.unique(owner_site)}
+    else:
+        labels = {int(s): (ev.names[s], [ev.names[s]]) for s in np.unique(owner_site)}
+    return (group[has][first], owner_site, np.bincount(sub),
+            np.bincount(sub, weights=times["host_total"][rows[has]]),
+            np.bincount(sub, weights=times["device_total"][rows[has]]), labels)
+
+
+def _combine_sites(parts: list[OperatorPart], name: np.ndarray,
+                   shape: np.ndarray) -> dict[int, list[CallSite]]:
+    """The heaviest call sites of each row group (``name``, ``shape``: its keys)."""
+    site_name = np.concatenate([p.site_name for p in parts])
+    if not len(site_name):
+        return {}
+    site_shape = np.concatenate([p.site_shape for p in parts])
+    site = np.concatenate([p.site for p in parts])
+    first, sub = group_ids(site_name, site_shape, site)
+    host = np.bincount(sub, weights=np.concatenate([p.site_host_us for p in parts]))
+    device = np.bincount(sub, weights=np.concatenate([p.site_device_us for p in parts]))
+    calls = np.bincount(sub, weights=np.concatenate([p.site_calls for p in parts]))
+    labels = {s: label for p in parts for s, label in p.site_labels.items()}
+    row_of = {(int(a), int(b)): g for g, (a, b) in enumerate(zip(name, shape, strict=True))}
+    owner_group = np.array([row_of[(int(a), int(b))] for a, b in
+                            zip(site_name[first], site_shape[first], strict=True)])
+    owner_site = site[first]
     order = np.lexsort((-host, -device, owner_group))
     out: dict[int, list[CallSite]] = {}
     for k in order:
         g = int(owner_group[k])
         kept = out.setdefault(g, [])
         if len(kept) < TOP_STACKS:
-            s = int(owner_site[k])
-            kept.append(CallSite(sources[s], frames[s], int(calls[k]), float(host[k]),
+            source, frames = labels[int(owner_site[k])]
+            kept.append(CallSite(source, frames, int(calls[k]), float(host[k]),
                                  float(device[k])))
     return out

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import summary
 
 
@@ -62,3 +63,10 @@ class ValueCounts:
         a, b = self._at(lo), self._at(min(lo + 1, n - 1))
         t = pos - lo
         return float(a + (b - a) * t) if t < 0.5 else float(b - (b - a) * (1.0 - t))
+
+
+def no_steps() -> StepWindows:
+    """Step windows with no step (for sections called without steps)."""
+    empty = np.empty(0)
+    return StepWindows(numbers=np.empty(0, dtype=np.int64), starts=empty, ends=empty,
+                       source="whole trace")
