@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from trainprof.analysis.kernels import kernel_stats
+from trainprof.analysis.launch import launch_stats
 from trainprof.analysis.operators import operator_stats, operators_section
 from trainprof.analysis.steps import StepWindows, find_steps
 from trainprof.analysis.windows import windows_of
@@ -19,7 +20,7 @@ from trainprof.trace.model import Kind
 
 from conftest import SHARED_TRACE_FILES
 
-SECTIONS = {"kernels": kernel_stats, "operators": operators_section}
+SECTIONS = {"kernels": kernel_stats, "launch": launch_stats, "operators": operators_section}
 
 
 @pytest.fixture(scope="module")
@@ -119,3 +120,22 @@ def test_op_whose_kernel_runs_in_the_next_window(builder, tmp_path):
                     "aten::relu": (1, 8.0, 10.0, 5.0, 5.0)}
     assert [r.name for r in stats.rows] == ["aten::mm", "aten::relu", "aten::linear"]
     assert differences(stats.to_dict(), operator_stats(trace, steps).to_dict()) == []
+
+
+def test_launches_back_to_back_across_a_window_boundary(builder, tmp_path):
+    builder.annotation("start", 0, 1)
+    builder.launch(80, 10, k_ts=150, k_dur=20)  # delay 60; runs in the second window
+    builder.launch(120, 10, k_ts=175, k_dur=5)  # 30 µs after the first: back to back
+    trace = load_file(builder.write(tmp_path / "t.json"))
+    steps = by_hand_steps(0, 100, 200)
+    stats = launch_stats.over(windows_of(trace, steps, 1), steps)
+    assert (stats.launches, stats.kernels) == (2, 2)
+    assert stats.delay_us == {"mean": 52.5, "median": 52.5, "p90": 58.5, "max": 60.0}
+    assert stats.launch_us == {"mean": 10.0, "median": 10.0, "p90": 10.0, "max": 10.0}
+    assert stats.gpu_idle_pct == pytest.approx(100 * (200 - 25) / 200)
+    # The run spans 80..130 while the GPU idles: a quarter of the step time.
+    assert stats.cpu_bound_pct == pytest.approx(25.0) and stats.cpu_bound
+    assert (stats.small_kernel_pct, stats.shorter_than_launch_pct) == (50.0, 50.0)
+    assert stats.starved_kernel_pct == 100.0
+    assert [(a.name, a.calls, a.total_us) for a in stats.apis] == [("cudaLaunchKernel", 2, 20.0)]
+    assert differences(stats.to_dict(), launch_stats(trace, steps).to_dict()) == []

@@ -17,7 +17,9 @@ from trainprof.analysis import intervals as iv
 from trainprof.analysis.attribution import device_links
 from trainprof.analysis.frames import data_frame
 from trainprof.analysis.steps import StepWindows
-from trainprof.analysis.tabular import share, summary
+from trainprof.analysis.tabular import share
+from trainprof.analysis.window_parts import ValueCounts
+from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.trace.model import DEVICE_KINDS, Kind, Trace, is_graph_launch
 
 #: A kernel shorter than this is "small": launching it costs about as much as running it.
@@ -97,46 +99,113 @@ class LaunchStats:
         ])
 
 
-def launch_stats(trace: Trace, steps: StepWindows) -> LaunchStats:
-    """Launch duration and delay, small kernels, starved kernels and the CPU-bound indicator."""
+@dataclass
+class LaunchPart:
+    """What one window tells of the launches it owns (those starting in its own span and in
+    the steps): distributions as value counts, counts, and time in its span."""
+
+    launch_us: ValueCounts
+    delay_us: ValueCounts
+    kernel_us: ValueCounts
+    kernels: int
+    single_kernels: int  # kernels not started by a graph launch
+    small: int
+    shorter_than_launch: int
+    starved: int
+    busy_us: float  # device busy time inside the window's part of the step span
+    cpu_bound_us: float
+    graph_launches: int
+    graph_kernels: int
+    api_name: np.ndarray  # per launch call name index: calls and total µs
+    api_calls: np.ndarray
+    api_us: np.ndarray
+    has_gpu: bool
+    names: list[str]  # the trace's name table (shared, not a copy)
+    records: dict[str, np.ndarray]
+
+
+def launch_part(window: Window) -> LaunchPart:
+    """The launches that start in the window's own span, inside the steps."""
+    trace, steps = window.trace, window.steps
     ev = trace.events
-    start, end = steps.span
+    start, end = _owned_span(window)
     links = device_links(trace)
     is_kernel = (ev.kind[links.device] == Kind.KERNEL) & (links.launch >= 0)
     kern, launch = links.device[is_kernel], links.launch[is_kernel]
     inside = (ev.ts[launch] >= start) & (ev.ts[launch] < end)
     kern, launch = kern[inside], launch[inside]
     per_launch = _per_launch(trace, kern, launch)
-    busy = _device_busy(trace, start, end)
-    window = end - start
-    idle = window - busy.total()
+    # Busy time as on the whole trace: clipped to the step span only at its two ends.
+    clip_lo = float(steps.starts[0]) if window.first and len(steps) else -np.inf
+    clip_hi = float(steps.ends[-1]) if window.last and len(steps) else np.inf
+    busy = _device_busy(trace, clip_lo, clip_hi)
+    owned_busy = iv.clip(busy, start, end)
     back_to_back = _launch_runs(trace, links, start, end)
-    cpu_bound_us = iv.subtract(back_to_back, busy).total() if len(back_to_back) else 0.0
-    cpu_bound_pct = share(cpu_bound_us, window)
+    cpu_bound_us = iv.subtract(back_to_back, owned_busy).total() if len(back_to_back) else 0.0
     graph = _graph_launches(trace, launch)
     single_kern, single_launch = kern[~graph], launch[~graph]
     k_dur, l_dur = ev.dur[single_kern], ev.dur[single_launch]
-    delay = per_launch["delay_us"]
+    name = ev.name[per_launch["launch"]]
+    api_name, group = np.unique(name, return_inverse=True)
+    return LaunchPart(
+        launch_us=ValueCounts.of(per_launch["launch_us"]),
+        delay_us=ValueCounts.of(per_launch["delay_us"]),
+        kernel_us=ValueCounts.of(ev.dur[kern]),
+        kernels=len(kern), single_kernels=len(single_kern),
+        small=int((k_dur < SMALL_KERNEL_US).sum()),
+        shorter_than_launch=int((k_dur < l_dur).sum()),
+        starved=int((~_inside(busy, ev.end[single_launch])).sum()),
+        busy_us=owned_busy.total(), cpu_bound_us=cpu_bound_us,
+        graph_launches=len(np.unique(launch[graph])), graph_kernels=int(graph.sum()),
+        api_name=api_name, api_calls=np.bincount(group, minlength=len(api_name)),
+        api_us=np.bincount(group, weights=per_launch["launch_us"], minlength=len(api_name)),
+        has_gpu=trace.has_gpu, names=ev.names, records=per_launch,
+    )
+
+
+def combine_launches(parts: list[LaunchPart], steps: StepWindows) -> LaunchStats:
+    """Launch overhead over every window's launches."""
+    start, end = steps.span
+    window = end - start
+    idle = window - sum(p.busy_us for p in parts)
+    cpu_bound_pct = share(sum(p.cpu_bound_us for p in parts), window)
+    single = sum(p.single_kernels for p in parts)
+    launch_us = ValueCounts.merged([p.launch_us for p in parts])
+    delay = ValueCounts.merged([p.delay_us for p in parts])
     return LaunchStats(
-        launches=len(per_launch["launch"]),
-        kernels=len(kern),
-        launch_us=summary(per_launch["launch_us"]),
-        delay_us=summary(delay),
-        kernel_us=summary(ev.dur[kern]),
-        small_kernel_pct=share(float((k_dur < SMALL_KERNEL_US).sum()), len(single_kern)),
-        shorter_than_launch_pct=share(float((k_dur < l_dur).sum()), len(single_kern)),
-        starved_kernel_pct=share(float((~_inside(busy, ev.end[single_launch])).sum()),
-                                 len(single_kern)),
-        slow_launches=int((per_launch["launch_us"] > SLOW_LAUNCH_US).sum()),
-        late_starts=int((delay > LATE_START_US).sum()),
-        gpu_idle_pct=share(idle, window) if trace.has_gpu else None,
+        launches=len(launch_us),
+        kernels=sum(p.kernels for p in parts),
+        launch_us=launch_us.summary(),
+        delay_us=delay.summary(),
+        kernel_us=ValueCounts.merged([p.kernel_us for p in parts]).summary(),
+        small_kernel_pct=share(float(sum(p.small for p in parts)), single),
+        shorter_than_launch_pct=share(float(sum(p.shorter_than_launch for p in parts)), single),
+        starved_kernel_pct=share(float(sum(p.starved for p in parts)), single),
+        slow_launches=launch_us.greater_than(SLOW_LAUNCH_US),
+        late_starts=delay.greater_than(LATE_START_US),
+        gpu_idle_pct=share(idle, window) if any(p.has_gpu for p in parts) else None,
         cpu_bound_pct=cpu_bound_pct,
         cpu_bound=bool(cpu_bound_pct is not None and cpu_bound_pct >= CPU_BOUND_MIN_PCT),
-        apis=_apis(trace, per_launch),
-        graph_launches=len(np.unique(launch[graph])),
-        graph_kernels=int(graph.sum()),
-        records=per_launch,
+        apis=_apis(parts),
+        graph_launches=sum(p.graph_launches for p in parts),
+        graph_kernels=sum(p.graph_kernels for p in parts),
+        # Event indices are the window's: kept only when one window is the whole trace.
+        records=parts[0].records if len(parts) == 1 else {},
     )
+
+
+#: Launch duration and delay, small kernels, starved kernels and the CPU-bound indicator. Each
+#: window counts the launches that start in its own span; their kernels lie in its margin.
+launch_stats = WindowedSection(partial=launch_part, combine=combine_launches)
+
+
+def _owned_span(window: Window) -> tuple[float, float]:
+    """The part of the step span (first step's start to last step's end) the window owns."""
+    if not len(window.steps):
+        return 0.0, 0.0
+    start = float(window.steps.starts[0]) if window.first else window.start
+    end = float(window.steps.ends[-1]) if window.last else window.end
+    return max(start, window.start), min(end, window.end)
 
 
 def _graph_launches(trace: Trace, launch: np.ndarray) -> np.ndarray:
@@ -202,15 +271,15 @@ def _launch_runs(trace: Trace, links, start: float, end: float) -> iv.Intervals:
     return iv.clip(runs, start, end)
 
 
-def _apis(trace: Trace, per_launch: dict[str, np.ndarray]) -> list[LaunchApi]:
-    ev = trace.events
-    name = ev.name[per_launch["launch"]]
-    if not len(name):
+def _apis(parts: list[LaunchPart]) -> list[LaunchApi]:
+    names = np.concatenate([p.api_name for p in parts]) if parts else np.empty(0)
+    if not len(names):
         return []
-    uniq, group = np.unique(name, return_inverse=True)
-    calls = np.bincount(group)
-    total = np.bincount(group, weights=per_launch["launch_us"])
-    out = [LaunchApi(name=ev.names[uniq[g]], calls=int(calls[g]),
+    table = parts[0].names
+    uniq, group = np.unique(names, return_inverse=True)
+    calls = np.bincount(group, weights=np.concatenate([p.api_calls for p in parts]))
+    total = np.bincount(group, weights=np.concatenate([p.api_us for p in parts]))
+    out = [LaunchApi(name=table[uniq[g]], calls=int(calls[g]),
                      mean_us=float(total[g] / calls[g]), total_us=float(total[g]))
            for g in range(len(uniq))]
     return sorted(out, key=lambda a: (-a.total_us, a.name))
