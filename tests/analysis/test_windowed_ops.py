@@ -10,6 +10,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from trainprof.analysis.host import host_time
 from trainprof.analysis.kernels import kernel_stats
 from trainprof.analysis.launch import launch_stats
 from trainprof.analysis.operators import operator_stats, operators_section
@@ -20,7 +21,7 @@ from trainprof.trace.model import Kind
 
 from conftest import SHARED_TRACE_FILES
 
-SECTIONS = {"kernels": kernel_stats, "launch": launch_stats, "operators": operators_section}
+SECTIONS = {"host": host_time, "kernels": kernel_stats, "launch": launch_stats, "operators": operators_section}
 
 
 @pytest.fixture(scope="module")
@@ -139,3 +140,22 @@ def test_launches_back_to_back_across_a_window_boundary(builder, tmp_path):
     assert stats.starved_kernel_pct == 100.0
     assert [(a.name, a.calls, a.total_us) for a in stats.apis] == [("cudaLaunchKernel", 2, 20.0)]
     assert differences(stats.to_dict(), launch_stats(trace, steps).to_dict()) == []
+
+
+def test_host_range_in_the_lead_in_of_two_windows(builder, tmp_path):
+    builder.annotation("start", 0, 1)
+    builder.annotation("load_batch", 70, 60)  # lead-in of step 1 (no device work) and step 2
+    builder.launch(140, 5, k_ts=150, k_dur=10)  # the only device work, in step 2
+    trace = load_file(builder.write(tmp_path / "t.json"))
+    steps = by_hand_steps(0, 100, 200, 300, 400)
+    windows = windows_of(trace, steps, 1)
+    assert not windows[-1].trace.has_gpu  # computed both ways; the trace ran on a GPU
+    h = host_time.over(windows, steps)
+    # Idle 390 µs: lead-in is steps 1, 3, 4 whole and [100, 150) of step 2 less the launch.
+    assert h.gpu and h.pct == pytest.approx({"data": 0.0, "communication": 0.0,
+                                             "after_optimizer": 0.0, "lead_in": 86.25,
+                                             "host_bound": 11.25})
+    # 30 µs inside each window: only together is it >= 80 % of the range.
+    assert [(s.name, s.ms_per_step) for s in h.spots["lead_in"]] == [
+        ("load_batch", pytest.approx(60 / 4 / 1000)), ("start", pytest.approx(1 / 4 / 1000))]
+    assert differences(h.to_dict(), host_time(trace, steps).to_dict()) == []

@@ -30,6 +30,7 @@ from trainprof.analysis.exposure import window_sets
 from trainprof.analysis.frames import data_frame
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import share
+from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.trace.model import (
     FLAG_COMM,
     FLAG_DATALOADER,
@@ -143,17 +144,103 @@ def _lead_in(busy: iv.Intervals, steps: StepWindows) -> iv.Intervals:
     return iv.union(steps.starts, first)
 
 
-def host_time(trace: Trace, steps: StepWindows) -> HostTime:
-    """The split of GPU idle time (GPU runs) and host time outside ops after the optimizer."""
+@dataclass
+class SpotPart:
+    """What one window tells of the host ranges inside one part's time: per name index, the
+    time inside of the ranges it saw whole, and the ranges crossing its edges (keyed by thread,
+    start, name and duration) with the time it saw inside them."""
+
+    totals: dict[int, float]
+    crossing: dict[tuple[int, float, int, float], float]
+
+
+@dataclass
+class HostSlice:
+    """One window's figures, computed as on a GPU or as on a CPU-only trace."""
+
+    totals: dict[str, float]  # µs per part, over the window's own steps
+    after_optimizer: list[float]  # µs per own step
+    spots: dict[str, SpotPart]
+
+
+@dataclass
+class OptimizerPart:
+    """The optimizer's ops one window owns."""
+
+    ops: int
+    op_us: float
+    fused: bool
+    foreach: bool
+    labels: list[int]  # name indices of the ``Optimizer.step#`` annotations
+
+
+@dataclass
+class HostPart:
+    """What one window tells of the host time of its own steps."""
+
+    gpu: bool
+    slices: dict[bool, HostSlice]  # by whether computed as on a GPU
+    has_optimizer: bool
+    optimizer: OptimizerPart | None
+    data_loaders: set[str]
+    names: list[str]  # the trace's name table (shared, not a copy)
+
+
+def host_part(window: Window) -> HostPart:
+    """The window's own steps; a window without device work is computed both ways, since
+    whether the trace ran on a GPU is known only from every window."""
+    trace, steps = window.trace, window.steps
     ev = trace.events
+    owned = window.owns(ev.ts)
+    gpu = trace.has_gpu
+    after_window = _after_optimizer(trace, steps)
+    slices = {g: _host_slice(window, g, after_window) for g in ({True} if gpu else {True, False})}
+    loaders = np.unique(ev.name[ev.flagged(FLAG_DATALOADER) & owned])
+    return HostPart(gpu=gpu, slices=slices, has_optimizer=bool(len(after_window)),
+                    optimizer=_optimizer_part(window), data_loaders={ev.names[i] for i in loaders},
+                    names=ev.names)
+
+
+def combine_host(parts: list[HostPart], steps: StepWindows) -> HostTime:
+    """The host time of every window's steps."""
     n = max(len(steps), 1)
     total = float(steps.durations.sum()) if len(steps) else 0.0
+    gpu = any(p.gpu for p in parts)
+    slices = [p.slices[gpu] for p in parts]
+    sums = {k: sum(sl.totals[k] for sl in slices) for k in (slices[0].totals if slices else {})}
+    ms = {p: (sums[p] / n / 1000.0 if p in sums else None) for p in PARTS}
+    pct = {p: (share(sums[p], total) if p in sums else None) for p in PARTS}
+    per_step = [u for sl in slices for u in sl.after_optimizer]
+    names = parts[0].names if parts else []
+    return HostTime(
+        steps=len(steps),
+        gpu=gpu,
+        ms=ms,
+        pct=pct,
+        after_optimizer_per_step_ms=[(int(s), float(u) / 1000.0)
+                                     for s, u in zip(steps.numbers, per_step, strict=True)],
+        has_optimizer=any(p.has_optimizer for p in parts),
+        spots={k: _combine_spots([sl.spots[k] for sl in slices], names, n)
+               for k in ("after_optimizer", "lead_in") if k in sums},
+        optimizer=_combine_optimizer([p.optimizer for p in parts if p.optimizer], steps, names),
+        data_loaders=sorted(set().union(*(p.data_loaders for p in parts))),
+    )
+
+
+#: The split of GPU idle time (GPU runs) and host time outside ops after the optimizer. Every
+#: part lies inside the steps: each window computes its own steps, from the events around them.
+host_time = WindowedSection(partial=host_part, combine=combine_host)
+
+
+def _host_slice(window: Window, gpu: bool, after_window: iv.Intervals) -> HostSlice:
+    """The parts of the GPU idle time (or, CPU-only, the time after the optimizer) inside the
+    window's own steps."""
+    trace, steps = window.trace, window.steps
+    ev = trace.events
     slots = iv.union(steps.starts, steps.ends)
-    gpu = trace.has_gpu
     busy = window_sets(trace, steps).busy if gpu else iv.Intervals.empty()
     idle = iv.subtract(slots, busy)
     ops = _set(trace, ev.of_kind(*_OP_KINDS))
-    after_window = _after_optimizer(trace, steps)
     parts: dict[str, iv.Intervals] = {}
     rest = idle
     if gpu:
@@ -167,32 +254,24 @@ def host_time(trace: Trace, steps: StepWindows) -> HostTime:
         api = _set(trace, ev.of_kind(*LAUNCH_KINDS))
         parts["lead_in"] = iv.subtract(iv.intersect(rest, _lead_in(busy, steps)), api)
         parts["host_bound"] = iv.subtract(rest, parts["lead_in"])
-    ms = {p: (parts[p].total() / n / 1000.0 if p in parts else None) for p in PARTS}
-    pct = {p: (share(parts[p].total(), total) if p in parts else None) for p in PARTS}
-    per_step = iv.covered_in_windows(parts["after_optimizer"], steps.starts, steps.ends)
-    return HostTime(
-        steps=len(steps),
-        gpu=gpu,
-        ms=ms,
-        pct=pct,
-        after_optimizer_per_step_ms=[(int(s), float(u) / 1000.0)
-                                     for s, u in zip(steps.numbers, per_step, strict=True)],
-        has_optimizer=bool(len(after_window)),
-        spots={p: _spots(trace, parts[p], n) for p in ("after_optimizer", "lead_in")
+    return HostSlice(
+        totals={p: parts[p].total() for p in PARTS if p in parts},
+        after_optimizer=[float(u) for u in iv.covered_in_windows(parts["after_optimizer"],
+                                                                steps.starts, steps.ends)],
+        spots={p: _spot_part(window, parts[p]) for p in ("after_optimizer", "lead_in")
                if p in parts},
-        optimizer=optimizer_facts(trace, steps),
-        data_loaders=sorted({ev.names[i] for i in np.unique(ev.name[ev.flagged(FLAG_DATALOADER)])}),
     )
 
 
-def optimizer_facts(trace: Trace, steps: StepWindows) -> OptimizerFacts | None:
-    """The optimizer's ops inside the steps, or None without optimizer annotations."""
+def _optimizer_part(window: Window) -> OptimizerPart | None:
+    """The optimizer's ops owned by the window, inside its steps' optimizer annotations."""
+    trace, steps = window.trace, window.steps
     ev = trace.events
     opt = ev.flagged(FLAG_OPTIMIZER) & ev.of_kind(*HOST_KINDS)
-    if not opt.any():
+    if not (opt & window.owns(ev.ts)).any():
         return None
     inside = iv.intersect(_set(trace, opt), iv.union(steps.starts, steps.ends))
-    ops = np.flatnonzero(ev.of_kind(Kind.CPU_OP) & ~opt)
+    ops = np.flatnonzero(ev.of_kind(Kind.CPU_OP) & ~opt & window.owns(ev.ts))
     if len(inside):
         pos = np.searchsorted(inside.starts, ev.ts[ops], side="right") - 1
         ok = pos >= 0
@@ -200,36 +279,75 @@ def optimizer_facts(trace: Trace, steps: StepWindows) -> OptimizerFacts | None:
         ops = ops[ok]
     else:
         ops = ops[:0]
-    names = {ev.names[i] for i in np.unique(ev.name[ops])}
-    impl = ("fused" if any(_FUSED_OPTIMIZER.search(x) for x in names)
-            else "foreach" if any("_foreach_" in x for x in names)
-            else "for-loop" if names else "")
-    label = next((ev.names[i] for i in np.unique(ev.name[opt])
-                  if ev.names[i].startswith("Optimizer.step#")), None)
+    names = [ev.names[i] for i in np.unique(ev.name[ops])]
+    labels = [int(i) for i in np.unique(ev.name[opt & window.owns(ev.ts)])
+              if ev.names[i].startswith("Optimizer.step#")]
+    return OptimizerPart(ops=len(ops), op_us=float(ev.dur[ops].sum()),
+                         fused=any(_FUSED_OPTIMIZER.search(x) for x in names),
+                         foreach=any("_foreach_" in x for x in names), labels=labels)
+
+
+def _combine_optimizer(parts: list[OptimizerPart], steps: StepWindows,
+                       names: list[str]) -> OptimizerFacts | None:
+    if not parts:
+        return None
+    ops = sum(p.ops for p in parts)
+    impl = ("fused" if any(p.fused for p in parts)
+            else "foreach" if any(p.foreach for p in parts)
+            else "for-loop" if ops else "")
+    labels = [i for p in parts for i in p.labels]
+    label = names[min(labels)] if labels else None
     return OptimizerFacts(
         name=label.split("#", 1)[1].split(".")[0] if label else None,
-        ops_per_step=len(ops) / max(len(steps), 1),
-        mean_op_us=float(ev.dur[ops].mean()) if len(ops) else None,
+        ops_per_step=ops / max(len(steps), 1),
+        mean_op_us=sum(p.op_us for p in parts) / ops if ops else None,
         implementation=impl,
     )
 
 
-def _spots(trace: Trace, gaps: iv.Intervals, n: int) -> list[HostSpot]:
-    """The host ranges (user Python frames, ops) that lie mostly inside ``gaps``, by overlap."""
+def optimizer_facts(trace: Trace, steps: StepWindows) -> OptimizerFacts | None:
+    """The optimizer's ops inside the steps, or None without optimizer annotations."""
+    part = _optimizer_part(Window(trace, steps))
+    return _combine_optimizer([part] if part else [], steps, trace.events.names)
+
+
+def _spot_part(window: Window, gaps: iv.Intervals) -> SpotPart:
+    """The host ranges (user Python frames, ops) inside ``gaps`` (the window's share of one
+    part's time): whole for the ranges the window owns that end inside its span, as crossing
+    items for those that reach over its edges."""
+    out = SpotPart({}, {})
     if not len(gaps):
-        return []
+        return out
+    trace = window.trace
     ev = trace.events
     source = np.array([is_source_frame(s) for s in ev.names], dtype=bool)
     candidates = (ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION)
                   | ((ev.kind == Kind.PYTHON) & source[ev.name]))
     idx = np.flatnonzero(candidates & (ev.dur > 0) & (ev.end > gaps.starts[0])
                          & (ev.ts < gaps.ends[-1]))
-    if not len(idx):
-        return []
-    inside = (iv.covered_in_windows(gaps, ev.ts[idx], ev.end[idx]))
-    keep = inside >= SPOT_INSIDE_SHARE * ev.dur[idx]
-    idx, inside = idx[keep], inside[keep]
-    names, which = np.unique(ev.name[idx], return_inverse=True)
-    totals = np.bincount(which, weights=inside)
-    order = np.argsort(-totals, kind="stable")[:SPOTS]
-    return [HostSpot(ev.names[names[k]], float(totals[k]) / n / 1000.0) for k in order]
+    inside = iv.covered_in_windows(gaps, ev.ts[idx], ev.end[idx])
+    whole = window.owns(ev.ts[idx]) & (ev.end[idx] <= window.end)
+    keep = whole & (inside >= SPOT_INSIDE_SHARE * ev.dur[idx])
+    names, which = np.unique(ev.name[idx[keep]], return_inverse=True)
+    totals = np.bincount(which, weights=inside[keep], minlength=len(names))
+    out.totals.update(zip(names.tolist(), totals.tolist(), strict=True))
+    for i, u in zip(idx[~whole].tolist(), inside[~whole].tolist(), strict=True):
+        out.crossing[(int(ev.tid[i]), float(ev.ts[i]), int(ev.name[i]), float(ev.dur[i]))] = u
+    return out
+
+
+def _combine_spots(parts: list[SpotPart], names: list[str], n: int) -> list[HostSpot]:
+    """The host ranges that lie mostly inside the part's time, by time inside, heaviest first."""
+    totals: dict[int, float] = {}
+    for p in parts:
+        for k, u in p.totals.items():
+            totals[k] = totals.get(k, 0.0) + u
+    crossing: dict[tuple[int, float, int, float], float] = {}
+    for p in parts:
+        for key, u in p.crossing.items():
+            crossing[key] = crossing.get(key, 0.0) + u
+    for (_, _, name, dur), u in crossing.items():
+        if u >= SPOT_INSIDE_SHARE * dur:
+            totals[name] = totals.get(name, 0.0) + u
+    order = sorted(totals, key=lambda k: (-totals[k], k))[:SPOTS]
+    return [HostSpot(names[k], totals[k] / n / 1000.0) for k in order]
