@@ -10,6 +10,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from trainprof.analysis.compilation import compilation
 from trainprof.analysis.host import host_time
 from trainprof.analysis.kernels import kernel_stats
 from trainprof.analysis.launch import launch_stats
@@ -21,7 +22,7 @@ from trainprof.trace.model import Kind
 
 from conftest import SHARED_TRACE_FILES
 
-SECTIONS = {"host": host_time, "kernels": kernel_stats, "launch": launch_stats, "operators": operators_section}
+SECTIONS = {"compilation": compilation, "host": host_time, "kernels": kernel_stats, "launch": launch_stats, "operators": operators_section}
 
 
 @pytest.fixture(scope="module")
@@ -159,3 +160,22 @@ def test_host_range_in_the_lead_in_of_two_windows(builder, tmp_path):
     assert [(s.name, s.ms_per_step) for s in h.spots["lead_in"]] == [
         ("load_batch", pytest.approx(60 / 4 / 1000)), ("start", pytest.approx(1 / 4 / 1000))]
     assert differences(h.to_dict(), host_time(trace, steps).to_dict()) == []
+
+
+def test_untraced_gap_and_compile_range_across_window_edges(builder, tmp_path):
+    builder.op("aten::mm", 0, 9_500)
+    builder.op("aten::mm", 10_600, 19_400)  # untraced: 500 µs in step 1, 600 µs in step 2
+    builder.event("python_function", "train.py(3): read_shard", 9_500, 1_100)
+    builder.op("inductor_compile", 15_000, 10_000)  # first compilation, steps 2 and 3
+    builder.op("inductor_compile", 26_000, 1_000)  # a recompilation, step 3
+    trace = load_file(builder.write(tmp_path / "t.json"))
+    steps = by_hand_steps(0, 10_000, 20_000, 30_000)
+    c = compilation.over(windows_of(trace, steps, 1), steps)
+    # Neither half reaches the 1 ms minimum gap alone; joined, the gap is 1.1 ms.
+    assert c.untraced_per_step_ms == [(1, 0.5), (2, pytest.approx(0.6)), (3, 0.0)]
+    assert c.longest_untraced == (1, pytest.approx(1.1))
+    assert c.untraced_frames == [("train.py(3): read_shard", pytest.approx(1.1 / 3))]
+    assert c.compile_per_step_ms == [(1, 0.0), (2, 5.0), (3, 6.0)] and c.steps_compiling == [2, 3]
+    assert (c.first_compilations, c.recompilations) == (1, 1)
+    assert (c.first_ms, c.recompile_ms) == (pytest.approx(10 / 3), pytest.approx(1 / 3))
+    assert differences(c.to_dict(), compilation(trace, steps).to_dict()) == []

@@ -26,6 +26,7 @@ from trainprof.analysis.exposure import window_sets
 from trainprof.analysis.frames import data_frame
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import share
+from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.trace.compile_names import BACKWARD_COMPILE_NAMES, compiled_region, is_compile
 from trainprof.trace.model import DEVICE_KINDS, LAUNCH_KINDS, Kind, Trace
 
@@ -92,33 +93,89 @@ class Compilation:
         }
 
 
-def compilation(trace: Trace, steps: StepWindows) -> Compilation:
-    """Compile time (first and recompilations) and untraced time inside the steps."""
+@dataclass
+class CompileRange:
+    """A compile range as one window sees it: its start (the key), whether the window owns it,
+    how much of the window's own steps it covers, and what decides whether it recompiles."""
+
+    start: float
+    owned: bool
+    covered_us: float
+    backward: bool
+    marker: bool | None  # the region marker's verdict, None when the window holds none
+    step_start: float  # start of the step it begins in, -inf before the first step
+
+
+@dataclass
+class CompilationPart:
+    """What one window tells of compile and untraced time in its own steps."""
+
+    ranges: list[CompileRange]
+    markers: bool  # region markers in the window
+    compile_per_step: list[float]  # µs per own step
+    gaps: iv.Intervals  # own steps' time no recorded event covers: long gaps and both ends
+    frames: dict[int, float]  # name index -> µs inside the window's interior long gaps
+    open_frames: list[tuple[int, float, float, float]]  # (name, ts, end, dur): decided later
+    phase_names: set[str]
+    names: list[str]  # the trace's name table (shared, not a copy)
+
+
+def compilation_part(window: Window) -> CompilationPart:
+    """Compile ranges and untraced gaps of the window's own steps."""
+    trace, steps = window.trace, window.steps
     ev = trace.events
-    n = max(len(steps), 1)
-    total = float(steps.durations.sum()) if len(steps) else 0.0
     slots = iv.union(steps.starts, steps.ends)
     host = ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION)
     name_compiles = np.array([is_compile(s) for s in ev.names], dtype=bool)
     compiling = host & name_compiles[ev.name] if len(ev) else host
     ranges = iv.union(ev.ts[compiling], ev.end[compiling])
-    recompile, markers = _recompiles(trace, ranges, steps)
-    first = iv.Intervals(ranges.starts[~recompile], ranges.ends[~recompile])
-    again = iv.Intervals(ranges.starts[recompile], ranges.ends[recompile])
-    in_steps = iv.intersect(ranges, slots)
-    per_step = iv.covered_in_windows(ranges, steps.starts, steps.ends)
-    untraced = _long_gaps(iv.subtract(slots, _recorded(trace, steps)))
+    marker, markers = _marker_verdicts(trace, ranges)
+    backward = _backward(trace, ranges)
+    covered = iv.covered_in_windows(slots, ranges.starts, ranges.ends)
+    owned = window.owns(ranges.starts)
+    step_of = np.searchsorted(steps.starts, ranges.starts, side="right") - 1
+    step_start = np.where(step_of >= 0, steps.starts[np.maximum(step_of, 0)], -np.inf) \
+        if len(steps) else np.full(len(ranges), -np.inf)
+    kept = [CompileRange(float(ranges.starts[i]), bool(owned[i]), float(covered[i]),
+                         bool(backward[i]), marker[i], float(step_start[i]))
+            for i in np.flatnonzero(owned | (covered > 0))]
+    gaps = iv.subtract(slots, _recorded(trace, steps))
+    return CompilationPart(
+        ranges=kept, markers=markers,
+        compile_per_step=[float(u) for u in iv.covered_in_windows(ranges, steps.starts,
+                                                                  steps.ends)],
+        gaps=_long_gaps(gaps, keep_ends=True),
+        **_frame_parts(window, gaps),
+        phase_names=set(_phase_names(trace, compiling & window.owns(ev.ts), limit=None)),
+        names=ev.names,
+    )
+
+
+def combine_compilation(parts: list[CompilationPart], steps: StepWindows) -> Compilation:
+    """Compile and untraced time of every window's steps."""
+    n = max(len(steps), 1)
+    total = float(steps.durations.sum()) if len(steps) else 0.0
+    owned = sorted((r for p in parts for r in p.ranges if r.owned), key=lambda r: r.start)
+    markers = bool(owned) and any(p.markers for p in parts)
+    recompile = _recompiled(owned, markers, bool(len(steps)))
+    flag = {r.start: again for r, again in zip(owned, recompile, strict=True)}
+    covered = [(r.covered_us, flag.get(r.start, False)) for p in parts for r in p.ranges]
+    compile_us = sum(u for u, _ in covered)
+    forward = np.array([not r.backward for r in owned], dtype=bool)
+    counted = forward if forward.any() else np.ones(len(owned), dtype=bool)
+    again = np.array(recompile, dtype=bool)
+    per_step = [u for p in parts for u in p.compile_per_step]
+    untraced = _long_gaps(_joined([p.gaps for p in parts]))
     untraced_per_step = iv.covered_in_windows(untraced, steps.starts, steps.ends)
-    forward = ~_backward(trace, ranges)
-    counted = forward if forward.any() else np.ones(len(ranges), dtype=bool)
+    names = parts[0].names if parts else []
     return Compilation(
         steps=len(steps),
-        compile_ms=in_steps.total() / n / 1000.0,
-        compile_pct=share(in_steps.total(), total),
-        first_ms=iv.intersect(first, slots).total() / n / 1000.0,
-        recompile_ms=iv.intersect(again, slots).total() / n / 1000.0,
-        first_compilations=int((counted & ~recompile).sum()),
-        recompilations=int((counted & recompile).sum()),
+        compile_ms=compile_us / n / 1000.0,
+        compile_pct=share(compile_us, total),
+        first_ms=sum(u for u, a in covered if not a) / n / 1000.0,
+        recompile_ms=sum(u for u, a in covered if a) / n / 1000.0,
+        first_compilations=int((counted & ~again).sum()),
+        recompilations=int((counted & again).sum()),
         steps_compiling=[int(s) for s, us in zip(steps.numbers, per_step, strict=True) if us > 0],
         compile_per_step_ms=[(int(s), float(us) / 1000.0)
                              for s, us in zip(steps.numbers, per_step, strict=True)],
@@ -128,9 +185,85 @@ def compilation(trace: Trace, steps: StepWindows) -> Compilation:
                               for s, us in zip(steps.numbers, untraced_per_step, strict=True)],
         longest_untraced=_longest(untraced, steps),
         markers=markers,
-        names=_phase_names(trace, compiling),
-        untraced_frames=_frames_in(trace, untraced, steps, n),
+        names=sorted(set().union(*(p.phase_names for p in parts)))[:20],
+        untraced_frames=_combine_frames(parts, untraced, steps, names, n),
     )
+
+
+#: Compile time (first and recompilations) and untraced time inside the steps. Each window
+#: measures its own steps; compile ranges are told first or recompiled once all are known, and
+#: untraced gaps touching a window's edge are joined with the next window's before the
+#: minimum gap applies.
+compilation = WindowedSection(partial=compilation_part, combine=combine_compilation)
+
+
+def _recompiled(owned: list[CompileRange], markers: bool, has_steps: bool) -> list[bool]:
+    """Which compile ranges (by start) are recompilations."""
+    if markers:
+        return [bool(r.marker) for r in owned]
+    if not has_steps:
+        return [k > 0 for k in range(len(owned))]
+    first = min((r.step_start for r in owned), default=0.0)
+    return [r.step_start > first for r in owned]
+
+
+def _joined(parts: list[iv.Intervals]) -> iv.Intervals:
+    """Gaps of consecutive windows, those that touch at a window's edge made one."""
+    starts = np.concatenate([p.starts for p in parts]) if parts else np.empty(0)
+    ends = np.concatenate([p.ends for p in parts]) if parts else np.empty(0)
+    return iv.union(starts, ends)
+
+
+def _frame_parts(window: Window, gaps: iv.Intervals) -> dict[str, Any]:
+    """The Python frames the window owns inside its steps: those lying in its interior long
+    gaps, summed by name; those touching a gap at its edges or reaching past its span, kept
+    whole, to be measured against the joined gaps."""
+    trace, steps = window.trace, window.steps
+    ev = trace.events
+    out: dict[str, Any] = {"frames": {}, "open_frames": []}
+    if not len(gaps) or not len(steps):
+        return out
+    step_of = np.searchsorted(steps.starts, ev.ts, side="right") - 1
+    in_step = (step_of >= 0) & (ev.ts < steps.ends[np.maximum(step_of, 0)])
+    idx = np.flatnonzero((ev.kind == Kind.PYTHON) & (ev.dur > 0) & in_step & window.owns(ev.ts))
+    ends = iv.Intervals(np.array([gaps.starts[0], gaps.starts[-1]]),
+                        np.array([gaps.ends[0], gaps.ends[-1]]))
+    open_ = (ev.end[idx] > window.end) | (iv.covered_in_windows(ends, ev.ts[idx],
+                                                                 ev.end[idx]) > 0)
+    out["open_frames"] = [(int(ev.name[i]), float(ev.ts[i]), float(ev.end[i]), float(ev.dur[i]))
+                          for i in idx[open_]]
+    interior = _long_gaps(iv.Intervals(gaps.starts[1:-1], gaps.ends[1:-1]))
+    idx = idx[~open_]
+    inside = iv.covered_in_windows(interior, ev.ts[idx], ev.end[idx])
+    keep = inside >= FRAME_INSIDE_SHARE * ev.dur[idx]
+    names, which = np.unique(ev.name[idx[keep]], return_inverse=True)
+    totals = np.bincount(which, weights=inside[keep], minlength=len(names))
+    out["frames"] = dict(zip(names.tolist(), totals.tolist(), strict=True))
+    return out
+
+
+def _combine_frames(parts: list[CompilationPart], gaps: iv.Intervals, steps: StepWindows,
+                    names: list[str], n: int) -> list[tuple[str, float]]:
+    """The Python frames lying mostly inside the untraced time, by time inside (ms per step)."""
+    if not len(gaps) or not len(steps):
+        return []
+    totals: dict[int, float] = {}
+    for p in parts:
+        for k, u in p.frames.items():
+            totals[k] = totals.get(k, 0.0) + u
+    frames = [f for p in parts for f in p.open_frames]
+    if frames:
+        name, ts, end, dur = (np.array(c) for c in zip(*frames, strict=True))
+        inside = iv.covered_in_windows(gaps, ts, end)
+        for k, u in zip(name[inside >= FRAME_INSIDE_SHARE * dur].tolist(),
+                        inside[inside >= FRAME_INSIDE_SHARE * dur].tolist(), strict=True):
+            totals[k] = totals.get(k, 0.0) + u
+    if not totals:
+        return []
+    top = max(totals.values())
+    order = [k for k in sorted(totals, key=lambda k: (-totals[k], k))[:FRAMES]
+             if totals[k] >= FRAME_MIN_SHARE * top]  # not the frames in passing
+    return [(names[k], totals[k] / n / 1000.0) for k in order]
 
 
 def _recorded(trace: Trace, steps: StepWindows) -> iv.Intervals:
@@ -144,31 +277,12 @@ def _recorded(trace: Trace, steps: StepWindows) -> iv.Intervals:
     return iv.join(host, iv.union(ev.ts[dev], ev.end[dev]))
 
 
-def _frames_in(trace: Trace, gaps: iv.Intervals, steps: StepWindows,
-               n: int) -> list[tuple[str, float]]:
-    """The Python frames lying mostly inside ``gaps``, by time inside them (ms per step).
-    Only frames that begin inside the steps: the ones already open when tracing began (the
-    training loop's callers) are cut to the trace and would seem to lie inside a gap."""
-    ev = trace.events
-    if not len(gaps) or not len(steps):
-        return []
-    step_of = np.searchsorted(steps.starts, ev.ts, side="right") - 1
-    in_step = (step_of >= 0) & (ev.ts < steps.ends[np.maximum(step_of, 0)])
-    idx = np.flatnonzero((ev.kind == Kind.PYTHON) & (ev.dur > 0) & in_step)
-    if not len(idx):
-        return []
-    inside = iv.covered_in_windows(gaps, ev.ts[idx], ev.end[idx])
-    keep = inside >= FRAME_INSIDE_SHARE * ev.dur[idx]
-    idx, inside = idx[keep], inside[keep]
-    names, which = np.unique(ev.name[idx], return_inverse=True)
-    totals = np.bincount(which, weights=inside)
-    order = [k for k in np.argsort(-totals, kind="stable")[:FRAMES]
-             if totals[k] >= FRAME_MIN_SHARE * totals.max()]  # not the frames in passing
-    return [(ev.names[names[k]], float(totals[k]) / n / 1000.0) for k in order]
-
-
-def _long_gaps(gaps: iv.Intervals) -> iv.Intervals:
+def _long_gaps(gaps: iv.Intervals, keep_ends: bool = False) -> iv.Intervals:
+    """The gaps of at least UNTRACED_MIN_GAP_US (and, with ``keep_ends``, the first and last
+    ones, which the windows beside may lengthen)."""
     keep = gaps.ends - gaps.starts >= UNTRACED_MIN_GAP_US
+    if keep_ends and len(keep):
+        keep[[0, -1]] = True
     return iv.Intervals(gaps.starts[keep], gaps.ends[keep])
 
 
@@ -184,28 +298,23 @@ def _backward(trace: Trace, ranges: iv.Intervals) -> np.ndarray:
     return out
 
 
-def _recompiles(trace: Trace, ranges: iv.Intervals,
-                steps: StepWindows) -> tuple[np.ndarray, bool]:
-    """Which compile ranges are recompilations, and whether region markers told."""
+def _marker_verdicts(trace: Trace, ranges: iv.Intervals) -> tuple[list[bool | None], bool]:
+    """Per compile range, whether its region marker says recompilation (None when no marker
+    is found), and whether the trace holds region markers. The marker that follows a forward
+    compile, or the one before a backward compile, says which."""
     ev = trace.events
-    if not len(ranges):
-        return np.zeros(0, dtype=bool), False
     counter = np.array([(r[1] if (r := compiled_region(s)) else -1) for s in ev.names])
     marks = np.flatnonzero(counter[ev.name] >= 0) if len(ev) else np.zeros(0, dtype=int)
-    if len(marks):
-        ts, count = ev.ts[marks], counter[ev.name[marks]]
-        backward = _backward(trace, ranges)
-        after = np.searchsorted(ts, ranges.ends, side="left")  # the next marker
-        before = np.searchsorted(ts, ranges.starts, side="right") - 1  # the last one
-        pick = np.where(backward, before, after)
-        found = (pick >= 0) & (pick < len(ts))
-        out = np.zeros(len(ranges), dtype=bool)
-        out[found] = count[pick[found]] > 0
-        return out, True
-    if not len(steps):
-        return np.arange(len(ranges)) > 0, False
-    step_of = np.searchsorted(steps.starts, ranges.starts, side="right") - 1
-    return step_of > step_of.min(), False
+    out: list[bool | None] = [None] * len(ranges)
+    if not len(marks) or not len(ranges):
+        return out, bool(len(marks))
+    ts, count = ev.ts[marks], counter[ev.name[marks]]
+    after = np.searchsorted(ts, ranges.ends, side="left")  # the next marker
+    before = np.searchsorted(ts, ranges.starts, side="right") - 1  # the last one
+    pick = np.where(_backward(trace, ranges), before, after)
+    for i in np.flatnonzero((pick >= 0) & (pick < len(ts))):
+        out[i] = bool(count[pick[i]] > 0)
+    return out, True
 
 
 def _longest(untraced: iv.Intervals, steps: StepWindows) -> tuple[int, float] | None:
@@ -216,10 +325,10 @@ def _longest(untraced: iv.Intervals, steps: StepWindows) -> tuple[int, float] | 
     return int(steps.numbers[i]), float(untraced.ends[k] - untraced.starts[k]) / 1000.0
 
 
-def _phase_names(trace: Trace, compiling: np.ndarray) -> list[str]:
+def _phase_names(trace: Trace, compiling: np.ndarray, limit: int | None = 20) -> list[str]:
     """The compile phases seen, outermost spellings first, each once."""
     ev = trace.events
     seen: dict[str, None] = {}
     for i in np.unique(ev.name[compiling]):
         seen.setdefault(ev.names[i], None)
-    return sorted(seen)[:20]
+    return sorted(seen)[:limit]
