@@ -55,11 +55,18 @@ def differences(a, b, path=""):
 @pytest.mark.parametrize("name", sorted(SECTIONS))
 def test_streamed_equals_in_memory_on_every_shared_trace(shared, name):
     section = SECTIONS[name]
+    streamed_traces = 0
     for file, (trace, steps) in shared.items():
-        whole = section(trace, steps).to_dict()
+        whole = None
         for per in (1, 2, 3):
-            streamed = section.over(windows_of(trace, steps, per), steps).to_dict()
+            windows = windows_of(trace, steps, per)
+            if len(windows) == 1:  # one window is the in-memory path itself
+                continue
+            whole = whole or section(trace, steps).to_dict()
+            streamed = section.over(windows, steps).to_dict()
             assert differences(streamed, whole) == [], (file, per)
+        streamed_traces += whole is not None
+    assert streamed_traces >= 8
 
 
 def by_hand_steps(*bounds: float) -> StepWindows:
@@ -75,7 +82,7 @@ def test_kernels_match_an_independent_count(shared):
         ev = trace.events
         kernels = np.flatnonzero(ev.kind == Kind.KERNEL)
         calls = Counter(ev.names[ev.name[k]] for k in kernels)
-        stats = kernel_stats.over(windows_of(trace, steps, 1), steps)
+        stats = kernel_stats(trace, steps)
         assert sum(r.calls for r in stats.rows) == len(kernels) == stats.calls
         assert stats.total_us == pytest.approx(float(ev.dur[kernels].sum()), rel=1e-9)
         for r in stats.rows:

@@ -77,11 +77,8 @@ def _launch_shapes(trace: Trace, kernels: np.ndarray) -> tuple[np.ndarray, ...]:
     """Per call: blocks (from the grid, else blocks per SM x SMs), threads per block,
     registers per thread and shared memory; nan where unknown."""
     ev = trace.events
-    shapes = trace.__dict__.get(_SHAPES)
-    if shapes is None:  # read once per trace, for every kernel
-        shapes = _shapes_of(ev.details)
-        trace.__dict__[_SHAPES] = shapes
     d = ev.detail[kernels]
+    shapes = _detail_shapes(trace, d)
     out = np.where((d >= 0)[:, None], shapes[np.maximum(d, 0)], np.nan)
     blocks, threads, regs, smem = (out[:, i].copy() for i in range(4))
     sms = sm_counts(trace, kernels, np.nan)
@@ -89,6 +86,23 @@ def _launch_shapes(trace: Trace, kernels: np.ndarray) -> tuple[np.ndarray, ...]:
     blocks[from_bps] = (ev.blocks_per_sm[kernels].astype(np.float64) * sms)[from_bps]
     blocks[~(blocks > 0)] = np.nan
     return blocks, threads, regs, smem
+
+
+def _detail_shapes(trace: Trace, wanted: np.ndarray) -> np.ndarray:
+    """``_shapes_of`` of the details table, read once per trace and only for the rows asked
+    (a window of a long trace shares the table but asks for its own kernels' rows)."""
+    details = trace.events.details
+    cached = trace.__dict__.get(_SHAPES)
+    if cached is None:
+        cached = (np.full((max(len(details), 1), 4), np.nan), np.zeros(len(details), dtype=bool))
+        trace.__dict__[_SHAPES] = cached
+    shapes, done = cached
+    need = np.unique(wanted[wanted >= 0])
+    need = need[~done[need]]
+    if len(need):
+        shapes[need] = _shapes_of([details[i] for i in need.tolist()])[:len(need)]
+        done[need] = True
+    return shapes
 
 
 def sm_counts(trace: Trace, kernels: np.ndarray, missing: float) -> np.ndarray:

@@ -10,6 +10,7 @@ See docs/kernel_classes.md.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from enum import IntEnum
@@ -124,6 +125,7 @@ def is_communication_kernel(name: str) -> bool:
     return bool(_COMMUNICATION.search(name[:NAME_LIMIT]))
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def name_class(name: str) -> tuple[KernelClass, bool]:
     """The class a kernel name says, and whether the name is of a known family."""
     if is_communication_kernel(name):
