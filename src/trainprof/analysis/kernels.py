@@ -305,7 +305,9 @@ def _kernel_op_events(trace: Trace, kernels: np.ndarray) -> np.ndarray:
     links = device_links(trace)
     node = links.op[np.searchsorted(links.device, kernels)]
     tree = call_tree(trace)
-    return np.where(node >= 0, tree.event[np.maximum(node, 0)], -1)
+    out = np.full(len(kernels), -1, dtype=np.int64)
+    out[node >= 0] = tree.event[node[node >= 0]]
+    return out
 
 
 def _kernel_ops(trace: Trace, kernels: np.ndarray) -> np.ndarray:
