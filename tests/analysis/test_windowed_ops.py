@@ -173,6 +173,7 @@ def test_untraced_gap_and_compile_range_across_window_edges(builder, tmp_path):
     builder.op("aten::mm", 0, 9_500)
     builder.op("aten::mm", 10_600, 19_400)  # untraced: 500 µs in step 1, 600 µs in step 2
     builder.event("python_function", "train.py(3): read_shard", 9_500, 1_100)
+    builder.event("python_function", "<built-in function sleep>", 9_600, 300)  # window 1 only
     builder.op("inductor_compile", 15_000, 10_000)  # first compilation, steps 2 and 3
     builder.op("inductor_compile", 26_000, 1_000)  # a recompilation, step 3
     trace = load_file(builder.write(tmp_path / "t.json"))
@@ -181,7 +182,8 @@ def test_untraced_gap_and_compile_range_across_window_edges(builder, tmp_path):
     # Neither half reaches the 1 ms minimum gap alone; joined, the gap is 1.1 ms.
     assert c.untraced_per_step_ms == [(1, 0.5), (2, pytest.approx(0.6)), (3, 0.0)]
     assert c.longest_untraced == (1, pytest.approx(1.1))
-    assert c.untraced_frames == [("train.py(3): read_shard", pytest.approx(1.1 / 3))]
+    assert c.untraced_frames == [("train.py(3): read_shard", pytest.approx(1.1 / 3)),
+                                 ("<built-in function sleep>", pytest.approx(0.3 / 3))]
     assert c.compile_per_step_ms == [(1, 0.0), (2, 5.0), (3, 6.0)] and c.steps_compiling == [2, 3]
     assert (c.first_compilations, c.recompilations) == (1, 1)
     assert (c.first_ms, c.recompile_ms) == (pytest.approx(10 / 3), pytest.approx(1 / 3))

@@ -115,7 +115,10 @@ class CompilationPart:
     compile_per_step: list[float]  # µs per own step
     gaps: iv.Intervals  # own steps' time no recorded event covers: long gaps and both ends
     frames: dict[int, float]  # name index -> µs inside the window's interior long gaps
-    open_frames: list[tuple[int, float, float, float]]  # (name, ts, end, dur): decided later
+    #: Per gap at the window's edges, (start, end): name index -> µs of the frames inside it,
+    #: counted if the joined gap is long enough.
+    edge_frames: dict[tuple[float, float], dict[int, float]]
+    open_frames: list[tuple[int, float, float, float]]  # (name, ts, end, dur): over a gap's end
     phase_names: set[str]
     names: list[str]  # the trace's name table (shared, not a copy)
 
@@ -215,25 +218,32 @@ def _joined(parts: list[iv.Intervals]) -> iv.Intervals:
 
 
 def _frame_parts(window: Window, gaps: iv.Intervals) -> dict[str, Any]:
-    """The Python frames the window owns inside its steps: those lying in its interior long
-    gaps, summed by name; those touching a gap at its edges or reaching past its span, kept
-    whole, to be measured against the joined gaps."""
+    """The Python frames the window owns inside its steps. Those in its interior long gaps are
+    summed by name; those inside a gap at its edges (which the next or last window may
+    lengthen) are summed by gap and name; the few reaching over an edge gap's end or past the
+    window are kept whole, to be measured against the joined gaps."""
     trace, steps = window.trace, window.steps
     ev = trace.events
-    out: dict[str, Any] = {"frames": {}, "open_frames": []}
+    out: dict[str, Any] = {"frames": {}, "edge_frames": {}, "open_frames": []}
     if not len(gaps) or not len(steps):
         return out
     step_of = np.searchsorted(steps.starts, ev.ts, side="right") - 1
     in_step = (step_of >= 0) & (ev.ts < steps.ends[np.maximum(step_of, 0)])
     idx = np.flatnonzero((ev.kind == Kind.PYTHON) & (ev.dur > 0) & in_step & window.owns(ev.ts))
-    ends = iv.Intervals(np.array([gaps.starts[0], gaps.starts[-1]]),
-                        np.array([gaps.ends[0], gaps.ends[-1]]))
-    open_ = (ev.end[idx] > window.end) | (iv.covered_in_windows(ends, ev.ts[idx],
-                                                                 ev.end[idx]) > 0)
+    ts, end = ev.ts[idx], ev.end[idx]
+    crossing = end > window.end
+    for k in sorted({0, len(gaps) - 1}):  # the edge gaps
+        g0, g1 = float(gaps.starts[k]), float(gaps.ends[k])
+        within = ~crossing & (ts >= g0) & (end <= g1)
+        crossing |= ~within & (end > g0) & (ts < g1)
+        names, which = np.unique(ev.name[idx[within]], return_inverse=True)
+        totals = np.bincount(which, weights=ev.dur[idx[within]], minlength=len(names))
+        out["edge_frames"][(g0, g1)] = dict(zip(names.tolist(), totals.tolist(), strict=True))
+        idx, ts, end, crossing = idx[~within], ts[~within], end[~within], crossing[~within]
     out["open_frames"] = [(int(ev.name[i]), float(ev.ts[i]), float(ev.end[i]), float(ev.dur[i]))
-                          for i in idx[open_]]
+                          for i in idx[crossing]]
     interior = _long_gaps(iv.Intervals(gaps.starts[1:-1], gaps.ends[1:-1]))
-    idx = idx[~open_]
+    idx = idx[~crossing]
     inside = iv.covered_in_windows(interior, ev.ts[idx], ev.end[idx])
     keep = inside >= FRAME_INSIDE_SHARE * ev.dur[idx]
     names, which = np.unique(ev.name[idx[keep]], return_inverse=True)
@@ -251,6 +261,11 @@ def _combine_frames(parts: list[CompilationPart], gaps: iv.Intervals, steps: Ste
     for p in parts:
         for k, u in p.frames.items():
             totals[k] = totals.get(k, 0.0) + u
+        for (g0, g1), inside in p.edge_frames.items():  # wholly inside: counted if it is long
+            i = int(np.searchsorted(gaps.starts, g0, side="right")) - 1
+            if i >= 0 and gaps.ends[i] >= g1:
+                for k, u in inside.items():
+                    totals[k] = totals.get(k, 0.0) + u
     frames = [f for p in parts for f in p.open_frames]
     if frames:
         name, ts, end, dur = (np.array(c) for c in zip(*frames, strict=True))
