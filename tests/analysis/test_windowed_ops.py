@@ -16,6 +16,7 @@ from trainprof.analysis.kernels import kernel_stats
 from trainprof.analysis.launch import launch_stats
 from trainprof.analysis.operators import operator_stats, operators_section
 from trainprof.analysis.steps import StepWindows, find_steps
+from trainprof.analysis.window_parts import owns
 from trainprof.analysis.windows import windows_of
 from trainprof.trace.load import load_file
 from trainprof.trace.model import Kind
@@ -102,7 +103,7 @@ def test_kernel_launched_in_one_window_running_in_the_next(builder, tmp_path):
     steps = by_hand_steps(0, 100, 200, 300)
     windows = windows_of(trace, steps, 1)
     # The first gemm starts in the second window; its launch and op only in the first.
-    assert windows[1].owns(np.array([120.0]))[0] and windows[0].owns(np.array([95.0]))[0]
+    assert owns(windows[1], np.array([120.0]))[0] and owns(windows[0], np.array([95.0]))[0]
     stats = kernel_stats.over(windows, steps)
     gemm = next(r for r in stats.rows if r.name.startswith("sm80"))
     assert (gemm.calls, gemm.total_us, gemm.min_us, gemm.max_us) == (2, 40.0, 10.0, 30.0)

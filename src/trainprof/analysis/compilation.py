@@ -26,6 +26,7 @@ from trainprof.analysis.exposure import window_sets
 from trainprof.analysis.frames import data_frame
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import share
+from trainprof.analysis.window_parts import owns
 from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.trace.compile_names import BACKWARD_COMPILE_NAMES, compiled_region, is_compile
 from trainprof.trace.model import DEVICE_KINDS, LAUNCH_KINDS, Kind, Trace
@@ -135,7 +136,7 @@ def compilation_part(window: Window) -> CompilationPart:
     marker, markers = _marker_verdicts(trace, ranges)
     backward = _backward(trace, ranges)
     covered = iv.covered_in_windows(slots, ranges.starts, ranges.ends)
-    owned = window.owns(ranges.starts)
+    owned = owns(window, ranges.starts)
     step_of = np.searchsorted(steps.starts, ranges.starts, side="right") - 1
     step_start = np.where(step_of >= 0, steps.starts[np.maximum(step_of, 0)], -np.inf) \
         if len(steps) else np.full(len(ranges), -np.inf)
@@ -149,7 +150,7 @@ def compilation_part(window: Window) -> CompilationPart:
                                                                   steps.ends)],
         gaps=_long_gaps(gaps, keep_ends=True),
         **_frame_parts(window, gaps),
-        phase_names=set(_phase_names(trace, compiling & window.owns(ev.ts), limit=None)),
+        phase_names=set(_phase_names(trace, compiling & owns(window, ev.ts), limit=None)),
         names=ev.names,
     )
 
@@ -229,9 +230,9 @@ def _frame_parts(window: Window, gaps: iv.Intervals) -> dict[str, Any]:
         return out
     step_of = np.searchsorted(steps.starts, ev.ts, side="right") - 1
     in_step = (step_of >= 0) & (ev.ts < steps.ends[np.maximum(step_of, 0)])
-    idx = np.flatnonzero((ev.kind == Kind.PYTHON) & (ev.dur > 0) & in_step & window.owns(ev.ts))
+    idx = np.flatnonzero((ev.kind == Kind.PYTHON) & (ev.dur > 0) & in_step & owns(window, ev.ts))
     ts, end = ev.ts[idx], ev.end[idx]
-    crossing = end > window.end
+    crossing = end > window.region[1]
     for k in sorted({0, len(gaps) - 1}):  # the edge gaps
         g0, g1 = float(gaps.starts[k]), float(gaps.ends[k])
         within = ~crossing & (ts >= g0) & (end <= g1)

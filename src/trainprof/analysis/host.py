@@ -30,6 +30,7 @@ from trainprof.analysis.exposure import window_sets
 from trainprof.analysis.frames import data_frame
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import share
+from trainprof.analysis.window_parts import owns
 from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.trace.model import (
     FLAG_COMM,
@@ -191,7 +192,7 @@ def host_part(window: Window) -> HostPart:
     whether the trace ran on a GPU is known only from every window."""
     trace, steps = window.trace, window.steps
     ev = trace.events
-    owned = window.owns(ev.ts)
+    owned = owns(window, ev.ts)
     gpu = trace.has_gpu
     after_window = _after_optimizer(trace, steps)
     slices = {g: _host_slice(window, g, after_window) for g in ({True} if gpu else {True, False})}
@@ -268,10 +269,10 @@ def _optimizer_part(window: Window) -> OptimizerPart | None:
     trace, steps = window.trace, window.steps
     ev = trace.events
     opt = ev.flagged(FLAG_OPTIMIZER) & ev.of_kind(*HOST_KINDS)
-    if not (opt & window.owns(ev.ts)).any():
+    if not (opt & owns(window, ev.ts)).any():
         return None
     inside = iv.intersect(_set(trace, opt), iv.union(steps.starts, steps.ends))
-    ops = np.flatnonzero(ev.of_kind(Kind.CPU_OP) & ~opt & window.owns(ev.ts))
+    ops = np.flatnonzero(ev.of_kind(Kind.CPU_OP) & ~opt & owns(window, ev.ts))
     if len(inside):
         pos = np.searchsorted(inside.starts, ev.ts[ops], side="right") - 1
         ok = pos >= 0
@@ -280,7 +281,7 @@ def _optimizer_part(window: Window) -> OptimizerPart | None:
     else:
         ops = ops[:0]
     names = [ev.names[i] for i in np.unique(ev.name[ops])]
-    labels = [int(i) for i in np.unique(ev.name[opt & window.owns(ev.ts)])
+    labels = [int(i) for i in np.unique(ev.name[opt & owns(window, ev.ts)])
               if ev.names[i].startswith("Optimizer.step#")]
     return OptimizerPart(ops=len(ops), op_us=float(ev.dur[ops].sum()),
                          fused=any(_FUSED_OPTIMIZER.search(x) for x in names),
@@ -326,7 +327,7 @@ def _spot_part(window: Window, gaps: iv.Intervals) -> SpotPart:
     idx = np.flatnonzero(candidates & (ev.dur > 0) & (ev.end > gaps.starts[0])
                          & (ev.ts < gaps.ends[-1]))
     inside = iv.covered_in_windows(gaps, ev.ts[idx], ev.end[idx])
-    whole = window.owns(ev.ts[idx]) & (ev.end[idx] <= window.end)
+    whole = owns(window, ev.ts[idx]) & (ev.end[idx] <= window.region[1])
     keep = whole & (inside >= SPOT_INSIDE_SHARE * ev.dur[idx])
     names, which = np.unique(ev.name[idx[keep]], return_inverse=True)
     totals = np.bincount(which, weights=inside[keep], minlength=len(names))

@@ -25,7 +25,7 @@ from trainprof.analysis.kernel_shares import (
 from trainprof.analysis.occupancy import FULL_FILL, launch_fill, sm_counts
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import group_ids, share
-from trainprof.analysis.window_parts import no_steps
+from trainprof.analysis.window_parts import no_steps, owns
 from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.trace.kernel_class import CLASS_LABELS, FUSED_ATTENTION, NAME_LIMIT, KernelClass
 from trainprof.trace.kernel_context import kernel_classes
@@ -151,7 +151,7 @@ def kernel_part(window: Window) -> KernelPart:
     """The kernels that start in the window's own span."""
     trace = window.trace
     ev = trace.events
-    kernels = np.flatnonzero((ev.kind == Kind.KERNEL) & window.owns(ev.ts))
+    kernels = np.flatnonzero((ev.kind == Kind.KERNEL) & owns(window, ev.ts))
     canon = canonical_names(ev.names)
     first, group = group_ids(canon[ev.name[kernels]])
     n = len(first)

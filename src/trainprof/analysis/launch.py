@@ -126,7 +126,7 @@ class LaunchPart:
 
 def launch_part(window: Window) -> LaunchPart:
     """The launches that start in the window's own span, inside the steps."""
-    trace, steps = window.trace, window.steps
+    trace = window.trace
     ev = trace.events
     start, end = _owned_span(window)
     links = device_links(trace)
@@ -135,10 +135,7 @@ def launch_part(window: Window) -> LaunchPart:
     inside = (ev.ts[launch] >= start) & (ev.ts[launch] < end)
     kern, launch = kern[inside], launch[inside]
     per_launch = _per_launch(trace, kern, launch)
-    # Busy time as on the whole trace: clipped to the step span only at its two ends.
-    clip_lo = float(steps.starts[0]) if window.first and len(steps) else -np.inf
-    clip_hi = float(steps.ends[-1]) if window.last and len(steps) else np.inf
-    busy = _device_busy(trace, clip_lo, clip_hi)
+    busy = _device_busy(trace, *window.span)
     owned_busy = iv.clip(busy, start, end)
     back_to_back = _launch_runs(trace, links, start, end)
     cpu_bound_us = iv.subtract(back_to_back, owned_busy).total() if len(back_to_back) else 0.0
@@ -203,9 +200,8 @@ def _owned_span(window: Window) -> tuple[float, float]:
     """The part of the step span (first step's start to last step's end) the window owns."""
     if not len(window.steps):
         return 0.0, 0.0
-    start = float(window.steps.starts[0]) if window.first else window.start
-    end = float(window.steps.ends[-1]) if window.last else window.end
-    return max(start, window.start), min(end, window.end)
+    (start, end), (lo, hi) = window.span, window.region
+    return max(start, lo), min(end, hi)
 
 
 def _graph_launches(trace: Trace, launch: np.ndarray) -> np.ndarray:

@@ -21,7 +21,7 @@ from trainprof.analysis.frames import data_frame
 from trainprof.analysis.options import OPERATOR_SORT_COLUMNS, table_options
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import group_ids
-from trainprof.analysis.window_parts import no_steps
+from trainprof.analysis.window_parts import no_steps, owns
 from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.trace.model import Kind, Trace, is_operator_row
 
@@ -125,7 +125,7 @@ def operator_part(window: Window, by_shape: bool = False) -> OperatorPart:
     tree = call_tree(trace)
     times = node_times(trace, tree)
     rows = _row_nodes(trace, tree)
-    rows = rows[window.owns(ev.ts[tree.event[rows]])]
+    rows = rows[owns(window, ev.ts[tree.event[rows]])]
     names = canonical_names(ev.names)[ev.name[tree.event[rows]]]
     shapes = ev.shape[tree.event[rows]] if by_shape else np.zeros(len(rows), dtype=np.int64)
     first, group = group_ids(names, shapes)
@@ -143,7 +143,7 @@ def operator_part(window: Window, by_shape: bool = False) -> OperatorPart:
         site_device_us=sites[4] if sites else np.empty(0),
         site_labels=sites[5] if sites else {},
         has_device=bool((ev.of_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
-                         & window.owns(ev.ts)).any()),
+                         & owns(window, ev.ts)).any()),
         by_shape=by_shape, names=ev.names, shapes=ev.shapes,
     )
 

@@ -1,7 +1,7 @@
 """Pieces the windowed sections share: the events a window owns, and exact distributions.
 
-A window answers for the events that start in its own span (``Window.owns``); the margin is only
-there to see what they touch. A distribution (mean, median, p90, max) over every event of the
+A window answers for the events that start in its region (``Window.region``: from its first
+step's start to the next window's); the margin is only there to see what they touch. A distribution (mean, median, p90, max) over every event of the
 trace is carried as the distinct values and how often each occurs, so the combined summary is
 exact while a part stays as small as the number of distinct values.
 """
@@ -14,6 +14,13 @@ import numpy as np
 
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import summary
+from trainprof.analysis.windows import Window
+
+
+def owns(window: Window, ts: np.ndarray) -> np.ndarray:
+    """Which of these start times lie in the window's region (each time in one window's)."""
+    lo, hi = window.region
+    return (ts >= lo) & (ts < hi)
 
 
 @dataclass

@@ -21,8 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-import numpy as np
-
 from trainprof.analysis.steps import StepWindows
 from trainprof.trace.model import Trace
 from trainprof.trace.window import time_slice
@@ -42,13 +40,17 @@ class Window:
     steps: StepWindows
     index: int = 0
     count: int = 1
-    #: The start times the window answers for: ``window_bounds`` with no margin.
-    start: float = -math.inf
-    end: float = math.inf
+    #: The time this window answers for, for figures that are not per step: from its first
+    #: step's start to the next window's first step's start (-inf for the first window, +inf
+    #: for the last), so that the windows' regions partition the time line.
+    region: tuple[float, float] = (-math.inf, math.inf)
+    #: The span of every step of the trace (first start, last end); None: ``steps.span``.
+    all_span: tuple[float, float] | None = None
 
-    def owns(self, ts: np.ndarray) -> np.ndarray:
-        """Which of these start times belong to this window (not to its margin)."""
-        return (ts >= self.start) & (ts < self.end)
+    @property
+    def span(self) -> tuple[float, float]:
+        """The span of every step of the trace (not only this window's)."""
+        return self.steps.span if self.all_span is None else self.all_span
 
     @property
     def first(self) -> bool:
@@ -101,8 +103,14 @@ def windows_of(trace: Trace, steps: StepWindows, per_window: int,
     for i, first in enumerate(firsts):
         stop = min(first + per_window, len(steps))
         start, end = window_bounds(steps, first, stop, margin)
-        own_start, own_end = window_bounds(steps, first, stop, margin=0)
         out.append(Window(trace=time_slice(trace, start, end),
                           steps=step_range(steps, first, stop), index=i, count=len(firsts),
-                          start=own_start, end=own_end))
+                          region=region_of(steps, first, stop), all_span=steps.span))
     return out
+
+
+def region_of(steps: StepWindows, first: int, stop: int) -> tuple[float, float]:
+    """The region (``Window.region``) of the window holding steps ``first`` to ``stop - 1``."""
+    start = -math.inf if first <= 0 else float(steps.starts[first])
+    end = math.inf if stop >= len(steps) else float(steps.starts[stop])
+    return start, end
