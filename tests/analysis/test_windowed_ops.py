@@ -4,8 +4,11 @@ boundary."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import math
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,19 +24,32 @@ from trainprof.analysis.windows import windows_of
 from trainprof.trace.load import load_file
 from trainprof.trace.model import Kind
 
-from conftest import SHARED_TRACE_FILES
+from conftest import SHARED, SHARED_TRACE_FILES
 
 SECTIONS = {"compilation": compilation, "host": host_time, "kernels": kernel_stats, "launch": launch_stats, "operators": operators_section}
 
 
+GOLDEN = Path(__file__).resolve().parent / "windowed_golden"
+
+
 @pytest.fixture(scope="module")
 def shared():
-    """Every shared trace, loaded once, with its steps."""
+    """Every shared trace (by its name under shared/traces), loaded once, with its steps and
+    its cuts into windows of 1, 2 and 3 steps that make more than one window (one window is
+    the in-memory path itself). The windows are shared by the sections, as in a streamed run."""
     out = {}
     for path in SHARED_TRACE_FILES:
         trace = load_file(path)
-        out[path.name] = (trace, find_steps(trace))
+        steps = find_steps(trace)
+        cuts = [w for w in (windows_of(trace, steps, per) for per in (1, 2, 3)) if len(w) > 1]
+        out[str(path.relative_to(SHARED))] = (trace, steps, cuts)
     return out
+
+
+def golden(section: str) -> dict:
+    """The section's ``to_dict()`` per shared trace, written by the code before it streamed."""
+    with gzip.open(GOLDEN / f"{section}.json.gz", "rt") as f:
+        return json.load(f)
 
 
 def differences(a, b, path=""):
@@ -55,18 +71,18 @@ def differences(a, b, path=""):
 
 @pytest.mark.parametrize("name", sorted(SECTIONS))
 def test_streamed_equals_in_memory_on_every_shared_trace(shared, name):
-    section = SECTIONS[name]
+    """In memory: the result from before the section streamed; in windows of 1, 2 and 3 steps:
+    the in-memory result."""
+    section, expected = SECTIONS[name], golden(name)
+    assert sorted(expected) == sorted(shared)
     streamed_traces = 0
-    for file, (trace, steps) in shared.items():
-        whole = None
-        for per in (1, 2, 3):
-            windows = windows_of(trace, steps, per)
-            if len(windows) == 1:  # one window is the in-memory path itself
-                continue
-            whole = whole or section(trace, steps).to_dict()
-            streamed = section.over(windows, steps).to_dict()
-            assert differences(streamed, whole) == [], (file, per)
-        streamed_traces += whole is not None
+    for file, (trace, steps, cuts) in shared.items():
+        whole = json.loads(json.dumps(section(trace, steps).to_dict()))
+        assert differences(whole, expected[file]) == [], file
+        for windows in cuts:
+            streamed = json.loads(json.dumps(section.over(windows, steps).to_dict()))
+            assert differences(streamed, whole) == [], (file, len(windows))
+        streamed_traces += bool(cuts)
     assert streamed_traces >= 8
 
 
@@ -79,7 +95,7 @@ def by_hand_steps(*bounds: float) -> StepWindows:
 
 def test_kernels_match_an_independent_count(shared):
     """Calls and time per kernel name, counted straight from the events, on every trace."""
-    for trace, steps in shared.values():
+    for trace, steps, _ in shared.values():
         ev = trace.events
         kernels = np.flatnonzero(ev.kind == Kind.KERNEL)
         calls = Counter(ev.names[ev.name[k]] for k in kernels)
