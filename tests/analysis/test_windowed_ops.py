@@ -205,3 +205,37 @@ def test_untraced_gap_and_compile_range_across_window_edges(builder, tmp_path):
     assert (c.first_compilations, c.recompilations) == (1, 1)
     assert (c.first_ms, c.recompile_ms) == (pytest.approx(10 / 3), pytest.approx(1 / 3))
     assert differences(c.to_dict(), compilation(trace, steps).to_dict()) == []
+
+
+def test_call_site_frame_in_the_margin(builder, tmp_path):
+    builder.annotation("start", 0, 1)
+    builder.event("python_function", "train.py(10): step", 90, 40)  # opens in window 1
+    builder.op("aten::mm", 110, 10)  # window 2: its frame lies in the margin
+    builder.event("python_function", "train.py(20): evaluate", 240, 20)
+    builder.op("aten::mm", 250, 4)
+    trace = load_file(builder.write(tmp_path / "t.json"))
+    steps = by_hand_steps(0, 100, 200, 300)
+    stats = operators_section.over(windows_of(trace, steps, 1), steps)
+    (row,) = stats.rows
+    assert stats.has_stacks and (row.name, row.calls, row.host_total_us) == ("aten::mm", 2, 14.0)
+    assert [(s.source, s.calls, s.host_total_us) for s in row.call_sites] == [
+        ("train.py(10): step", 1, 10.0), ("train.py(20): evaluate", 1, 4.0)]
+    assert differences(stats.to_dict(), operator_stats(trace, steps).to_dict()) == []
+
+
+def test_cpu_only_host_time_after_the_optimizer_in_each_window(builder, tmp_path):
+    builder.annotation("start", 0, 1)
+    for base in (0, 100):
+        builder.annotation("Optimizer.step#SGD.step", base + 60, 20 if base == 0 else 10)
+        builder.op("aten::add_", base + 65, 5)
+    builder.op("aten::mul", 185, 5)  # an op after the optimizer: not unexplained
+    trace = load_file(builder.write(tmp_path / "t.json"))
+    steps = by_hand_steps(0, 100, 200)
+    h = host_time.over(windows_of(trace, steps, 1), steps)
+    # After the optimizer: [80, 100) in step 1, [170, 200) less the op in step 2.
+    assert not h.gpu and h.after_optimizer_per_step_ms == [(1, 0.02), (2, 0.025)]
+    assert h.pct["after_optimizer"] == pytest.approx(22.5) and h.pct["lead_in"] is None
+    opt = h.optimizer
+    assert (opt.name, opt.ops_per_step, opt.mean_op_us, opt.implementation) == (
+        "SGD", 1.0, 5.0, "for-loop")
+    assert differences(h.to_dict(), host_time(trace, steps).to_dict()) == []
