@@ -96,6 +96,27 @@ class OperatorStats:
 
 
 @dataclass
+class SiteSums:
+    """Per (row group, call site): the group's keys, the site, and its calls' count and times."""
+
+    name: np.ndarray  # canonical name index of the group
+    shape: np.ndarray  # shape index of the group
+    site: np.ndarray  # stack index, or name index of the Python frame
+    calls: np.ndarray
+    host_us: np.ndarray
+    device_us: np.ndarray
+    labels: dict[int, tuple[str | None, list[str]]]  # site -> (source, frames)
+
+    @classmethod
+    def concat(cls, parts: list[SiteSums]) -> SiteSums:
+        def cat(key: str) -> np.ndarray:
+            return np.concatenate([getattr(p, key) for p in parts])
+
+        return cls(cat("name"), cat("shape"), cat("site"), cat("calls"), cat("host_us"),
+                   cat("device_us"), {s: x for p in parts for s, x in p.labels.items()})
+
+
+@dataclass
 class OperatorPart:
     """What one window tells of the ops it owns: per group (canonical name, shape index),
     calls and summed times, and per (group, call site) the calls and times of its calls."""
@@ -104,13 +125,7 @@ class OperatorPart:
     shape: np.ndarray  # shape index (-1 without one; 0 for every row when not by shape)
     calls: np.ndarray
     times: dict[str, np.ndarray]  # host_self, host_total, device_self, device_total
-    site_name: np.ndarray  # the group of each call site, by its two keys
-    site_shape: np.ndarray
-    site: np.ndarray  # stack index, or name index of the Python frame
-    site_calls: np.ndarray
-    site_host_us: np.ndarray
-    site_device_us: np.ndarray
-    site_labels: dict[int, tuple[str | None, list[str]]]  # site -> (source, frames)
+    sites: SiteSums | None
     has_device: bool
     by_shape: bool
     names: list[str]  # the trace's tables (shared, not copies)
@@ -130,18 +145,12 @@ def operator_part(window: Window, by_shape: bool = False) -> OperatorPart:
     shapes = ev.shape[tree.event[rows]] if by_shape else np.zeros(len(rows), dtype=np.int64)
     first, group = group_ids(names, shapes)
     n = len(first)
-    sites = _site_sums(trace, tree, rows, group, times) if _has_sites(trace, tree) else None
-    none = np.empty(0, dtype=np.int64)
+    sites = _site_sums(trace, tree, rows, names, shapes, times) if _has_sites(trace, tree) \
+        else None
     return OperatorPart(
         name=names[first], shape=shapes[first], calls=np.bincount(group, minlength=n),
         times={k: np.bincount(group, weights=v[rows], minlength=n) for k, v in times.items()},
-        site_name=names[first][sites[0]] if sites else none,
-        site_shape=shapes[first][sites[0]] if sites else none,
-        site=sites[1] if sites else none,
-        site_calls=sites[2] if sites else none,
-        site_host_us=sites[3] if sites else np.empty(0),
-        site_device_us=sites[4] if sites else np.empty(0),
-        site_labels=sites[5] if sites else {},
+        sites=sites,
         has_device=bool((ev.of_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
                          & owns(window, ev.ts)).any()),
         by_shape=by_shape, names=ev.names, shapes=ev.shapes,
@@ -244,57 +253,54 @@ def _has_sites(trace: Trace, tree: CallTree) -> bool:
     return bool(ev.stacks) or bool((ev.kind[tree.event] == Kind.PYTHON).any())
 
 
-def _site_sums(trace: Trace, tree: CallTree, rows: np.ndarray, group: np.ndarray,
-               times: dict[str, np.ndarray]) -> tuple | None:
-    """Per (row group, call site): group, site, calls, host and device total µs, and each
-    site's (source, frames). Sites are the ``Call stack`` when recorded, else the nearest
-    Python frame of the user's code around the op."""
+def _site_sums(trace: Trace, tree: CallTree, rows: np.ndarray, names: np.ndarray,
+               shapes: np.ndarray, times: dict[str, np.ndarray]) -> SiteSums | None:
+    """The call sites of the rows (grouped by ``names`` and ``shapes``): the ``Call stack``
+    when recorded, else the nearest Python frame of the user's code around the op."""
     ev = trace.events
-    stack = ev.stack[tree.event[rows]]
     if ev.stacks:
-        site = stack
+        site = ev.stack[tree.event[rows]]
     else:
         site = python_sources(trace, tree)[rows]
         site = np.where(site >= 0, ev.name[tree.event[np.maximum(site, 0)]], -1)
     has = site >= 0
     if not has.any():
         return None
-    first, sub = group_ids(group[has], site[has])
+    first, sub = group_ids(names[has], shapes[has], site[has])
     owner_site = site[has][first]
     if ev.stacks:
         sources = stack_sources(trace)
         labels = {int(s): (sources[s], user_frames(ev.stacks[s])) for s in np.unique(owner_site)}
     else:
         labels = {int(s): (ev.names[s], [ev.names[s]]) for s in np.unique(owner_site)}
-    return (group[has][first], owner_site, np.bincount(sub),
-            np.bincount(sub, weights=times["host_total"][rows[has]]),
-            np.bincount(sub, weights=times["device_total"][rows[has]]), labels)
+    return SiteSums(names[has][first], shapes[has][first], owner_site, np.bincount(sub),
+                    np.bincount(sub, weights=times["host_total"][rows[has]]),
+                    np.bincount(sub, weights=times["device_total"][rows[has]]), labels)
 
 
 def _combine_sites(parts: list[OperatorPart], name: np.ndarray,
                    shape: np.ndarray) -> dict[int, list[CallSite]]:
-    """The heaviest call sites of each row group (``name``, ``shape``: its keys)."""
-    site_name = np.concatenate([p.site_name for p in parts])
-    if not len(site_name):
+    """The heaviest call sites of each row group (``name``, ``shape``: its keys), heaviest
+    device time first, then host time, then by site index, as on the whole trace."""
+    found = [p.sites for p in parts if p.sites is not None]
+    if not found:
         return {}
-    site_shape = np.concatenate([p.site_shape for p in parts])
-    site = np.concatenate([p.site for p in parts])
-    first, sub = group_ids(site_name, site_shape, site)
-    host = np.bincount(sub, weights=np.concatenate([p.site_host_us for p in parts]))
-    device = np.bincount(sub, weights=np.concatenate([p.site_device_us for p in parts]))
-    calls = np.bincount(sub, weights=np.concatenate([p.site_calls for p in parts]))
-    labels = {s: label for p in parts for s, label in p.site_labels.items()}
+    s = SiteSums.concat(found)
+    first, sub = group_ids(s.name, s.shape, s.site)
+    host = np.bincount(sub, weights=s.host_us)
+    device = np.bincount(sub, weights=s.device_us)
+    calls = np.bincount(sub, weights=s.calls)
     row_of = {(int(a), int(b)): g for g, (a, b) in enumerate(zip(name, shape, strict=True))}
     owner_group = np.array([row_of[(int(a), int(b))] for a, b in
-                            zip(site_name[first], site_shape[first], strict=True)])
-    owner_site = site[first]
+                            zip(s.name[first], s.shape[first], strict=True)])
+    owner_site = s.site[first]
     order = np.lexsort((-host, -device, owner_group))
     out: dict[int, list[CallSite]] = {}
     for k in order:
         g = int(owner_group[k])
         kept = out.setdefault(g, [])
         if len(kept) < TOP_STACKS:
-            source, frames = labels[int(owner_site[k])]
+            source, frames = s.labels[int(owner_site[k])]
             kept.append(CallSite(source, frames, int(calls[k]), float(host[k]),
                                  float(device[k])))
     return out
