@@ -148,7 +148,7 @@ class KernelPart:
 
 
 def kernel_part(window: Window) -> KernelPart:
-    """The kernels that start in the window's own span."""
+    """The kernels that start in the window's region."""
     trace = window.trace
     ev = trace.events
     kernels = np.flatnonzero((ev.kind == Kind.KERNEL) & owns(window, ev.ts))
@@ -234,7 +234,7 @@ class _KernelSection(WindowedSection[KernelPart, KernelStats]):
 
 
 #: Per kernel name: calls, total/mean/min/max, blocks per SM, occupancy, Tensor Cores, op. Each
-#: window counts the kernels that start in its own span; their launch and op lie in its margin.
+#: window counts the kernels that start in its region; their launch and op lie in its margin.
 kernel_stats = _KernelSection(partial=kernel_part, combine=combine_kernels)
 
 

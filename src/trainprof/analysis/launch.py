@@ -101,7 +101,7 @@ class LaunchStats:
 
 @dataclass
 class LaunchPart:
-    """What one window tells of the launches it owns (those starting in its own span and in
+    """What one window tells of the launches it owns (those starting in its region and in
     the steps): distributions as value counts, counts, and time in its span."""
 
     launch_us: ValueCounts
@@ -125,7 +125,7 @@ class LaunchPart:
 
 
 def launch_part(window: Window) -> LaunchPart:
-    """The launches that start in the window's own span, inside the steps."""
+    """The launches that start in the window's region, inside the steps."""
     trace = window.trace
     ev = trace.events
     start, end = _owned_span(window)
@@ -192,7 +192,7 @@ def combine_launches(parts: list[LaunchPart], steps: StepWindows) -> LaunchStats
 
 
 #: Launch duration and delay, small kernels, starved kernels and the CPU-bound indicator. Each
-#: window counts the launches that start in its own span; their kernels lie in its margin.
+#: window counts the launches that start in its region; their kernels lie in its margin.
 launch_stats = WindowedSection(partial=launch_part, combine=combine_launches)
 
 

@@ -133,7 +133,7 @@ class OperatorPart:
 
 
 def operator_part(window: Window, by_shape: bool = False) -> OperatorPart:
-    """The ops that start in the window's own span; their children, launches and kernels lie
+    """The ops that start in the window's region; their children, launches and kernels lie
     in the window with its margin."""
     trace = window.trace
     ev = trace.events
@@ -206,7 +206,7 @@ def _sort_column(sort_by: str | None, has_device: bool) -> str:
 
 
 #: The registered section, with the options from the command line, if any were given. Each
-#: window counts the ops that start in its own span.
+#: window counts the ops that start in its region.
 operators_section = WindowedSection(
     partial=lambda window: operator_part(window, table_options().by_shape),
     combine=lambda parts, steps: combine_operators(parts, table_options().sort_by))
