@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+import numpy as np
+
 from trainprof.analysis.steps import StepWindows
 from trainprof.trace.model import Trace
 from trainprof.trace.window import time_slice
@@ -40,6 +42,10 @@ class Window:
     steps: StepWindows
     index: int = 0
     count: int = 1
+    #: The time span of the events this window owns: from its first step's start to the next
+    #: window's (its margin left out; the first window from -inf, the last to +inf). Each event
+    #: is owned by exactly one window.
+    owned: tuple[float, float] = (-math.inf, math.inf)
 
     @property
     def first(self) -> bool:
@@ -48,6 +54,19 @@ class Window:
     @property
     def last(self) -> bool:
         return self.index == self.count - 1
+
+    def owns(self, ts: np.ndarray) -> np.ndarray:
+        """Which of these start times fall in the window's own span (``owned``)."""
+        return (ts >= self.owned[0]) & (ts < self.owned[1])
+
+    def owned_step_span(self) -> tuple[float, float]:
+        """The part of the steps' whole span (first step's start to last step's end) that
+        this window owns; (0, 0) without steps, like ``StepWindows.span``."""
+        if not len(self.steps):
+            return (0.0, 0.0)
+        lo = float(self.steps.starts[0]) if self.first else self.owned[0]
+        hi = float(self.steps.ends[-1]) if self.last else self.owned[1]
+        return lo, hi
 
 
 @dataclass(frozen=True)
@@ -93,5 +112,6 @@ def windows_of(trace: Trace, steps: StepWindows, per_window: int,
         stop = min(first + per_window, len(steps))
         start, end = window_bounds(steps, first, stop, margin)
         out.append(Window(trace=time_slice(trace, start, end),
-                          steps=step_range(steps, first, stop), index=i, count=len(firsts)))
+                          steps=step_range(steps, first, stop), index=i, count=len(firsts),
+                          owned=window_bounds(steps, first, stop, margin=0)))
     return out
