@@ -177,7 +177,6 @@ def _modules_part(window: Window) -> ModulesPart:
                              module_of[np.maximum(tree.parent[nodes], 0)], -1)
     path_of_node, names, parents = _paths(trace, tree, nodes, parent_module)
     chains = _chains(names, parents)
-    part.paths = _first_calls(trace, tree, nodes, path_of_node, names, parents, chains)
     inside = _in_steps(node_ts, window.steps) & owned
     fwd = _forward_sums(times, nodes[inside[nodes]], parent_module[inside[nodes]],
                         path_of_node, len(names))
@@ -198,6 +197,18 @@ def _modules_part(window: Window) -> ModulesPart:
         part.op_time[clock] = {(code, name, chains[p]): us
                                for (code, name), rows in per_op.items()
                                for p, us in rows.items()}
+    # A module call in the margin before the window may miss the calls around it (they
+    # started earlier): its path is taken from the window that owns it. A path named by this
+    # window's figures but first called in that margin is kept, with its enclosing paths.
+    after = nodes[node_ts[nodes] >= window.owned[0]]
+    part.paths = _first_calls(trace, tree, after, path_of_node, names, parents, chains)
+    named = {*part.fwd, *part.bwd, *(key[2] for c in part.op_time.values() for key in c)}
+    if named - part.paths.keys():
+        every = _first_calls(trace, tree, nodes, path_of_node, names, parents, chains)
+        for chain in named:
+            while chain and chain not in part.paths:
+                part.paths[chain] = every[chain]
+                chain = chain[:-1]
     return part
 
 
