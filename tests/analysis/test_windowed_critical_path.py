@@ -68,6 +68,24 @@ def test_a_long_trace_keeps_the_same_evenly_spaced_steps(builder, tmp_path, monk
         windows = windows_of(trace, steps, per)  # one pass: partial(window), combine(parts)
         one_pass = critical_path.combine([critical_path.partial(w) for w in windows], steps)
         assert not differences(as_json(one_pass), as_json(whole)), per
+        read_once = critical_path.over(iter(windows), steps)
+        assert not differences(as_json(read_once), as_json(whole)), per
+
+
+def test_the_parts_of_a_long_trace_hold_the_chosen_steps_and_their_margins(
+        builder, tmp_path, monkeypatch):
+    trace = _gpu_bound_steps(builder, tmp_path)
+    steps = find_steps(trace)
+    monkeypatch.setattr(section, "STEP_EVENTS", 20)
+    windows = windows_of(trace, steps, 1)
+    plan = critical_path.plan([critical_path.survey(w) for w in windows], steps)
+    kept = sum(len(critical_path.partial(w, plan).trace.events) for w in windows)
+    # Steps 0, 4 and 9 with one step each side: from the start to step 2's start, steps 3 to
+    # 5, and step 8 to the end.
+    s = steps.starts
+    ts = trace.events.ts
+    want = int(((ts < s[2]) | ((ts >= s[3]) & (ts < s[6])) | (ts >= s[8])).sum())
+    assert kept == want < len(trace.events)
 
 
 def test_a_broken_clock_is_seen_across_windows(builder, tmp_path):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,7 +170,8 @@ def _joined(pieces: list[Trace]) -> Trace:
 class PlannedSection(WindowedSection[PathPart, CriticalPath]):
     """A windowed section that reads every window twice: a survey, a plan from all the
     surveys, then each window's part under that plan (``over`` needs windows it can read
-    twice: a list, or a reader that cuts the trace again). Its ``partial(window)`` and
+    twice, a list or a reader that cuts the trace again; given an iterator it reads them once,
+    as below). Its ``partial(window)`` and
     ``combine(parts, steps)`` also work in one pass, as any windowed section's, keeping every
     event until the plan is made in ``combine``."""
 
@@ -180,7 +181,9 @@ class PlannedSection(WindowedSection[PathPart, CriticalPath]):
     def __call__(self, trace: Trace, steps: StepWindows) -> CriticalPath:
         return self.over([Window(trace, steps)], steps)
 
-    def over(self, windows: list[Window], steps: StepWindows) -> CriticalPath:
+    def over(self, windows: Iterable[Window], steps: StepWindows) -> CriticalPath:
+        if iter(windows) is windows:  # read once only: one pass, every owned event kept
+            return self.combine([self.partial(w) for w in windows], steps)
         plan = self.plan([self.survey(w) for w in windows], steps)
         return self.combine([self.partial(w, plan) for w in windows], steps, plan)
 
