@@ -22,6 +22,7 @@ from trainprof.analysis.device_peaks import trace_device
 from trainprof.analysis.frames import data_frame
 from trainprof.analysis.nesting import HostRanges
 from trainprof.analysis.steps import StepWindows, launch_links
+from trainprof.analysis.window_share import owned_step_span
 from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.hardware.table import Device
 from trainprof.trace.model import FLAG_COMM, Kind, Trace, collective_type, dtype_bytes
@@ -102,7 +103,7 @@ def _collectives_part(window: Window) -> CollectivesPart:
     """The communication kernels that start in the window's share of the step span."""
     trace = window.trace
     ev = trace.events
-    start, end = window.owned_step_span()
+    start, end = owned_step_span(window)
     kernels = np.flatnonzero((ev.kind == Kind.KERNEL) & ev.flagged(FLAG_COMM)
                              & (ev.ts >= start) & (ev.ts < end))
     device, _ = trace_device(trace)

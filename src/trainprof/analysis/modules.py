@@ -21,6 +21,7 @@ from trainprof.analysis.frames import data_frame
 from trainprof.analysis.modules_backward import backward_nodes, enclosing
 from trainprof.analysis.operators import node_times
 from trainprof.analysis.steps import StepWindows
+from trainprof.analysis.window_share import owns
 from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.trace.model import DEVICE_KINDS, Kind, Trace
 
@@ -165,7 +166,7 @@ def _modules_part(window: Window) -> ModulesPart:
     tree = call_tree(trace)
     is_module = _module_nodes(trace, tree)
     node_ts = ev.ts[tree.event]
-    owned = window.owns(node_ts)
+    owned = owns(window, node_ts)
     part = ModulesPart(bool(ev.of_kind(*DEVICE_KINDS).any()), bool((is_module & owned).any()),
                        {}, {}, {}, {"device": {}, "host": {}})
     if not is_module.any():
@@ -200,7 +201,7 @@ def _modules_part(window: Window) -> ModulesPart:
     # A module call in the margin before the window may miss the calls around it (they
     # started earlier): its path is taken from the window that owns it. A path named by this
     # window's figures but first called in that margin is kept, with its enclosing paths.
-    after = nodes[node_ts[nodes] >= window.owned[0]]
+    after = nodes[node_ts[nodes] >= window.region[0]]
     part.paths = _first_calls(trace, tree, after, path_of_node, names, parents, chains)
     named = {*part.fwd, *part.bwd, *(key[2] for c in part.op_time.values() for key in c)}
     if named - part.paths.keys():

@@ -25,6 +25,7 @@ from trainprof.analysis.frames import data_frame
 from trainprof.analysis.roofline_models import MATRIX_CLASSES, OP_CLASSES, OpCost, op_cost
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import group_ids
+from trainprof.analysis.window_share import owned_step_span
 from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.hardware.table import Device
 from trainprof.trace.model import DEVICE_KINDS, Kind, Trace
@@ -165,7 +166,7 @@ def _roofline_part(window: Window) -> RooflinePart:
     trace = window.trace
     device, source = trace_device(trace)
     ev = trace.events
-    start, end = window.owned_step_span()
+    start, end = owned_step_span(window)
     on_gpu = ev.of_kind(*DEVICE_KINDS)
     kernel_us = float(ev.dur[on_gpu & (ev.ts >= start) & (ev.ts < end)].sum())
     notes = []

@@ -21,8 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-import numpy as np
-
 from trainprof.analysis.steps import StepWindows
 from trainprof.trace.model import Trace
 from trainprof.trace.window import time_slice
@@ -42,10 +40,17 @@ class Window:
     steps: StepWindows
     index: int = 0
     count: int = 1
-    #: The time span of the events this window owns: from its first step's start to the next
-    #: window's (its margin left out; the first window from -inf, the last to +inf). Each event
-    #: is owned by exactly one window.
-    owned: tuple[float, float] = (-math.inf, math.inf)
+    #: The time this window answers for, for figures that are not per step: from its first
+    #: step's start to the next window's first step's start (-inf for the first window, +inf
+    #: for the last), so that the windows' regions partition the time line.
+    region: tuple[float, float] = (-math.inf, math.inf)
+    #: The span of every step of the trace (first start, last end); None: ``steps.span``.
+    all_span: tuple[float, float] | None = None
+
+    @property
+    def span(self) -> tuple[float, float]:
+        """The span of every step of the trace (not only this window's)."""
+        return self.steps.span if self.all_span is None else self.all_span
 
     @property
     def first(self) -> bool:
@@ -54,19 +59,6 @@ class Window:
     @property
     def last(self) -> bool:
         return self.index == self.count - 1
-
-    def owns(self, ts: np.ndarray) -> np.ndarray:
-        """Which of these start times fall in the window's own span (``owned``)."""
-        return (ts >= self.owned[0]) & (ts < self.owned[1])
-
-    def owned_step_span(self) -> tuple[float, float]:
-        """The part of the steps' whole span (first step's start to last step's end) that
-        this window owns; (0, 0) without steps, like ``StepWindows.span``."""
-        if not len(self.steps):
-            return (0.0, 0.0)
-        lo = float(self.steps.starts[0]) if self.first else self.owned[0]
-        hi = float(self.steps.ends[-1]) if self.last else self.owned[1]
-        return lo, hi
 
 
 @dataclass(frozen=True)
@@ -113,5 +105,12 @@ def windows_of(trace: Trace, steps: StepWindows, per_window: int,
         start, end = window_bounds(steps, first, stop, margin)
         out.append(Window(trace=time_slice(trace, start, end),
                           steps=step_range(steps, first, stop), index=i, count=len(firsts),
-                          owned=window_bounds(steps, first, stop, margin=0)))
+                          region=region_of(steps, first, stop), all_span=steps.span))
     return out
+
+
+def region_of(steps: StepWindows, first: int, stop: int) -> tuple[float, float]:
+    """The region (``Window.region``) of the window holding steps ``first`` to ``stop - 1``."""
+    start = -math.inf if first <= 0 else float(steps.starts[first])
+    end = math.inf if stop >= len(steps) else float(steps.starts[stop])
+    return start, end

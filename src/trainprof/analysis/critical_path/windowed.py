@@ -25,6 +25,7 @@ import numpy as np
 from trainprof.analysis.critical_path import section
 from trainprof.analysis.critical_path.result import CriticalPath
 from trainprof.analysis.steps import StepWindows
+from trainprof.analysis.window_share import owns
 from trainprof.analysis.windows import Window, WindowedSection, window_bounds
 from trainprof.trace.model import Events, Flows, MemoryEvents, Trace
 
@@ -53,9 +54,9 @@ class Plan:
 
 def _survey(window: Window) -> Survey:
     ev = window.trace.events
-    own = window.owns(ev.ts)
+    own = owns(window, ev.ts)
     steps = window.steps
-    bound = float(steps.ends[-1]) if window.last and len(steps) else window.owned[1]
+    bound = float(steps.ends[-1]) if window.last and len(steps) else window.region[1]
     per_step = section.step_events(ev.ts, steps.starts, bound) if len(steps) else \
         np.zeros(0, dtype=np.int64)
     n = int(own.sum())
@@ -103,9 +104,9 @@ def _part(window: Window, plan: Plan | None = None) -> PathPart:
 
 def _owned(window: Window, ranges: tuple[tuple[float, float], ...]) -> Trace:
     trace = window.trace
-    if ranges == EVERYTHING and window.owned == EVERYTHING[0]:
+    if ranges == EVERYTHING and window.region == EVERYTHING[0]:
         return trace
-    return _subset(trace, window.owns(trace.events.ts) & _within(trace.events.ts, ranges))
+    return _subset(trace, owns(window, trace.events.ts) & _within(trace.events.ts, ranges))
 
 
 def _subset(trace: Trace, keep: np.ndarray) -> Trace:
