@@ -10,6 +10,7 @@ from trainprof.analysis.critical_path import critical_path, section
 from trainprof.analysis.steps import find_steps
 from trainprof.analysis.windows import windows_of
 from trainprof.trace.load import load_file
+from trainprof.trace.window import time_slice
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +50,12 @@ def test_work_running_into_the_next_window_is_on_its_own_steps_path(builder, tmp
     late = next(i for i in whole.items if i.name == "late")
     assert late.on_path_us == pytest.approx(60.0 * 10)
     for per in (1, 2, 3):
-        got = critical_path.over(windows_of(trace, steps, per), steps)
+        windows = windows_of(trace, steps, per)
+        got = critical_path.over(windows, steps)
         assert not differences(as_json(got), as_json(whole)), per
+        surveys = [critical_path.survey(w) for w in windows]  # every step: the whole range
+        again = critical_path.from_ranges(surveys, steps, lambda a, b: time_slice(trace, a, b))
+        assert not differences(as_json(again), as_json(whole)), per
 
 
 def test_a_long_trace_keeps_the_same_evenly_spaced_steps(builder, tmp_path, monkeypatch):
@@ -70,6 +75,9 @@ def test_a_long_trace_keeps_the_same_evenly_spaced_steps(builder, tmp_path, monk
         assert not differences(as_json(one_pass), as_json(whole)), per
         read_once = critical_path.over(iter(windows), steps)
         assert not differences(as_json(read_once), as_json(whole)), per
+        surveys = [critical_path.survey(w) for w in windows]  # a reader that can read again
+        again = critical_path.from_ranges(surveys, steps, lambda a, b: time_slice(trace, a, b))
+        assert not differences(as_json(again), as_json(whole)), per
 
 
 def test_the_parts_of_a_long_trace_hold_the_chosen_steps_and_their_margins(

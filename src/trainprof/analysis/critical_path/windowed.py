@@ -169,12 +169,14 @@ def _joined(pieces: list[Trace]) -> Trace:
 
 @dataclass(frozen=True)
 class PlannedSection(WindowedSection[PathPart, CriticalPath]):
-    """A windowed section that reads every window twice: a survey, a plan from all the
-    surveys, then each window's part under that plan (``over`` needs windows it can read
-    twice, a list or a reader that cuts the trace again; given an iterator it reads them once,
-    as below). Its ``partial(window)`` and
-    ``combine(parts, steps)`` also work in one pass, as any windowed section's, keeping every
-    event until the plan is made in ``combine``."""
+    """A windowed section that needs a plan from every window before it keeps anything.
+
+    ``over(windows, steps)`` reads the windows twice: ``survey`` each, ``plan`` from all the
+    surveys, then each window's ``partial(window, plan)`` (a list, or any iterable that cuts
+    the trace again; an iterator is read once, as below). A reader that can read any time
+    range again (a spill) surveys the windows as it streams them and calls ``from_ranges``.
+    Called in one pass, ``partial(window)`` then ``combine(parts, steps)`` as any windowed
+    section, it gives the same result but keeps every owned event until ``combine`` plans."""
 
     survey: Callable[[Window], Survey] = _survey
     plan: Callable[[list[Survey], StepWindows], Plan] = _plan
@@ -187,6 +189,14 @@ class PlannedSection(WindowedSection[PathPart, CriticalPath]):
             return self.combine([self.partial(w) for w in windows], steps)
         plan = self.plan([self.survey(w) for w in windows], steps)
         return self.combine([self.partial(w, plan) for w in windows], steps, plan)
+
+    def from_ranges(self, surveys: list[Survey], steps: StepWindows,
+                    read: Callable[[float, float], Trace]) -> CriticalPath:
+        """The result from every window's survey and ``read(start, end)``, the events that
+        start in ``[start, end)`` (µs), called once per range the plan needs."""
+        plan = self.plan(surveys, steps)
+        parts = [] if plan.broken else [PathPart(read(*r)) for r in plan.ranges]
+        return self.combine(parts, steps, plan)
 
 
 #: The critical path of every step of a trace (docs/critical_path.md): called on a whole
