@@ -22,6 +22,8 @@ from trainprof.analysis.device_peaks import trace_device
 from trainprof.analysis.frames import data_frame
 from trainprof.analysis.nesting import HostRanges
 from trainprof.analysis.steps import StepWindows, launch_links
+from trainprof.analysis.window_share import owned_step_span
+from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.hardware.table import Device
 from trainprof.trace.model import FLAG_COMM, Kind, Trace, collective_type, dtype_bytes
 
@@ -86,10 +88,22 @@ class _Sizes:
     group: np.ndarray  # int, 0 when unknown
 
 
-def collectives(trace: Trace, steps: StepWindows) -> Collectives:
-    """The collectives section of one trace, over its step window."""
+@dataclass
+class CollectivesPart:
+    """What one window adds: its own sized kernels, summed per (type, bytes, group size) in
+    the order first seen, and its counts. Bounded by the distinct collectives, not by calls."""
+
+    device: Device | None
+    kernels: int  # communication kernels the window owns
+    sized: int
+    groups: dict[tuple[str, float, int], list[float]]  # -> [calls, µs, bus factor]
+
+
+def _collectives_part(window: Window) -> CollectivesPart:
+    """The communication kernels that start in the window's share of the step span."""
+    trace = window.trace
     ev = trace.events
-    start, end = steps.span
+    start, end = owned_step_span(window)
     kernels = np.flatnonzero((ev.kind == Kind.KERNEL) & ev.flagged(FLAG_COMM)
                              & (ev.ts >= start) & (ev.ts < end))
     device, _ = trace_device(trace)
@@ -97,25 +111,47 @@ def collectives(trace: Trace, steps: StepWindows) -> Collectives:
     factor = np.array([bus_factor(t, int(n)) or np.nan for t, n in
                        zip(sizes.type, sizes.group, strict=True)], dtype=np.float64)
     ok = np.isfinite(sizes.nbytes) & np.isfinite(factor) & (ev.dur[kernels] > 0)
-    groups: dict[tuple[str, float, int], list[int]] = {}
+    groups: dict[tuple[str, float, int], list[float]] = {}
     for i in np.flatnonzero(ok):
-        groups.setdefault((sizes.type[i], float(sizes.nbytes[i]), int(sizes.group[i])),
-                          []).append(int(i))
+        key = (sizes.type[i], float(sizes.nbytes[i]), int(sizes.group[i]))
+        group = groups.setdefault(key, [0, 0.0, float(factor[i])])
+        group[0] += 1
+        group[1] += float(ev.dur[kernels[i]])
+    return CollectivesPart(device, int(len(kernels)), int(ok.sum()), groups)
+
+
+def _collectives_combine(parts: list[CollectivesPart], steps: StepWindows) -> Collectives:
+    """The section from every window's part (windows in time order keep the first-seen order)."""
+    device = parts[0].device if parts else None
+    groups: dict[tuple[str, float, int], list[float]] = {}
+    for part in parts:
+        for key, (calls, us, factor) in part.groups.items():
+            group = groups.setdefault(key, [0, 0.0, factor])
+            group[0] += calls
+            group[1] += us
     rows = []
-    for (kind, nbytes, n), members in groups.items():
-        us = float(ev.dur[kernels[members]].sum())
-        algbw = nbytes * len(members) / us / 1e3  # bytes per µs -> GB/s
-        row = CollectiveBandwidth(kind, nbytes, n, len(members), us, algbw,
-                                  algbw * float(factor[members[0]]))
+    for (kind, nbytes, n), (calls, us, factor) in groups.items():
+        algbw = nbytes * calls / us / 1e3  # bytes per µs -> GB/s
+        row = CollectiveBandwidth(kind, nbytes, n, int(calls), us, algbw, algbw * factor)
         _against_peak(row, device)
         rows.append(row)
     rows.sort(key=lambda r: (-r.time_us, r.type, r.bytes))
+    kernels = sum(p.kernels for p in parts)
+    sized = sum(p.sized for p in parts)
     notes = []
-    if len(kernels) and not ok.any():
+    if kernels and not sized:
         notes.append("The communication kernels carry no message size or group size (record "
                      "with record_shapes=True, PyTorch 2.1 or newer, for record_param_comms).")
-    return Collectives(None if device is None else device.name, int(ok.sum()),
-                       int(len(kernels) - ok.sum()), rows, notes)
+    return Collectives(None if device is None else device.name, sized, kernels - sized, rows,
+                       notes)
+
+
+#: The collectives section of one trace, over its step window: ``collectives(trace, steps)``,
+#: or window by window with ``collectives.over(windows, steps)``. A window owns the kernels
+#: that start in its share of the step span; their message sizes come from the host op around
+#: the launch, which the window's margin holds.
+collectives: WindowedSection[CollectivesPart, Collectives] = WindowedSection(
+    _collectives_part, _collectives_combine)
 
 
 def link_peak(device: Device | None, group_size: int) -> tuple[str | None, float | None]:

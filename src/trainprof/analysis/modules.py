@@ -21,6 +21,8 @@ from trainprof.analysis.frames import data_frame
 from trainprof.analysis.modules_backward import backward_nodes, enclosing
 from trainprof.analysis.operators import node_times
 from trainprof.analysis.steps import StepWindows
+from trainprof.analysis.window_share import owns
+from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.trace.model import DEVICE_KINDS, Kind, Trace
 
 #: The name prefix PyTorch gives a module call's event.
@@ -135,40 +137,168 @@ def module_class(name: str) -> str:
     return head if head and tail.isdigit() else name
 
 
-def module_tree(trace: Trace, steps: StepWindows) -> ModuleTree:
-    """The module tree of one trace (the ``modules`` section)."""
+#: A path's place in call-tree order: (thread, start, -end, depth) of its first module call.
+PathKey = tuple[float, float, float, int]
+#: A path as the names along it (a name may hold the separator: the text is not a key).
+Chain = tuple[str, ...]
+_FWD = ("calls", "host_total", "host_self", "device_total", "device_self")
+_BWD = ("calls", "host_self", "device_self")
+
+
+@dataclass
+class ModulesPart:
+    """What one window adds, keyed by module path (the names along it): bounded by the paths
+    and op names, not by calls."""
+
+    has_device: bool
+    has_modules: bool  # module calls that the window owns
+    paths: dict[Chain, tuple[PathKey, str, Chain | None]]  # -> (first call, text, parent)
+    fwd: dict[Chain, list[float]]  # path -> the _FWD sums of its calls in the window's steps
+    bwd: dict[Chain, list[float]]  # path -> the _BWD sums of the autograd nodes mapped to it
+    #: clock -> (op name code, op name, path) -> self µs of those ops under that module
+    op_time: dict[str, dict[tuple[int, str, Chain], float]]
+
+
+def _modules_part(window: Window) -> ModulesPart:
+    """The module calls (and their backward nodes) that start in the window's own steps."""
+    trace = window.trace
     ev = trace.events
     tree = call_tree(trace)
-    clock = "device" if ev.of_kind(*DEVICE_KINDS).any() else "host"
-    step_us = float(steps.durations.sum())
     is_module = _module_nodes(trace, tree)
+    node_ts = ev.ts[tree.event]
+    owned = owns(window, node_ts)
+    part = ModulesPart(bool(ev.of_kind(*DEVICE_KINDS).any()), bool((is_module & owned).any()),
+                       {}, {}, {}, {"device": {}, "host": {}})
     if not is_module.any():
-        return ModuleTree([], clock, step_us, len(steps), None, HOW_TO_RECORD)
+        return part
     times = node_times(trace, tree)
     module_of = nearest_marked(tree.parent, is_module)  # each node's innermost module
     nodes = np.flatnonzero(is_module)
     parent_module = np.where(tree.parent[nodes] >= 0,
                              module_of[np.maximum(tree.parent[nodes], 0)], -1)
     path_of_node, names, parents = _paths(trace, tree, nodes, parent_module)
-    inside = _in_steps(ev.ts[tree.event], steps)
+    chains = _chains(names, parents)
+    inside = _in_steps(node_ts, window.steps) & owned
     fwd = _forward_sums(times, nodes[inside[nodes]], parent_module[inside[nodes]],
                         path_of_node, len(names))
     bwd_nodes, bwd_module = backward_nodes(trace, tree, module_of)
     keep = inside[bwd_nodes]
     bwd_nodes, bwd_module = bwd_nodes[keep], bwd_module[keep]
     bwd = _backward_sums(times, bwd_nodes, path_of_node[bwd_module], parents)
+    for p, path in enumerate(chains):
+        if fwd["calls"][p]:
+            part.fwd[path] = [float(fwd[k][p]) for k in _FWD]
+        if bwd["calls"][p]:
+            part.bwd[path] = [float(bwd[k][p]) for k in _BWD]
+    owner = _op_owner(tree, module_of, bwd_nodes, bwd_module)
+    identity = np.arange(len(names))
+    for clock in ("device", "host"):
+        per_op = _op_time(trace, tree, times[f"{clock}_self"], owner, path_of_node[owner],
+                          identity, inside)
+        part.op_time[clock] = {(code, name, chains[p]): us
+                               for (code, name), rows in per_op.items()
+                               for p, us in rows.items()}
+    # A module call in the margin before the window may miss the calls around it (they
+    # started earlier): its path is taken from the window that owns it. A path named by this
+    # window's figures but first called in that margin is kept, with its enclosing paths.
+    after = nodes[node_ts[nodes] >= window.region[0]]
+    part.paths = _first_calls(trace, tree, after, path_of_node, names, parents, chains)
+    named = {*part.fwd, *part.bwd, *(key[2] for c in part.op_time.values() for key in c)}
+    if named - part.paths.keys():
+        every = _first_calls(trace, tree, nodes, path_of_node, names, parents, chains)
+        for chain in named:
+            while chain and chain not in part.paths:
+                part.paths[chain] = every[chain]
+                chain = chain[:-1]
+    return part
+
+
+def _chains(names: list[tuple[str, str]], parents: np.ndarray) -> list[Chain]:
+    """Each path as the names along it (a parent comes before its children)."""
+    out: list[Chain] = []
+    for (_, name), up in zip(names, parents.tolist(), strict=True):
+        out.append((out[up] if up >= 0 else ()) + (name,))
+    return out
+
+
+def _first_calls(trace: Trace, tree: CallTree, nodes: np.ndarray, path_of_node: np.ndarray,
+                 names: list[tuple[str, str]], parents: np.ndarray,
+                 chains: list[Chain]) -> dict[Chain, tuple[PathKey, str, Chain | None]]:
+    """Each path's first call in call-tree order, its text and its parent's path."""
+    ev = trace.events
+    e = tree.event[nodes]
+    path = path_of_node[nodes]
+    first = np.unique(path, return_index=True)[1]  # nodes are in call-tree order
+    out = {}
+    for i in first.tolist():
+        p = int(path[i])
+        key = (float(ev.tid[e[i]]), float(ev.ts[e[i]]), -float(ev.end[e[i]]), len(chains[p]))
+        up = int(parents[p])
+        out[chains[p]] = (key, names[p][0], chains[up] if up >= 0 else None)
+    return out
+
+
+def _modules_combine(parts: list[ModulesPart], steps: StepWindows) -> ModuleTree:
+    """The module tree from every window's part: paths in call-tree order of first call."""
+    clock = "device" if any(p.has_device for p in parts) else "host"
+    step_us = float(steps.durations.sum())
+    if not any(p.has_modules for p in parts):
+        return ModuleTree([], clock, step_us, len(steps), None, HOW_TO_RECORD)
+    paths: dict[Chain, tuple[PathKey, str, Chain | None]] = {}
+    for part in parts:
+        for path, first in part.paths.items():
+            if path not in paths or first[0] < paths[path][0]:
+                paths[path] = first
+    order = sorted(paths, key=lambda k: paths[k][0])
+    index = {path: i for i, path in enumerate(order)}
+    names = [(paths[path][1], path[-1]) for path in order]
+    parents = np.array([index[paths[path][2]] if paths[path][2] is not None else -1
+                        for path in order], dtype=np.int64)
+    fwd = {k: np.zeros(len(order)) for k in _FWD}
+    bwd = {k: np.zeros(len(order)) for k in _BWD}
+    for part in parts:
+        for sums, keys, into in ((part.fwd, _FWD, fwd), (part.bwd, _BWD, bwd)):
+            for path, values in sums.items():
+                for k, v in zip(keys, values, strict=True):
+                    into[k][index[path]] += v
+    for c in ("host", "device"):
+        bwd[f"{c}_total"] = _subtree_sums(bwd[f"{c}_self"], parents)
     rows = [_row(p, names, parents, fwd, bwd, clock, step_us) for p in range(len(names))]
     for row in rows:
         row.depth = rows[row.parent].depth + 1 if row.parent >= 0 else 0
     rows, remap = _kept(rows, [i for i, r in enumerate(rows) if r.calls or r.backward_calls])
-    owner = _op_owner(tree, module_of, bwd_nodes, bwd_module)
-    op_time = {c: _op_time(trace, tree, times[f"{c}_self"], owner, path_of_node[owner], remap,
-                           inside) for c in ("device", "host")}
-    source = "fwdbwd flows" if len(bwd_nodes) else None
+    op_time = {c: _combined_op_time(parts, c, index, remap) for c in ("device", "host")}
+    source = "fwdbwd flows" if bwd["calls"].any() else None
     note = None if source else ("No backward work found for these modules: no forward-backward "
                                 "(fwdbwd) flow starts inside them (an inference trace, or one "
                                 "recorded without those flows).")
     return ModuleTree(rows, clock, step_us, len(steps), source, note, op_time)
+
+
+def _combined_op_time(parts: list[ModulesPart], clock: str, index: dict[Chain, int],
+                      remap: np.ndarray) -> dict[str, dict[int, float]]:
+    """Per op name, its self time under each kept row, summed over the windows."""
+    sums: dict[tuple[int, int], float] = {}
+    named: dict[int, str] = {}
+    for part in parts:
+        for (code, name, path), us in part.op_time[clock].items():
+            row = int(remap[index[path]])
+            if row >= 0:
+                sums[code, row] = sums.get((code, row), 0.0) + us
+                named[code] = name
+    out: dict[str, dict[int, float]] = {}
+    for code, row in sorted(sums):
+        out.setdefault(named[code], {})[row] = sums[code, row]
+    return out
+
+
+#: The module tree of one trace (the ``modules`` section): ``module_tree(trace, steps)``, or
+#: window by window with ``module_tree.over(windows, steps)``. A window answers for the module
+#: calls and backward nodes that start in its own steps; the enclosing module calls, the
+#: forward ops whose ``fwdbwd`` flows lead to them and the kernels they launched are in its one
+#: step of margin. It carries sums per module path and per (op, path).
+module_tree: WindowedSection[ModulesPart, ModuleTree] = WindowedSection(_modules_part,
+                                                                         _modules_combine)
 
 
 def _forward_sums(times: dict[str, np.ndarray], nodes: np.ndarray, parent_module: np.ndarray,
@@ -297,8 +427,10 @@ def _op_owner(tree: CallTree, module_of: np.ndarray, bwd_nodes: np.ndarray,
 
 
 def _op_time(trace: Trace, tree: CallTree, value: np.ndarray, owner: np.ndarray,
-             path: np.ndarray, remap: np.ndarray, inside: np.ndarray) -> dict[str, dict[int, float]]:
-    """Per op name, the self time (``value`` per node) of its calls under each module row."""
+             path: np.ndarray, remap: np.ndarray,
+             inside: np.ndarray) -> dict[tuple[int, str], dict[int, float]]:
+    """Per op (name code, name), the self time (``value`` per node) of its calls under each
+    module row."""
     ev = trace.events
     ops = np.flatnonzero((ev.kind[tree.event] == Kind.CPU_OP) & ~tree.merged & (owner >= 0)
                          & inside & (value > 0))
@@ -308,7 +440,7 @@ def _op_time(trace: Trace, tree: CallTree, value: np.ndarray, owner: np.ndarray,
     width = int(rows.max()) + 1 if len(rows) else 1
     keys, group = np.unique(names * width + rows, return_inverse=True)
     sums = np.bincount(group, weights=value[ops], minlength=len(keys))
-    out: dict[str, dict[int, float]] = {}
+    out: dict[tuple[int, str], dict[int, float]] = {}
     for key, us in zip(keys.tolist(), sums.tolist(), strict=True):
-        out.setdefault(ev.names[key // width], {})[key % width] = us
+        out.setdefault((key // width, ev.names[key // width]), {})[key % width] = us
     return out

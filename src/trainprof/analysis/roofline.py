@@ -25,6 +25,8 @@ from trainprof.analysis.frames import data_frame
 from trainprof.analysis.roofline_models import MATRIX_CLASSES, OP_CLASSES, OpCost, op_cost
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import group_ids
+from trainprof.analysis.window_share import owned_step_span
+from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.hardware.table import Device
 from trainprof.trace.model import DEVICE_KINDS, Kind, Trace
 
@@ -93,27 +95,124 @@ class Roofline:
         }
 
 
-def roofline(trace: Trace, steps: StepWindows) -> Roofline:
-    """The roofline section of one trace, over its step window."""
+#: A row's key: (op, op class, shape label, dtype); a class row's is ("", class, "", "").
+RowKey = tuple[str, str, str, str]
+
+
+@dataclass
+class RooflineSum:
+    """One row's figures summed over its calls: what a window carries per op and shape."""
+
+    first: tuple[float, float, float]  # (thread, start, -end) of its first call: tree order
+    calls: int = 0
+    flops: float = 0.0
+    bytes: float = 0.0
+    time_us: float = 0.0
+    dtypes: set[str] = field(default_factory=set)
+    ceilings: set[str] = field(default_factory=set)
+    compute_us: float = 0.0  # the calls' times at the compute roof ...
+    memory_us: float = 0.0  # ... at the memory roof
+    ideal_us: float = 0.0  # and at the roofline, max of the two per call
+    no_peak: bool = False  # a call's dtype has no units on the device: no roofline
+
+    def add(self, c: OpCost, us: float, device: Device | None) -> None:
+        """One call of ``us`` µs."""
+        self.calls += 1
+        self.flops += c.flops
+        self.bytes += c.bytes
+        self.time_us += us
+        self.dtypes.add(c.dtype)
+        if device is None or self.no_peak:
+            return
+        ceiling, peak = compute_ceiling(c.op_class, c.dtype, c.flops / us / 1e6, device)
+        if peak is None:
+            self.no_peak = True  # no such units on this device (fp8 on an A100)
+            return
+        self.ceilings.add(ceiling)
+        t_compute, t_memory = c.flops / (peak * 1e6), c.bytes / (device.hbm_tb_s * 1e6)
+        self.compute_us += t_compute
+        self.memory_us += t_memory
+        self.ideal_us += max(t_compute, t_memory)
+
+    def merge(self, other: RooflineSum) -> None:
+        """Add the calls of ``other`` (a later window's)."""
+        self.first = min(self.first, other.first)
+        self.calls += other.calls
+        self.flops += other.flops
+        self.bytes += other.bytes
+        self.time_us += other.time_us
+        self.dtypes |= other.dtypes
+        self.ceilings |= other.ceilings
+        self.compute_us += other.compute_us
+        self.memory_us += other.memory_us
+        self.ideal_us += other.ideal_us
+        self.no_peak |= other.no_peak
+
+
+@dataclass
+class RooflinePart:
+    """What one window adds: its GPU time and its modelled calls summed per row."""
+
+    device: Device | None
+    source: str | None
+    notes: list[str]
+    kernel_us: float
+    shapes: dict[RowKey, RooflineSum]
+    classes: dict[RowKey, RooflineSum]
+
+
+def _roofline_part(window: Window) -> RooflinePart:
+    """The GPU time and the modelled calls that start in the window's share of the span."""
+    trace = window.trace
     device, source = trace_device(trace)
     ev = trace.events
-    start, end = steps.span
+    start, end = owned_step_span(window)
     on_gpu = ev.of_kind(*DEVICE_KINDS)
     kernel_us = float(ev.dur[on_gpu & (ev.ts >= start) & (ev.ts < end)].sum())
     notes = []
     if trace.has_gpu and device is None:
         notes.append(f"{trace.device_name()!r} is not in the device table: FLOPs and bytes "
                      "only; give its peaks with --hardware FILE.json (docs/hardware.md).")
+    part = RooflinePart(device, source, notes, kernel_us, {}, {})
     calls = _modelled_calls(trace, start, end)
     if calls is None:
-        return Roofline(device, source, 0, 0.0, kernel_us, [], [], notes)
-    names, costs, times = calls
-    shapes = _summed(names, costs, times, device, by_shape=True)
-    classes = _summed(names, costs, times, device, by_shape=False)
-    shapes.sort(key=_by_lost)
-    classes.sort(key=_by_lost)
-    return Roofline(device, source, len(costs), float(times.sum()),
-                    kernel_us, classes, shapes[:TOP_SHAPES], notes)
+        return part
+    for name, c, us, first in zip(*calls, strict=True):
+        for rows, key in ((part.shapes, (name, c.op_class, c.dims, c.dtype)),
+                          (part.classes, ("", c.op_class, "", ""))):
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = RooflineSum(first)
+            row.add(c, float(us), device)
+    return part
+
+
+def _roofline_combine(parts: list[RooflinePart], steps: StepWindows) -> Roofline:
+    """The section from every window's part."""
+    head = parts[0]
+    shapes: dict[RowKey, RooflineSum] = {}
+    classes: dict[RowKey, RooflineSum] = {}
+    for part in parts:
+        for into, rows in ((shapes, part.shapes), (classes, part.classes)):
+            for key, row in rows.items():
+                if key in into:
+                    into[key].merge(row)
+                else:
+                    into[key] = row
+    kernel_us = sum(p.kernel_us for p in parts)
+    shape_rows = _rows(shapes, head.device)
+    class_rows = _rows(classes, head.device)
+    return Roofline(head.device, head.source, sum(r.calls for r in class_rows),
+                    sum(r.time_us for r in class_rows) if class_rows else 0.0, kernel_us,
+                    class_rows, shape_rows[:TOP_SHAPES], list(head.notes))
+
+
+#: The roofline section of one trace, over its step window: ``roofline(trace, steps)``, or
+#: window by window with ``roofline.over(windows, steps)``. A window owns the modelled ops
+#: that start in its share of the step span; the kernels they launched (which may run into the
+#: next step) are in its margin. It carries sums per op and shape and per op class.
+roofline: WindowedSection[RooflinePart, Roofline] = WindowedSection(_roofline_part,
+                                                                      _roofline_combine)
 
 
 def _by_lost(r: RooflineRow) -> tuple[float, float, str, str]:
@@ -121,8 +220,8 @@ def _by_lost(r: RooflineRow) -> tuple[float, float, str, str]:
 
 
 def _modelled_calls(trace: Trace, start: float, end: float):
-    """(op names, costs, kernel µs) of the outermost modelled ops that start in the window and
-    launched kernels; None when there are none."""
+    """(op names, costs, kernel µs, tree-order keys) of the outermost modelled ops that start
+    in [start, end) and launched kernels; None when there are none."""
     ev = trace.events
     tree = call_tree(trace)
     if not len(tree):
@@ -149,7 +248,9 @@ def _modelled_calls(trace: Trace, start: float, end: float):
         return None
     names = [ev.names[ev.name[node_ev[idx[p]]]] for p in pos]
     costs = [unique[which[p]] for p in pos]
-    return names, costs, times[idx[pos]]
+    e = node_ev[idx[pos]]
+    order = list(zip(ev.tid[e].tolist(), ev.ts[e].tolist(), (-ev.end[e]).tolist(), strict=True))
+    return names, costs, times[idx[pos]], order
 
 
 def _cost(trace: Trace, e: int) -> OpCost | None:
@@ -174,31 +275,30 @@ def _kernel_time_below(trace: Trace, tree) -> np.ndarray:
     return cum[tree.end] - cum[np.arange(len(tree))]
 
 
-def _summed(names: list[str], costs: list[OpCost], times: np.ndarray, device: Device | None,
-            by_shape: bool) -> list[RooflineRow]:
-    groups: dict[tuple[str, ...], list[int]] = {}
-    for i, (name, c) in enumerate(zip(names, costs, strict=True)):
-        key = (name, c.op_class, c.dims, c.dtype) if by_shape else ("", c.op_class, "", "")
-        groups.setdefault(key, []).append(i)
-    rows = []
-    for (name, op_class, dims, dtype), members in groups.items():
-        flops = float(sum(costs[i].flops for i in members))
-        nbytes = float(sum(costs[i].bytes for i in members))
-        us = float(times[members].sum())
-        row = RooflineRow(
-            op=name, op_class=op_class, shape=dims, dtype=dtype or _dtypes(costs, members),
-            calls=len(members), flops=flops, bytes=nbytes, time_us=us,
-            intensity=flops / nbytes, achieved_tflops=flops / us / 1e6,
-            achieved_tb_s=nbytes / us / 1e6)
-        if device is not None:
-            _place(row, [costs[i] for i in members], [float(times[i]) for i in members], device)
-        rows.append(row)
+def _rows(sums: dict[RowKey, RooflineSum], device: Device | None) -> list[RooflineRow]:
+    """Rows in first-call order, then by op class, then most time lost first."""
+    rows = [_row(key, sums[key], device) for key in sorted(sums, key=lambda k: sums[k].first)]
     rows.sort(key=lambda r: OP_CLASSES.index(r.op_class))
+    rows.sort(key=_by_lost)
     return rows
 
 
-def _dtypes(costs: list[OpCost], members: list[int]) -> str:
-    return ",".join(sorted({costs[i].dtype for i in members}))
+def _row(key: RowKey, s: RooflineSum, device: Device | None) -> RooflineRow:
+    name, op_class, dims, dtype = key
+    row = RooflineRow(
+        op=name, op_class=op_class, shape=dims, dtype=dtype or ",".join(sorted(s.dtypes)),
+        calls=s.calls, flops=s.flops, bytes=s.bytes, time_us=s.time_us,
+        intensity=s.flops / s.bytes, achieved_tflops=s.flops / s.time_us / 1e6,
+        achieved_tb_s=s.bytes / s.time_us / 1e6)
+    if device is not None and not s.no_peak:
+        ceilings = sorted(s.ceilings)
+        row.ceiling = ",".join(ceilings)
+        row.peak_tflops = device.peak(ceilings[0])
+        row.bound = "compute" if s.compute_us >= s.memory_us else "memory"
+        row.roofline_us = s.ideal_us
+        row.pct_of_roofline = s.ideal_us / row.time_us * 100.0
+        row.lost_us = max(row.time_us - s.ideal_us, 0.0)
+    return row
 
 
 def compute_ceiling(op_class: str, dtype: str, achieved_tflops: float,
@@ -216,26 +316,3 @@ def compute_ceiling(op_class: str, dtype: str, achieved_tflops: float,
         return dtype, device.peak(dtype)
     vector = "fp64" if dtype == "fp64" else "fp32"
     return vector, device.peak(vector)
-
-
-def _place(row: RooflineRow, costs: list[OpCost], times: list[float], device: Device) -> None:
-    """Roofline figures of a row: each call's own ceiling, summed."""
-    bandwidth = device.hbm_tb_s * 1e6  # bytes per µs
-    ideal = 0.0
-    compute_us = memory_us = 0.0
-    ceilings = set()
-    for c, us in zip(costs, times, strict=True):
-        ceiling, peak = compute_ceiling(c.op_class, c.dtype, c.flops / us / 1e6, device)
-        if peak is None:
-            return  # no such units on this device (fp8 on an A100): no roofline
-        ceilings.add(ceiling)
-        t_compute, t_memory = c.flops / (peak * 1e6), c.bytes / bandwidth
-        compute_us += t_compute
-        memory_us += t_memory
-        ideal += max(t_compute, t_memory)
-    row.ceiling = ",".join(sorted(ceilings))
-    row.peak_tflops = device.peak(sorted(ceilings)[0])
-    row.bound = "compute" if compute_us >= memory_us else "memory"
-    row.roofline_us = ideal
-    row.pct_of_roofline = ideal / row.time_us * 100.0
-    row.lost_us = max(row.time_us - ideal, 0.0)

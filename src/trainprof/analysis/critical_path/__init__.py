@@ -8,6 +8,6 @@ from trainprof.analysis.critical_path.result import (
     PathPieces,
     StepPath,
 )
-from trainprof.analysis.critical_path.section import critical_path
+from trainprof.analysis.critical_path.windowed import critical_path
 
 __all__ = ["CriticalPath", "PathItem", "PathPiece", "PathPieces", "StepPath", "critical_path"]

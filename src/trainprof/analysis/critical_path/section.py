@@ -35,17 +35,23 @@ STEP_EVENTS = 400_000
 WHAT_IF_POINTS = 60_000
 
 
-def critical_path(trace: Trace, steps: StepWindows) -> CriticalPath:
-    """The critical path of every step of ``trace`` (see docs/critical_path.md)."""
-    ev = trace.events
-    span = float(ev.end.max() - min(ev.ts.min(), 0.0)) if len(ev) else 0.0
-    if not 0.0 <= span <= MAX_SPAN_US:
-        return CriticalPath(steps=[], split_us=dict.fromkeys(CATEGORY_KEYS, 0.0),
-                            split_pct=dict.fromkeys(CATEGORY_KEYS, 0.0), items=[],
-                            typical_launch_lag_us=0.0,
-                            notes=["The trace's times span more than a day: no critical path "
-                                   "is drawn for it (its clocks cannot be trusted)."])
-    steps, notes = _sampled(trace, steps)
+def broken_clock() -> CriticalPath:
+    """The result for a trace whose times span more than MAX_SPAN_US."""
+    return CriticalPath(steps=[], split_us=dict.fromkeys(CATEGORY_KEYS, 0.0),
+                        split_pct=dict.fromkeys(CATEGORY_KEYS, 0.0), items=[],
+                        typical_launch_lag_us=0.0,
+                        notes=["The trace's times span more than a day: no critical path "
+                               "is drawn for it (its clocks cannot be trusted)."])
+
+
+def span_ok(first_ts: float, last_end: float) -> bool:
+    """Whether times from ``first_ts`` to ``last_end`` (µs) can be trusted and replayed."""
+    span = float(last_end - min(first_ts, 0.0))
+    return 0.0 <= span <= MAX_SPAN_US
+
+
+def analyse(trace: Trace, steps: StepWindows, notes: list[str]) -> CriticalPath:
+    """The critical path of the chosen ``steps`` of ``trace`` (``notes`` say how chosen)."""
     g = build_graph(trace, steps)
     t, converged = replay(g, start=g.time)
     if not converged:
@@ -72,21 +78,26 @@ def critical_path(trace: Trace, steps: StepWindows) -> CriticalPath:
                         typical_launch_lag_us=g.launch_lag_ns / 1000.0, notes=notes)
 
 
-def _sampled(trace: Trace, steps: StepWindows) -> tuple[StepWindows, list[str]]:
-    """The steps to analyse: all, or evenly spaced ones holding about STEP_EVENTS events."""
+def step_events(ts: np.ndarray, starts: np.ndarray, bound: float) -> np.ndarray:
+    """Events (sorted start times ``ts``) from each start to the next, the last to ``bound``."""
+    return np.diff(np.searchsorted(ts, np.r_[starts, bound]))
+
+
+def sampled(steps: StepWindows,
+            per_step: np.ndarray) -> tuple[StepWindows, list[str], np.ndarray | None]:
+    """The steps to analyse, a note, and their positions: all (positions None), or evenly
+    spaced ones holding about STEP_EVENTS events (``per_step``: each step's, ``step_events``)."""
     if len(steps) < 2:
-        return steps, []
-    ts = trace.events.ts
-    per_step = np.diff(np.searchsorted(ts, np.r_[steps.starts, steps.ends[-1]]))
+        return steps, [], None
     total = int(per_step.sum())
     if total <= STEP_EVENTS:
-        return steps, []
+        return steps, [], None
     count = max(1, int(len(steps) * STEP_EVENTS / total))
     keep = np.unique(np.linspace(0, len(steps) - 1, count).round().astype(int))
     chosen = StepWindows(numbers=steps.numbers[keep], starts=steps.starts[keep],
                          ends=steps.ends[keep], source=steps.source)
     return chosen, [f"The critical path is of {len(keep)} of the {len(steps)} steps (evenly "
-                    f"spaced), to keep the analysis of this long trace fast."]
+                    f"spaced), to keep the analysis of this long trace fast."], keep
 
 
 def _last_points(g: StepGraph, t: np.ndarray) -> np.ndarray:
