@@ -9,7 +9,7 @@
 Layering: ``rows``, ``store``, ``schema``, ``pending``, ``sources``, ``context`` and ``api``
 need only the standard library, numpy and msgspec, so the step timer can record while
 training. ``regress``, ``render``, ``export``, ``html`` and ``compare_input`` read the history
-for people and sit at the report end (they use ``report.compare_stats`` and ``report.svg``).
+for people and sit at the report end (they use ``trainprof.stats`` and ``report.svg``).
 See docs/history.md.
 """
 

@@ -3,7 +3,7 @@ the ops that changed most, with a regression gate for CI.
 
 Each side is a trace file, a folder of traces, a saved JSON result, or an ``Analysis``. The
 deltas come from ``analysis.diff``; the gate compares median step times and says how sure the
-slowdown is (``compare_stats``). See docs/reports.md.
+slowdown is (``trainprof.stats``). See docs/reports.md.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from trainprof.analysis.diff import TraceDiff, diff
 from trainprof.analysis.results import Analysis
 from trainprof.display import NotebookDisplay
-from trainprof.report.compare_stats import SlowdownOdds, likelihood, slowdown_odds
+from trainprof.stats import SlowdownOdds, likelihood, slowdown_odds
 from trainprof.report.saved import (
     analysis_from_result,
     is_saved_result,
@@ -119,7 +119,7 @@ class Gate:
 @dataclass
 class Verdict:
     """Without a gate too: which run is faster by median step, and how sure that is given the
-    step-to-step noise (the bootstrap of compare_stats.py with a limit of 0%)."""
+    step-to-step noise (the bootstrap of trainprof/stats.py with a limit of 0%)."""
 
     odds: SlowdownOdds | None
     base_ms: float | None
