@@ -25,10 +25,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from trainprof.stats import noise_band_pct
 from trainprof.history.rows import RunRecord, thin
 from trainprof.history.series import Point, points_of
-from trainprof.stats import SlowdownOdds, slowdown_odds
+from trainprof.stats import SlowdownOdds, noise_band_pct, slowdown_odds
 
 BASELINE_RUNS = 5
 THRESHOLD_PCT = 5.0

@@ -18,13 +18,13 @@ import numpy as np
 from trainprof.analysis.diff import TraceDiff, diff
 from trainprof.analysis.results import Analysis
 from trainprof.display import NotebookDisplay
-from trainprof.stats import SlowdownOdds, likelihood, slowdown_odds
 from trainprof.report.saved import (
     analysis_from_result,
     is_saved_result,
     load_result,
     refuse_other_results,
 )
+from trainprof.stats import SlowdownOdds, likelihood, slowdown_odds
 from trainprof.trace.load import Progress
 
 SCHEMA = "trainprof.compare/1"
