@@ -9,7 +9,8 @@ import textwrap
 
 import pytest
 
-from trainprof.capture import runner
+from trainprof import cli_run
+from trainprof.commands import run as runner
 from trainprof.capture.safety import RecordingWarning
 
 from capture_helpers import profiler_steps, read_trace, run_python, trace_names
@@ -45,7 +46,7 @@ def script(tmp_path):
 
 def test_script_runs_as_main_with_its_argv_and_exit_code(tmp_path, script):
     result = run_python(
-        ["-m", "trainprof.capture.runner", "--out", "traces", "--wait", "1", "--warmup", "1", "--active", "2",
+        ["-m", "trainprof.commands.run", "--out", "traces", "--wait", "1", "--warmup", "1", "--active", "2",
          "--", "train.py", "6", "3", "--lr", "1e-3"],
         cwd=tmp_path,
     )
@@ -63,7 +64,7 @@ def test_script_runs_as_main_with_its_argv_and_exit_code(tmp_path, script):
 
 def parse(argv):
     parser = argparse.ArgumentParser()
-    runner.add_run_arguments(parser)
+    cli_run.add_run_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -123,7 +124,7 @@ def test_nested_optimizer_steps_count_once(tmp_path, monkeypatch):
 
 
 def test_trainprof_command_dispatches_run(tmp_path, script):
-    """`trainprof run` (not only `-m trainprof.capture.runner`) takes its own options."""
+    """`trainprof run` (not only `-m trainprof.commands.run`) takes its own options."""
     result = run_python(
         ["-m", "trainprof", "run", "--out", "traces", "--wait", "1", "--warmup", "1",
          "--active", "2", "--", "train.py", "6", "0"],

@@ -123,7 +123,7 @@ def test_every_rank_of_a_torchrun_job_records_and_the_job_is_one_point(tmp_path)
     (tmp_path / "ddp.py").write_text(DDP_SCRIPT)
     result = run_torchrun(
         ["--nproc_per_node=2",
-         "-m", "trainprof.capture.runner", "--record", "--db", "h.db", "--out", "traces",
+         "-m", "trainprof", "run", "--record", "--db", "h.db", "--out", "traces",
          "--wait", "1", "--warmup", "1", "--active", "2", "--", "ddp.py"],
         cwd=tmp_path, timeout=180, outputs=(tmp_path / "traces", tmp_path / "h.db"),
     )

@@ -67,7 +67,7 @@ def test_shared_flags_mean_one_thing_everywhere():
 
 
 def test_run_has_the_same_record_flags():
-    from trainprof.capture.runner import add_run_arguments
+    from trainprof.cli_run import add_run_arguments
     from trainprof.cli_parser import OneLineParser
 
     parser = OneLineParser(prog="trainprof run")

@@ -10,7 +10,7 @@ import sys
 import pytest
 from report_helpers import analysis_of
 
-from trainprof.report.compare import compare
+from trainprof.commands.compare import compare
 from trainprof.report.compare_render import render_markdown
 from trainprof.report.json import write_json
 from trainprof.stats import slowdown_odds

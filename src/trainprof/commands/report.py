@@ -1,4 +1,5 @@
-"""What the HTML report is drawn from: the JSON result, plus each step's breakdown.
+"""``trainprof report``: the self-contained HTML report, and what it is drawn from: the JSON
+result, plus each step's breakdown.
 
 The result keeps the breakdown as a mean per step; the report's stacked bars want it step by
 step, so while the traces stream through the analysis, ``analysis.breakdown.step_breakdown``
@@ -8,6 +9,7 @@ the JSON contract). A saved JSON result is used as it is (the chart then shows s
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any
 from trainprof.analysis.breakdown import step_breakdown
 from trainprof.analysis.results import SCHEMA
 from trainprof.analysis.steps import find_steps
+from trainprof.commands.progress import with_progress
 from trainprof.errors import TrainprofError
 from trainprof.pipeline import analyze
 from trainprof.report.html_snapshot import is_snapshot_input, snapshot_only_result, snapshots_for
@@ -26,6 +29,17 @@ from trainprof.trace.model import Trace
 
 #: ms per category, per step of one trace file.
 StepBreakdown = dict[str, list[float]]
+
+
+def main(args: argparse.Namespace) -> int:
+    """Write the HTML report of ``args.path`` to ``args.output`` and say where it is."""
+    from trainprof.report.html import write_html
+
+    result = with_progress(lambda progress: report_result(args.path, progress, args.trust),
+                           not args.no_progress)
+    path = write_html(result, args.output, rows=args.top)
+    print(f"Report written to {path} ({path.stat().st_size / 1e6:.1f} MB); open it in a browser.")
+    return 0
 
 
 def report_result(path: str | os.PathLike[str], progress: Progress | None = None,
