@@ -10,8 +10,8 @@ import textwrap
 import pytest
 
 from trainprof import cli_run
-from trainprof.commands import run as runner
 from trainprof.capture.safety import RecordingWarning
+from trainprof.commands import run as runner
 
 from capture_helpers import profiler_steps, read_trace, run_python, trace_names
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import trainprof
+from trainprof.commands.annotate import annotate, default_output
 from trainprof.errors import TrainprofError
 from trainprof.report import annotate_events
-from trainprof.commands.annotate import annotate, default_output
 from trainprof.report.annotate import copy_with_events
 from trainprof.trace import stream
 
