@@ -13,10 +13,7 @@ from pathlib import Path
 
 from trainprof import __version__
 from trainprof.analysis.on_dask import CONNECT_TIMEOUT_S
-from trainprof.analysis.options import (
-    DEFAULT_TOP,
-    OPERATOR_SORT_COLUMNS,
-)
+from trainprof.analysis.options import DEFAULT_TOP, OPERATOR_SORT_COLUMNS
 from trainprof.cli_history import add_history_command, add_record_arguments
 from trainprof.cli_parser import (
     OneLineParser,
@@ -247,6 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args is None:  # the script keeps Python's own warning filters and format
             return _run(argv[1:])
+        # the subcommand's name is its module's; imported only now, so each command's needs
+        # (torch for bench, duckdb for sql...) load only when it runs
         command = importlib.import_module(f"trainprof.commands.{args.command}")
         with warnings.catch_warnings():
             warnings.simplefilter("default")

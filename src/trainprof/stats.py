@@ -19,6 +19,9 @@ flagged change or a change of setup). It is estimated from a few runs, so the ba
 Student's t quantile for that many differences rather than the normal one: with few runs the
 band is wide, and it narrows as the history grows. Runs are assumed independent and roughly
 normal around their level.
+
+**A spread that outliers cannot inflate** (``robust_sigma``): 1.4826 times the median absolute
+deviation, the standard deviation of normal noise (slow steps, outlying ranks).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from statistics import NormalDist
 
 import numpy as np
 
+#: The standard deviation of normal noise per unit of median absolute deviation.
+MAD_TO_SIGMA = 1.4826
 RESAMPLES = 2000
 SEED = 20240601
 #: Fewer steps than this in either run: the noise estimate is rough, and the message says so.
@@ -155,3 +160,11 @@ def t_quantile(p: float, df: int) -> float:
     return (z + (z**3 + z) / (4 * v) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
             + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
             + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4))
+
+
+def robust_sigma(values: Sequence[float] | np.ndarray, median: float | None = None) -> float:
+    """``MAD_TO_SIGMA`` x the median absolute deviation of ``values`` from ``median`` (default:
+    their median): the standard deviation of normal noise, which a few outliers cannot inflate."""
+    v = np.asarray(values, dtype=np.float64)
+    centre = float(np.median(v)) if median is None else median
+    return MAD_TO_SIGMA * float(np.median(np.abs(v - centre)))
