@@ -175,3 +175,21 @@ def test_a_script_with_its_own_profiler_and_warnings_runs_as_without_trainprof(t
     ours = [line for line in result.stderr.splitlines() if line.startswith("trainprof:")]
     assert "trainprof: another torch profiler started; trainprof stopped recording" in ours[0]
     assert not any("warning: trainprof" in line for line in result.stderr.splitlines())
+
+
+def test_the_capture_layer_says_which_trace_files_a_run_wrote(tmp_path):
+    import os
+
+    from trainprof.capture.writer import trace_file_name, traces_written_since
+
+    began = 1_700_000_000.0
+    for rank, step, age in ((0, 3, 0), (1, 3, 0), (0, 1, 5)):  # the last: an older run's file
+        path = tmp_path / trace_file_name(rank, step)
+        path.write_bytes(b"{}")
+        os.utime(path, (began - age, began - age))
+    (tmp_path / "notes.json.gz").write_bytes(b"{}")  # not a trace file of the writer
+    (tmp_path / "rank2.step3.pt.trace.json.gz.tmp").write_bytes(b"{}")  # half written
+    assert traces_written_since(tmp_path, began) == [
+        (0, tmp_path / "rank0.step3.pt.trace.json.gz"),
+        (1, tmp_path / "rank1.step3.pt.trace.json.gz")]
+    assert traces_written_since(tmp_path / "missing", began) == []
