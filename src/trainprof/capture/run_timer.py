@@ -3,7 +3,7 @@
 The timer sees the script without changes: a step ends at each ``optimizer.step()`` (as the
 profiler's steps do), backward through ``torch.autograd.backward``, and every DataLoader batch
 is timed as the data phase of its step, its size counted for samples/s. The forward pass is
-not known (the runner does not know which module is the model): it is part of "other".
+not known (`trainprof run` does not know which module is the model): it is part of "other".
 
 With ``--record`` every rank's timer gives the history its row (the steps of the whole run,
 not only the profiled window): ``commands/run.py`` stores ``timer.to_run_record()``.
