@@ -10,8 +10,8 @@ import pytest
 
 from trainprof import stats
 from trainprof.analysis import rank_spread, step_spread
+from trainprof.diagnose import compare
 from trainprof.history import regress
-from trainprof.report import compare
 
 
 def test_robust_sigma_is_the_scaled_median_absolute_deviation():

@@ -1,5 +1,5 @@
 """``trainprof compare``: load two runs (traces, folders, saved results or history ids), compare
-them (``report.compare``) and write the comparison; exit 1 when the gate fails (docs/reports.md).
+them (``diagnose.compare``) and write the comparison; exit 1 when the gate fails (docs/reports.md).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 from trainprof.analysis.results import Analysis
 from trainprof.commands.progress import with_progress
+from trainprof.diagnose.compare import Comparison, compare_analyses
 from trainprof.fileio import write_or_print
-from trainprof.report.compare import Comparison, compare_analyses
 from trainprof.report.saved import (
     analysis_from_result,
     is_saved_result,
