@@ -19,13 +19,14 @@ from trainprof.analysis.breakdown import step_breakdown
 from trainprof.analysis.results import SCHEMA
 from trainprof.analysis.steps import find_steps
 from trainprof.commands.progress import with_progress
+from trainprof.diagnose.snapshot import snapshot_result
 from trainprof.errors import TrainprofError
 from trainprof.pipeline import analyze
-from trainprof.report.html_snapshot import is_snapshot_input, snapshot_only_result, snapshots_for
 from trainprof.report.saved import is_saved_result, load_result, refuse_other_results
 from trainprof.trace import discover
 from trainprof.trace.load import Progress, iter_traces
 from trainprof.trace.model import Trace
+from trainprof.trace.snapshot import SnapshotError, find_snapshot_files, is_snapshot_file
 
 #: ms per category, per step of one trace file.
 StepBreakdown = dict[str, list[float]]
@@ -91,3 +92,31 @@ def add_step_breakdown(rank: dict[str, Any], breakdown: StepBreakdown | None) ->
         return
     for i, step in enumerate(steps):
         step["breakdown_ms"] = {c: v[i] for c, v in breakdown.items()}
+
+
+def is_snapshot_input(path: str | os.PathLike[str]) -> bool:
+    """Whether the report's input is a snapshot file itself (no traces)."""
+    return is_snapshot_file(Path(path))
+
+
+def snapshots_for(path: str | os.PathLike[str], trust: bool = False) -> list[dict[str, Any]]:
+    """The analysed snapshots of a report's input. A snapshot file given itself must read (its
+    error is the report's); in a folder, one that cannot be read becomes an error entry."""
+    path = Path(path)
+    if is_snapshot_file(path):
+        return [snapshot_result(path, trust)]
+    if not path.is_dir():
+        return []
+    out: list[dict[str, Any]] = []
+    for file in find_snapshot_files(path):
+        try:
+            out.append(snapshot_result(file, trust))
+        except SnapshotError as error:
+            out.append({"source": str(file), "error": str(error)})
+    return out
+
+
+def snapshot_only_result(path: str | os.PathLike[str], trust: bool, schema: str) -> dict[str, Any]:
+    """A report's result when the input is a snapshot and no traces."""
+    return {"schema": schema, "source": str(path), "ranks": [], "findings": [], "notes": [],
+            "job": {}, "memory_snapshots": snapshots_for(path, trust)}
