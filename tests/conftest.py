@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "traces"
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 KINETO = SHARED / "kineto" / "tb_plugin"
 RESNET_W0 = KINETO / "samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"

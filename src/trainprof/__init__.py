@@ -34,7 +34,7 @@ _LAZY = {
     "analyze": "trainprof.pipeline",
     "profile": "trainprof.capture.profiler",
     "ProfileConfig": "trainprof.capture.profiler",
-    "StepTimer": "trainprof.capture.steps",
+    "StepTimer": "trainprof.step_timer",
     "RecordingWarning": "trainprof.capture.safety",
     "load_snapshot": "trainprof.trace.snapshot",
     "memory_snapshot_report": "trainprof.diagnose.snapshot",
@@ -43,9 +43,9 @@ _LAZY = {
 
 if TYPE_CHECKING:  # pragma: no cover
     from trainprof.capture.profiler import ProfileConfig, profile
-    from trainprof.capture.steps import StepTimer
     from trainprof.diagnose.snapshot import memory_snapshot_report
     from trainprof.pipeline import analyze
+    from trainprof.step_timer import StepTimer
     from trainprof.trace.load import load
     from trainprof.trace.snapshot import load_snapshot
     from trainprof.trackers.api import log_analysis

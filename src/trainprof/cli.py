@@ -1,23 +1,20 @@
-"""The ``trainprof`` command: parses arguments and calls the Python API, nothing more."""
+"""The ``trainprof`` command: parses the arguments and calls ``commands.<command>.main(args)``;
+nothing more (each subcommand's work is in its module of ``commands/``)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
 
 from trainprof import __version__
 from trainprof.analysis.on_dask import CONNECT_TIMEOUT_S
-from trainprof.analysis.options import (
-    DEFAULT_TOP,
-    OPERATOR_SORT_COLUMNS,
-    TableOptions,
-    using_table_options,
-)
+from trainprof.analysis.options import DEFAULT_TOP, OPERATOR_SORT_COLUMNS
+from trainprof.cli_history import add_history_command, add_record_arguments
 from trainprof.cli_parser import (
     OneLineParser,
     limit_percent,
@@ -26,20 +23,13 @@ from trainprof.cli_parser import (
     print_help_for_no_command,
     whole_number,
 )
+from trainprof.cli_sql import add_sql_commands
 from trainprof.errors import TrainprofError
-from trainprof.history.cli import (
-    EXIT_NOT_RECORDED,
-    add_history_command,
-    add_record_arguments,
-    record_if_asked,
-)
-from trainprof.sql.cli import add_sql_commands
-from trainprof.trackers.cli import add_log_to_argument, log_and_close, open_asked
+from trainprof.trackers.cli import add_log_to_argument
 
 #: Exit codes: 0 fine, 1 a check failed (e.g. a regression gate), 2 bad input or usage, 3 the
 #: result was written but the run could not be added to the history (``EXIT_NOT_RECORDED``).
 EXIT_BAD_INPUT = 2
-T = TypeVar("T")
 
 
 def _add_analyze(sub: argparse._SubParsersAction) -> None:
@@ -84,7 +74,6 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
                         "16 slowest, the 16 fastest and the straggler, with the spread of all)")
     add_record_arguments(p)
     add_log_to_argument(p)
-    p.set_defaults(func=cmd_analyze)
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:
@@ -98,7 +87,6 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     p.add_argument("--trust", action="store_true",
                    help="read memory snapshots with plain pickle (runs any code in them)")
-    p.set_defaults(func=cmd_report)
 
 
 def _add_compare(sub: argparse._SubParsersAction) -> None:
@@ -117,7 +105,6 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", type=_positive_int, default=10,
                    help="changed ops and kernels listed (default 10)")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
-    p.set_defaults(func=cmd_compare)
 
 
 def _add_annotate(sub: argparse._SubParsersAction) -> None:
@@ -127,7 +114,6 @@ def _add_annotate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", type=Path,
                    help="the copy to write (default: <trace name>.annotated.json.gz here); "
                         "gzipped when the name ends in .gz")
-    p.set_defaults(func=cmd_annotate)
 
 
 def _add_memory(sub: argparse._SubParsersAction) -> None:
@@ -139,7 +125,6 @@ def _add_memory(sub: argparse._SubParsersAction) -> None:
                         "you made yourself (by default anything but plain data is refused)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("-o", "--output", type=Path, help="write the result to this file")
-    p.set_defaults(func=cmd_memory)
 
 
 def _batch_sizes(text: str) -> tuple[int, int]:
@@ -166,11 +151,10 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=_at_least_two, default=30, help="steps to train (>= 2)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="show the profiler's own log lines (Kineto, c10)")
-    p.set_defaults(func=cmd_demo)
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
-    # Listed for --help only: main() hands `run` to the capture layer before parsing, so that
+    # Listed for --help only: main() hands `run` to commands/run.py before parsing, so that
     # the other commands never import torch and `run`'s own options reach its parser.
     sub.add_parser("run", help="profile a training script without changing it: "
                                "trainprof run [options] -- train.py args...")
@@ -195,7 +179,6 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", help="the strategy others are compared with (default fp32)")
     p.add_argument("--no-recheck", action="store_true",
                    help="do not run the baseline again at the end (a check for drift)")
-    p.set_defaults(func=cmd_bench)
 
 
 def _add_checklist(sub: argparse._SubParsersAction) -> None:
@@ -204,7 +187,6 @@ def _add_checklist(sub: argparse._SubParsersAction) -> None:
     _add_workload_args(p)
     p.add_argument("--min-time", type=positive_float, default=0.5, metavar="S",
                    help="seconds each phase is timed for, at least (default 0.5)")
-    p.set_defaults(func=cmd_checklist)
 
 
 def _add_workload_args(p: argparse.ArgumentParser) -> None:
@@ -229,24 +211,6 @@ def _add_completion(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("completion", help="print a shell completion script: "
                                           'eval "$(trainprof completion bash)"')
     p.add_argument("shell", choices=SHELLS)
-    p.set_defaults(func=cmd_completion)
-
-
-def cmd_completion(args: argparse.Namespace) -> int:
-    from trainprof.completion import script
-
-    sys.stdout.write(script(build_parser(), args.shell))
-    return 0
-
-
-def cmd_run(argv: Sequence[str]) -> int:
-    _quiet_profiler(verbose="-v" in argv[:argv.index("--")] if "--" in argv else "-v" in argv)
-    try:
-        from trainprof.capture.runner import main as run_main
-    except ImportError as exc:
-        print(f"trainprof: `trainprof run` needs PyTorch ({exc}).", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    return int(run_main(list(argv)) or 0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -254,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="trainprof", description="Find out why a PyTorch training run is slow."
     )
     parser.add_argument("--version", action="version", version=f"trainprof {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True)  # names a module of commands/
     _add_analyze(sub)
     _add_report(sub)
     _add_compare(sub)
@@ -270,226 +234,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _analyze_path(path: Path, show_progress: bool, workers: int | None = None,
-                  executor: Any = None):
-    from trainprof.pipeline import analyze
-
-    return _with_progress(lambda progress: analyze(path, progress=progress, workers=workers,
-                                                   executor=executor), show_progress)
-
-
-def _analyze_on_cluster(args: argparse.Namespace, show_progress: bool):
-    """The analysis of ``args.path``, on the Dask scheduler the arguments name, if any."""
-    if args.scheduler is None and args.scheduler_file is None:
-        return _analyze_path(args.path, show_progress, workers=args.jobs)
-    from trainprof.analysis.on_dask import dask_executor
-
-    if args.jobs is not None:
-        raise TrainprofError("--jobs sets this machine's processes, and with a Dask scheduler "
-                             "its workers analyse the traces: give one or the other.")
-    with dask_executor(args.scheduler, args.scheduler_file, args.scheduler_timeout) as executor:
-        return _analyze_path(args.path, show_progress, executor=executor)
-
-
-def _with_progress(work: Callable[[Any], T], show_progress: bool) -> T:
-    """``work(progress)`` with a progress bar that shows only on a terminal, after a delay."""
-    from trainprof.report.progress import delayed_progress
-
-    with delayed_progress(show_progress) as progress:
-        return work(progress)
-
-
-def _write_or_print(text: str, output: Path | None) -> None:
-    from trainprof.fileio import write_or_print
-
-    write_or_print(text, output)
-
-
-def cmd_analyze(args: argparse.Namespace) -> int:
-    hardware = None
-    if args.hardware is not None:
-        from trainprof.hardware import load_hardware_file
-
-        hardware = load_hardware_file(args.hardware)
-    options = TableOptions(sort_by=args.sort, top=args.top, by_shape=args.by_shape,
-                           modules=args.modules, hardware=hardware,
-                           all_ranks=args.all_ranks)
-    with using_table_options(options):
-        return _analyze_and_report(args)
-
-
-def _analyze_and_report(args: argparse.Namespace) -> int:
-    quiet = args.format != "text" or args.no_progress
-    trackers, analysis = open_asked(args), None
-    try:
-        analysis = _analyze_on_cluster(args, show_progress=not quiet)
-        _write_analysis(analysis, args)
-    finally:
-        log_and_close(trackers, analysis)
-    return 0 if record_if_asked(args, analysis) else EXIT_NOT_RECORDED
-
-
-def _write_analysis(analysis: Any, args: argparse.Namespace) -> None:
-    """The analysis in the asked format, to ``-o`` or standard output."""
-    if args.format == "md":
-        from trainprof.report.markdown import to_markdown
-
-        _write_or_print(to_markdown(analysis, top=args.top), args.output)
-    elif args.format == "html":
-        from trainprof.report.html import render_html
-
-        _write_or_print(render_html(analysis, max(args.top, 25)), args.output)
-    elif args.format == "json":
-        from trainprof.fileio import announce_written
-        from trainprof.report.json import to_json_bytes, write_json
-
-        if args.output:
-            announce_written(write_json(analysis, args.output))
-        else:
-            sys.stdout.buffer.write(to_json_bytes(analysis))
-    else:
-        from trainprof.report.output import print_or_save
-        from trainprof.report.text import print_analysis
-
-        print_or_save(lambda console: print_analysis(analysis, console), args.output)
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from trainprof.report.html import write_html
-    from trainprof.report.html_input import report_result
-
-    result = _with_progress(lambda progress: report_result(args.path, progress, args.trust),
-                            not args.no_progress)
-    path = write_html(result, args.output, rows=args.top)
-    print(f"Report written to {path} ({path.stat().st_size / 1e6:.1f} MB); open it in a browser.")
-    return 0
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    from trainprof.report.compare import compare
-
-    comparison = _with_progress(
-        lambda progress: compare(args.base, args.new, fail_if_slower=args.fail_if_slower,
-                                 batch_size=args.batch_size, progress=progress),
-        not (args.no_progress or args.format != "text"),
-    )
-    if args.format == "json":
-        from trainprof.report.json import to_json_bytes
-
-        _write_or_print(to_json_bytes(comparison.to_dict(args.top)).decode(), args.output)
-    elif args.format == "md":
-        from trainprof.report.compare_render import render_markdown
-
-        _write_or_print(render_markdown(comparison, args.top), args.output)
-    else:
-        _print_compare_text(comparison, args)
-    gate = comparison.gate
-    if gate and (args.format != "text" or args.output):
-        print(gate.message(), file=sys.stderr)
-    return 1 if gate and gate.failed else 0
-
-
-def _print_compare_text(comparison: Any, args: argparse.Namespace) -> None:
-    from trainprof.report.compare_render import render_text
-    from trainprof.report.output import print_or_save
-
-    print_or_save(lambda console: render_text(comparison, console, top=args.top), args.output)
-
-
-def cmd_annotate(args: argparse.Namespace) -> int:
-    from trainprof.report.annotate import annotate, default_output
-
-    done = annotate(args.trace, args.output or default_output(args.trace))
-    print(f"Wrote {done.path}: {done.counters} counter events and {done.findings} findings "
-          "on the timeline. Open it in Perfetto (ui.perfetto.dev) or chrome://tracing.")
-    return 0
-
-
-def cmd_memory(args: argparse.Namespace) -> int:
-    from trainprof.diagnose.snapshot import memory_snapshot_report
-
-    report = memory_snapshot_report(args.snapshot, trust=args.trust)
-    if args.format == "json":
-        from trainprof.report.json import to_json_bytes
-
-        _write_or_print(to_json_bytes(report).decode(), args.output)
-        return 0
-    from trainprof.report.output import print_or_save
-    from trainprof.report.snapshot import print_memory_report
-
-    print_or_save(lambda console: print_memory_report(report, console), args.output)
-    return 0
-
-
-def _quiet_profiler(verbose: bool) -> None:
-    """The profiler's own log lines stay out of the terminal unless ``-v`` asks for them
-    (capture/native_log.py)."""
-    from trainprof.capture.native_log import VERBOSE_ENV, quiet_c10_warnings
-
-    if verbose:
-        os.environ[VERBOSE_ENV] = "1"
-    quiet_c10_warnings()
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    _quiet_profiler(args.verbose)
-
-    from trainprof.demo import record_demo
-    from trainprof.report.json import write_json
-    from trainprof.report.text import print_analysis
-
-    console = Console()
-    console.print(f"Training a small model on the CPU for {args.steps} steps, with the profiler on…")
-    trace_dir = record_demo(args.out / "traces", steps=args.steps)
-    analysis = _analyze_path(trace_dir, show_progress=True)
-    result = write_json(analysis, args.out / "analysis.json")
-    console.print(f"Traces in {trace_dir}/, the JSON result in {result}.")
-    print_analysis(analysis, console, findings_last=True)  # the verdict is what stays on screen
-    return 0
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    from trainprof.bench.render import BenchProgress, print_bench, write_result
-
-    if args.timeout is not None and not args.isolate:
-        raise TrainprofError("--timeout needs --isolate (a strategy can only be stopped in a "
-                             "process of its own).")
-
-    compare = _bench_api("trainprof.bench.benchmark", "compare")
-    with BenchProgress() as progress:
-        result = compare(args.strategies.split(",") if args.strategies else None,
-                         workload=_bench_api("trainprof.bench.workload", "workload_for")(
-                             args.workload, args.demo),
-                         steps=args.steps, warmup=args.warmup, repeats=args.repeats,
-                         device=args.device, isolate=args.isolate, timeout_s=args.timeout,
-                         baseline=args.baseline, recheck=not args.no_recheck,
-                         on_start=progress.on_start)
-    write_result(result, args.format, args.output, print_bench)
-    return 0
-
-
-def cmd_checklist(args: argparse.Namespace) -> int:
-    from trainprof.bench.render import print_checklist, write_result
-
-    checklist = _bench_api("trainprof.bench.phase_timing", "checklist")
-    result = checklist(workload=_bench_api("trainprof.bench.workload", "workload_for")(
-        args.workload, args.demo), device=args.device, min_run_time_s=args.min_time)
-    write_result(result, args.format, args.output, print_checklist)
-    return 0
-
-
-def _bench_api(module: str, name: str) -> Any:
-    """A name from the bench package, which needs torch: imported only when a command runs."""
-    import importlib
-
-    try:
-        return getattr(importlib.import_module(module), name)
-    except ImportError as exc:
-        raise TrainprofError(f"this command needs PyTorch ({exc}).") from exc
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -499,11 +243,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(parser, argv) if argv[:1] != ["run"] else None
     try:
         if args is None:  # the script keeps Python's own warning filters and format
-            return cmd_run(argv[1:])
+            return _run(argv[1:])
+        # the subcommand's name is its module's; imported only now, so each command's needs
+        # (torch for bench, duckdb for sql...) load only when it runs
+        command = importlib.import_module(f"trainprof.commands.{args.command}")
         with warnings.catch_warnings():
             warnings.simplefilter("default")
             warnings.formatwarning = _one_line_warning  # type: ignore[assignment]
-            return int(args.func(args) or 0)
+            return int(command.main(args) or 0)
     except TrainprofError as exc:
         print(f"trainprof: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -528,6 +275,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def _run(argv: Sequence[str]) -> int:
+    """``trainprof run``: the profiler's log lines quietened before torch is imported, then
+    ``commands.run`` parses the rest itself."""
+    from trainprof.commands.quiet import quiet_profiler
+
+    quiet_profiler(verbose="-v" in argv[:argv.index("--")] if "--" in argv else "-v" in argv)
+    try:
+        from trainprof.commands.run import main as run_main
+    except ImportError as exc:
+        print(f"trainprof: `trainprof run` needs PyTorch ({exc}).", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return int(run_main(list(argv)) or 0)
 
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:

@@ -69,7 +69,7 @@ BREAKS_ITS_TRACE = ddp_script(5, """
 @pytest.mark.slow
 def test_trainprof_run_a_rank_that_fails_to_summarise_is_marked(tmp_path):
     (tmp_path / "ddp.py").write_text(BREAKS_ITS_TRACE)
-    done = torchrun(2, "-m", "trainprof.capture.runner", "--out", "traces", "--no-analysis",
+    done = torchrun(2, "-m", "trainprof", "run", "--out", "traces", "--no-analysis",
                     "--wait", "1", "--warmup", "1", "--active", "2", "--", "ddp.py",
                     cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -9,8 +9,9 @@ import textwrap
 
 import pytest
 
-from trainprof.capture import runner
+from trainprof import cli_run
 from trainprof.capture.safety import RecordingWarning
+from trainprof.commands import run as runner
 
 from capture_helpers import profiler_steps, read_trace, run_python, trace_names
 
@@ -45,7 +46,7 @@ def script(tmp_path):
 
 def test_script_runs_as_main_with_its_argv_and_exit_code(tmp_path, script):
     result = run_python(
-        ["-m", "trainprof.capture.runner", "--out", "traces", "--wait", "1", "--warmup", "1", "--active", "2",
+        ["-m", "trainprof.commands.run", "--out", "traces", "--wait", "1", "--warmup", "1", "--active", "2",
          "--", "train.py", "6", "3", "--lr", "1e-3"],
         cwd=tmp_path,
     )
@@ -63,7 +64,7 @@ def test_script_runs_as_main_with_its_argv_and_exit_code(tmp_path, script):
 
 def parse(argv):
     parser = argparse.ArgumentParser()
-    runner.add_run_arguments(parser)
+    cli_run.add_run_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -123,7 +124,7 @@ def test_nested_optimizer_steps_count_once(tmp_path, monkeypatch):
 
 
 def test_trainprof_command_dispatches_run(tmp_path, script):
-    """`trainprof run` (not only `-m trainprof.capture.runner`) takes its own options."""
+    """`trainprof run` (not only `-m trainprof.commands.run`) takes its own options."""
     result = run_python(
         ["-m", "trainprof", "run", "--out", "traces", "--wait", "1", "--warmup", "1",
          "--active", "2", "--", "train.py", "6", "0"],
@@ -174,3 +175,21 @@ def test_a_script_with_its_own_profiler_and_warnings_runs_as_without_trainprof(t
     ours = [line for line in result.stderr.splitlines() if line.startswith("trainprof:")]
     assert "trainprof: another torch profiler started; trainprof stopped recording" in ours[0]
     assert not any("warning: trainprof" in line for line in result.stderr.splitlines())
+
+
+def test_the_capture_layer_says_which_trace_files_a_run_wrote(tmp_path):
+    import os
+
+    from trainprof.capture.writer import trace_file_name, traces_written_since
+
+    began = 1_700_000_000.0
+    for rank, step, age in ((0, 3, 0), (1, 3, 0), (0, 1, 5)):  # the last: an older run's file
+        path = tmp_path / trace_file_name(rank, step)
+        path.write_bytes(b"{}")
+        os.utime(path, (began - age, began - age))
+    (tmp_path / "notes.json.gz").write_bytes(b"{}")  # not a trace file of the writer
+    (tmp_path / "rank2.step3.pt.trace.json.gz.tmp").write_bytes(b"{}")  # half written
+    assert traces_written_since(tmp_path, began) == [
+        (0, tmp_path / "rank0.step3.pt.trace.json.gz"),
+        (1, tmp_path / "rank1.step3.pt.trace.json.gz")]
+    assert traces_written_since(tmp_path / "missing", began) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +14,7 @@ import trainprof
 import trainprof.history as history
 from trainprof.history import pending
 from trainprof.history.regress import series_of
+from trainprof.history.sources import from_timer_record
 
 from capture_helpers import TinyTraining, ddp_script, run_python, run_torchrun
 
@@ -123,7 +125,7 @@ def test_every_rank_of_a_torchrun_job_records_and_the_job_is_one_point(tmp_path)
     (tmp_path / "ddp.py").write_text(DDP_SCRIPT)
     result = run_torchrun(
         ["--nproc_per_node=2",
-         "-m", "trainprof.capture.runner", "--record", "--db", "h.db", "--out", "traces",
+         "-m", "trainprof", "run", "--record", "--db", "h.db", "--out", "traces",
          "--wait", "1", "--warmup", "1", "--active", "2", "--", "ddp.py"],
         cwd=tmp_path, timeout=180, outputs=(tmp_path / "traces", tmp_path / "h.db"),
     )
@@ -142,3 +144,33 @@ def test_every_rank_of_a_torchrun_job_records_and_the_job_is_one_point(tmp_path)
     assert [rank for rank, _ in job.step_ranks] == [0, 1] and job.steps == len(job.step_times_ms)
     assert job.findings == [{k: f.get(k) for k in ("id", "severity", "title", "saving_pct", "rank")}
                             for f in json.loads(summary.read_text())["findings"]]
+
+
+def test_the_timer_hands_a_plain_record_and_capture_never_loads_the_history():
+    code = textwrap.dedent(
+        """
+        import json, sys
+        import torch
+        from trainprof.capture.steps import StepTimer
+
+        model = torch.nn.Linear(4, 2)
+        timer = StepTimer(model, torch.optim.SGD(model.parameters(), lr=0.1), log_every=None)
+        for x in timer.wrap([torch.randn(3, 4) for _ in range(5)]):
+            model(x).sum().backward()
+        timer.close()
+        plain = timer.to_run_record()
+        loaded = sorted(m for m in sys.modules if m.startswith(("trainprof.history",
+                                                               "trainprof.report")))
+        print(json.dumps({"plain": plain, "loaded": loaded}))
+        """
+    )
+    result = run_python(["-c", code], cwd=Path.cwd())
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout.splitlines()[-1])  # JSON: plain data through and through
+    assert out["loaded"] == []
+    plain = out["plain"]
+    assert (plain["rank"], plain["world_size"], plain["devices"]) == (0, 1, "CPU")
+    assert len(plain["step_times_ms"]) == plain["summary"]["steps"] == 4
+    row = from_timer_record(plain, "plain")  # what history.record does with a timer
+    assert row.kind == "step_timer" and row.step_times_ms == pytest.approx(plain["step_times_ms"])
+    assert row.step_ms_median == plain["summary"]["step_ms"]["median"]

@@ -14,7 +14,7 @@ def test_torchrun_two_ranks_write_one_file_each(tmp_path):
     (tmp_path / "ddp.py").write_text(DDP_SCRIPT)
     result = run_torchrun(
         ["--nproc_per_node=2",
-         "-m", "trainprof.capture.runner", "--out", "traces", "--wait", "1", "--warmup", "1", "--active", "2",
+         "-m", "trainprof", "run", "--out", "traces", "--wait", "1", "--warmup", "1", "--active", "2",
          "--", "ddp.py"],
         cwd=tmp_path, timeout=180, outputs=(tmp_path / "traces",),
     )

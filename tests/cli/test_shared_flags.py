@@ -67,8 +67,8 @@ def test_shared_flags_mean_one_thing_everywhere():
 
 
 def test_run_has_the_same_record_flags():
-    from trainprof.capture.runner import add_run_arguments
     from trainprof.cli_parser import OneLineParser
+    from trainprof.cli_run import add_run_arguments
 
     parser = OneLineParser(prog="trainprof run")
     add_run_arguments(parser)

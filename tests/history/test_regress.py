@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainprof.history import noise, regress
+from trainprof import stats
+from trainprof.history import regress
 from trainprof.history.regress import series_of
 from trainprof.history.rows import RunRecord
 
@@ -62,18 +63,18 @@ def test_the_noise_band_widens_with_noise_and_narrows_with_runs():
     rng = np.random.default_rng(1)
     quiet = (100 * (1 + rng.normal(0, 0.01, 20))).tolist()
     noisy = (100 * (1 + rng.normal(0, 0.04, 20))).tolist()
-    assert noise.noise_band_pct([noisy], 5) > 2.5 * noise.noise_band_pct([quiet], 5)
+    assert stats.noise_band_pct([noisy], 5) > 2.5 * stats.noise_band_pct([quiet], 5)
     few, many = noisy[:6], noisy
-    assert noise.noise_band_pct([few], 5) > noise.noise_band_pct([many], 5)
-    assert noise.noise_band_pct([noisy[:4]], 5) is None  # too few runs to know the noise
+    assert stats.noise_band_pct([few], 5) > stats.noise_band_pct([many], 5)
+    assert stats.noise_band_pct([noisy[:4]], 5) is None  # too few runs to know the noise
     # A step between two levels is not noise: each level's runs are differenced apart.
     levels = [quiet[:10], [m * 1.3 for m in quiet[10:]]]
-    assert noise.noise_band_pct(levels, 5) < 1.5 * noise.noise_band_pct([quiet], 5)
+    assert stats.noise_band_pct(levels, 5) < 1.5 * stats.noise_band_pct([quiet], 5)
 
 
 def test_the_t_quantile_matches_the_tables():
     for df, exact in ((5, 6.869), (10, 4.587), (30, 3.646)):  # p = 0.9995
-        assert noise.t_quantile(0.9995, df) == pytest.approx(exact, rel=0.01)
+        assert stats.t_quantile(0.9995, df) == pytest.approx(exact, rel=0.01)
 
 
 def test_the_first_runs_build_the_baseline_unflagged():

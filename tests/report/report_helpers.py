@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from browser import find_chromium
 
-from trainprof.report.html_input import report_result
+from trainprof.commands.report import report_result
 
 INSTALL_HINT = "apt-get update && apt-get install -y chromium"
 #: Names a trace can hold; each must show as text and run nothing.

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import trainprof
+from trainprof.commands.annotate import annotate, default_output
 from trainprof.errors import TrainprofError
 from trainprof.report import annotate_events
-from trainprof.report.annotate import annotate, copy_with_events, default_output
+from trainprof.report.annotate import copy_with_events
 from trainprof.trace import stream
 
 from conftest import RESNET_W0, ROOT, TIMESFORMER

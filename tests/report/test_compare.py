@@ -10,10 +10,10 @@ import sys
 import pytest
 from report_helpers import analysis_of
 
-from trainprof.report.compare import compare
+from trainprof.commands.compare import compare
 from trainprof.report.compare_render import render_markdown
-from trainprof.report.compare_stats import slowdown_odds
 from trainprof.report.json import write_json
+from trainprof.stats import slowdown_odds
 
 from conftest import RESNET_W0, RESNET_W4, ROOT, TRACE_FILTER
 

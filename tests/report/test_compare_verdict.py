@@ -15,8 +15,8 @@ import pytest
 import trainprof
 import trainprof.history as history
 from trainprof.cli import main
+from trainprof.commands.compare import compare
 from trainprof.history.rows import RunRecord
-from trainprof.report.compare import compare
 from trainprof.report.compare_render import render_markdown
 from trainprof.report.json import to_json_bytes
 from trainprof.report.tidy import tidy_float

@@ -8,8 +8,8 @@ import json
 
 from rich.console import Console
 
+from trainprof.commands.annotate import annotate
 from trainprof.pipeline import analyze
-from trainprof.report.annotate import annotate
 from trainprof.report.critical_path import render_critical_path
 from trainprof.report.html import render_html
 

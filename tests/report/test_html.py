@@ -8,8 +8,8 @@ import re
 import pytest
 from report_helpers import IMG_PAYLOAD, SCRIPT_PAYLOAD, hostile_trace, result_of
 
+from trainprof.commands.report import report_result
 from trainprof.report.html import json_for_script, render_html, write_html
-from trainprof.report.html_input import report_result
 from trainprof.report.json import write_json
 
 from conftest import (

@@ -8,7 +8,7 @@ import re
 import pytest
 from report_helpers import IMG_PAYLOAD, PIPE_PAYLOAD, SCRIPT_PAYLOAD, hostile_trace, result_of
 
-from trainprof.report.html_input import report_result
+from trainprof.commands.report import report_result
 from trainprof.report.markdown import code_block, md_text, to_markdown
 
 from conftest import RESNET_W0, TRACE_FILTER

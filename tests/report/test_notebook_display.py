@@ -10,7 +10,7 @@ from markupsafe import escape
 from report_helpers import IMG_PAYLOAD, SCRIPT_PAYLOAD, hostile_trace
 
 import trainprof
-from trainprof.report.compare import compare
+from trainprof.commands.compare import compare
 from trainprof.report.json import to_json_bytes
 
 from conftest import RESNET_W0, RESNET_W4, TRACE_FILTER

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pickle
 
 from snapshotgen import MiB, SnapshotBuilder
+from trainprof.commands.report import report_result
 from trainprof.diagnose.snapshot import memory_snapshot_report
 from trainprof.report.html import write_html
-from trainprof.report.html_input import report_result
 
 
 def split_but_whole(tmp_path):

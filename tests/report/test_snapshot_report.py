@@ -11,8 +11,8 @@ import pytest
 from report_helpers import IMG_PAYLOAD, SCRIPT_PAYLOAD
 
 from snapshotgen import AllocatorReplay, MiB, frames
+from trainprof.commands.report import report_result
 from trainprof.report.html import render_html, write_html
-from trainprof.report.html_input import report_result
 from trainprof.trace.snapshot import SnapshotError
 
 from tracegen import TraceBuilder

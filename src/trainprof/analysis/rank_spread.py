@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from trainprof.stats import robust_sigma
+
 if TYPE_CHECKING:
     from trainprof.analysis.rank_table import RankRow
 
@@ -80,7 +82,7 @@ def spread(label: str, unit: str, ranks: list[int], values: list[float]) -> Spre
         counts, edges = np.histogram(v, bins=HISTOGRAM_BINS, range=(low, high))
     else:
         counts, edges = np.array([len(v)]), np.array([low, high])
-    scale = max(1.4826 * float(np.median(np.abs(v - median))) * OUTLIER_SIGMAS,
+    scale = max(robust_sigma(v, median) * OUTLIER_SIGMAS,
                 OUTLIER_MIN_SHARE * abs(median))
     far = np.flatnonzero(np.abs(v - median) > scale) if scale > 0 else np.array([], int)
     far = far[np.argsort(-np.abs(v[far] - median), kind="stable")]

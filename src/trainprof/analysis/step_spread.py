@@ -9,12 +9,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from trainprof.stats import robust_sigma
+
 #: A step is slow when it takes longer than the median plus SLOW_STEP_SIGMAS robust standard
 #: deviations (1.4826 x the median absolute deviation), and at least SLOW_STEP_MIN_RATIO x the
 #: median (so that a very steady run does not call a 1% wobble slow).
 SLOW_STEP_SIGMAS = 3.0
 SLOW_STEP_MIN_RATIO = 1.2
-_MAD_TO_SIGMA = 1.4826
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ def step_spread(ms: Sequence[float] | np.ndarray, numbers: Sequence[int] | np.nd
         return StepSpread(0, 0.0, 0.0, 0.0, (), 0, 0.0)
     mean = float(ms.mean())
     median = float(np.median(ms))
-    sigma = _MAD_TO_SIGMA * float(np.median(np.abs(ms - median)))
+    sigma = robust_sigma(ms, median)
     slow = ms > max(median + SLOW_STEP_SIGMAS * sigma, SLOW_STEP_MIN_RATIO * median)
     if last_is_flush:
         slow[-1] = False

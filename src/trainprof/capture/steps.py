@@ -100,8 +100,9 @@ class StepTimer:
     are left out of the statistics. Every `log_every` steps a line goes to the "trainprof.steps"
     logger at INFO, or to stderr when logging would not show it; `jsonl_path` gets one JSON line
     per step. A failure inside the timer warns once and turns the timer off; training goes on.
-    `live=True` shows a live panel on rank 0 (docs/live.md); `history=True` (or a run name)
-    adds the summary to the run history at `close()` (docs/history.md). `log_to` ("mlflow",
+    `live=True` shows a live panel on rank 0 (docs/live.md); `trainprof.StepTimer` adds
+    `history=True` (or a run name): the summary goes to the run history at `close()`
+    (trainprof/step_timer.py, docs/history.md). `log_to` ("mlflow",
     "wandb", "tensorboard", a run, an Accelerator or a Trainer, or a list of them) sends each
     step's times from a background thread and the summary at `close()` (docs/trackers.md).
     """
@@ -119,7 +120,6 @@ class StepTimer:
         jsonl_path: str | Path | None = None,
         warmup_steps: int = 1,
         live: bool = False,
-        history: bool | str | None = None,
         log_to: Any = None,
     ) -> None:
         self.device = model_device(model)
@@ -153,7 +153,6 @@ class StepTimer:
         self._model = model
         self._memory = MemoryProbe(self.device, self._warn)  # docs/memory_breakdown.md
         self._attach(model, optimizer)
-        self._history = history
         self._trackers = _step_logger(log_to)
         self._live = None
         if live:
@@ -163,12 +162,12 @@ class StepTimer:
 
     # -- public -----------------------------------------------------------------------------
 
-    def to_run_record(self, name: str, **context: Any) -> Any:
-        """This timer as a plain run-history record (``history.RunRecord``): the history takes
-        it without knowing the step timer."""
-        from trainprof.capture.timer_history import timer_record
+    def to_run_record(self) -> dict[str, Any]:
+        """This timer as a plain record (summary, every step's time, rank, device): the run
+        history takes it without knowing the step timer (capture/run_record.py)."""
+        from trainprof.capture.run_record import timer_record
 
-        return timer_record(self, name, **context)
+        return timer_record(self)
 
     def recent(self, steps: int = 50, spark_steps: int = 60) -> TimerView | None:
         """A read-only view of the latest ``steps`` measured steps (the live view, the trackers
@@ -278,8 +277,8 @@ class StepTimer:
         }
 
     def close(self) -> None:
-        """Removes the hooks, closes the JSONL file, ends the live view and records the history
-        row if asked; `summary()` still works afterwards."""
+        """Removes the hooks, closes the JSONL file, ends the live view and sends the summary to
+        the trackers; `summary()` still works afterwards."""
         self._stop_flop_count()
         self._read_back(wait=True)
         if self._live is not None:
@@ -295,11 +294,6 @@ class StepTimer:
             trackers, self._trackers = self._trackers, None
             summary = self.summary()
             trackers.close(timer_summary_metrics(summary), summary)
-        if self._history:
-            from trainprof.capture.timer_history import record_timer
-
-            history, self._history = self._history, None
-            record_timer(self, history, self._warn)
 
     def __enter__(self) -> StepTimer:
         return self

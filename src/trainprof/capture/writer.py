@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -13,12 +14,24 @@ from trainprof.fileio import atomic_output, temp_path_beside
 #: One file per rank and per recorded cycle; N is the last step of the cycle. The analyser reads
 #: the rank from the name, and `*.pt.trace.json.gz` is what TensorBoard and HTA look for too.
 TRACE_FILE_NAME = "rank{rank}.step{step}.pt.trace.json.gz"
+_TRACE_FILE = re.compile(r"^rank(\d+)\.step\d+\.pt\.trace\.json\.gz$")  # TRACE_FILE_NAME, read back
 #: Bytes read from the end of an exported trace to check that it was written to its end.
 _TAIL_BYTES = 256
 
 
 def trace_file_name(rank: int, step: int) -> str:
     return TRACE_FILE_NAME.format(rank=rank, step=step)
+
+
+def traces_written_since(out_dir: str | os.PathLike[str], since: float) -> list[tuple[int, Path]]:
+    """(rank, path) of the trace files in ``out_dir`` written at ``since`` (Unix seconds, 1 s
+    of slack) or later, by any rank; sorted by path."""
+    folder = Path(out_dir)
+    if not folder.is_dir():
+        return []
+    found = ((_TRACE_FILE.match(p.name), p) for p in folder.iterdir())
+    return sorted(((int(m.group(1)), p) for m, p in found
+                   if m is not None and p.stat().st_mtime >= since - 1.0), key=lambda x: x[1])
 
 
 def write_trace(profiler: Any, out_dir: str | os.PathLike[str], rank: int, step: int) -> Path:

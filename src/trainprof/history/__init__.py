@@ -7,9 +7,10 @@
         print(run.id, run.step_ms_median, run.samples_per_s)
 
 Layering: ``rows``, ``store``, ``schema``, ``pending``, ``sources``, ``context`` and ``api``
-need only the standard library, numpy and msgspec, so the step timer can record while
-training. ``regress``, ``render``, ``export``, ``html`` and ``compare_input`` read the history
-for people and sit at the report end (they use ``report.compare_stats`` and ``report.svg``).
+need only the standard library, numpy and msgspec, so a step timer's plain record
+(``StepTimer.to_run_record()``) can be stored while training; nothing here imports the
+recorder (``capture``). ``regress``, ``render``, ``export``, ``html`` and ``compare_input`` read the history
+for people and sit at the report end (they use ``trainprof.stats`` and ``report.svg``).
 See docs/history.md.
 """
 
@@ -34,7 +35,7 @@ __all__ = [
     "to_record",
 ]
 
-# Served lazily, so that importing the command line's history parts stays cheap.
+# Served lazily, so that importing the package stays cheap.
 _LAZY = {
     "record": "trainprof.history.api", "to_record": "trainprof.history.api",
     "RunRecord": "trainprof.history.rows", "History": "trainprof.history.store",

@@ -44,8 +44,9 @@ def to_record(run: Recordable, *, name: str | None = None, **context: Any) -> Ru
                                 **context)
     elif isinstance(run, str | os.PathLike):
         rec = _from_file(Path(run), name, context)
-    elif callable(getattr(run, "to_run_record", None)):  # a StepTimer hands its own record
-        rec = run.to_run_record(name or where.default_name(), **context)
+    elif callable(getattr(run, "to_run_record", None)):  # a StepTimer hands a plain record
+        rec = sources.from_timer_record(run.to_run_record(), name or where.default_name(),
+                                        **context)
     elif hasattr(run, "ranks") and hasattr(run, "findings"):
         rec = sources.from_analysis(run, name or where.default_name(run.source or None), **context)
     else:

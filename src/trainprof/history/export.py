@@ -13,11 +13,11 @@ from typing import Any
 
 import msgspec
 
-from trainprof.capture.step_stats import PHASES
 from trainprof.history.regress import Point, Series, Verdict
 from trainprof.history.render import verdicts_by_id
 from trainprof.history.rows import RunRecord
 from trainprof.report.tidy import tidy
+from trainprof.vocabulary import PHASES
 
 SCHEMA = "trainprof.history/1"
 CSV_COLUMNS = (

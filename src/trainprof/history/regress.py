@@ -5,10 +5,10 @@ against the median of the ``BASELINE_RUNS`` runs before it at the same level. It
 when all three hold:
 
 - it moved by more than ``threshold_pct`` (``THRESHOLD_PCT``, 5% by default);
-- and by more than the run-to-run noise allows (``history.noise``: the spread of successive
-  runs, a false alarm in ``noise.FALSE_ALARM`` of steady runs); until a series has enough runs
+- and by more than the run-to-run noise allows (``stats.noise_band_pct``: the spread of
+  successive runs, a false alarm in ``stats.FALSE_ALARM`` of steady runs); until a series has enough runs
   to know that spread, its runs build the baseline and nothing is flagged;
-- and the step-to-step noise leaves little doubt: in the bootstrap of ``report.compare_stats``
+- and the step-to-step noise leaves little doubt: in the bootstrap of ``trainprof.stats``
   (that of ``trainprof compare``'s gate), the run's steps against the baseline's pooled steps
   pass the threshold in at least ``CONFIDENCE`` of the resamples (rows without per-step times
   are judged on their medians).
@@ -25,10 +25,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from trainprof.history.noise import noise_band_pct
 from trainprof.history.rows import RunRecord, thin
 from trainprof.history.series import Point, points_of
-from trainprof.report.compare_stats import SlowdownOdds, slowdown_odds
+from trainprof.stats import SlowdownOdds, noise_band_pct, slowdown_odds
 
 BASELINE_RUNS = 5
 THRESHOLD_PCT = 5.0

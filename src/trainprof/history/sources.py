@@ -68,6 +68,14 @@ def from_step_timer(summary: dict[str, Any], name: str, step_times_ms: list[floa
     )
 
 
+def from_timer_record(plain: dict[str, Any], name: str, **context: Any) -> RunRecord:
+    """A record of a step timer's plain record (``StepTimer.to_run_record()``: its summary,
+    every measured step's time, rank, world size and device); ``context`` overrides them."""
+    for key in ("rank", "world_size", "devices"):
+        context.setdefault(key, plain.get(key))
+    return from_step_timer(plain["summary"], name, plain.get("step_times_ms"), **context)
+
+
 def from_json(data: Any, name: str, **context: Any) -> RunRecord:
     """A saved result, a cluster summary or a StepTimer summary, told apart by their keys."""
     if not isinstance(data, dict):

@@ -14,9 +14,9 @@ meets all processes at `accelerator.wait_for_everyone()` at the end, as `acceler
 does. Files that `accelerator.profile()` itself wrote (`profile_{i}.json`) are read by
 `trainprof analyze` too, as ranks.
 
-Without touching the script, let `accelerate launch` start trainprof's runner in each process:
+Without touching the script, let `accelerate launch` start `trainprof run` in each process:
 
-    accelerate launch [launch options] -m trainprof.capture.runner --out traces -- train.py --lr 3e-4
+    accelerate launch [launch options] -m trainprof run --out traces -- train.py --lr 3e-4
 
 Each process records its own rank (from the launcher's RANK), steps are counted at each real
 optimizer step (accumulation steps that skip `optimizer.step()` are not steps), and the lowest

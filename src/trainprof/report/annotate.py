@@ -1,7 +1,8 @@
-"""``trainprof annotate``: a copy of a trace with trainprof's verdict on its timeline.
+"""A copy of a trace with added events first in its event array (``trainprof annotate``).
 
-The trace is analysed once (columns, not the JSON text), then copied as a stream: the bytes
-are read block by block (gunzipped when needed), the added events (``annotate_events``) are
+``commands/annotate.py`` analyses the trace once (columns, not the JSON text) and builds the
+events (``annotate_events``); the trace is then copied here as a stream: the bytes
+are read block by block (gunzipped when needed), the added events are
 written just after the ``"traceEvents": [`` that opens the event array, and everything else is
 passed through unchanged. So the file is never held in memory, and every event, key and
 metadata field of the original stays as it was. The output is gzipped when its name ends in
@@ -10,80 +11,18 @@ metadata field of the original stays as it was. The output is gzipped when its n
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 import msgspec
 
-from trainprof.analysis.steps import find_steps
-from trainprof.errors import TraceError, TrainprofError
-from trainprof.fileio import atomic_output
-from trainprof.report import annotate_events as ae
-from trainprof.report.annotate_path import path_events
-from trainprof.report.saved import is_saved_result, refuse_other_results
-from trainprof.trace.load import load_file
+from trainprof.errors import TraceError
 from trainprof.trace.stream import byte_blocks
 
 _FIRST_CHAR = re.compile(rb"\S")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-_ENCODER = msgspec.json.Encoder()
-
-
-@dataclass
-class Annotated:
-    """What was written: the file, and how many counter and finding events were added."""
-
-    path: Path
-    counters: int
-    findings: int
-
-
-def annotate(trace_path: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> Annotated:
-    """Write ``out_path``: ``trace_path`` plus counter tracks and one event per finding."""
-    src, dst = Path(trace_path), Path(out_path)
-    if src.is_dir():
-        raise TrainprofError(f"{src} is a folder: annotate takes one trace file (one rank).")
-    if is_saved_result(src):
-        raise TrainprofError(f"{src} is a saved trainprof result: annotate needs the trace file "
-                             "it was made from.")
-    refuse_other_results(src, accepted=())
-    if dst.exists() and dst.resolve() == src.resolve():
-        raise TrainprofError("The annotated copy must not overwrite the trace it is made from.")
-    added, counters, findings = _added_events(src)  # the trace's columns are freed here
-    with atomic_output(dst) as out:
-        copy_with_events(src, out, added)
-    return Annotated(dst, counters, findings)
-
-
-def _added_events(src: Path) -> tuple[bytes, int, int]:
-    """The new events as comma-joined JSON, and how many counters and findings they hold."""
-    from trainprof.pipeline import analyze
-
-    trace = load_file(src)
-    steps = find_steps(trace)
-    analysis = analyze([trace])
-    offset = ae.file_ts_offset(trace)
-    thread = ae.main_thread(trace)
-    counters = ae.utilization_counters(trace, offset)
-    memory = analysis.ranks[0].sections.get("memory")
-    counters += ae.memory_counters(trace, memory, steps, offset, thread[0])
-    findings = ae.finding_events([f.to_dict() for f in analysis.findings], steps, offset, thread,
-                                 ae.finding_places(analysis.ranks[0], steps))
-    counters += path_events(analysis.ranks[0].sections.get("critical_path"), trace, offset)
-    added = b",".join(_ENCODER.encode(e) for e in (*counters, *findings))
-    return added, len(counters), len(analysis.findings)
-
-
-def default_output(trace_path: str | os.PathLike[str]) -> Path:
-    """``<name>.annotated.json.gz`` in the current folder."""
-    name = Path(trace_path).name
-    for suffix in (".gz", ".json"):
-        name = name.removesuffix(suffix)
-    return Path(f"{name}.annotated.json.gz")
 
 
 def copy_with_events(src: Path, out: IO[bytes], added: bytes) -> None:

@@ -9,8 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from trainprof.analysis.diff import Delta, NameDelta
+from trainprof.diagnose.compare import TOP_CHANGED, Comparison
 from trainprof.formatting import number
-from trainprof.report.compare import TOP_CHANGED, Comparison
 from trainprof.report.hotspots import short_kernel_name
 from trainprof.report.labels import category_label
 from trainprof.report.markdown import md_text, table

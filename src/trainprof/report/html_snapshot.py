@@ -1,5 +1,6 @@
-"""The HTML report's memory-snapshot section: the snapshots in a report's input (a snapshot file,
-or a folder that holds some beside its traces), analysed, and drawn as plain data and charts.
+"""The HTML report's memory-snapshot section: the snapshots of a report's input (a snapshot file,
+or a folder that holds some beside its traces; ``commands/report.py`` reads and analyses them)
+drawn as plain data and charts.
 
 The results go into the report's JSON as ``memory_snapshots`` (a list of
 ``diagnose.snapshot.snapshot_result`` dicts, or ``{"source", "error"}`` for one that could not be
@@ -9,12 +10,10 @@ which escapes its own text. The timeline is our own drawing: nothing is fetched.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from trainprof.diagnose.snapshot import SPLIT_FREE_NOTE_PCT, snapshot_result
+from trainprof.diagnose.snapshot import SPLIT_FREE_NOTE_PCT
 from trainprof.report import html_tables as tables
 from trainprof.report import svg
 from trainprof.report.html_tables import Table
@@ -22,7 +21,6 @@ from trainprof.report.html_view import Chart, finding_view
 from trainprof.report.memory_breakdown import dtype_rows, parts, rule_of_thumb
 from trainprof.report.quantities import size
 from trainprof.report.snapshot import OOM_CAUSES, oom_line, title_of
-from trainprof.trace.snapshot import SnapshotError, find_snapshot_files, is_snapshot_file
 
 _MB = 1e6
 #: Stacks shown under the sites table (the largest sites).
@@ -48,34 +46,6 @@ class SnapshotView:
     stacks: list[tuple[str, str]] = field(default_factory=list)
     steps: list[Table] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-
-def is_snapshot_input(path: str | os.PathLike[str]) -> bool:
-    """Whether the report's input is a snapshot file itself (no traces)."""
-    return is_snapshot_file(Path(path))
-
-
-def snapshots_for(path: str | os.PathLike[str], trust: bool = False) -> list[dict[str, Any]]:
-    """The analysed snapshots of a report's input. A snapshot file given itself must read (its
-    error is the report's); in a folder, one that cannot be read becomes an error entry."""
-    path = Path(path)
-    if is_snapshot_file(path):
-        return [snapshot_result(path, trust)]
-    if not path.is_dir():
-        return []
-    out: list[dict[str, Any]] = []
-    for file in find_snapshot_files(path):
-        try:
-            out.append(snapshot_result(file, trust))
-        except SnapshotError as error:
-            out.append({"source": str(file), "error": str(error)})
-    return out
-
-
-def snapshot_only_result(path: str | os.PathLike[str], trust: bool, schema: str) -> dict[str, Any]:
-    """A report's result when the input is a snapshot and no traces."""
-    return {"schema": schema, "source": str(path), "ranks": [], "findings": [], "notes": [],
-            "job": {}, "memory_snapshots": snapshots_for(path, trust)}
 
 
 def memory_headline(data: dict[str, Any]) -> str | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from trainprof.report import progress
+from trainprof.commands import progress
 
 
 def terminal(buf: io.StringIO) -> Console:

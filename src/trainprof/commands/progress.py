@@ -1,17 +1,20 @@
-"""A progress bar that appears only when loading takes more than a second, on a terminal."""
+"""A progress bar that appears only when loading takes more than a second, on a terminal, and
+``with_progress``, which runs a command's work under it."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from trainprof.trace.load import watching_bytes
 
+T = TypeVar("T")
 #: Loads shorter than this never show a bar.
 SHOW_AFTER_S = 1.0
 
@@ -95,3 +98,9 @@ def delayed_progress(enabled: bool, console: Console | None = None) -> Iterator:
             yield bar.update
     finally:
         bar.close()
+
+
+def with_progress(work: Callable[[Any], T], show_progress: bool) -> T:
+    """``work(progress)`` with a progress bar that shows only on a terminal, after a delay."""
+    with delayed_progress(show_progress) as progress:
+        return work(progress)

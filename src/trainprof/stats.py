@@ -1,6 +1,7 @@
-"""How sure a slowdown is, given the step-to-step noise of both runs: a bootstrap of the
-change in median step time.
+"""Shared statistics: how sure a change in step time is, and how far runs stray by noise alone.
+One home for both, used by ``trainprof compare`` (gate and verdict) and the run history.
 
+**How sure a slowdown is** (``slowdown_odds``): a bootstrap of the change in median step time.
 Each run's steps are resampled with replacement (``RESAMPLES`` times, a fixed seed so the answer
 is reproducible); the change in median is computed for each pair of resamples. The share of
 resamples in which NEW is slower than BASE by more than the limit is the confidence, and the
@@ -10,15 +11,30 @@ The unit resampled is a step, not a step of one rank: the ranks of one job wait 
 so their times for the same step move together. Times that share a step number are resampled
 as one cluster (a cluster bootstrap); pooling them as independent values would make the
 interval about sqrt(ranks) times too narrow. The median itself is over every value.
+
+**How far a run's median may stray from its baseline by run-to-run noise** (``noise_band_pct``):
+the run-to-run standard deviation comes from successive runs within a level (the differences of
+neighbouring medians, in percent of their level: blind to a slow drift, and never across a
+flagged change or a change of setup). It is estimated from a few runs, so the band uses
+Student's t quantile for that many differences rather than the normal one: with few runs the
+band is wide, and it narrows as the history grows. Runs are assumed independent and roughly
+normal around their level.
+
+**A spread that outliers cannot inflate** (``robust_sigma``): 1.4826 times the median absolute
+deviation, the standard deviation of normal noise (slow steps, outlying ranks).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
+#: The standard deviation of normal noise per unit of median absolute deviation.
+MAD_TO_SIGMA = 1.4826
 RESAMPLES = 2000
 SEED = 20240601
 #: Fewer steps than this in either run: the noise estimate is rough, and the message says so.
@@ -114,3 +130,41 @@ def slowdown_odds(base_ms: Sequence[float], new_ms: Sequence[float], limit_pct: 
         change_pct=float(change), low_pct=float(low), high_pct=float(high),
         probability=float(np.mean(boot > limit_pct)), base_steps=len(base), new_steps=len(new),
     )
+
+
+# -- run-to-run noise -------------------------------------------------------------------------
+
+#: The chance that a run of a steady series falls outside the band (both sides together).
+FALSE_ALARM = 0.001
+#: Differences of successive runs needed before any band is given (five runs of one level).
+MIN_DIFFERENCES = 4
+
+
+def noise_band_pct(levels: list[list[float]], baseline_runs: int) -> float | None:
+    """The band, in percent, for a run against the median of ``baseline_runs`` runs, from the
+    medians of each level (lists of successive runs); None while there are too few."""
+    diffs = [np.diff(m) / np.median(m) for m in map(np.asarray, levels) if len(m) >= 2]
+    d = np.concatenate(diffs) if diffs else np.empty(0)
+    if len(d) < MIN_DIFFERENCES:
+        return None
+    sigma = math.sqrt(float(np.mean(d**2)) / 2.0)  # a difference has twice a run's variance
+    spread = math.sqrt(1.0 + math.pi / 2.0 / baseline_runs)  # the baseline's median varies too
+    return t_quantile(1.0 - FALSE_ALARM / 2.0, len(d)) * sigma * spread * 100.0
+
+
+def t_quantile(p: float, df: int) -> float:
+    """Student's t quantile, from the normal one by the Cornish-Fisher expansion (within 3% of
+    the exact value from 4 degrees of freedom on, at the tails used here)."""
+    z = NormalDist().inv_cdf(p)
+    v = float(df)
+    return (z + (z**3 + z) / (4 * v) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+            + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4))
+
+
+def robust_sigma(values: Sequence[float] | np.ndarray, median: float | None = None) -> float:
+    """``MAD_TO_SIGMA`` x the median absolute deviation of ``values`` from ``median`` (default:
+    their median): the standard deviation of normal noise, which a few outliers cannot inflate."""
+    v = np.asarray(values, dtype=np.float64)
+    centre = float(np.median(v)) if median is None else median
+    return MAD_TO_SIGMA * float(np.median(np.abs(v - centre)))

@@ -1,16 +1,15 @@
-"""Two runs side by side (``trainprof compare``): step time, throughput, breakdown, phases and
-the ops that changed most, with a regression gate for CI.
+"""Two analysed runs side by side, judged (``trainprof compare``): step time, throughput,
+breakdown, phases and the ops that changed most, which run is faster and how sure that is, and
+a regression gate for CI; ``report.compare_render`` draws it.
 
-Each side is a trace file, a folder of traces, a saved JSON result, or an ``Analysis``. The
-deltas come from ``analysis.diff``; the gate compares median step times and says how sure the
-slowdown is (``compare_stats``). See docs/reports.md.
+``commands/compare.py`` loads each side (a trace, a folder, a saved result, a history id) and
+hands the two ``Analysis`` here. The deltas come from ``analysis.diff``; the gate compares
+median step times and says how sure the slowdown is (``trainprof.stats``). See docs/reports.md.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,20 +17,11 @@ import numpy as np
 from trainprof.analysis.diff import TraceDiff, diff
 from trainprof.analysis.results import Analysis
 from trainprof.display import NotebookDisplay
-from trainprof.report.compare_stats import SlowdownOdds, likelihood, slowdown_odds
-from trainprof.report.saved import (
-    analysis_from_result,
-    is_saved_result,
-    load_result,
-    refuse_other_results,
-)
-from trainprof.trace.load import Progress
+from trainprof.stats import SlowdownOdds, likelihood, slowdown_odds
 
 SCHEMA = "trainprof.compare/1"
 #: Changed ops and kernels listed (the JSON keeps ``analysis.diff.TOP_CHANGES``).
 TOP_CHANGED = 10
-
-Input = str | os.PathLike[str] | Analysis
 
 
 @dataclass
@@ -119,7 +109,7 @@ class Gate:
 @dataclass
 class Verdict:
     """Without a gate too: which run is faster by median step, and how sure that is given the
-    step-to-step noise (the bootstrap of compare_stats.py with a limit of 0%)."""
+    step-to-step noise (the bootstrap of trainprof/stats.py with a limit of 0%)."""
 
     odds: SlowdownOdds | None
     base_ms: float | None
@@ -181,23 +171,6 @@ class Comparison(NotebookDisplay):
                 "notes": [*self.diff.notes, *self.notes]}
 
 
-def load_side(x: Input, progress: Progress | None = None) -> Analysis:
-    """An ``Analysis`` for a trace, a folder, a saved JSON result, a history id, or an
-    ``Analysis``."""
-    if isinstance(x, Analysis):
-        return x
-    from trainprof.history.compare_input import analysis_from_history, history_id
-
-    if (run_id := history_id(x)) is not None:  # history:12 or @12 (docs/history.md)
-        return analysis_from_history(run_id)
-    if is_saved_result(x):
-        return analysis_from_result(load_result(x))
-    refuse_other_results(x)
-    from trainprof.pipeline import analyze
-
-    return analyze(x, progress=progress)
-
-
 def _run(a: Analysis, label: str, batch_size: int | None) -> Run:
     steps = [float(s["ms"]) for r in a.ranks for s in r.steps.get("per_step", [])]
     numbers = [s.get("step", (r.rank, r.window, i)) for r in a.ranks
@@ -205,13 +178,12 @@ def _run(a: Analysis, label: str, batch_size: int | None) -> Run:
     return Run(label, steps, len({r.rank for r in a.ranks}), batch_size, numbers)
 
 
-def compare(base: Input, new: Input, *, fail_if_slower: float | None = None,
-            batch_size: tuple[int | None, int | None] = (None, None),
-            progress: Progress | None = None) -> Comparison:
-    """Compare two runs; ``fail_if_slower`` (percent) adds the regression gate."""
-    a, b = load_side(base, progress), load_side(new, progress)
-    runs = [_run(x, _label(src, x), n) for x, src, n in ((a, base, batch_size[0]),
-                                                         (b, new, batch_size[1]))]
+def compare_analyses(a: Analysis, b: Analysis, labels: tuple[str, str], *,
+                     fail_if_slower: float | None = None,
+                     batch_size: tuple[int | None, int | None] = (None, None)) -> Comparison:
+    """Compare two analysed runs; ``fail_if_slower`` (percent) adds the regression gate."""
+    runs = [_run(x, label, n) for x, label, n in ((a, labels[0], batch_size[0]),
+                                                  (b, labels[1], batch_size[1]))]
     result = Comparison(runs[0], runs[1], diff(a, b))
     if fail_if_slower is not None:
         odds = slowdown_odds(runs[0].step_ms, runs[1].step_ms, fail_if_slower,
@@ -236,9 +208,3 @@ def _device_mismatch(base: Analysis, new: Analysis) -> str | None:
     where = ["a GPU" if g else "the CPU only" for g in on_gpu]
     return (f"BASE ran on {where[0]} and NEW on {where[1]}: the step times and breakdowns "
             "measure different hardware, so the differences say little about a code change.")
-
-
-def _label(src: Input, a: Analysis) -> str:
-    if isinstance(src, Analysis):
-        return a.source or "analysis"
-    return Path(src).name or str(src)

@@ -1,4 +1,5 @@
-"""What the HTML report is drawn from: the JSON result, plus each step's breakdown.
+"""``trainprof report``: the self-contained HTML report, and what it is drawn from: the JSON
+result, plus each step's breakdown.
 
 The result keeps the breakdown as a mean per step; the report's stacked bars want it step by
 step, so while the traces stream through the analysis, ``analysis.breakdown.step_breakdown``
@@ -8,6 +9,7 @@ the JSON contract). A saved JSON result is used as it is (the chart then shows s
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,16 +18,29 @@ from typing import Any
 from trainprof.analysis.breakdown import step_breakdown
 from trainprof.analysis.results import SCHEMA
 from trainprof.analysis.steps import find_steps
+from trainprof.commands.progress import with_progress
+from trainprof.diagnose.snapshot import snapshot_result
 from trainprof.errors import TrainprofError
 from trainprof.pipeline import analyze
-from trainprof.report.html_snapshot import is_snapshot_input, snapshot_only_result, snapshots_for
 from trainprof.report.saved import is_saved_result, load_result, refuse_other_results
 from trainprof.trace import discover
 from trainprof.trace.load import Progress, iter_traces
 from trainprof.trace.model import Trace
+from trainprof.trace.snapshot import SnapshotError, find_snapshot_files, is_snapshot_file
 
 #: ms per category, per step of one trace file.
 StepBreakdown = dict[str, list[float]]
+
+
+def main(args: argparse.Namespace) -> int:
+    """Write the HTML report of ``args.path`` to ``args.output`` and say where it is."""
+    from trainprof.report.html import write_html
+
+    result = with_progress(lambda progress: report_result(args.path, progress, args.trust),
+                           not args.no_progress)
+    path = write_html(result, args.output, rows=args.top)
+    print(f"Report written to {path} ({path.stat().st_size / 1e6:.1f} MB); open it in a browser.")
+    return 0
 
 
 def report_result(path: str | os.PathLike[str], progress: Progress | None = None,
@@ -77,3 +92,31 @@ def add_step_breakdown(rank: dict[str, Any], breakdown: StepBreakdown | None) ->
         return
     for i, step in enumerate(steps):
         step["breakdown_ms"] = {c: v[i] for c, v in breakdown.items()}
+
+
+def is_snapshot_input(path: str | os.PathLike[str]) -> bool:
+    """Whether the report's input is a snapshot file itself (no traces)."""
+    return is_snapshot_file(Path(path))
+
+
+def snapshots_for(path: str | os.PathLike[str], trust: bool = False) -> list[dict[str, Any]]:
+    """The analysed snapshots of a report's input. A snapshot file given itself must read (its
+    error is the report's); in a folder, one that cannot be read becomes an error entry."""
+    path = Path(path)
+    if is_snapshot_file(path):
+        return [snapshot_result(path, trust)]
+    if not path.is_dir():
+        return []
+    out: list[dict[str, Any]] = []
+    for file in find_snapshot_files(path):
+        try:
+            out.append(snapshot_result(file, trust))
+        except SnapshotError as error:
+            out.append({"source": str(file), "error": str(error)})
+    return out
+
+
+def snapshot_only_result(path: str | os.PathLike[str], trust: bool, schema: str) -> dict[str, Any]:
+    """A report's result when the input is a snapshot and no traces."""
+    return {"schema": schema, "source": str(path), "ranks": [], "findings": [], "notes": [],
+            "job": {}, "memory_snapshots": snapshots_for(path, trust)}

@@ -1,17 +1,12 @@
-"""The command line's history parts: ``trainprof history`` and ``--record`` on ``analyze``.
-
-``cli.py`` adds these parsers and calls these functions; the logic is the Python API's
-(``History``, ``record``, ``regress.series_of``).
-"""
+"""The history's arguments: ``trainprof history`` and ``--record``/``--name``/``--db`` on the
+commands that can record a run (``commands/history.py`` runs them; docs/history.md)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 #: The exit code of a command whose result was written but that could not add the run to the
 #: history database it was asked to (docs/history.md).
@@ -29,29 +24,6 @@ def add_record_arguments(parser: argparse.ArgumentParser) -> None:
                                       "the script's name)")
     group.add_argument("--db", type=Path, help="the history database (default: "
                                                "$TRAINPROF_HISTORY_DB, else .trainprof/history.db)")
-
-
-def record_if_asked(args: argparse.Namespace, run: Any) -> bool:
-    """Records ``run`` when ``--record`` was given and says so on stderr.
-
-    Call it once the result is written: a store that cannot take the run (locked, damaged,
-    another program's file) is one warning, never the analysis; the row waits in the pending
-    file where it can. Returns False when the run was not recorded although asked to be
-    (the command then exits with ``EXIT_NOT_RECORDED``).
-    """
-    if not getattr(args, "record", False):
-        return True
-    from trainprof.history.api import record
-    from trainprof.history.errors import HistoryError
-    from trainprof.history.store import db_path
-
-    try:
-        run_id = record(run, name=args.name, db=args.db)
-    except HistoryError as error:
-        print(f"trainprof: warning: not recorded in the history: {error}", file=sys.stderr)
-        return False
-    print(f"trainprof: recorded as history:{run_id} in {db_path(args.db)}", file=sys.stderr)
-    return True
 
 
 def add_history_command(sub: argparse._SubParsersAction) -> None:
@@ -87,58 +59,6 @@ def add_history_command(sub: argparse._SubParsersAction) -> None:
     show = actions.add_parser("show", help="one run in full")
     show.add_argument("id", type=_history_id)
     show.add_argument("--db", type=Path, default=argparse.SUPPRESS)
-    p.set_defaults(func=cmd_history)
-
-
-def cmd_history(args: argparse.Namespace) -> int:
-    from trainprof.history.store import History
-
-    history = History(args.db)
-    if args.history_action == "add":
-        from trainprof.history.api import record
-
-        for path in args.files:
-            run_id = record(path, name=args.name, db=args.db)
-            print(f"Recorded {path} as history:{run_id} in {history.path}.")
-        return 0
-    if args.history_action == "show":
-        from trainprof.history.show import print_run
-
-        print_run(history.get(args.id))
-        return 0
-    return _show_runs(history, args)
-
-
-def _show_runs(history: Any, args: argparse.Namespace) -> int:
-    from trainprof.history import regress
-
-    records = history.runs(name=args.name, since=args.since, until=args.until, commit=args.commit)
-    series = regress.series_of(
-        records, baseline_runs=args.baseline or regress.BASELINE_RUNS,
-        threshold_pct=regress.THRESHOLD_PCT if args.threshold is None else args.threshold)
-    form = args.export or args.format
-    to_file = form != "text" or args.output is not None
-    limit = args.limit if args.limit is not None else (None if to_file else DEFAULT_SHOWN)
-    shown = records[-limit:] if limit else records
-    db = str(history.path)
-    if form in ("csv", "json"):
-        from trainprof.history import export
-
-        text = (export.to_csv(shown, series) if form == "csv"
-                else export.to_json(shown, series, db))
-        _write_or_print(text, args.output)
-    elif form == "html":
-        from trainprof.history.html import write_html
-
-        path = write_html(shown, series, args.output or Path("trainprof-history.html"), db,
-                          _filters(args))
-        print(f"History written to {path}; open it in a browser.")
-    else:
-        from trainprof.fileio import print_or_save
-        from trainprof.history.render import print_history
-
-        print_or_save(lambda console: print_history(shown, series, console, db=db), args.output)
-    return 0
 
 
 def moment(text: str) -> float:
@@ -167,16 +87,3 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
-
-
-def _filters(args: argparse.Namespace) -> str:
-    parts = [f"{k} {getattr(args, k)}" for k in ("name", "commit") if getattr(args, k)]
-    parts += [f"{k} {time.strftime('%Y-%m-%d %H:%M', time.localtime(getattr(args, k)))}"
-              for k in ("since", "until") if getattr(args, k) is not None]
-    return ", ".join(parts)
-
-
-def _write_or_print(text: str, output: Path | None) -> None:
-    from trainprof.fileio import write_or_print
-
-    write_or_print(text, output)

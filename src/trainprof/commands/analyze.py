@@ -1,0 +1,89 @@
+"""``trainprof analyze``: analyse a trace, a folder of ranks or a cluster summary, and write the
+result as text, JSON, Markdown or HTML (docs/json.md, docs/reports.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from trainprof.analysis.options import TableOptions, using_table_options
+from trainprof.cli_history import EXIT_NOT_RECORDED
+from trainprof.commands.history import record_if_asked
+from trainprof.commands.progress import with_progress
+from trainprof.errors import TrainprofError
+from trainprof.fileio import write_or_print
+from trainprof.trackers.cli import log_and_close, open_asked
+
+
+def main(args: argparse.Namespace) -> int:
+    """Analyse ``args.path`` with the table options given, write it, record it if asked."""
+    hardware = None
+    if args.hardware is not None:
+        from trainprof.hardware import load_hardware_file
+
+        hardware = load_hardware_file(args.hardware)
+    options = TableOptions(sort_by=args.sort, top=args.top, by_shape=args.by_shape,
+                           modules=args.modules, hardware=hardware,
+                           all_ranks=args.all_ranks)
+    with using_table_options(options):
+        return _analyze_and_report(args)
+
+
+def analyze_path(path: Path, show_progress: bool, workers: int | None = None,
+                 executor: Any = None) -> Any:
+    """The ``Analysis`` of ``path`` (the whole pipeline), with a progress bar if asked."""
+    from trainprof.pipeline import analyze
+
+    return with_progress(lambda progress: analyze(path, progress=progress, workers=workers,
+                                                  executor=executor), show_progress)
+
+
+def _analyze_and_report(args: argparse.Namespace) -> int:
+    quiet = args.format != "text" or args.no_progress
+    trackers, analysis = open_asked(args), None
+    try:
+        analysis = _analyze_on_cluster(args, show_progress=not quiet)
+        _write_analysis(analysis, args)
+    finally:
+        log_and_close(trackers, analysis)
+    return 0 if record_if_asked(args, analysis) else EXIT_NOT_RECORDED
+
+
+def _analyze_on_cluster(args: argparse.Namespace, show_progress: bool) -> Any:
+    """The analysis of ``args.path``, on the Dask scheduler the arguments name, if any."""
+    if args.scheduler is None and args.scheduler_file is None:
+        return analyze_path(args.path, show_progress, workers=args.jobs)
+    from trainprof.analysis.on_dask import dask_executor
+
+    if args.jobs is not None:
+        raise TrainprofError("--jobs sets this machine's processes, and with a Dask scheduler "
+                             "its workers analyse the traces: give one or the other.")
+    with dask_executor(args.scheduler, args.scheduler_file, args.scheduler_timeout) as executor:
+        return analyze_path(args.path, show_progress, executor=executor)
+
+
+def _write_analysis(analysis: Any, args: argparse.Namespace) -> None:
+    """The analysis in the asked format, to ``-o`` or standard output."""
+    if args.format == "md":
+        from trainprof.report.markdown import to_markdown
+
+        write_or_print(to_markdown(analysis, top=args.top), args.output)
+    elif args.format == "html":
+        from trainprof.report.html import render_html
+
+        write_or_print(render_html(analysis, max(args.top, 25)), args.output)
+    elif args.format == "json":
+        from trainprof.fileio import announce_written
+        from trainprof.report.json import to_json_bytes, write_json
+
+        if args.output:
+            announce_written(write_json(analysis, args.output))
+        else:
+            sys.stdout.buffer.write(to_json_bytes(analysis))
+    else:
+        from trainprof.report.output import print_or_save
+        from trainprof.report.text import print_analysis
+
+        print_or_save(lambda console: print_analysis(analysis, console), args.output)
