@@ -48,7 +48,7 @@ def collective_ranks(ranks: list[RankAnalysis]) -> CollectiveRanks:
     """One row per rank and window that has sized collectives."""
     out = []
     for r in ranks:
-        c = r.sections.get("collectives")
+        c = r.sections.collectives
         rows = c.rows if c is not None else []
         time_us = sum(x.time_us for x in rows)
         if not rows or time_us <= 0:

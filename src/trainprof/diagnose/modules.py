@@ -29,7 +29,7 @@ FINDING_OPS = {
 
 def name_modules(r: RankAnalysis, findings: list[Finding]) -> list[Finding]:
     """The findings, with a "where in the model" evidence line where the module is known."""
-    tree = r.sections.get("modules")
+    tree = r.sections.modules
     if tree is None or not tree.available:
         return findings
     for f in findings:

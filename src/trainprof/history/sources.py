@@ -88,10 +88,10 @@ def from_json(data: Any, name: str, **context: Any) -> RunRecord:
 
 
 def _rank_of_analysis(r: Any) -> dict[str, Any]:
-    memory = r.sections.get("memory")
+    memory = r.sections.memory
     peaks = [d.peak_allocated for d in getattr(memory, "devices", [])
              if d.peak_allocated is not None and d.device != "cpu"]
-    return {"rank": r.rank, "per_step_ms": [s["ms"] for s in r.steps.get("per_step", [])],
+    return {"rank": r.rank, "per_step_ms": [s["ms"] for s in r.steps.per_step],
             "phases_ms": r.phases_ms, "breakdown_ms": r.breakdown_ms, "device": r.device,
             "world_size": (r.environment or {}).get("world_size"),
             "peak_memory_bytes": max(peaks) if peaks else None}

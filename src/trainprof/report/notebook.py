@@ -112,7 +112,7 @@ def findings_table(findings: Any) -> str:
 def _rank_rows(ranks: list[Any]) -> tuple[list[str], list[dict[str, Any]]]:
     phases = list(ranks[0].phases_pct) if ranks else []
     rows = [{"rank": r.rank, "window": r.window, "device": r.device,
-             "steps": r.steps.get("count"), "median": _num(r.steps.get("median_ms"), 2),
+             "steps": r.steps.count, "median": _num(r.steps.median_ms, 2),
              "phases": [_num(r.phases_pct.get(p)) for p in phases],
              "gpu": _num(r.gpu.utilization_pct) if r.gpu is not None else ""} for r in ranks]
     return phases, rows
@@ -124,7 +124,7 @@ def ranks_table(ranks: list[Any]) -> str:
 
 
 def _headline(analysis: Any) -> str:
-    medians = [r.steps.get("median_ms") for r in analysis.ranks if r.steps.get("median_ms")]
+    medians = [r.steps.median_ms for r in analysis.ranks if r.steps.median_ms]
     top = _findings(analysis.findings[:1])
     step = f"median step {max(medians):,.1f} ms" if medians else "no steps found"
     first = (f"; the costliest finding: {top[0]['title']} ({top[0]['severity']})"
@@ -143,9 +143,9 @@ def analysis_html(analysis: Any) -> str:
 
 
 def rank_html(rank: Any) -> str:
-    return _render("rank", rank=rank.rank, device=rank.device, steps=rank.steps.get("count"),
+    return _render("rank", rank=rank.rank, device=rank.device, steps=rank.steps.count,
                    source=rank.step_source, table=_markup(ranks_table([rank])),
-                   per_step=rank.steps.get("per_step", []))
+                   per_step=rank.steps.per_step)
 
 
 def comparison_html(comparison: Any) -> str:
@@ -203,7 +203,7 @@ def short_of(obj: Any) -> str:
         return f"<Analysis of {obj.source or 'traces'}: {_headline(obj)[:-1]}>"
     if kind == "RankAnalysis":
         return (f"<RankAnalysis rank {obj.rank} window {obj.window} on {obj.device}: "
-                f"{obj.steps.get('count')} steps, median {_num(obj.steps.get('median_ms'), 2)} "
+                f"{obj.steps.count} steps, median {_num(obj.steps.median_ms, 2)} "
                 "ms>")
     if kind == "Findings":
         items = ", ".join(f"{f.id} ({f.severity}, {f.saving_pct:.1f}%)" for f in obj[:3])

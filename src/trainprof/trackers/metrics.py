@@ -26,7 +26,7 @@ def _rank_prefix(analysis: Any, rank: Any) -> str:
 
 
 def _peak_memory(rank: Any) -> float | None:
-    memory = rank.sections.get("memory")
+    memory = rank.sections.memory
     devices = memory.to_dict().get("devices", []) if memory is not None else []
     peaks = [d.get("peak_allocated") for d in devices if _finite(d.get("peak_allocated"))]
     return max(peaks) if peaks else None
@@ -38,10 +38,10 @@ def summary_metrics(analysis: Any) -> dict[str, float]:
     for rank in analysis.ranks:
         p = _rank_prefix(analysis, rank)
         values: dict[str, Any] = {
-            "step_ms_median": rank.steps.get("median_ms"),
-            "step_ms_mean": rank.steps.get("mean_ms"),
-            "step_ms_p90": rank.steps.get("p90_ms"),
-            "steps": rank.steps.get("count"),
+            "step_ms_median": rank.steps.median_ms,
+            "step_ms_mean": rank.steps.mean_ms,
+            "step_ms_p90": rank.steps.p90_ms,
+            "steps": rank.steps.count,
             "peak_memory_bytes": _peak_memory(rank),
         }
         values.update({f"phase/{k}_pct": v for k, v in rank.phases_pct.items()})
@@ -59,7 +59,7 @@ def step_series(analysis: Any) -> list[tuple[int, dict[str, float]]]:
     by_step: dict[int, dict[str, float]] = {}
     for rank in analysis.ranks:
         key = _rank_prefix(analysis, rank) + "step_ms"
-        for row in rank.steps.get("per_step", []):
+        for row in rank.steps.per_step:
             if _finite(row.get("ms")) and isinstance(row.get("step"), int):
                 by_step.setdefault(row["step"], {})[key] = float(row["ms"])
     return sorted(by_step.items())

@@ -66,7 +66,7 @@ FUSED_ATTENTION = Fix(
 
 
 def _gpu_facts(r: RankAnalysis):
-    kernels = r.sections.get("kernels")
+    kernels = r.sections.kernels
     if r.gpu is None or kernels is None or kernels.facts.compute_us <= 0:
         return None
     return kernels.facts
@@ -77,7 +77,7 @@ def low_occupancy(r: RankAnalysis) -> Finding | None:
     if f is None or f.reported_blocks_us <= 0:
         return None
     share = f.underfilled_us / f.reported_blocks_us * 100.0
-    peaks = [d.peak_pct_of_device for d in r.sections["memory"].devices
+    peaks = [d.peak_pct_of_device for d in r.sections.memory.devices
              if d.peak_pct_of_device is not None]
     if share < UNDERFILLED_PCT or (peaks and max(peaks) >= MEMORY_TO_SPARE_PCT):
         return None
@@ -152,12 +152,12 @@ def attention_not_fused(r: RankAnalysis) -> Finding | None:
     if softmax < SOFTMAX_MIN_PCT or fused >= FUSED_ATTENTION_MAX_PCT:
         return None
     saving = share_of_steps(r, f.softmax_us)
-    ops = r.sections.get("operators")
+    ops = r.sections.operators
     sites = [s.source for row in (ops.rows if ops else []) if row.name in _SOFTMAX_OPS
              for s in row.call_sites if s.source]
     evidence = [
         Evidence("softmax kernel time", softmax, "% of kernel time", where(r)),
-        Evidence("softmax kernels", f.softmax_calls / max(r.steps["count"], 1), "per step",
+        Evidence("softmax kernels", f.softmax_calls / max(r.steps.count, 1), "per step",
                  where(r)),
         Evidence("fused attention kernels (flash, memory-efficient, cuDNN)", fused,
                  "% of kernel time", where(r)),

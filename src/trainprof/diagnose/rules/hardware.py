@@ -97,7 +97,7 @@ def _misaligned(shape: str, dtype: str) -> list[str]:
 
 
 def far_from_roofline(r: RankAnalysis) -> Finding | None:
-    roof = r.sections.get("roofline")
+    roof = r.sections.roofline
     if roof is None or roof.device is None or not roof.classes:
         return None
     far = [c for c in roof.classes if c.pct_of_roofline is not None
@@ -158,8 +158,8 @@ def _roofline_fix(far, shapes, evidence: list[Evidence], r: RankAnalysis) -> Fix
 
 
 def slow_collectives(r: RankAnalysis) -> Finding | None:
-    coll = r.sections.get("collectives")
-    comm = r.sections.get("communication")
+    coll = r.sections.collectives
+    comm = r.sections.communication
     if coll is None or not coll.rows:
         return None
     slow = [c for c in coll.rows if c.pct_of_peak is not None and c.pct_of_peak < SLOW_BUSBW_PCT]

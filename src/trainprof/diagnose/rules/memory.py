@@ -75,7 +75,7 @@ STEADY_ALLOCATOR = Fix(
 
 
 def _cuda(r: RankAnalysis) -> list[DeviceMemory]:
-    memory = r.sections.get("memory")
+    memory = r.sections.memory
     return [d for d in (memory.devices if memory else []) if d.peak_pct_of_device is not None]
 
 
@@ -124,7 +124,7 @@ def memory_headroom(r: RankAnalysis) -> Finding | None:
 
 
 def memory_growth(r: RankAnalysis) -> Finding | None:
-    memory = r.sections.get("memory")
+    memory = r.sections.memory
     leaks = [d for d in (memory.devices if memory else []) if d.leak_suspected]
     if not leaks:
         return None
@@ -150,7 +150,7 @@ def memory_growth(r: RankAnalysis) -> Finding | None:
 
 
 def memory_fragmentation(r: RankAnalysis) -> Finding | None:
-    memory = r.sections.get("memory")
+    memory = r.sections.memory
     if memory is None:
         return None
     ratios = [d for d in memory.devices if (d.reserved_to_allocated or 0) >= FRAGMENTATION_RATIO]
