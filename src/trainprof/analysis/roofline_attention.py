@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from trainprof.analysis.roofline_cost import OpCost, dtype_info, is_shape, numel, tensors
+from trainprof.analysis.roofline_cost import OpCost, is_shape, known_dtype, numel, tensors
 
 #: Flops per element of the norms and softmax (mean, variance, normalise, scale, shift...).
 NORM_FLOPS_PER_ELEMENT = 5
@@ -28,7 +28,7 @@ def _attention(dims, types, values, causal_at: int, backward: bool,
         q, k, v = ([t[0], t[2], t[1], t[3]] for t in (q, k, v))
     b, h, sq, d = q
     sk, dv = k[2], v[3]
-    es, dt = dtype_info(types[1 if backward else 0])
+    es, dt = known_dtype(types[1 if backward else 0])
     causal = (isinstance(values, list) and len(values) > causal_at
               and str(values[causal_at]).lower() in ("true", "1"))
     flops = 2.0 * b * h * sq * sk * (d + dv) / (2 if causal else 1)
@@ -106,7 +106,7 @@ def layer_norm(dims, types, values) -> OpCost | None:
     """(native_)layer_norm / rms_norm(x, normalized_shape, weight, ...): read x and the
     weights, write y (the per-row statistics are negligible)."""
     x = dims[0]
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     n = numel(x)
     params = sum(numel(s) for s in dims[2:4] if is_shape(s))
     return _streaming("norm", n + params, n, es, dt, NORM_FLOPS_PER_ELEMENT, n, str(x))
@@ -116,7 +116,7 @@ def layer_norm_backward(dims, types, values) -> OpCost | None:
     """native_layer_norm_backward(grad_out, x, ...): read dy and x, write dx (and the
     weight gradients)."""
     x = dims[0]
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     n = numel(x)
     params = sum(numel(s) for s in dims[4:6] if is_shape(s))
     return _streaming("norm", 2 * n + params, n + params, es, dt, 2 * NORM_FLOPS_PER_ELEMENT,
@@ -125,7 +125,7 @@ def layer_norm_backward(dims, types, values) -> OpCost | None:
 
 def softmax(dims, types, values) -> OpCost | None:
     x = dims[0]
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     n = numel(x)
     return _streaming("softmax", n, n, es, dt, SOFTMAX_FLOPS_PER_ELEMENT, n, str(x))
 
@@ -133,7 +133,7 @@ def softmax(dims, types, values) -> OpCost | None:
 def softmax_backward(dims, types, values) -> OpCost | None:
     """_softmax_backward_data(grad_out, out, ...): read both, write the input gradient."""
     x = dims[0]
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     n = numel(x)
     return _streaming("softmax", 2 * n, n, es, dt, 3, n, str(x))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from trainprof.analysis.roofline_cost import OpCost, concrete_ints, dtype_info, is_shape, numel
+from trainprof.analysis.roofline_cost import OpCost, concrete_ints, is_shape, known_dtype, numel
 
 #: FP8 GEMMs (_scaled_mm) write bf16 unless told otherwise (its out_dtype is not recorded).
 FP8_OUTPUT_BYTES = 2
@@ -25,7 +25,7 @@ def mm(dims, types, values) -> OpCost | None:
     a, b = dims[0], dims[1]
     if len(a) != 2 or len(b) != 2:
         return None
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     return _gemm(a[0], b[1], a[1], 1, es, es, dt)
 
 
@@ -33,7 +33,7 @@ def addmm(dims, types, values) -> OpCost | None:
     c, a, b = dims[0], dims[1], dims[2]
     if len(a) != 2 or len(b) != 2:
         return None
-    es, dt = dtype_info(types[1])
+    es, dt = known_dtype(types[1])
     return _gemm(a[0], b[1], a[1], 1, es, es, dt, bias=numel(c) or 0, bias_es=es)
 
 
@@ -41,7 +41,7 @@ def bmm(dims, types, values) -> OpCost | None:
     a, b = dims[0], dims[1]
     if len(a) != 3 or len(b) != 3:
         return None
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     return _gemm(a[1], b[2], a[2], a[0], es, es, dt)
 
 
@@ -49,7 +49,7 @@ def baddbmm(dims, types, values) -> OpCost | None:
     c, a, b = dims[0], dims[1], dims[2]
     if len(a) != 3 or len(b) != 3:
         return None
-    es, dt = dtype_info(types[1])
+    es, dt = known_dtype(types[1])
     return _gemm(a[1], b[2], a[2], a[0], es, es, dt, bias=numel(c), bias_es=es)
 
 
@@ -57,7 +57,7 @@ def matmul(dims, types, values) -> OpCost | None:
     a, b = dims[0], dims[1]
     if len(a) < 2 or len(b) < 1:
         return None
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     if len(b) == 1:  # matrix-vector
         return _gemm(math.prod(a[:-1]), 1, a[-1], 1, es, es, dt)
     if len(b) == 2:  # leading dims of a fold into M
@@ -70,7 +70,7 @@ def linear(dims, types, values) -> OpCost | None:
     x, w = dims[0], dims[1]
     if len(w) != 2 or not x:
         return None
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     bias = numel(dims[2]) if len(dims) > 2 and is_shape(dims[2]) else 0
     return _gemm(math.prod(x[:-1]), w[0], x[-1], 1, es, es, dt, bias=bias, bias_es=es)
 
@@ -79,14 +79,14 @@ def scaled_mm(dims, types, values) -> OpCost | None:
     a, b = dims[0], dims[1]
     if len(a) != 2 or len(b) != 2:
         return None
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     return _gemm(a[0], b[1], a[1], 1, es, FP8_OUTPUT_BYTES if es == 1 else es, dt)
 
 
 def grouped_mm(dims, types, values) -> OpCost | None:
     """``_grouped_mm(A[T,K], B[G,K,N], offs)`` (tokens split among G experts) or 3-D x 3-D."""
     a, b = dims[0], dims[1]
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     if len(a) == 2 and len(b) == 3:
         t, k, g, n = a[0], a[1], b[0], b[2]
         cost = _gemm(t, n, k, 1, es, es, dt)
@@ -116,7 +116,7 @@ def convolution(dims, types, values) -> OpCost | None:
            for i in range(nd)]
     if min(out) <= 0:
         return None
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     out_numel = x[0] * w[0] * math.prod(out)
     bias = numel(dims[2]) if len(dims) > 2 else 0
     flops = 2.0 * out_numel * math.prod(w[1:]) + (out_numel if bias else 0)  # w[1]: C_in/groups
@@ -137,7 +137,7 @@ def convolution_backward(dims, types, values) -> OpCost | None:
     gy, x, w = dims[0], dims[1], dims[2]
     if len(x) < 3 or len(gy) != len(x) or len(w) != len(x):
         return None
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     fwd = 2.0 * numel(gy) * math.prod(w[1:])
     nbytes = 2 * (numel(gy) + numel(x) + numel(w)) * es
     return OpCost("conv_bwd", 2 * fwd, float(nbytes), dt, f"x={x} w={w}")

@@ -125,7 +125,7 @@ def untraced_time(r: RankAnalysis) -> Finding | None:
     if c is None or left <= UNTRACED_PCT:
         return None
     evidence = [
-        Evidence("step time outside every recorded op and device work", c.untraced_pct, "%",
+        Evidence("step time outside every recorded op and device work", c.untraced_pct or 0.0, "%",
                  where(r, "gaps of 1 ms or more")),
         Evidence("per step", c.untraced_ms, "ms", where(r)),
     ]

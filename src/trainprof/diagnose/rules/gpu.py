@@ -77,12 +77,15 @@ def low_occupancy(r: RankAnalysis) -> Finding | None:
     if f is None or f.reported_blocks_us <= 0:
         return None
     share = f.underfilled_us / f.reported_blocks_us * 100.0
-    peaks = [d.peak_pct_of_device for d in r.sections.memory.devices
+    memory = r.sections.memory
+    peaks = [d.peak_pct_of_device for d in (memory.devices if memory is not None else [])
              if d.peak_pct_of_device is not None]
     if share < UNDERFILLED_PCT or (peaks and max(peaks) >= MEMORY_TO_SPARE_PCT):
         return None
     saving = share_of_steps(r, f.underfilled_empty_us)
     g = r.gpu
+    if g is None:  # never: _gpu_facts needs one
+        return None
     evidence = [
         Evidence("kernel time in launches with fewer blocks than free SMs", share, "%", where(r)),
         Evidence("SM time those launches leave empty", f.underfilled_empty_us / 1000, "ms",
@@ -131,7 +134,8 @@ def no_tensor_cores(r: RankAnalysis) -> Finding | None:
                  where(r)),
         Evidence("of which on Tensor Core kernels", on_tc, "%", where(r)),
         Evidence("compute capability", f"{max(majors)}.x", "", r.device),
-        Evidence("Tensor Core share of all kernel time", r.gpu.tensor_core_pct, "%", where(r)),
+        Evidence("Tensor Core share of all kernel time",
+                 r.gpu.tensor_core_pct if r.gpu is not None else "unknown", "%", where(r)),
     ]
     return rank_finding(
         r, "no_tensor_cores", severity(saving, GPU_MEDIUM_PCT, GPU_HIGH_PCT),

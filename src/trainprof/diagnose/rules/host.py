@@ -134,13 +134,15 @@ def host_bound(r: RankAnalysis) -> Finding | None:
     evidence = [
         Evidence("GPU idle while the host issues work (no data wait, collective or "
                  "preprocessing)", share, "%", where(r)),
-        Evidence("GPU idle over the step window", r.timeline.idle_pct, "%", where(r)),
     ]
-    if launch.cpu_bound_pct is not None:
+    if r.timeline is not None:
+        evidence.append(Evidence("GPU idle over the step window", r.timeline.idle_pct, "%",
+                                 where(r)))
+    if launch is not None and launch.cpu_bound_pct is not None:
         evidence.append(Evidence("of the step, GPU idle while launches run back to back",
                                  launch.cpu_bound_pct, "%", where(r)))
-    if launch.kernel_us.get("median") is not None:
-        evidence.append(Evidence("median kernel", launch.kernel_us["median"], "µs",
+    if launch is not None and (median := launch.kernel_us.get("median")) is not None:
+        evidence.append(Evidence("median kernel", median, "µs",
                                  where(r, f"{launch.kernels} kernels")))
     gaps = r.sections.idle.longest if r.sections.idle is not None else []
     step = {"step": gaps[0].step} if gaps and gaps[0].step is not None else {}
@@ -236,7 +238,7 @@ def _profilers(site) -> bool:
 def logging_overhead(r: RankAnalysis) -> Finding | None:
     host = r.sections.host
     share = host.pct.get("after_optimizer") if host is not None else None
-    if share is None or share <= LOGGING_PCT:
+    if host is None or share is None or share <= LOGGING_PCT:
         return None
     worst = max(host.after_optimizer_per_step_ms, key=lambda p: p[1])
     evidence = [

@@ -122,7 +122,7 @@ def data_loading(r: RankAnalysis) -> Finding | None:
 def input_preprocessing(r: RankAnalysis) -> Finding | None:
     host = r.sections.host
     share = host.pct.get("lead_in") if host is not None else None
-    if share is None or share <= INPUT_PREP_PCT:
+    if host is None or share is None or share <= INPUT_PREP_PCT:
         return None
     spots = host.spots.get("lead_in", [])
     evidence = [
