@@ -502,7 +502,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_run(argv[1:])
         with warnings.catch_warnings():
             warnings.simplefilter("default")
-            warnings.formatwarning = _one_line_warning  # type: ignore[assignment]
+            warnings.formatwarning = _one_line_warning
             return int(args.func(args) or 0)
     except TrainprofError as exc:
         print(f"trainprof: {exc}", file=sys.stderr)

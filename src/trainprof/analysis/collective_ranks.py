@@ -58,7 +58,7 @@ def collective_ranks(ranks: list[RankAnalysis]) -> CollectiveRanks:
         out.append(RankBandwidth(
             rank=r.rank, window=r.window, calls=sum(x.count for x in rows), time_us=time_us,
             busbw_gb_s=sum(x.busbw_gb_s * x.time_us for x in rows) / time_us,
-            pct_of_peak=(sum(x.pct_of_peak * x.time_us for x in peaked) / peaked_us
+            pct_of_peak=(sum((x.pct_of_peak or 0.0) * x.time_us for x in peaked) / peaked_us
                          if peaked_us > 0 else None)))
     out.sort(key=lambda x: (x.rank, x.window))
     return CollectiveRanks(out)

@@ -235,7 +235,7 @@ def _name_deltas(a: _Totals | None, b: _Totals | None) -> list[NameDelta]:
         d = NameDelta(name, "same", a.calls.get(name, 0.0) / a.steps,
                       b.calls.get(name, 0.0) / b.steps, a.us.get(name, 0.0) / a.steps,
                       b.us.get(name, 0.0) / b.steps)
-        if device:
+        if device and a.device_us is not None and b.device_us is not None:
             d.base_device_us = a.device_us.get(name, 0.0) / a.steps
             d.new_device_us = b.device_us.get(name, 0.0) / b.steps
         base = d.base_us + (d.base_device_us or 0.0)

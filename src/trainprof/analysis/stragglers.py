@@ -150,8 +150,10 @@ def _merged(ranks: list[RankAnalysis]) -> Instances:
              if r.sections.communication is not None]
     if not parts:
         return Instances.empty()
-    return Instances(*(np.concatenate([getattr(p, f) for p in parts])
-                       for f in ("type", "step", "start_us", "dur_us")),
+    return Instances(type=np.concatenate([p.type for p in parts]),
+                     step=np.concatenate([p.step for p in parts]),
+                     start_us=np.concatenate([p.start_us for p in parts]),
+                     dur_us=np.concatenate([p.dur_us for p in parts]),
                      step_end_us=np.concatenate([p.step_ends() for p in parts]))
 
 

@@ -51,7 +51,7 @@ def recording_warnings_on_one_line() -> Iterator[None]:
             return f"{message}\n"
         return previous(message, category, filename, lineno, line)
 
-    warnings.formatwarning = formatwarning  # type: ignore[assignment]
+    warnings.formatwarning = formatwarning
     try:
         yield
     finally:

@@ -83,9 +83,9 @@ def _names_table(title: str, names: list[NameDelta], top: int, width: int,
 
 def _name_us(d: NameDelta) -> tuple[float, float]:
     """The figures behind ``delta_us``: device time when that changed more, else host time."""
-    device = d.base_device_us is not None and d.new_device_us is not None
-    if device and abs(d.new_device_us - d.base_device_us) > abs(d.new_us - d.base_us):
-        return d.base_device_us, d.new_device_us
+    base, new = d.base_device_us, d.new_device_us
+    if base is not None and new is not None and abs(new - base) > abs(d.new_us - d.base_us):
+        return base, new
     return d.base_us, d.new_us
 
 

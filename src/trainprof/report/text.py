@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rich import box
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
@@ -109,7 +109,7 @@ def timeline_table(r: RankAnalysis) -> Table | None:
 
 
 def rank_panel(r: RankAnalysis) -> Panel:
-    parts = [step_table(r), breakdown_table(r), phases_table(r)]
+    parts: list[RenderableType] = [step_table(r), breakdown_table(r), phases_table(r)]
     parts += [x for x in (gpu_table(r), timeline_table(r)) if x is not None]
     for name, result in r.sections.items():
         render = RENDERERS.get(name)
@@ -241,7 +241,7 @@ def findings_panel(a: Analysis, overview: str = "below") -> Panel:
         head.append(f"[{f.severity}] ", style=_SEVERITY_STYLE[f.severity])
         head.append(f.title, style="bold")
         head.append(f"{where} · saves ~{f.saving_pct:.0f}% ({f.saving_ms:.1f} ms/step)")
-        lines = [head, *(Padding(Text(str(e), style="dim"), (0, 0, 0, 2)) for e in f.evidence)]
+        lines: list[RenderableType] = [head, *(Padding(Text(str(e), style="dim"), (0, 0, 0, 2)) for e in f.evidence)]
         if f.saving_assumption:
             lines.append(Padding(Text(f"Saving estimate: {f.saving_assumption}",
                                       style="dim italic"), (0, 0, 0, 2)))
@@ -276,9 +276,9 @@ def print_analysis(analysis: Analysis, console: Console | None = None,
         console.print(rank_panel(analysis.ranks[0]))
     for name, result in analysis.job.items():
         render = RENDERERS.get(name)
-        shown = render(result) if render else None
-        if shown is not None:
-            console.print(shown)
+        rendered = render(result) if render else None
+        if rendered is not None:
+            console.print(rendered)
     for note in analysis.notes:
         console.print(Text(f"note: {note}", style="yellow"))
     if findings_last:

@@ -205,7 +205,8 @@ class EventReader:
         if not len(events):
             raise NotATraceError(f"{self.path} is JSON but not a trace: it has no 'traceEvents' "
                                  "list.")
-        if _FIRST_CHAR.search(bytes(events)[:64]).group(0) != b"[":
+        first = _FIRST_CHAR.search(bytes(events)[:64])
+        if first is None or first.group(0) != b"[":
             raise TraceError(f"{self.path} is not a Kineto trace: 'traceEvents' is not a list.")
         self.metadata.update(decode.metadata_of(parsed))
         yield self._decode(events, decode.LIST_DECODER)
