@@ -54,3 +54,13 @@ def test_sections_iterate_present_ones_in_registry_order():
     assert sections.names() == ["idle", "critical_path"]
     assert sections.to_dict() == {"idle": {"tag": "idle"}, "critical_path": {"tag": "cp"}}
     assert RankSections().items() == [] and JobSections().to_dict() == {}
+
+
+def test_sections_by_name_as_when_they_were_a_dict():
+    idle = _Result("idle")
+    sections = RankSections(idle=idle)
+    assert sections["idle"] is idle and "idle" in sections
+    assert "kernels" not in sections and "nonsense" not in sections
+    for missing in ("kernels", "nonsense", "items"):
+        with pytest.raises(KeyError):
+            sections[missing]

@@ -54,6 +54,17 @@ class _Sections:
         """Each present section's JSON form, by name."""
         return {name: result.to_dict() for name, result in self.items()}
 
+    def __getitem__(self, name: str) -> Any:
+        """``sections["kernels"]``, as when this was a dict (notebooks written then); KeyError
+        when the section is absent. Code in the package uses the typed attributes."""
+        value = getattr(self, name, None) if name in self.field_names() else None
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self.names()
+
     @classmethod
     def field_names(cls) -> list[str]:
         """Every section this container can hold, in order."""
