@@ -8,7 +8,7 @@ import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from trainprof import __version__
 from trainprof.analysis.on_dask import CONNECT_TIMEOUT_S
@@ -35,6 +35,9 @@ from trainprof.history.cli import (
 )
 from trainprof.sql.cli import add_sql_commands
 from trainprof.trackers.cli import add_log_to_argument, log_and_close, open_asked
+
+if TYPE_CHECKING:
+    from trainprof.analysis.results import Analysis
 
 #: Exit codes: 0 fine, 1 a check failed (e.g. a regression gate), 2 bad input or usage, 3 the
 #: result was written but the run could not be added to the history (``EXIT_NOT_RECORDED``).
@@ -271,14 +274,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _analyze_path(path: Path, show_progress: bool, workers: int | None = None,
-                  executor: Any = None):
+                  executor: Any = None) -> Analysis:
     from trainprof.pipeline import analyze
 
     return _with_progress(lambda progress: analyze(path, progress=progress, workers=workers,
                                                    executor=executor), show_progress)
 
 
-def _analyze_on_cluster(args: argparse.Namespace, show_progress: bool):
+def _analyze_on_cluster(args: argparse.Namespace, show_progress: bool) -> Analysis:
     """The analysis of ``args.path``, on the Dask scheduler the arguments name, if any."""
     if args.scheduler is None and args.scheduler_file is None:
         return _analyze_path(args.path, show_progress, workers=args.jobs)
@@ -541,7 +544,8 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
     return args
 
 
-def _subcommand_parser(parser: argparse.ArgumentParser, name: str | None):  # noqa: ANN202
+def _subcommand_parser(parser: argparse.ArgumentParser, name: str | None
+                       ) -> argparse.ArgumentParser | None:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction) and name in action.choices:
             return action.choices[name]
@@ -588,7 +592,8 @@ def _os_error_sentence(exc: OSError) -> str:
     return f"{what}: {reason}." if what else f"{reason}."
 
 
-def _one_line_warning(message, category, filename, lineno, line=None) -> str:  # noqa: ANN001
+def _one_line_warning(message: Warning | str, category: type[Warning], filename: str,
+                      lineno: int, line: str | None = None) -> str:
     return f"trainprof: warning: {message}\n"
 
 

@@ -20,7 +20,13 @@ from trainprof.analysis.kernel_shares import KernelClassShares, kernel_class_sha
 from trainprof.analysis.occupancy import FULL_FILL, launch_fill, sm_counts
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import group_ids, share
-from trainprof.trace.kernel_class import CLASS_LABELS, FUSED_ATTENTION, NAME_LIMIT, KernelClass
+from trainprof.trace.kernel_class import (
+    CLASS_LABELS,
+    FUSED_ATTENTION,
+    NAME_LIMIT,
+    KernelClass,
+    KernelClasses,
+)
 from trainprof.trace.kernel_context import kernel_classes
 from trainprof.trace.model import FLAG_COMM, Kind, Trace
 
@@ -157,7 +163,7 @@ def kernel_stats(trace: Trace, steps: StepWindows | None = None) -> KernelStats:
                        classes=kernel_class_shares(trace, kernels))
 
 
-def _decided_by(classes, event: int) -> str:
+def _decided_by(classes: KernelClasses, event: int) -> str:
     if classes.by_launch[event]:
         return "launch"
     return "name" if classes.by_name[event] else "unclassified"

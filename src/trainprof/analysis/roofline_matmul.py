@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from trainprof.analysis.roofline_cost import OpCost, concrete_ints, is_shape, known_dtype, numel
 
@@ -21,7 +22,7 @@ def _gemm(m: int, n: int, k: int, batch: int, es_in: int, es_out: int, dtype: st
     return OpCost("gemm", flops, float(nbytes), dtype, label)
 
 
-def mm(dims, types, values) -> OpCost | None:
+def mm(dims: Any, types: Any, values: Any) -> OpCost | None:
     a, b = dims[0], dims[1]
     if len(a) != 2 or len(b) != 2:
         return None
@@ -29,7 +30,7 @@ def mm(dims, types, values) -> OpCost | None:
     return _gemm(a[0], b[1], a[1], 1, es, es, dt)
 
 
-def addmm(dims, types, values) -> OpCost | None:
+def addmm(dims: Any, types: Any, values: Any) -> OpCost | None:
     c, a, b = dims[0], dims[1], dims[2]
     if len(a) != 2 or len(b) != 2:
         return None
@@ -37,7 +38,7 @@ def addmm(dims, types, values) -> OpCost | None:
     return _gemm(a[0], b[1], a[1], 1, es, es, dt, bias=numel(c) or 0, bias_es=es)
 
 
-def bmm(dims, types, values) -> OpCost | None:
+def bmm(dims: Any, types: Any, values: Any) -> OpCost | None:
     a, b = dims[0], dims[1]
     if len(a) != 3 or len(b) != 3:
         return None
@@ -45,7 +46,7 @@ def bmm(dims, types, values) -> OpCost | None:
     return _gemm(a[1], b[2], a[2], a[0], es, es, dt)
 
 
-def baddbmm(dims, types, values) -> OpCost | None:
+def baddbmm(dims: Any, types: Any, values: Any) -> OpCost | None:
     c, a, b = dims[0], dims[1], dims[2]
     if len(a) != 3 or len(b) != 3:
         return None
@@ -53,7 +54,7 @@ def baddbmm(dims, types, values) -> OpCost | None:
     return _gemm(a[1], b[2], a[2], a[0], es, es, dt, bias=numel(c), bias_es=es)
 
 
-def matmul(dims, types, values) -> OpCost | None:
+def matmul(dims: Any, types: Any, values: Any) -> OpCost | None:
     a, b = dims[0], dims[1]
     if len(a) < 2 or len(b) < 1:
         return None
@@ -66,7 +67,7 @@ def matmul(dims, types, values) -> OpCost | None:
     return _gemm(a[-2], b[-1], a[-1], batch, es, es, dt)
 
 
-def linear(dims, types, values) -> OpCost | None:
+def linear(dims: Any, types: Any, values: Any) -> OpCost | None:
     x, w = dims[0], dims[1]
     if len(w) != 2 or not x:
         return None
@@ -75,7 +76,7 @@ def linear(dims, types, values) -> OpCost | None:
     return _gemm(math.prod(x[:-1]), w[0], x[-1], 1, es, es, dt, bias=bias, bias_es=es)
 
 
-def scaled_mm(dims, types, values) -> OpCost | None:
+def scaled_mm(dims: Any, types: Any, values: Any) -> OpCost | None:
     a, b = dims[0], dims[1]
     if len(a) != 2 or len(b) != 2:
         return None
@@ -83,7 +84,7 @@ def scaled_mm(dims, types, values) -> OpCost | None:
     return _gemm(a[0], b[1], a[1], 1, es, FP8_OUTPUT_BYTES if es == 1 else es, dt)
 
 
-def grouped_mm(dims, types, values) -> OpCost | None:
+def grouped_mm(dims: Any, types: Any, values: Any) -> OpCost | None:
     """``_grouped_mm(A[T,K], B[G,K,N], offs)`` (tokens split among G experts) or 3-D x 3-D."""
     a, b = dims[0], dims[1]
     es, dt = known_dtype(types[0])
@@ -100,7 +101,7 @@ def grouped_mm(dims, types, values) -> OpCost | None:
 # -- convolution -----------------------------------------------------------------------------
 
 
-def convolution(dims, types, values) -> OpCost | None:
+def convolution(dims: Any, types: Any, values: Any) -> OpCost | None:
     """``convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups)``
     (and ``_convolution``, ``cudnn_convolution``... whose first six arguments agree)."""
     x, w = dims[0], dims[1]
@@ -125,12 +126,12 @@ def convolution(dims, types, values) -> OpCost | None:
     return OpCost("conv_fwd", flops, float(nbytes), dt, label)
 
 
-def cudnn_convolution_backward(dims, types, values) -> OpCost | None:
+def cudnn_convolution_backward(dims: Any, types: Any, values: Any) -> OpCost | None:
     """PyTorch 1.x's ``cudnn_convolution_backward(x, grad_out, w, ...)``: x comes first."""
     return convolution_backward([dims[1], dims[0], dims[2]], types, values)
 
 
-def convolution_backward(dims, types, values) -> OpCost | None:
+def convolution_backward(dims: Any, types: Any, values: Any) -> OpCost | None:
     """``convolution_backward(grad_out, x, w, ...)``: input and weight gradients, each the
     forward's matmul work and its own kernel: one reads grad_out and w and writes grad_x, the
     other reads grad_out and x and writes grad_w."""

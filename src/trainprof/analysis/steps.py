@@ -49,6 +49,10 @@ class StepWindows:
         return float(self.starts[0]), float(self.ends[-1])
 
 
+#: (numbers, starts, ends, source) of the steps found.
+_Steps = tuple[np.ndarray, np.ndarray, np.ndarray, str]
+
+
 def launch_links(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """(device event index, launch event index) pairs joined on the correlation id."""
     ev = trace.events
@@ -90,7 +94,7 @@ def find_steps(trace: Trace) -> StepWindows:
     return windows
 
 
-def _profiler_steps(trace: Trace):
+def _profiler_steps(trace: Trace) -> _Steps | None:
     ev = trace.events
     idx = np.flatnonzero(ev.kind == Kind.STEP)
     if not len(idx):
@@ -104,7 +108,7 @@ def _profiler_steps(trace: Trace):
     return numbers, ev.ts[idx].copy(), ev.end[idx].copy(), "ProfilerStep"
 
 
-def _optimizer_steps(trace: Trace):
+def _optimizer_steps(trace: Trace) -> _Steps | None:
     """Steps bounded by the ends of consecutive ``Optimizer.step`` annotations."""
     ev = trace.events
     not_zero_grad = np.array(["zero_grad" not in n for n in ev.names], dtype=bool)

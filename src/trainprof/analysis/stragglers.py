@@ -170,7 +170,8 @@ def _keys(inst: Instances) -> np.ndarray:
     return keys
 
 
-def _match(instances: dict[int, Instances], notes: list[str]):
+def _match(instances: dict[int, Instances], notes: list[str]
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Keys seen on every rank (groups whose counts agree), and duration/start matrices."""
     keyed = {k: _keys(v) for k, v in instances.items()}
     groups = [np.unique(v >> _ORDINAL_BITS, return_counts=True) for v in keyed.values()]

@@ -83,7 +83,7 @@ def devices_table(s: dict[str, Any]) -> ByWidth:
     return ByWidth(build)
 
 
-def sites_table(title: str, sites: list[dict[str, Any]], count: str):
+def sites_table(title: str, sites: list[dict[str, Any]], count: str) -> Group:
     t = compact_table(title)
     t.add_column("site (first frame outside PyTorch)", overflow="fold", max_width=80)
     t.add_column("bytes", justify="right", no_wrap=True)

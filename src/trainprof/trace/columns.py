@@ -301,7 +301,8 @@ class ColumnBuilder:
         return {"shape": shape, "stack": stack, "detail": detail, "flops": flops,
                 "op_args": op_args}
 
-    def _device_fields(self, events, args, kind: np.ndarray, n: int) -> dict[str, np.ndarray]:
+    def _device_fields(self, events: list[_Event], args: list[Any], kind: np.ndarray, n: int
+                       ) -> dict[str, np.ndarray]:
         """Device-side fields, read only for the (few) kernels, copies and memsets."""
         idx = np.flatnonzero(np.isin(kind, _DEVICE_KINDS))
         out: dict[str, np.ndarray] = {

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 
@@ -72,7 +72,7 @@ def byte_blocks(path: Path) -> Iterator[bytes]:
         yield from _gunzip(path, handle, first)
 
 
-def _gunzip(path: Path, handle, first: bytes) -> Iterator[bytes]:
+def _gunzip(path: Path, handle: BinaryIO, first: bytes) -> Iterator[bytes]:
     inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
     block = first
     try:

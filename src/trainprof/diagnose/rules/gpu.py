@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from trainprof.analysis.kernels import KernelFacts
 from trainprof.analysis.results import RankAnalysis
 from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import rank_finding, severity, share_of_steps, where
@@ -65,7 +66,7 @@ FUSED_ATTENTION = Fix(
 )
 
 
-def _gpu_facts(r: RankAnalysis):
+def _gpu_facts(r: RankAnalysis) -> KernelFacts | None:
     kernels = r.sections.kernels
     if r.gpu is None or kernels is None or kernels.facts.compute_us <= 0:
         return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from trainprof.analysis.results import RankAnalysis
+from trainprof.analysis.roofline import RooflineRow
 from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import (
     rank_finding,
@@ -132,7 +133,8 @@ def far_from_roofline(r: RankAnalysis) -> Finding | None:
     )
 
 
-def _roofline_fix(far, shapes, evidence: list[Evidence], r: RankAnalysis) -> Fix:
+def _roofline_fix(far: list[RooflineRow], shapes: list[RooflineRow], evidence: list[Evidence],
+                  r: RankAnalysis) -> Fix:
     """The fix that fits the worst shapes: alignment, FP32 GEMMs, unfused attention, tiny
     GEMMs, else fusing the memory-bound ops."""
     gemms = [s for s in shapes if s.op_class == "gemm"]

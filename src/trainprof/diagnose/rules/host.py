@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.step_spread import StepSpread
+from trainprof.analysis.syncs import SyncSite
 from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import (
@@ -231,7 +232,7 @@ def sync_points(r: RankAnalysis) -> Finding | None:
     )
 
 
-def _profilers(site) -> bool:
+def _profilers(site: SyncSite) -> bool:
     return bool(site.cause and "profiler's own" in site.cause)
 
 
