@@ -34,6 +34,7 @@ test: setup browser
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks
+	$(PY) -m mypy
 
 bench: setup
 	$(PY) -m pip install -q -e '.[bench]'

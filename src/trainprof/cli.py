@@ -249,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = importlib.import_module(f"trainprof.commands.{args.command}")
         with warnings.catch_warnings():
             warnings.simplefilter("default")
-            warnings.formatwarning = _one_line_warning  # type: ignore[assignment]
+            warnings.formatwarning = _one_line_warning
             return int(command.main(args) or 0)
     except TrainprofError as exc:
         print(f"trainprof: {exc}", file=sys.stderr)
@@ -302,7 +302,8 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
     return args
 
 
-def _subcommand_parser(parser: argparse.ArgumentParser, name: str | None):  # noqa: ANN202
+def _subcommand_parser(parser: argparse.ArgumentParser, name: str | None
+                       ) -> argparse.ArgumentParser | None:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction) and name in action.choices:
             return action.choices[name]
@@ -349,7 +350,8 @@ def _os_error_sentence(exc: OSError) -> str:
     return f"{what}: {reason}." if what else f"{reason}."
 
 
-def _one_line_warning(message, category, filename, lineno, line=None) -> str:  # noqa: ANN001
+def _one_line_warning(message: Warning | str, category: type[Warning], filename: str,
+                      lineno: int, line: str | None = None) -> str:
     return f"trainprof: warning: {message}\n"
 
 

@@ -11,7 +11,7 @@ import secrets
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 from rich.console import Console
 
@@ -60,7 +60,7 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
             if path.name.endswith(".gz"):
                 with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL,
                                    mtime=0) as zipped:
-                    yield zipped
+                    yield cast(IO[bytes], zipped)  # a GzipFile writes bytes like one
             else:
                 yield raw
             with _cannot_write(path):

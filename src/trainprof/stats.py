@@ -30,6 +30,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -72,7 +73,7 @@ class SlowdownOdds:
     def rough(self) -> bool:
         return min(self.base_steps, self.new_steps) < FEW_STEPS
 
-    def to_dict(self) -> dict[str, float | int | str | bool]:
+    def to_dict(self) -> dict[str, Any]:
         return {"change_pct": self.change_pct, "interval_90_pct": [self.low_pct, self.high_pct],
                 "probability_over_limit": self.probability, "confidence": self.words,
                 "resamples": RESAMPLES, "base_steps": self.base_steps,

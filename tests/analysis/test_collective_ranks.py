@@ -34,7 +34,7 @@ def _rank(folder, rank: int, kernel_us: list[float]) -> None:
 def test_the_rank_with_the_slow_link_stands_out(tmp_path):
     _rank(tmp_path, 0, [400.0, 400.0])
     _rank(tmp_path, 1, [400.0, 1200.0])
-    job = trainprof.analyze(tmp_path, workers=1).job["collective_ranks"]
+    job = trainprof.analyze(tmp_path, workers=1).job.collective_ranks
     bus = 64 * MIB * 1.75  # all-reduce over 8: 2(n-1)/n
     fast, slow = job.rows
     assert (fast.rank, fast.calls, fast.time_us) == (0, 2, 800.0)
@@ -51,7 +51,7 @@ def test_the_rank_with_the_slow_link_stands_out(tmp_path):
 
 def test_one_rank_shows_no_table(tmp_path):
     _rank(tmp_path, 0, [400.0])
-    job = trainprof.analyze(tmp_path, workers=1).job["collective_ranks"]
+    job = trainprof.analyze(tmp_path, workers=1).job.collective_ranks
     assert len(job.rows) == 1 and render_collective_ranks(job) is None
 
 

@@ -143,7 +143,7 @@ def test_single_rank_nccl_has_host_collectives_only():
 
 
 def test_big_trace():
-    result = trainprof.analyze([loaded(BIG_TRACE)]).ranks[0].sections["communication"]
+    result = trainprof.analyze([loaded(BIG_TRACE)]).ranks[0].sections.communication
     (row,) = result.types
     assert (row.type, row.count, row.sized) == ("all_reduce", 2020, 0)
     assert result.to_dict()["exposed_pct"] == pytest.approx(20.56, abs=0.01)

@@ -80,7 +80,7 @@ def test_exposed_memcpy_matches_tracelens():
     """TraceLens: exposed memcpy 2.17% of the 160.0 ms GPU span (memsets not counted)."""
     trace = load_file(TIMESFORMER)
     rank = trainprof.analyze([trace]).ranks[0]
-    result = rank.sections["copies"]
+    result = rank.sections.copies
     exposed = sum(r.exposed_us for r in result.rows if r.kind != "memset")
     assert exposed / (rank.timeline.device_span_ms * 1000) * 100 == pytest.approx(2.17, abs=0.1)
 

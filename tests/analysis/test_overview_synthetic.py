@@ -27,7 +27,7 @@ def one_step(b: TraceBuilder):
 def test_breakdown_claims_in_priority_order(tmp_path, spelling):
     b = one_step(TraceBuilder(spelling=dict(OLD) if spelling == "old" else TraceBuilder().spelling))
     rank = trainprof.analyze(b.write(tmp_path / "t.json")).ranks[0]
-    assert rank.steps["count"] == 1 and rank.steps["mean_ms"] == pytest.approx(0.1)
+    assert rank.steps.count == 1 and rank.steps.mean_ms == pytest.approx(0.1)
     bd = rank.breakdown_pct
     # kernel 30-70 (40), memcpy 70-80 after the kernel claims its part (10), runtime 25-30
     # outside the kernel (5; 60-65 is under the kernel), data 0-20 (20), CPU exec 20-25 (5),
@@ -71,7 +71,7 @@ def test_whole_trace_window_without_steps(tmp_path, builder):
     builder.op("aten::mul", 40, 60)
     rank = trainprof.analyze(builder.write(tmp_path / "t.json")).ranks[0]
     assert rank.step_source == "whole trace"
-    assert rank.steps["mean_ms"] == pytest.approx(0.1)
+    assert rank.steps.mean_ms == pytest.approx(0.1)
     assert any("whole trace" in n for n in rank.notes)
     assert rank.gpu is None and rank.timeline is None
     assert rank.breakdown_pct["cpu_exec"] == pytest.approx(90)

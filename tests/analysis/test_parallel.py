@@ -91,7 +91,7 @@ def test_parallel_equals_serial(job_folder):
     assert parallel_warnings == serial_warnings
     assert any("settings.json" in w for w in parallel_warnings)
     # the table options reached the workers: operators grouped by shape, sorted by calls
-    assert parallel.ranks[2].sections["operators"].by_shape
+    assert parallel.ranks[2].sections.operators.by_shape
 
 
 def test_progress_reaches_every_file(job_folder):

@@ -19,11 +19,11 @@ from tracegen import TraceBuilder
 
 def test_rows_are_each_ranks_own_figures():
     analysis = trainprof.analyze(TRACE_FILTER)
-    table = analysis.job["rank_table"]
+    table = analysis.job.rank_table
     for row, r in zip(table.rows, analysis.ranks, strict=True):
-        comm = r.sections["communication"]
-        assert row.rank == r.rank and row.steps == r.steps["count"] and row.windows == 1
-        assert row.step_ms == pytest.approx(r.steps["median_ms"])
+        comm = r.sections.communication
+        assert row.rank == r.rank and row.steps == r.steps.count and row.windows == 1
+        assert row.step_ms == pytest.approx(r.steps.median_ms)
         assert row.phases_ms == pytest.approx(r.phases_ms)
         assert row.comm_ms == pytest.approx(comm.busy_us / comm.steps / 1000)
         assert row.exposed_comm_ms == pytest.approx(comm.exposed_us / comm.steps / 1000)
@@ -49,7 +49,7 @@ def cpu_window(path, steps: int, step_us: float, data_us: float) -> None:
 def test_windows_are_pooled_by_their_steps(tmp_path):
     cpu_window(tmp_path / "rank0.step3.json", steps=3, step_us=1000, data_us=100)
     cpu_window(tmp_path / "rank0.step9.json", steps=1, step_us=2000, data_us=900)
-    (row,) = trainprof.analyze(tmp_path).job["rank_table"].rows
+    (row,) = trainprof.analyze(tmp_path).job.rank_table.rows
     assert (row.windows, row.steps, row.mark) == (2, 4, "")
     assert row.step_ms == pytest.approx(1.0)  # the median of 1, 1, 1, 2 ms
     assert row.phases_ms["data"] == pytest.approx((3 * 0.1 + 0.9) / 4)
@@ -66,7 +66,7 @@ def test_a_big_job_shows_the_slowest_fastest_and_straggler(tmp_path):
         b.metadata["distributedInfo"]["world_size"] = ranks
         b.write(tmp_path / f"rank{rank}.json")
     analysis = trainprof.analyze(tmp_path)
-    table = analysis.job["rank_table"]
+    table = analysis.job.rank_table
     assert len(table.rows) == ranks and len(table.to_dict()["rows"]) == ranks
     shown = table.shown(keep=(7,))
     assert SHOWN_ROWS <= len(shown) <= SHOWN_ROWS + 1 and 7 in [r.rank for r in shown]

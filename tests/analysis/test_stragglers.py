@@ -37,7 +37,7 @@ def rank_trace(rank: int, late: bool, wait: bool) -> TraceBuilder:
 def test_the_late_rank_is_named(tmp_path):
     rank_trace(0, late=False, wait=True).write(tmp_path / "rank0.json")
     rank_trace(1, late=True, wait=False).write(tmp_path / "rank1.json")
-    job = trainprof.analyze(tmp_path).job["stragglers"]
+    job = trainprof.analyze(tmp_path).job.stragglers
     assert job.straggler == 1
     assert (job.matched, job.matched_steps) == (3, 3)
     r0, r1 = job.ranks
@@ -51,21 +51,21 @@ def test_the_late_rank_is_named(tmp_path):
 def test_balanced_ranks_have_no_straggler(tmp_path):
     rank_trace(0, late=False, wait=False).write(tmp_path / "rank0.json")
     rank_trace(1, late=False, wait=False).write(tmp_path / "rank1.json")
-    job = trainprof.analyze(tmp_path).job["stragglers"]
+    job = trainprof.analyze(tmp_path).job.stragglers
     assert job.straggler is None and job.matched == 3
     assert job.step_spread_pct == pytest.approx(0.0)
 
 
 def test_one_rank(tmp_path):
     rank_trace(0, late=False, wait=True).write(tmp_path / "rank0.json")
-    job = trainprof.analyze(tmp_path).job["stragglers"]
+    job = trainprof.analyze(tmp_path).job.stragglers
     assert job.straggler is None and job.ranks == [] and "One rank" in job.notes[0]
 
 
 def test_shared_two_rank_traces():
     """Two sampled ranks of a 128-rank job: every collective matches; neither rank causes
     most of the waiting (rank 1 arrives last at 7 of 10, but causes only 54% of the wait)."""
-    job = trainprof.analyze(TRACE_FILTER).job["stragglers"]
+    job = trainprof.analyze(TRACE_FILTER).job.stragglers
     assert [r.rank for r in job.ranks] == [0, 1]
     assert job.matched == 10 and job.matched_steps == 2
     assert job.ranks[1].last_arrivals == 7
@@ -80,12 +80,12 @@ def test_live_gloo_job_names_the_slow_rank(tmp_path):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     analysis = trainprof.analyze(tmp_path)
-    job = analysis.job["stragglers"]
+    job = analysis.job.stragglers
     assert job.straggler == 1, job.notes
     slow, fast = job.ranks[1], job.ranks[0]
     assert fast.waited_ms_per_step > 20 > slow.waited_ms_per_step  # it sleeps 30 ms a step
-    assert analysis.ranks[0].sections["communication"].source == "host ops"
-    assert analysis.ranks[0].sections["communication"].types[0].type == "all_reduce"
+    assert analysis.ranks[0].sections.communication.source == "host ops"
+    assert analysis.ranks[0].sections.communication.types[0].type == "all_reduce"
 
 
 def test_ranks_without_communication(tmp_path):
@@ -95,7 +95,7 @@ def test_ranks_without_communication(tmp_path):
         b.step(1, 0, 100 + rank * 10)
         b.op("aten::mm", 10, 50)
         b.write(tmp_path / f"rank{rank}.json")
-    job = trainprof.analyze(tmp_path).job["stragglers"]
+    job = trainprof.analyze(tmp_path).job.stragglers
     assert job.matched == 0 and job.straggler is None
     assert job.step_spread_pct == pytest.approx(10 / 105 * 100)
     assert [r.waited_ms_per_step for r in job.ranks] == [0, 0]

@@ -26,7 +26,7 @@ def test_per_step_breakdown_matches_plugin(index, trace):
     overview = plugin_overviews()[index]
     names = [c["name"] for c in overview["steps"]["columns"] if c.get("type") == "number"]
     rank = trainprof.analyze(trace).ranks[0]
-    ours = {s["step"]: s["ms"] * 1000 for s in rank.steps["per_step"]}
+    ours = {s["step"]: s["ms"] * 1000 for s in rank.steps.per_step}
     rows = overview["steps"]["rows"]
     assert [int(r[0]) for r in rows] == list(ours)
     for row in rows:
@@ -71,7 +71,7 @@ def test_plugin_per_step_categories_within_one_point():
             share_plugin = values[plugin_name] / total * 100
             share_ours = bd.per_step[ours][i] / bd.step_us[i] * 100
             assert share_ours == pytest.approx(share_plugin, abs=1.0), (row[0], plugin_name)
-    assert rank.steps["mean_ms"] == pytest.approx(177.6, abs=0.1)
+    assert rank.steps.mean_ms == pytest.approx(177.6, abs=0.1)
 
 
 @pytest.mark.parametrize(

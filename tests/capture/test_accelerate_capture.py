@@ -84,7 +84,7 @@ def test_traces_written_by_accelerator_profile_are_read_as_ranks(tmp_path):
     assert trace_names(out) == ["profile_0.json"]
     analysis = trainprof.analyze(out)
     assert [r.rank for r in analysis.ranks] == [0]
-    assert analysis.ranks[0].steps["count"] == SCHEDULE["active"]
+    assert analysis.ranks[0].steps.count == SCHEDULE["active"]
 
 
 def test_an_accelerator_given_as_the_first_argument_is_the_accelerator(tmp_path):

@@ -35,8 +35,8 @@ def test_rank_0_writes_every_rank_and_names_the_slow_one(tmp_path):
     from_traces = trainprof.analyze(folder)
     assert [r.rank for r in from_traces.ranks] == [0, 1, 2]
     from_summary = trainprof.analyze(folder / "cluster_summary.json")
-    assert from_summary.job["stragglers"].to_dict() == from_traces.job["stragglers"].to_dict()
-    assert from_summary.job["rank_table"].to_dict() == from_traces.job["rank_table"].to_dict()
+    assert from_summary.job.stragglers.to_dict() == from_traces.job.stragglers.to_dict()
+    assert from_summary.job.rank_table.to_dict() == from_traces.job.rank_table.to_dict()
 
 
 @pytest.mark.slow

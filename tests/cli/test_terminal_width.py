@@ -125,8 +125,8 @@ def test_rank_table_keeps_numbers_and_marks_whole_at_80_columns():
                     comm_ms=12345.0, exposed_comm_ms=9876.0, idle_pct=12.0, idle_of="GPU",
                     mark={0: "fastest", 127: "slowest"}.get(r, "")) for r in (0, 1, 127)]
     table = RankTable(rows=rows, slowest=127, fastest=0)
-    analysis = SimpleNamespace(job={"rank_table": table,
-                                    "stragglers": SimpleNamespace(straggler=127)})
+    analysis = SimpleNamespace(job=SimpleNamespace(rank_table=table,
+                                                   stragglers=SimpleNamespace(straggler=127)))
     console = Console(file=io.StringIO(), width=80, record=True)
     console.print(ranks_table(analysis))
     text = console.export_text()

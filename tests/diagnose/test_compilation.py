@@ -51,9 +51,9 @@ def test_live_run_recompiling_every_step_gets_the_compilation_finding(tmp_path):
     found = {f.id: f for f in a.findings}
     assert "compilation" in found, _ids(a)
     f = found["compilation"]
-    c = a.ranks[0].sections["compilation"]
+    c = a.ranks[0].sections.compilation
     # Every recorded step (after the unrecorded warm-up one) compiles anew: all recompilations.
-    assert c.steps_compiling == [p["step"] for p in a.ranks[0].steps["per_step"]]
+    assert c.steps_compiling == [p["step"] for p in a.ranks[0].steps.per_step]
     assert c.recompilations == 4 and c.first_compilations == 0 and c.markers
     assert c.recompile_ms == pytest.approx(c.compile_ms)
     assert "mark_dynamic" in f.fix.pytorch and "TORCH_LOGS=recompiles" in f.fix.summary
@@ -82,11 +82,11 @@ def test_live_run_sleeping_in_every_step_gets_the_untraced_finding(tmp_path):
     found = {f.id: f for f in a.findings}
     assert "untraced_time" in found, _ids(a)
     assert "host_bound" not in found and "compilation" not in found
-    c = a.ranks[0].sections["compilation"]
+    c = a.ranks[0].sections.compilation
     per_step = dict(c.untraced_per_step_ms)
     # Each step holds its 200 ms sleep (a sleep lasts at least as long as asked).
     assert all(ms >= 200.0 for ms in per_step.values()), per_step
-    steps = {p["step"]: p["ms"] for p in a.ranks[0].steps["per_step"]}
+    steps = {p["step"]: p["ms"] for p in a.ranks[0].steps.per_step}
     assert all(per_step[s] <= steps[s] for s in steps)
 
 

@@ -47,7 +47,7 @@ def _gloo_job(tmp_path, gpu: bool, backend: str = "gloo"):
 
 def test_gloo_cpu_job_collective_time_within_the_step_and_no_nccl_advice(tmp_path):
     a = _gloo_job(tmp_path, gpu=False)
-    comm = a.ranks[0].sections["communication"]
+    comm = a.ranks[0].sections.communication
     row = comm.types[0].to_dict(comm.steps)
     assert row["time_ms_per_step"] == pytest.approx(16.0)  # the sum of durations, documented
     assert row["busy_ms_per_step"] == pytest.approx(8.5)  # the union: what the table shows
@@ -152,7 +152,7 @@ def test_waits_in_collectives_running_at_once_count_once(tmp_path):
             b.op("gloo:all_reduce", t + 1_500 + late, 8_000 - late, tid=200)
         b.write(tmp_path / f"rank{rank}.json")
     a = trainprof.analyze(tmp_path)
-    waits = {w.rank: w for w in a.job["stragglers"].ranks}
+    waits = {w.rank: w for w in a.job.stragglers.ranks}
     assert waits[0].waited_ms_per_step == pytest.approx(5.5)
     assert waits[1].caused_wait_ms_per_step == pytest.approx(5.5)
     assert waits[1].waited_ms_per_step == pytest.approx(0.0)

@@ -97,7 +97,7 @@ def test_ddp_large_model_tiny_batch_is_communication_exposed(ddp):
     a = ddp("comm")
     f = top(a)
     assert f.id == "communication_exposed", listed(a)
-    assert a.ranks[0].sections["communication"].source == "host ops"  # gloo on the CPU
+    assert a.ranks[0].sections.communication.source == "host ops"  # gloo on the CPU
     # One finding for the job, however many ranks show it (noise can make either rank a
     # straggler on this shared machine; the wait it causes is then left out of the other's).
     assert [x.id for x in a.findings].count("communication_exposed") == 1
@@ -116,7 +116,7 @@ def test_one_slow_rank_is_a_straggler(ddp):
     # wait rank 1 causes, and no communication finding is about rank 0 for it (rank 0 may be
     # listed beside rank 1 for the transfer itself, what remains of its exposed communication
     # once the wait is taken out).
-    stragglers = a.job["stragglers"]
+    stragglers = a.job.stragglers
     assert stragglers.ranks[1].caused_wait_ms_per_step > 0
     assert stragglers.ranks[0].waited_ms_per_step > 0
     assert all(f.rank != 0 for f in a.findings if f.id == "communication_exposed")

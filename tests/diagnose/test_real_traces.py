@@ -50,7 +50,7 @@ def test_resnet_without_workers_waits_for_data(path):
     capped = next(e.what for e in top.evidence if e.what.startswith("saving capped"))
     was = float(capped.split("was ")[1].rstrip("%)"))
     assert was == pytest.approx(33.4 if path == RESNET_W0 else 22.9, abs=0.1)
-    cp = analysed(path).ranks[0].sections["critical_path"]
+    cp = analysed(path).ranks[0].sections.critical_path
     assert top.saving_pct == pytest.approx(cp.saving_cap_pct("data_loader", "DataLoader"))
     assert was - 1.0 < top.saving_pct < was
     assert "num_workers=0" in next(e.where for e in top.evidence if e.what == "data loader")

@@ -30,9 +30,9 @@ def _saving(kind: str, fixed: str, finding: str, tmp_path) -> tuple[float, float
         slow = trainprof.analyze(workloads.record(kind, tmp_path / f"{kind}{i}"))
         f = next(x for x in slow.findings if x.id == finding)
         estimates.append(f.saving_pct)
-        before.append(slow.ranks[0].steps["mean_ms"])
+        before.append(slow.ranks[0].steps.mean_ms)
         fast = trainprof.analyze(workloads.record(fixed, tmp_path / f"{fixed}{i}"))
-        after.append(fast.ranks[0].steps["mean_ms"])
+        after.append(fast.ranks[0].steps.mean_ms)
     estimate = statistics.median(estimates)
     measured = (1.0 - statistics.median(after) / statistics.median(before)) * 100.0
     print(f"\n{kind}: estimated {estimate:.1f}%, measured {measured:.1f}% "

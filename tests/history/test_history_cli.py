@@ -134,7 +134,7 @@ def test_compare_reads_history_ids(tmp_path, resnet_runs, monkeypatch, capsys):
     monkeypatch.setenv("TRAINPROF_HISTORY_DB", str(db))
     assert main(["compare", "@1", "history:2", "--format", "json", "--fail-if-slower", "5"]) == 0
     data = json.loads(capsys.readouterr().out)
-    steps_before = sum(r.steps["count"] for r in before.ranks)
+    steps_before = sum(r.steps.count for r in before.ranks)
     assert data["base"]["steps"] == steps_before and data["base"]["label"] == "@1"
     assert data["new"]["median_step_ms"] < 0.8 * data["base"]["median_step_ms"]
     assert data["breakdown_ms"]["dataloader"]["delta"] < -40

@@ -133,7 +133,7 @@ def test_findings_sit_where_they_are_seen(tmp_path):
     """The DataLoader finding at the longest GPU gap spent waiting for a batch, a memory finding
     at the memory peak: not all stacked at the start of the trace."""
     analysis = trainprof.analyze(RESNET_W0)
-    gaps = analysis.ranks[0].sections["idle"].longest
+    gaps = analysis.ranks[0].sections.idle.longest
     loading = max((g for g in gaps if any("DataLoader" in h.name for h in g.host)),
                   key=lambda g: g.duration_us)
     _, events = read_events(annotate(RESNET_W0, tmp_path / "a.json").path)
@@ -158,11 +158,12 @@ def test_findings_sit_where_they_are_seen(tmp_path):
 
 
 def test_finding_places_for_step_variance():
-    from trainprof.analysis.steps import StepWindows
+    from trainprof.analysis.section_results import RankSections
+    from trainprof.analysis.steps import StepStats, StepWindows
 
     steps = StepWindows(np.array([3, 4, 5]), np.array([0.0, 100.0, 400.0]),
                         np.array([100.0, 400.0, 500.0]), "ProfilerStep")
-    rank = SimpleNamespace(sections={}, steps={})
+    rank = SimpleNamespace(sections=RankSections(), steps=StepStats())
     places = annotate_events.finding_places(rank, steps)
     assert places == {"step_variance": 0.1}  # step 4, the slowest, starts 100 µs in
     finding = {"id": "step_variance", "evidence": [{"where": "step 5"}]}

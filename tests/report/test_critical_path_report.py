@@ -27,7 +27,7 @@ def _gpu_bound(builder, tmp_path, kernel="gemm"):
 
 def test_text_shows_the_split_and_the_what_ifs(builder, tmp_path):
     analysis = analyze(_gpu_bound(builder, tmp_path), workers=1)
-    section = analysis.ranks[0].sections["critical_path"]
+    section = analysis.ranks[0].sections.critical_path
     console = Console(file=io.StringIO(), width=120)
     console.print(render_critical_path(section))
     out = console.file.getvalue()

@@ -82,7 +82,7 @@ def test_every_section_has_a_working_to_pandas(folder_analysis):
             assert len(frame) == expected_rows[name], name
     for name, section in folder_analysis.job.items():
         assert isinstance(section.to_pandas(), pd.DataFrame), name
-    assert len(folder_analysis.job["rank_table"].to_pandas()) == 2
+    assert len(folder_analysis.job.rank_table.to_pandas()) == 2
     frame = folder_analysis.to_pandas()
     # The JSON result is written to 12 significant digits (report/tidy.py).
     assert frame["median_ms"].tolist() == pytest.approx(

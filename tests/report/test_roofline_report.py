@@ -29,7 +29,7 @@ def _text(renderable, width: int = 160) -> str:
 
 def test_text_lists_classes_and_shapes_with_their_roofline():
     r = trainprof.analyze(BERT).ranks[0]
-    text = _text(render_roofline(r.sections["roofline"]))
+    text = _text(render_roofline(r.sections.roofline))
     assert "H100 SXM (table)" in text
     gemm = next(line for line in text.splitlines() if line.lstrip().startswith("gemm"))
     assert gemm.split() == ["gemm", "bf16", "26", "0.20", "40.7", "0.39", "105", "memory",
@@ -39,7 +39,7 @@ def test_text_lists_classes_and_shapes_with_their_roofline():
 
 def test_text_at_80_columns_keeps_the_numbers_and_moves_the_rest_under_the_name():
     r = trainprof.analyze(BERT).ranks[0]
-    lines = _text(render_roofline(r.sections["roofline"]), 80).splitlines()
+    lines = _text(render_roofline(r.sections.roofline), 80).splitlines()
     assert max(len(line) for line in lines) <= 80
     at = next(i for i, line in enumerate(lines) if line.lstrip().startswith("gemm"))
     assert lines[at].split() == ["gemm", "0.20", "40.7", "0.39", "11.6%", "0.17"]
@@ -48,7 +48,7 @@ def test_text_at_80_columns_keeps_the_numbers_and_moves_the_rest_under_the_name(
 
 def test_text_collectives_show_busbw_against_the_link():
     r = trainprof.analyze(NCCL_TRACE).ranks[0]
-    text = _text(render_collectives(r.sections["collectives"]))
+    text = _text(render_collectives(r.sections.collectives))
     first = next(line for line in text.splitlines() if "all_reduce" in line)
     assert "2.1" in first and "0.7% of 300" in first and "8.20 MB" in first
 
@@ -67,7 +67,7 @@ def _svg_of(html: str) -> str:
 
 def test_html_chart_has_one_point_per_shape_and_a_roof_per_ceiling():
     result = trainprof.analyze(BERT)
-    shapes = result.ranks[0].sections["roofline"].shapes
+    shapes = result.ranks[0].sections.roofline.shapes
     svg = _svg_of(render_html(result))
     assert svg.count("<circle") == len(shapes)
     roofs = re.findall(r"<title>(\w+) roof: ([\d.]+) TFLOP/s", svg)

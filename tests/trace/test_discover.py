@@ -76,10 +76,10 @@ def test_windows_of_one_worker_are_kept_apart(tmp_path):
     analysis = trainprof.analyze(tmp_path)
     assert [(r.rank, r.window) for r in analysis.ranks] == [(0, 0), (0, 1)]
     first, second = analysis.ranks
-    assert [s["step"] for s in first.steps["per_step"]] == [5, 6, 7, 8, 9, 10]
-    assert [s["step"] for s in second.steps["per_step"]][0] == 16
-    assert first.steps["mean_ms"] == pytest.approx(177.6, abs=0.1)
-    assert second.steps["mean_ms"] == pytest.approx(154.9, abs=0.1)
+    assert [s["step"] for s in first.steps.per_step] == [5, 6, 7, 8, 9, 10]
+    assert [s["step"] for s in second.steps.per_step][0] == 16
+    assert first.steps.mean_ms == pytest.approx(177.6, abs=0.1)
+    assert second.steps.mean_ms == pytest.approx(154.9, abs=0.1)
 
 
 def test_torchtitan_iteration_folders_are_windows_of_each_rank(tmp_path):

@@ -49,7 +49,7 @@ analysis_json_problems = _checker()
 def test_every_shared_trace_loads_and_analyses(path):
     analysis = trainprof.analyze(path)
     rank = analysis.ranks[0]
-    assert rank.steps["count"] >= 1 and rank.steps["mean_ms"] > 0
+    assert rank.steps.count >= 1 and rank.steps.mean_ms > 0
     assert sum(rank.breakdown_pct.values()) == pytest.approx(100, abs=1e-6)
     assert sum(rank.phases_pct.values()) == pytest.approx(100, abs=1e-6)
     assert rank.gpu is not None  # all shared traces are GPU traces
@@ -123,7 +123,7 @@ def test_cpu_only_trace(tmp_path, builder):
     builder.op("aten::linear", 10, 50)
     rank = trainprof.analyze(builder.write(tmp_path / "cpu.json")).ranks[0]
     assert rank.device == "CPU" and rank.gpu is None and rank.timeline is None
-    assert rank.steps["per_step"] == [{"step": 3, "ms": pytest.approx(0.1)}]
+    assert rank.steps.per_step == [{"step": 3, "ms": pytest.approx(0.1)}]
 
 
 def test_amd_trace_with_hip_launches_and_stream_zero(tmp_path):
@@ -199,7 +199,7 @@ def test_alexnet_without_steps_is_one_window_with_a_note():
 def test_param_trace_steps_come_from_the_optimizer():
     rank = trainprof.analyze(PARAM).ranks[0]
     assert rank.step_source == "optimizer"
-    assert rank.steps["count"] == 29  # 30 optimizer steps bound 29 full iterations
+    assert rank.steps.count == 29  # 30 optimizer steps bound 29 full iterations
 
 
 def test_bert_small_is_mostly_idle():

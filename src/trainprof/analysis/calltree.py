@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trainprof.analysis.cache import per_trace
-from trainprof.trace.model import CALL_TREE_KINDS, LAUNCH_KINDS, Kind, Trace
+from trainprof.trace.model import CALL_TREE_KINDS, LAUNCH_KINDS, Events, Kind, Trace
 
 #: Nodes whose parent is repaired one by one when ranges overlap (see _adopt_orphans); a trace
 #: with more than this many is badly broken, and the rest stay at the top of their thread.
@@ -143,7 +143,7 @@ def _adopt_orphans(parent: np.ndarray, depth: np.ndarray, end: np.ndarray,
             parent[i] = first + covering[-1]
 
 
-def _launch_owners(ev, idx: np.ndarray, launch: np.ndarray, parent: np.ndarray,
+def _launch_owners(ev: Events, idx: np.ndarray, launch: np.ndarray, parent: np.ndarray,
                    end: np.ndarray) -> np.ndarray:
     """The node with a launch's External id (ops and annotations) when it encloses the launch;
     else the enclosing node. Some traces (PyTorch 2.1's backward thread) carry stale ids."""
@@ -162,7 +162,7 @@ def _launch_owners(ev, idx: np.ndarray, launch: np.ndarray, parent: np.ndarray,
     return np.where(found, cand, owners)
 
 
-def _folded(ev, idx: np.ndarray, parent: np.ndarray, launch: np.ndarray) -> np.ndarray:
+def _folded(ev: Events, idx: np.ndarray, parent: np.ndarray, launch: np.ndarray) -> np.ndarray:
     """Ops that are the only child of an op with the same name (torch's _remove_dup_nodes)."""
     n = len(idx)
     if not n:

@@ -189,9 +189,9 @@ def _sizes(trace: Trace, kernels: np.ndarray) -> _Sizes:
         lk = launch_of[kernels]
         has = np.flatnonzero(lk >= 0)
         pos = ranges.innermost(ev.ts[lk[has]], ev.tid[lk[has]])
-        for i, p in zip(has, pos, strict=True):
+        for j, p in zip(has, pos, strict=True):
             if p >= 0:
-                _fill(out, i, ev.details[ev.detail[ranges.index[p]]])
+                _fill(out, int(j), ev.details[ev.detail[ranges.index[p]]])
     for i, k in enumerate(kernels):  # the kernel's own args win
         if ev.detail[k] >= 0 and ev.details[ev.detail[k]].get("collective"):
             _fill(out, i, ev.details[ev.detail[k]])

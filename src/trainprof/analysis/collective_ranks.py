@@ -48,7 +48,7 @@ def collective_ranks(ranks: list[RankAnalysis]) -> CollectiveRanks:
     """One row per rank and window that has sized collectives."""
     out = []
     for r in ranks:
-        c = r.sections.get("collectives")
+        c = r.sections.collectives
         rows = c.rows if c is not None else []
         time_us = sum(x.time_us for x in rows)
         if not rows or time_us <= 0:
@@ -58,7 +58,7 @@ def collective_ranks(ranks: list[RankAnalysis]) -> CollectiveRanks:
         out.append(RankBandwidth(
             rank=r.rank, window=r.window, calls=sum(x.count for x in rows), time_us=time_us,
             busbw_gb_s=sum(x.busbw_gb_s * x.time_us for x in rows) / time_us,
-            pct_of_peak=(sum(x.pct_of_peak * x.time_us for x in peaked) / peaked_us
+            pct_of_peak=(sum((x.pct_of_peak or 0.0) * x.time_us for x in peaked) / peaked_us
                          if peaked_us > 0 else None)))
     out.sort(key=lambda x: (x.rank, x.window))
     return CollectiveRanks(out)

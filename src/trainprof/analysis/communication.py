@@ -250,7 +250,8 @@ def _message_bytes(detail: dict[str, Any]) -> float:
     return float(max(counts)) * size
 
 
-def _kernel_types(trace: Trace, kernels: np.ndarray, host: _HostComm):
+def _kernel_types(trace: Trace, kernels: np.ndarray, host: _HostComm
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """Type code and bytes per communication kernel."""
     ev = trace.events
     names, which = np.unique(ev.name[kernels], return_inverse=True)
@@ -282,7 +283,8 @@ def _kernel_types(trace: Trace, kernels: np.ndarray, host: _HostComm):
     return types, nbytes
 
 
-def _host_types(trace: Trace, idx: np.ndarray, host: _HostComm):
+def _host_types(trace: Trace, idx: np.ndarray, host: _HostComm
+                ) -> tuple[np.ndarray, np.ndarray]:
     """Type code and bytes per host collective range."""
     ev = trace.events
     pos = np.searchsorted(np.sort(host.ranges.index), idx)

@@ -270,9 +270,9 @@ def _combine_frames(parts: list[CompilationPart], gaps: iv.Intervals, steps: Ste
     frames = [f for p in parts for f in p.open_frames]
     if frames:
         name, ts, end, dur = (np.array(c) for c in zip(*frames, strict=True))
-        inside = iv.covered_in_windows(gaps, ts, end)
-        for k, u in zip(name[inside >= FRAME_INSIDE_SHARE * dur].tolist(),
-                        inside[inside >= FRAME_INSIDE_SHARE * dur].tolist(), strict=True):
+        covered = iv.covered_in_windows(gaps, ts, end)
+        kept = covered >= FRAME_INSIDE_SHARE * dur
+        for k, u in zip(name[kept].tolist(), covered[kept].tolist(), strict=True):
             totals[k] = totals.get(k, 0.0) + u
     if not totals:
         return []

@@ -156,7 +156,7 @@ def _side(x: Side) -> tuple[Analysis, list[Trace] | None]:
 
 
 def _median_step(a: Analysis) -> float | None:
-    steps = [s["ms"] for r in a.ranks for s in r.steps["per_step"]]
+    steps = [s["ms"] for r in a.ranks for s in r.steps.per_step]
     return float(np.median(steps)) if steps else None
 
 
@@ -171,11 +171,11 @@ def _mean_deltas(a: Analysis, b: Analysis, attr: str) -> dict[str, Delta]:
 
 
 def _steps(a: Analysis) -> int:
-    return sum(max(r.steps["count"], 1) for r in a.ranks)
+    return sum(max(r.steps.count, 1) for r in a.ranks)
 
 
 def _op_totals(a: Analysis, traces: list[Trace] | None) -> tuple[_Totals | None, str]:
-    tables = [r.sections.get("operators") for r in a.ranks]
+    tables = [r.sections.operators for r in a.ranks]
     if tables and all(t is not None for t in tables):
         totals = _from_rows(tables, "host_self_us", _steps(a))
         if any(getattr(t, "has_device", False) for t in tables):
@@ -187,7 +187,7 @@ def _op_totals(a: Analysis, traces: list[Trace] | None) -> tuple[_Totals | None,
 
 
 def _kernel_totals(a: Analysis, traces: list[Trace] | None) -> _Totals | None:
-    tables = [r.sections.get("kernels") for r in a.ranks]
+    tables = [r.sections.kernels for r in a.ranks]
     if tables and all(t is not None for t in tables):
         return _from_rows(tables, "total_us", _steps(a))
     return None if traces is None else name_totals(traces, Kind.KERNEL)
@@ -235,7 +235,7 @@ def _name_deltas(a: _Totals | None, b: _Totals | None) -> list[NameDelta]:
         d = NameDelta(name, "same", a.calls.get(name, 0.0) / a.steps,
                       b.calls.get(name, 0.0) / b.steps, a.us.get(name, 0.0) / a.steps,
                       b.us.get(name, 0.0) / b.steps)
-        if device:
+        if device and a.device_us is not None and b.device_us is not None:
             d.base_device_us = a.device_us.get(name, 0.0) / a.steps
             d.new_device_us = b.device_us.get(name, 0.0) / b.steps
         base = d.base_us + (d.base_device_us or 0.0)

@@ -21,7 +21,7 @@ class Intervals(NamedTuple):
     def empty() -> Intervals:
         return Intervals(np.empty(0), np.empty(0))
 
-    def __len__(self) -> int:  # type: ignore[override]
+    def __len__(self) -> int:
         return len(self.starts)
 
     def total(self) -> float:

@@ -27,7 +27,13 @@ from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import group_ids, share
 from trainprof.analysis.window_parts import no_steps, owns
 from trainprof.analysis.windows import Window, WindowedSection
-from trainprof.trace.kernel_class import CLASS_LABELS, FUSED_ATTENTION, NAME_LIMIT, KernelClass
+from trainprof.trace.kernel_class import (
+    CLASS_LABELS,
+    FUSED_ATTENTION,
+    NAME_LIMIT,
+    KernelClass,
+    KernelClasses,
+)
 from trainprof.trace.kernel_context import kernel_classes
 from trainprof.trace.model import FLAG_COMM, Kind, Trace
 
@@ -259,7 +265,7 @@ def _sum_facts(parts: list[KernelPart]) -> KernelFacts:
     return out
 
 
-def _decided_by(classes, event: int) -> str:
+def _decided_by(classes: KernelClasses, event: int) -> str:
     if classes.by_launch[event]:
         return "launch"
     return "name" if classes.by_name[event] else "unclassified"

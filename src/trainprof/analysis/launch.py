@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from trainprof.analysis import intervals as iv
-from trainprof.analysis.attribution import device_links
+from trainprof.analysis.attribution import DeviceLinks, device_links
 from trainprof.analysis.frames import data_frame
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import share
@@ -251,7 +251,7 @@ def _inside(s: iv.Intervals, points: np.ndarray) -> np.ndarray:
     return out
 
 
-def _launch_runs(trace: Trace, links, start: float, end: float) -> iv.Intervals:
+def _launch_runs(trace: Trace, links: DeviceLinks, start: float, end: float) -> iv.Intervals:
     """Spans during which a host thread launches device work back to back."""
     ev = trace.events
     launches = np.unique(links.launch[links.launch >= 0])

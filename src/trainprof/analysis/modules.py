@@ -87,7 +87,8 @@ class ModuleTree:
                 "steps": self.steps, "backward_source": self.backward_source,
                 "note": self.note, "rows": [r.to_dict() for r in self.rows]}
 
-    def where(self, wanted: Callable[[str], bool], clock: str | None = None) -> ModuleShare | None:
+    def where(self, wanted: Callable[[str], object], clock: str | None = None
+              ) -> ModuleShare | None:
         """Where the self time (on ``clock``, default the tree's) of the ops whose name
         ``wanted`` accepts lies: the heaviest module, and the heaviest module class (``Linear``
         for ``Linear_0``, ``Linear_1`` ...), which tells more when the time is spread over many
@@ -110,7 +111,7 @@ class ModuleTree:
 
     def short_path(self, row: int, levels: int = SHORT_PATH_LEVELS) -> str:
         """The last ``levels`` names of a row's path, ``…/`` in front when there are more."""
-        names = []
+        names: list[str] = []
         while row >= 0 and len(names) <= levels:
             names.append(self.rows[row].name)
             row = self.rows[row].parent
@@ -252,7 +253,7 @@ def _modules_combine(parts: list[ModulesPart], steps: StepWindows) -> ModuleTree
     order = sorted(paths, key=lambda k: paths[k][0])
     index = {path: i for i, path in enumerate(order)}
     names = [(paths[path][1], path[-1]) for path in order]
-    parents = np.array([index[paths[path][2]] if paths[path][2] is not None else -1
+    parents = np.array([-1 if (parent := paths[path][2]) is None else index[parent]
                         for path in order], dtype=np.int64)
     fwd = {k: np.zeros(len(order)) for k in _FWD}
     bwd = {k: np.zeros(len(order)) for k in _BWD}
@@ -306,7 +307,8 @@ def _forward_sums(times: dict[str, np.ndarray], nodes: np.ndarray, parent_module
     """Per path, the forward figures of the module calls ``nodes`` (self: less the modules
     they called, ``parent_module`` being each call's enclosing module call)."""
     path = path_of_node[nodes]
-    out = {"calls": np.bincount(path, minlength=n_paths).astype(np.float64)}
+    out: dict[str, np.ndarray] = {
+        "calls": np.bincount(path, minlength=n_paths).astype(np.float64)}
     for clock in ("host", "device"):
         total = times[f"{clock}_total"][nodes]
         called = np.zeros(len(times[f"{clock}_total"]))
@@ -322,7 +324,7 @@ def _backward_sums(times: dict[str, np.ndarray], nodes: np.ndarray, path: np.nda
     """Per path, the backward figures of the autograd ``nodes`` mapped to it (total: with the
     paths below it)."""
     n = len(parents)
-    out = {"calls": np.bincount(path, minlength=n).astype(np.float64)}
+    out: dict[str, np.ndarray] = {"calls": np.bincount(path, minlength=n).astype(np.float64)}
     for clock in ("host", "device"):
         out[f"{clock}_self"] = np.bincount(path, weights=times[f"{clock}_total"][nodes],
                                            minlength=n)

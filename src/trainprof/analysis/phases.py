@@ -23,7 +23,8 @@ from trainprof.trace.model import (
 from trainprof.vocabulary import PHASES  # noqa: F401 (re-exported)
 
 
-def _per_step_span(steps: StepWindows, ts: np.ndarray, te: np.ndarray):
+def _per_step_span(steps: StepWindows, ts: np.ndarray, te: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """First start and last end, per step, of events that start inside the step."""
     n = len(steps)
     first = np.full(n, np.inf)

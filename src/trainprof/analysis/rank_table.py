@@ -79,21 +79,21 @@ def rank_table(ranks: list[RankAnalysis]) -> RankTable:
 
 
 def _row(rank: int, windows: list[RankAnalysis]) -> RankRow:
-    counts = np.array([int(w.steps["count"]) for w in windows], dtype=np.float64)
+    counts = np.array([int(w.steps.count) for w in windows], dtype=np.float64)
     n = float(counts.sum())
-    step_ms = [s["ms"] for w in windows for s in w.steps["per_step"]]
+    step_ms = [s["ms"] for w in windows for s in w.steps.per_step]
 
     def per_step(values: list[float]) -> float:
         return float(np.dot(values, counts) / n) if n else 0.0
 
-    comms = [w.sections["communication"] for w in windows if "communication" in w.sections]
+    comms = [w.sections.communication for w in windows if w.sections.communication is not None]
     comm_steps = sum(c.steps for c in comms)
     on_gpu = [w.timeline for w in windows if w.timeline is not None]
     if on_gpu:
         span = sum(t.span_ms for t in on_gpu)
         idle = sum(t.idle_pct * t.span_ms for t in on_gpu) / span if span else None
     else:
-        step_total = per_step([w.steps["mean_ms"] for w in windows])
+        step_total = per_step([w.steps.mean_ms for w in windows])
         other = per_step([w.breakdown_ms.get("other", 0.0) for w in windows])
         idle = other / step_total * 100.0 if step_total > 0 else None
     return RankRow(

@@ -10,6 +10,8 @@ from typing import Any
 
 from trainprof.analysis.frames import data_frame
 from trainprof.analysis.gpu import GpuFigures
+from trainprof.analysis.section_results import JobSections, RankSections
+from trainprof.analysis.steps import StepStats
 from trainprof.analysis.timeline import Timeline
 from trainprof.display import NotebookDisplay
 
@@ -24,7 +26,7 @@ class RankAnalysis(NotebookDisplay):
     window: int
     path: Path
     device: str
-    steps: dict[str, Any]
+    steps: StepStats
     step_source: str
     breakdown_pct: dict[str, float]
     breakdown_ms: dict[str, float]
@@ -35,8 +37,8 @@ class RankAnalysis(NotebookDisplay):
     environment: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     rank_in_trace: int | None = None
-    #: Deep-analysis results by section name (analysis/sections.py).
-    sections: dict[str, Any] = field(default_factory=dict)
+    #: Deep-analysis results, one attribute per section (analysis/sections.py).
+    sections: RankSections = field(default_factory=RankSections)
     #: The rank's own findings (dicts) when it was read from a cluster summary: the rank rules
     #: ran where the trace was and do not run again (analysis/summary.py).
     findings: list[dict[str, Any]] | None = None
@@ -53,7 +55,7 @@ class RankAnalysis(NotebookDisplay):
             "window": self.window,
             "file": self.path.name,
             "device": self.device,
-            "steps": {**self.steps, "source": self.step_source},
+            "steps": {**self.steps.to_dict(), "source": self.step_source},
             "breakdown_pct": self.breakdown_pct,
             "breakdown_ms": self.breakdown_ms,
             "phases_pct": self.phases_pct,
@@ -63,13 +65,13 @@ class RankAnalysis(NotebookDisplay):
             "timeline": None if self.timeline is None else self.timeline.to_dict(),
             "environment": self.environment,
             "notes": self.notes,
-            **{name: result.to_dict() for name, result in self.sections.items()},
+            **self.sections.to_dict(),
         }
 
     def to_pandas(self) -> Any:
         """One row per step: the step number and its time in ms."""
         return data_frame([{"rank": self.rank, "window": self.window, **row}
-                           for row in self.steps.get("per_step", [])])
+                           for row in self.steps.per_step])
 
 
 def _without(d: dict, key: str) -> dict:
@@ -84,8 +86,8 @@ class Analysis(NotebookDisplay):
     findings: list[Any] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     source: str = ""
-    #: Job-level results by section name (analysis/sections.py JOB_SECTIONS).
-    job: dict[str, Any] = field(default_factory=dict)
+    #: Job-level results, one attribute per section (analysis/sections.py JOB_SECTIONS).
+    job: JobSections = field(default_factory=JobSections)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -94,7 +96,7 @@ class Analysis(NotebookDisplay):
             "ranks": [r.to_dict() for r in self.ranks],
             "findings": [f.to_dict() if hasattr(f, "to_dict") else f for f in self.findings],
             "notes": self.notes,
-            "job": {name: result.to_dict() for name, result in self.job.items()},
+            "job": self.job.to_dict(),
         }
 
     def to_pandas(self) -> Any:
@@ -103,8 +105,8 @@ class Analysis(NotebookDisplay):
         for r in self.ranks:
             gpu = r.gpu.to_dict() if r.gpu is not None else {}
             rows.append({"rank": r.rank, "window": r.window, "device": r.device,
-                         "steps": r.steps.get("count"), "median_ms": r.steps.get("median_ms"),
-                         "mean_ms": r.steps.get("mean_ms"), "p90_ms": r.steps.get("p90_ms"),
+                         "steps": r.steps.count, "median_ms": r.steps.median_ms,
+                         "mean_ms": r.steps.mean_ms, "p90_ms": r.steps.p90_ms,
                          **{f"{k}_pct": v for k, v in r.phases_pct.items()},
                          "gpu_utilization_pct": gpu.get("utilization_pct"),
                          "tensor_core_pct": gpu.get("tensor_core_pct")})

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from trainprof.analysis.attribution import device_links
-from trainprof.analysis.calltree import call_tree
+from trainprof.analysis.calltree import CallTree, call_tree
 from trainprof.analysis.device_peaks import trace_device
 from trainprof.analysis.frames import data_frame
 from trainprof.analysis.roofline_models import MATRIX_CLASSES, OP_CLASSES, OpCost, op_cost
@@ -219,7 +219,8 @@ def _by_lost(r: RooflineRow) -> tuple[float, float, str, str]:
     return (-(r.lost_us or 0.0), -r.time_us, r.op, r.shape)
 
 
-def _modelled_calls(trace: Trace, start: float, end: float):
+def _modelled_calls(trace: Trace, start: float, end: float
+                    ) -> tuple[list[str], list[OpCost], np.ndarray, list[tuple[float, float, float]]] | None:
     """(op names, costs, kernel µs, tree-order keys) of the outermost modelled ops that start
     in [start, end) and launched kernels; None when there are none."""
     ev = trace.events
@@ -264,7 +265,7 @@ def _cost(trace: Trace, e: int) -> OpCost | None:
     return op_cost(ev.names[ev.name[e]], dims, types, values)
 
 
-def _kernel_time_below(trace: Trace, tree) -> np.ndarray:
+def _kernel_time_below(trace: Trace, tree: CallTree) -> np.ndarray:
     """GPU µs (kernels, and the memsets and copies a library launches with them, as cuBLAS
     does) launched by each call-tree node and the nodes below it."""
     ev = trace.events

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from trainprof.analysis.roofline_cost import OpCost, dtype_info, is_shape, numel, tensors
+from trainprof.analysis.roofline_cost import OpCost, is_shape, known_dtype, numel, tensors
 
 #: Flops per element of the norms and softmax (mean, variance, normalise, scale, shift...).
 NORM_FLOPS_PER_ELEMENT = 5
@@ -17,7 +18,7 @@ ATTENTION_BWD_FACTOR = 2.5
 # -- attention -------------------------------------------------------------------------------
 
 
-def _attention(dims, types, values, causal_at: int, backward: bool,
+def _attention(dims: Any, types: Any, values: Any, causal_at: int, backward: bool,
                seq_first: bool = False) -> OpCost | None:
     """q[B,H,Sq,D], k[B,Hk,Sk,D], v[B,Hk,Sk,Dv] (grad_out first in the backward);
     ``seq_first``: the kernels' own [B,S,H,D] layout."""
@@ -28,7 +29,7 @@ def _attention(dims, types, values, causal_at: int, backward: bool,
         q, k, v = ([t[0], t[2], t[1], t[3]] for t in (q, k, v))
     b, h, sq, d = q
     sk, dv = k[2], v[3]
-    es, dt = dtype_info(types[1 if backward else 0])
+    es, dt = known_dtype(types[1 if backward else 0])
     causal = (isinstance(values, list) and len(values) > causal_at
               and str(values[causal_at]).lower() in ("true", "1"))
     flops = 2.0 * b * h * sq * sk * (d + dv) / (2 if causal else 1)
@@ -41,47 +42,47 @@ def _attention(dims, types, values, causal_at: int, backward: bool,
     return OpCost("attention_fwd", flops, float((qkv + out) * es), dt, label)
 
 
-def sdpa(dims, types, values) -> OpCost | None:
+def sdpa(dims: Any, types: Any, values: Any) -> OpCost | None:
     # (q, k, v, attn_mask, dropout_p, is_causal, ...): is_causal is the sixth argument.
     return _attention(dims, types, values, 5, backward=False)
 
 
-def sdpa_flash(dims, types, values) -> OpCost | None:
+def sdpa_flash(dims: Any, types: Any, values: Any) -> OpCost | None:
     # _scaled_dot_product_flash_attention(q, k, v, dropout_p, is_causal, ...)
     return _attention(dims, types, values, 4, backward=False)
 
 
-def sdpa_efficient(dims, types, values) -> OpCost | None:
+def sdpa_efficient(dims: Any, types: Any, values: Any) -> OpCost | None:
     # _scaled_dot_product_efficient_attention(q, k, v, attn_bias, compute_lse, dropout_p,
     # is_causal, ...)
     return _attention(dims, types, values, 6, backward=False)
 
 
-def sdpa_flash_backward(dims, types, values) -> OpCost | None:
+def sdpa_flash_backward(dims: Any, types: Any, values: Any) -> OpCost | None:
     # (grad_out, q, k, v, out, logsumexp, cum_q, cum_k, max_q, max_k, dropout_p, is_causal,...)
     return _attention(dims, types, values, 11, backward=True)
 
 
-def sdpa_efficient_backward(dims, types, values) -> OpCost | None:
+def sdpa_efficient_backward(dims: Any, types: Any, values: Any) -> OpCost | None:
     # (grad_out, q, k, v, attn_bias, out, logsumexp, philox_seed, philox_offset, dropout_p,
     # grad_input_mask, is_causal, ...)
     return _attention(dims, types, values, 11, backward=True)
 
 
-def flash_forward(dims, types, values) -> OpCost | None:
+def flash_forward(dims: Any, types: Any, values: Any) -> OpCost | None:
     # aten::_flash_attention_forward(q, k, v, cum_q, cum_k, max_q, max_k, dropout_p,
     # is_causal, ...), [B,S,H,D]
     return _attention(dims, types, values, 8, backward=False, seq_first=True)
 
 
-def flash_backward(dims, types, values) -> OpCost | None:
+def flash_backward(dims: Any, types: Any, values: Any) -> OpCost | None:
     # aten::_flash_attention_backward(grad_out, q, k, v, out, logsumexp, cum_q, cum_k, max_q,
     # max_k, dropout_p, is_causal, ...); flash_attn::_flash_attn_backward(dout, q, k, v, out,
     # lse, dq, dk, dv, dropout_p, softmax_scale, causal, ...): both [B,S,H,D], causal 12th
     return _attention(dims, types, values, 11, backward=True, seq_first=True)
 
 
-def efficient_forward(dims, types, values) -> OpCost | None:
+def efficient_forward(dims: Any, types: Any, values: Any) -> OpCost | None:
     # aten::_efficient_attention_forward(q, k, v, bias, cu_q, cu_k, max_q, max_k, dropout_p,
     # custom_mask_type, ...), [B,S,H,D]; custom_mask_type 1 or 2 is causal
     causal = isinstance(values, list) and len(values) > 9 and str(values[9]) in ("1", "2")
@@ -89,7 +90,7 @@ def efficient_forward(dims, types, values) -> OpCost | None:
                       seq_first=True)
 
 
-def flash_attn_forward(dims, types, values) -> OpCost | None:
+def flash_attn_forward(dims: Any, types: Any, values: Any) -> OpCost | None:
     # flash_attn::_flash_attn_forward(q, k, v, dropout_p, softmax_scale, causal, ...)
     return _attention(dims, types, values, 5, backward=False, seq_first=True)
 
@@ -102,43 +103,43 @@ def _streaming(op_class: str, reads: int, writes: int, es: int, dt: str, flops_p
     return OpCost(op_class, float(flops_per * elements), float((reads + writes) * es), dt, label)
 
 
-def layer_norm(dims, types, values) -> OpCost | None:
+def layer_norm(dims: Any, types: Any, values: Any) -> OpCost | None:
     """(native_)layer_norm / rms_norm(x, normalized_shape, weight, ...): read x and the
     weights, write y (the per-row statistics are negligible)."""
     x = dims[0]
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     n = numel(x)
     params = sum(numel(s) for s in dims[2:4] if is_shape(s))
     return _streaming("norm", n + params, n, es, dt, NORM_FLOPS_PER_ELEMENT, n, str(x))
 
 
-def layer_norm_backward(dims, types, values) -> OpCost | None:
+def layer_norm_backward(dims: Any, types: Any, values: Any) -> OpCost | None:
     """native_layer_norm_backward(grad_out, x, ...): read dy and x, write dx (and the
     weight gradients)."""
     x = dims[0]
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     n = numel(x)
     params = sum(numel(s) for s in dims[4:6] if is_shape(s))
     return _streaming("norm", 2 * n + params, n + params, es, dt, 2 * NORM_FLOPS_PER_ELEMENT,
                       n, str(x))
 
 
-def softmax(dims, types, values) -> OpCost | None:
+def softmax(dims: Any, types: Any, values: Any) -> OpCost | None:
     x = dims[0]
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     n = numel(x)
     return _streaming("softmax", n, n, es, dt, SOFTMAX_FLOPS_PER_ELEMENT, n, str(x))
 
 
-def softmax_backward(dims, types, values) -> OpCost | None:
+def softmax_backward(dims: Any, types: Any, values: Any) -> OpCost | None:
     """_softmax_backward_data(grad_out, out, ...): read both, write the input gradient."""
     x = dims[0]
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     n = numel(x)
     return _streaming("softmax", 2 * n, n, es, dt, 3, n, str(x))
 
 
-def elementwise(dims, types, values) -> OpCost | None:
+def elementwise(dims: Any, types: Any, values: Any) -> OpCost | None:
     """Unary and binary pointwise ops: read every tensor input, write the broadcast output;
     one FLOP per output element."""
     found = tensors(dims, types)

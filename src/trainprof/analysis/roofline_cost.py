@@ -35,6 +35,15 @@ def dtype_info(name: Any) -> tuple[int, str] | None:
     return _DTYPES.get(name.lower()) if isinstance(name, str) else None
 
 
+def known_dtype(name: Any) -> tuple[int, str]:
+    """``dtype_info`` of a dtype the cost models need: ValueError when it is unknown (the models'
+    caller, roofline_models.model_for, counts the op as one it cannot model)."""
+    info = dtype_info(name)
+    if info is None:
+        raise ValueError(f"unknown dtype {name!r}")
+    return info
+
+
 def numel(shape: Any) -> int:
     """Elements of a recorded shape; 0 for ``[]`` (a scalar, None or an absent tensor)."""
     return math.prod(shape) if isinstance(shape, list) and shape else 0

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from trainprof.analysis.roofline_cost import OpCost, concrete_ints, dtype_info, is_shape, numel
+from trainprof.analysis.roofline_cost import OpCost, concrete_ints, is_shape, known_dtype, numel
 
 #: FP8 GEMMs (_scaled_mm) write bf16 unless told otherwise (its out_dtype is not recorded).
 FP8_OUTPUT_BYTES = 2
@@ -21,43 +22,43 @@ def _gemm(m: int, n: int, k: int, batch: int, es_in: int, es_out: int, dtype: st
     return OpCost("gemm", flops, float(nbytes), dtype, label)
 
 
-def mm(dims, types, values) -> OpCost | None:
+def mm(dims: Any, types: Any, values: Any) -> OpCost | None:
     a, b = dims[0], dims[1]
     if len(a) != 2 or len(b) != 2:
         return None
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     return _gemm(a[0], b[1], a[1], 1, es, es, dt)
 
 
-def addmm(dims, types, values) -> OpCost | None:
+def addmm(dims: Any, types: Any, values: Any) -> OpCost | None:
     c, a, b = dims[0], dims[1], dims[2]
     if len(a) != 2 or len(b) != 2:
         return None
-    es, dt = dtype_info(types[1])
+    es, dt = known_dtype(types[1])
     return _gemm(a[0], b[1], a[1], 1, es, es, dt, bias=numel(c) or 0, bias_es=es)
 
 
-def bmm(dims, types, values) -> OpCost | None:
+def bmm(dims: Any, types: Any, values: Any) -> OpCost | None:
     a, b = dims[0], dims[1]
     if len(a) != 3 or len(b) != 3:
         return None
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     return _gemm(a[1], b[2], a[2], a[0], es, es, dt)
 
 
-def baddbmm(dims, types, values) -> OpCost | None:
+def baddbmm(dims: Any, types: Any, values: Any) -> OpCost | None:
     c, a, b = dims[0], dims[1], dims[2]
     if len(a) != 3 or len(b) != 3:
         return None
-    es, dt = dtype_info(types[1])
+    es, dt = known_dtype(types[1])
     return _gemm(a[1], b[2], a[2], a[0], es, es, dt, bias=numel(c), bias_es=es)
 
 
-def matmul(dims, types, values) -> OpCost | None:
+def matmul(dims: Any, types: Any, values: Any) -> OpCost | None:
     a, b = dims[0], dims[1]
     if len(a) < 2 or len(b) < 1:
         return None
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     if len(b) == 1:  # matrix-vector
         return _gemm(math.prod(a[:-1]), 1, a[-1], 1, es, es, dt)
     if len(b) == 2:  # leading dims of a fold into M
@@ -66,27 +67,27 @@ def matmul(dims, types, values) -> OpCost | None:
     return _gemm(a[-2], b[-1], a[-1], batch, es, es, dt)
 
 
-def linear(dims, types, values) -> OpCost | None:
+def linear(dims: Any, types: Any, values: Any) -> OpCost | None:
     x, w = dims[0], dims[1]
     if len(w) != 2 or not x:
         return None
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     bias = numel(dims[2]) if len(dims) > 2 and is_shape(dims[2]) else 0
     return _gemm(math.prod(x[:-1]), w[0], x[-1], 1, es, es, dt, bias=bias, bias_es=es)
 
 
-def scaled_mm(dims, types, values) -> OpCost | None:
+def scaled_mm(dims: Any, types: Any, values: Any) -> OpCost | None:
     a, b = dims[0], dims[1]
     if len(a) != 2 or len(b) != 2:
         return None
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     return _gemm(a[0], b[1], a[1], 1, es, FP8_OUTPUT_BYTES if es == 1 else es, dt)
 
 
-def grouped_mm(dims, types, values) -> OpCost | None:
+def grouped_mm(dims: Any, types: Any, values: Any) -> OpCost | None:
     """``_grouped_mm(A[T,K], B[G,K,N], offs)`` (tokens split among G experts) or 3-D x 3-D."""
     a, b = dims[0], dims[1]
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     if len(a) == 2 and len(b) == 3:
         t, k, g, n = a[0], a[1], b[0], b[2]
         cost = _gemm(t, n, k, 1, es, es, dt)
@@ -100,7 +101,7 @@ def grouped_mm(dims, types, values) -> OpCost | None:
 # -- convolution -----------------------------------------------------------------------------
 
 
-def convolution(dims, types, values) -> OpCost | None:
+def convolution(dims: Any, types: Any, values: Any) -> OpCost | None:
     """``convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups)``
     (and ``_convolution``, ``cudnn_convolution``... whose first six arguments agree)."""
     x, w = dims[0], dims[1]
@@ -116,7 +117,7 @@ def convolution(dims, types, values) -> OpCost | None:
            for i in range(nd)]
     if min(out) <= 0:
         return None
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     out_numel = x[0] * w[0] * math.prod(out)
     bias = numel(dims[2]) if len(dims) > 2 else 0
     flops = 2.0 * out_numel * math.prod(w[1:]) + (out_numel if bias else 0)  # w[1]: C_in/groups
@@ -125,19 +126,19 @@ def convolution(dims, types, values) -> OpCost | None:
     return OpCost("conv_fwd", flops, float(nbytes), dt, label)
 
 
-def cudnn_convolution_backward(dims, types, values) -> OpCost | None:
+def cudnn_convolution_backward(dims: Any, types: Any, values: Any) -> OpCost | None:
     """PyTorch 1.x's ``cudnn_convolution_backward(x, grad_out, w, ...)``: x comes first."""
     return convolution_backward([dims[1], dims[0], dims[2]], types, values)
 
 
-def convolution_backward(dims, types, values) -> OpCost | None:
+def convolution_backward(dims: Any, types: Any, values: Any) -> OpCost | None:
     """``convolution_backward(grad_out, x, w, ...)``: input and weight gradients, each the
     forward's matmul work and its own kernel: one reads grad_out and w and writes grad_x, the
     other reads grad_out and x and writes grad_w."""
     gy, x, w = dims[0], dims[1], dims[2]
     if len(x) < 3 or len(gy) != len(x) or len(w) != len(x):
         return None
-    es, dt = dtype_info(types[0])
+    es, dt = known_dtype(types[0])
     fwd = 2.0 * numel(gy) * math.prod(w[1:])
     nbytes = 2 * (numel(gy) + numel(x) + numel(w)) * es
     return OpCost("conv_bwd", 2 * fwd, float(nbytes), dt, f"x={x} w={w}")

@@ -1,8 +1,10 @@
 """The deep analyses that run after the overview, each adding one section to a rank's result.
 
 A section is a function ``(trace, steps) -> result`` whose result has ``to_dict()``. Its name is
-the key under ``ranks[i]`` in the JSON result and in ``RankAnalysis.sections``. To add one, write
-its module and list it here; the report side lists its renderer in ``report/sections.py``.
+the key under ``ranks[i]`` in the JSON result and the attribute of ``RankAnalysis.sections``. To
+add one, write its module, list it here and give it a typed field of the same name in
+analysis/section_results.py (a mismatch fails at import); the report side lists its renderer in
+``report/sections.py``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from trainprof.analysis.modules import module_tree
 from trainprof.analysis.operators import operators_section
 from trainprof.analysis.rank_table import mark_straggler, rank_table
 from trainprof.analysis.roofline import roofline
+from trainprof.analysis.section_results import JobSections, RankSections
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.stragglers import stragglers
 from trainprof.analysis.syncs import sync_stats
@@ -57,9 +60,9 @@ SECTIONS += [("compilation", compilation)]
 SECTIONS += [("critical_path", critical_path)]
 
 
-def run_sections(trace: Trace, steps: StepWindows) -> dict[str, Any]:
+def run_sections(trace: Trace, steps: StepWindows) -> RankSections:
     """Every registered section's result for one trace."""
-    return {name: fn(trace, steps) for name, fn in SECTIONS}
+    return RankSections(**{name: fn(trace, steps) for name, fn in SECTIONS})
 
 
 JobSection = Callable[[list["RankAnalysis"]], Any]
@@ -72,8 +75,20 @@ JOB_SECTIONS += [("rank_table", rank_table)]
 JOB_SECTIONS += [("collective_ranks", collective_ranks)]
 
 
-def run_job_sections(ranks: list[RankAnalysis]) -> dict[str, Any]:
-    out = {name: fn(ranks) for name, fn in JOB_SECTIONS}
-    straggler = getattr(out.get("stragglers"), "straggler", None)
-    mark_straggler(out.get("rank_table"), straggler)
+def run_job_sections(ranks: list[RankAnalysis]) -> JobSections:
+    """Every job-level section's result for the ranks of one job."""
+    out = JobSections(**{name: fn(ranks) for name, fn in JOB_SECTIONS})
+    mark_straggler(out.rank_table, None if out.stragglers is None else out.stragglers.straggler)
     return out
+
+
+def _check_fields(registry: list[tuple[str, Any]], container: type[RankSections | JobSections]
+                  ) -> None:
+    names = [name for name, _ in registry]
+    if names != container.field_names():
+        raise RuntimeError(f"the sections {names} and the fields of {container.__name__} "
+                           f"{container.field_names()} differ: list a section with a field")
+
+
+_check_fields(SECTIONS, RankSections)
+_check_fields(JOB_SECTIONS, JobSections)

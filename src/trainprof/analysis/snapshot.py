@@ -106,7 +106,8 @@ def analyze_snapshot(snapshot: dict[str, Any], source: str = "") -> SnapshotAnal
     """The analysis of a snapshot dict in `torch.cuda.memory._snapshot`'s format."""
     segments = [s for s in snapshot.get("segments", []) if isinstance(s, dict)]
     traces = snapshot.get("device_traces") or []
-    extra = snapshot.get("trainprof") if isinstance(snapshot.get("trainprof"), dict) else {}
+    extra: dict[str, Any] = (snapshot["trainprof"] if isinstance(snapshot.get("trainprof"), dict)
+                             else {})
     devices = device_states(segments, traces, extra.get("device_totals") or {})
     steps = step_windows(snapshot.get("external_annotations"))
     by_id = {d.device: d for d in devices}
@@ -143,11 +144,12 @@ def device_states(segments: list[dict[str, Any]], traces: list[Any],
         free = [int(b.get("size", 0)) for b in blocks if b.get("state") not in STATES[:2]]
         used = len(free) < len(blocks)
         for b in blocks:
-            state = b.get("state") if b.get("state") in STATES else "inactive"
+            state = str(b["state"]) if b.get("state") in STATES else "inactive"
             d.blocks[state] += 1
             if state == "active_allocated":
                 d.allocated += int(b.get("size", 0))
-                d.requested += int(b.get("requested_size", b.get("size", 0)))
+                d.requested += int(b["requested_size"] if "requested_size" in b
+                                   else b.get("size", 0))
             elif state == "active_pending_free":
                 d.pending_free += int(b.get("size", 0))
         d.inactive += sum(free)
@@ -162,8 +164,8 @@ def device_states(segments: list[dict[str, Any]], traces: list[Any],
         if traces[device] and device not in states:
             states[device] = DeviceState(device)
     for d in states.values():
-        total = totals.get(str(d.device))
-        d.device_total = int(total) if isinstance(total, int | float) else None
+        on_device = totals.get(str(d.device))
+        d.device_total = int(on_device) if isinstance(on_device, int | float) else None
     return [states[k] for k in sorted(states)]
 
 

@@ -94,7 +94,7 @@ def history(device: int, entries: list[dict[str, Any]], live_at_end: int, reserv
     has_time = n > 0 and all(isinstance(t, int | float) for t in times)
     ts = np.array(times, dtype=np.float64) if has_time else np.arange(n, dtype=np.float64)
     size = np.array([int(e.get("size", 0) or 0) for e in entries], dtype=np.float64)
-    actions = [e.get("action") for e in entries]
+    actions: list[Any] = [e.get("action") for e in entries]
     live = np.cumsum(size * np.array([_LIVE.get(a, 0) for a in actions], dtype=np.float64))
     reserved = np.cumsum(size * np.array([_RESERVED.get(a, 0) for a in actions], dtype=np.float64))
     out = History(device, n, has_time)

@@ -9,7 +9,9 @@ annotations, and failing that the whole trace is one window (with a note saying 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -45,6 +47,10 @@ class StepWindows:
         if not len(self.starts):
             return (0.0, 0.0)
         return float(self.starts[0]), float(self.ends[-1])
+
+
+#: (numbers, starts, ends, source) of the steps found.
+_Steps = tuple[np.ndarray, np.ndarray, np.ndarray, str]
 
 
 def launch_links(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -88,7 +94,7 @@ def find_steps(trace: Trace) -> StepWindows:
     return windows
 
 
-def _profiler_steps(trace: Trace):
+def _profiler_steps(trace: Trace) -> _Steps | None:
     ev = trace.events
     idx = np.flatnonzero(ev.kind == Kind.STEP)
     if not len(idx):
@@ -102,7 +108,7 @@ def _profiler_steps(trace: Trace):
     return numbers, ev.ts[idx].copy(), ev.end[idx].copy(), "ProfilerStep"
 
 
-def _optimizer_steps(trace: Trace):
+def _optimizer_steps(trace: Trace) -> _Steps | None:
     """Steps bounded by the ends of consecutive ``Optimizer.step`` annotations."""
     ev = trace.events
     not_zero_grad = np.array(["zero_grad" not in n for n in ev.names], dtype=bool)
@@ -185,30 +191,65 @@ def _drop_uncaptured_tail(w: StepWindows, matched_counts: np.ndarray) -> None:
         w.numbers, w.starts, w.ends = w.numbers[:keep], w.starts[:keep], w.ends[:keep]
 
 
-def step_stats(w: StepWindows) -> dict:
+class StepTime(TypedDict):
+    """One step's number and time (ms), as in the JSON result's ``steps.per_step``."""
+
+    step: int
+    ms: float
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """Per-step times and their summary, in ms (``steps`` of the JSON result, less its source).
+    The defaults are those of a window without steps."""
+
+    count: int = 0
+    mean_ms: float = 0.0
+    median_ms: float = 0.0
+    p90_ms: float = 0.0
+    min_ms: float = 0.0
+    max_ms: float = 0.0
+    cv: float = 0.0
+    per_step: list[StepTime] = field(default_factory=list)
+    #: Outliers (see analysis/step_spread.py; never the last step), the runs of them, their mean
+    #: excess over the median per step, and their period when they come every N > 1 steps
+    #: (three or more).
+    slow_steps: list[int] = field(default_factory=list)
+    slow_episodes: int = 0
+    slow_excess_ms: float = 0.0
+    slow_period: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form, keys in field order (shallow: ``per_step`` is shared)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StepStats:
+        """From a JSON result's ``steps`` (extra keys, e.g. ``source``, are left out; missing
+        ones take the defaults)."""
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+
+
+def step_stats(w: StepWindows) -> StepStats:
     """Per-step times and their summary, in ms."""
     ms = w.durations / 1000.0
     if not len(ms):
-        return {"count": 0, "mean_ms": 0.0, "median_ms": 0.0, "p90_ms": 0.0, "min_ms": 0.0,
-                "max_ms": 0.0, "cv": 0.0, "per_step": [], "slow_steps": [], "slow_episodes": 0,
-                "slow_excess_ms": 0.0, "slow_period": None}
+        return StepStats()
     spread = step_spread(ms, w.numbers)
     numbers = np.asarray(spread.slow_steps, dtype=np.int64)
     gaps = np.unique(np.diff(numbers))
-    return {
-        "count": int(len(ms)),
-        "mean_ms": spread.mean_ms,
-        "median_ms": spread.median_ms,
-        "p90_ms": float(np.percentile(ms, 90)),
-        "min_ms": float(ms.min()),
-        "max_ms": float(ms.max()),
-        "cv": spread.cv,
-        "per_step": [{"step": int(s), "ms": float(m)} for s, m in zip(w.numbers, ms, strict=True)],
-        # Outliers (see SLOW_STEP_SIGMAS; never the last step), their mean excess over the
-        # median per step, and their period when they come every N > 1 steps (three or more).
-        "slow_steps": list(spread.slow_steps),
-        "slow_episodes": spread.slow_episodes,  # runs of them
-        "slow_excess_ms": spread.slow_excess_ms,
-        "slow_period": (int(gaps[0]) if len(numbers) >= 3 and len(gaps) == 1 and gaps[0] > 1
-                        else None),
-    }
+    return StepStats(
+        count=int(len(ms)),
+        mean_ms=spread.mean_ms,
+        median_ms=spread.median_ms,
+        p90_ms=float(np.percentile(ms, 90)),
+        min_ms=float(ms.min()),
+        max_ms=float(ms.max()),
+        cv=spread.cv,
+        per_step=[{"step": int(s), "ms": float(m)} for s, m in zip(w.numbers, ms, strict=True)],
+        slow_steps=list(spread.slow_steps),
+        slow_episodes=spread.slow_episodes,
+        slow_excess_ms=spread.slow_excess_ms,
+        slow_period=(int(gaps[0]) if len(numbers) >= 3 and len(gaps) == 1 and gaps[0] > 1
+                     else None),
+    )

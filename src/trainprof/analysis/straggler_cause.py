@@ -79,7 +79,7 @@ def straggler_cause(straggler: int, by_rank: dict[int, list[RankAnalysis]],
 
 def _ms_per_step(windows: list[RankAnalysis], parts: tuple[str, ...]) -> float:
     """The mean ms per step of these breakdown categories over a rank's windows."""
-    steps = [max(int(r.steps["count"]), 0) for r in windows]
+    steps = [max(int(r.steps.count), 0) for r in windows]
     total = sum(sum(r.breakdown_ms.get(p, 0.0) for p in parts) * n
                 for r, n in zip(windows, steps, strict=True))
     return total / sum(steps) if sum(steps) else 0.0

@@ -86,7 +86,7 @@ def stragglers(ranks: list[RankAnalysis]) -> Stragglers:
     for r in ranks:
         by_rank.setdefault(r.rank, []).append(r)
     ids = sorted(by_rank)
-    step_ms = {k: [s["ms"] for r in by_rank[k] for s in r.steps["per_step"]] for k in ids}
+    step_ms = {k: [s["ms"] for r in by_rank[k] for s in r.steps.per_step] for k in ids}
     medians = {k: float(np.median(v)) if v else 0.0 for k, v in step_ms.items()}
     result = Stragglers(ranks=[], step_spread_pct=None, matched=0, matched_steps=0,
                         straggler=None)
@@ -146,12 +146,14 @@ def _wait_us(start: np.ndarray, wait: np.ndarray, step_end: np.ndarray,
 
 def _merged(ranks: list[RankAnalysis]) -> Instances:
     """One rank's collective instances over all its recording windows."""
-    parts = [r.sections["communication"].instances for r in ranks
-             if "communication" in r.sections]
+    parts = [r.sections.communication.instances for r in ranks
+             if r.sections.communication is not None]
     if not parts:
         return Instances.empty()
-    return Instances(*(np.concatenate([getattr(p, f) for p in parts])
-                       for f in ("type", "step", "start_us", "dur_us")),
+    return Instances(type=np.concatenate([p.type for p in parts]),
+                     step=np.concatenate([p.step for p in parts]),
+                     start_us=np.concatenate([p.start_us for p in parts]),
+                     dur_us=np.concatenate([p.dur_us for p in parts]),
                      step_end_us=np.concatenate([p.step_ends() for p in parts]))
 
 
@@ -168,7 +170,8 @@ def _keys(inst: Instances) -> np.ndarray:
     return keys
 
 
-def _match(instances: dict[int, Instances], notes: list[str]):
+def _match(instances: dict[int, Instances], notes: list[str]
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Keys seen on every rank (groups whose counts agree), and duration/start matrices."""
     keyed = {k: _keys(v) for k, v in instances.items()}
     groups = [np.unique(v >> _ORDINAL_BITS, return_counts=True) for v in keyed.values()]
@@ -198,7 +201,7 @@ def _match(instances: dict[int, Instances], notes: list[str]):
 
 
 def _comm(ranks: list[RankAnalysis]) -> tuple[float, float] | None:
-    comms = [r.sections["communication"] for r in ranks if "communication" in r.sections]
+    comms = [r.sections.communication for r in ranks if r.sections.communication is not None]
     steps = sum(c.steps for c in comms)
     if not comms or not steps:
         return None

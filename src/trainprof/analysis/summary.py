@@ -18,6 +18,8 @@ import numpy as np
 from trainprof.analysis.communication import CollectiveType, Communication, Instances
 from trainprof.analysis.gpu import GpuFigures
 from trainprof.analysis.results import RankAnalysis
+from trainprof.analysis.section_results import RankSections
+from trainprof.analysis.steps import StepStats
 from trainprof.analysis.timeline import Timeline
 from trainprof.trace.model import COLLECTIVE_TYPES
 
@@ -121,10 +123,10 @@ class RankSummary(msgspec.Struct):
 
 def rank_summary(r: RankAnalysis, findings: list[dict[str, Any]] | None = None) -> RankSummary:
     """The compact summary of one analysed rank and window."""
-    comm = r.sections.get("communication")
+    comm = r.sections.communication
     summary = RankSummary(
         rank=r.rank, window=r.window, file=r.path.name, device=r.device,
-        steps=msgspec.convert({**r.steps, "source": r.step_source}, StepSummary),
+        steps=msgspec.convert({**r.steps.to_dict(), "source": r.step_source}, StepSummary),
         breakdown_ms=r.breakdown_ms, breakdown_pct=r.breakdown_pct,
         phases_ms=r.phases_ms, phases_pct=r.phases_pct,
         gpus=list(r.gpus), timeline=r.timeline, environment=r.environment,
@@ -171,11 +173,11 @@ def rank_from_summary(s: RankSummary, source: Path) -> RankAnalysis:
     for f in s.findings:
         msgspec.convert(f, FindingRecord)  # a malformed one fails here, not in a report
     steps = msgspec.to_builtins(s.steps)
-    step_source = steps.pop("source")
-    sections = {} if s.communication is None else {"communication": _rebuilt(s.communication)}
+    sections = RankSections(
+        communication=None if s.communication is None else _rebuilt(s.communication))
     return RankAnalysis(
-        rank=s.rank, window=s.window, path=Path(s.file), device=s.device, steps=steps,
-        step_source=step_source, breakdown_pct=dict(s.breakdown_pct),
+        rank=s.rank, window=s.window, path=Path(s.file), device=s.device,
+        steps=StepStats.from_dict(steps), step_source=s.steps.source, breakdown_pct=dict(s.breakdown_pct),
         breakdown_ms=dict(s.breakdown_ms), phases_pct=dict(s.phases_pct),
         phases_ms=dict(s.phases_ms), gpus=list(s.gpus), timeline=s.timeline,
         environment=dict(s.environment),

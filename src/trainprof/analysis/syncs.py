@@ -240,8 +240,9 @@ def _op_chain(trace: Trace, tree: CallTree,
     return text(inner), text(outer), cause
 
 
-def _sites(trace: Trace, calls: np.ndarray, kinds: list[str], op, caller, cause,
-           sources, idle_after: np.ndarray) -> list[SyncSite]:
+def _sites(trace: Trace, calls: np.ndarray, kinds: list[str], op: list[str | None],
+           caller: list[str | None], cause: list[str | None], sources: list[str | None],
+           idle_after: np.ndarray) -> list[SyncSite]:
     ev = trace.events
     groups: dict[tuple, list[int]] = {}
     for k, e in enumerate(calls):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.steps import StepWindows
 from trainprof.trace.model import FLAG_COMM, Kind, Trace
@@ -54,7 +56,7 @@ def device_sets(trace: Trace, start: float, end: float) -> DeviceSets:
     kernels = ev.kind == Kind.KERNEL
     copies = ev.of_kind(Kind.MEMCPY, Kind.MEMSET)
 
-    def merged(mask):
+    def merged(mask: np.ndarray) -> iv.Intervals:
         return iv.clip(iv.union(ev.ts[mask], ev.end[mask]), start, end)
 
     compute, communication, memcpy = merged(kernels & ~comm), merged(kernels & comm), merged(copies)
@@ -70,7 +72,7 @@ def device_span_sets(trace: Trace, start: float, end: float) -> DeviceSets:
     kernels = (ev.kind == Kind.KERNEL) & inside
     copies = ev.of_kind(Kind.MEMCPY, Kind.MEMSET) & inside
 
-    def merged(mask):
+    def merged(mask: np.ndarray) -> iv.Intervals:
         return iv.union(ev.ts[mask], ev.end[mask])
 
     compute, communication, memcpy = merged(kernels & ~comm), merged(kernels & comm), merged(copies)

@@ -75,7 +75,11 @@ def _loader_for(loader: Any, strategy: Strategy) -> Any:
                                 "or batch_size=None), which trainprof cannot rebuild")
         return loader
     workers = loader.num_workers if strategy.num_workers is None else strategy.num_workers
-    batch_size = loader.batch_size or loader.batch_sampler.batch_size
+    sampler = loader.batch_sampler  # a BatchSampler where batch_size is None (checked above)
+    batch_size = loader.batch_size or (sampler.batch_size if isinstance(sampler, BatchSampler)
+                                       else None)
+    if batch_size is None:  # never: either one is set
+        raise NotApplicable("the DataLoader has no batch size trainprof can read")
     multiprocess = {"persistent_workers": True, "prefetch_factor": loader.prefetch_factor,
                     "worker_init_fn": loader.worker_init_fn, "timeout": loader.timeout,
                     "multiprocessing_context": loader.multiprocessing_context} if workers else {}

@@ -51,7 +51,7 @@ def build_model(make_model: Callable[[], nn.Module], strategy: Strategy,
     if strategy.channels_last:
         if not any(isinstance(m, nn.Conv2d) for m in model.modules()):
             raise NotApplicable("the model has no 2-D convolution: channels-last changes nothing")
-        model = model.to(memory_format=torch.channels_last)
+        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch's stubs lack it
     if strategy.prepare_model is not None:
         model = strategy.prepare_model(model)
     return model

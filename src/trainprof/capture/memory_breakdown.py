@@ -201,18 +201,19 @@ class MemoryProbe:
         if self.captured is None or self.device is None:
             return None
         try:
-            peak, rest, notes = self._rest_of_peak(self.captured)
+            peak, rest, notes = self._rest_of_peak(self.captured, self.device)
             return breakdown_dict(self.captured, str(self.device), peak, rest, notes)
         except Exception as error:
             self._warn("could not read the peak memory for the memory breakdown", error)
             return None
 
-    def _rest_of_peak(self, counted: Tally) -> tuple[int | None, int | None, list[str]]:
-        peak = peak_memory_bytes(self.device)
-        if self.device.type == "cuda":
+    def _rest_of_peak(self, counted: Tally, device: torch.device
+                      ) -> tuple[int | None, int | None, list[str]]:
+        peak = peak_memory_bytes(device)
+        if device.type == "cuda":
             if peak is None:
                 return None, None, []
-            return peak, max(peak - counted.total(device=str(self.device)), 0), []
+            return peak, max(peak - counted.total(device=str(device)), 0), []
         if peak is None or self._start_rss is None:
             return peak, None, ["the process's peak memory is unknown here, so the rest is too"]
         if self._start_peak is not None and peak <= self._start_peak:

@@ -10,6 +10,7 @@ into training: a failure is one warning. See docs/memory_snapshots.md.
 
 from __future__ import annotations
 
+import os
 import pickle
 from collections.abc import Callable
 from pathlib import Path
@@ -71,7 +72,8 @@ class AllocatorHistory:
                 for i in range(torch.cuda.device_count())}
 
     def attach_oom_observer(self, observer: Callable[[int, int, int, int], None]) -> None:
-        torch._C._cuda_attach_out_of_memory_observer(observer)
+        # Private, and missing from torch's stubs.
+        torch._C._cuda_attach_out_of_memory_observer(observer)  # type: ignore[attr-defined]
 
 
 #: Recorders that want a snapshot at an out-of-memory error; the observer, once attached,
@@ -92,7 +94,7 @@ def on_out_of_memory(device: int, requested: int, device_allocated: int, device_
 class SnapshotRecorder:
     """Allocator history over recorded windows, one snapshot per window and per OOM error."""
 
-    def __init__(self, out_dir: str | Path, rank: int, warn: Warn,
+    def __init__(self, out_dir: str | os.PathLike[str], rank: int, warn: Warn,
                  schedule: Callable[[int], ProfilerAction],
                  breakdown: Callable[[], dict[str, Any] | None] = lambda: None,
                  history: Any = None) -> None:

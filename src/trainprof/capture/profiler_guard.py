@@ -36,7 +36,7 @@ def watch(recording: Yielding) -> None:
     global _original_start
     if _original_start is None:
         _original_start = torch.profiler.profile.start
-        torch.profiler.profile.start = _make_start(_original_start)
+        torch.profiler.profile.start = _make_start(_original_start)  # type: ignore[method-assign]  # patched on purpose
     _watched.append(weakref.ref(recording))
 
 
@@ -46,7 +46,7 @@ def unwatch(recording: Yielding) -> None:
     _watched[:] = [ref for ref in _watched if ref() is not None and ref() is not recording]
     current = torch.profiler.profile.start
     if not _watched and _original_start is not None and getattr(current, "_trainprof", False):
-        torch.profiler.profile.start = _original_start
+        torch.profiler.profile.start = _original_start  # type: ignore[method-assign]  # restored
         _original_start = None
 
 

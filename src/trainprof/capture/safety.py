@@ -46,12 +46,13 @@ def recording_warnings_on_one_line() -> Iterator[None]:
     user's script's, under `trainprof run`) is shown as it would be without trainprof."""
     previous = warnings.formatwarning
 
-    def formatwarning(message, category, filename, lineno, line=None):  # noqa: ANN001, ANN202
+    def formatwarning(message: Warning | str, category: type[Warning], filename: str,
+                      lineno: int, line: str | None = None) -> str:
         if isinstance(category, type) and issubclass(category, RecordingWarning):
             return f"{message}\n"
         return previous(message, category, filename, lineno, line)
 
-    warnings.formatwarning = formatwarning  # type: ignore[assignment]
+    warnings.formatwarning = formatwarning
     try:
         yield
     finally:

@@ -66,7 +66,10 @@ def first_recorded_rank(config: ProfileConfig) -> int:
 def run_traces(config: ProfileConfig, began: float, wait_s: float = OTHER_RANKS_WAIT_S) -> list[Path]:
     """The trace files this run wrote (older files in the folder are left out), waiting up to
     ``wait_s`` for every recorded rank to have written one."""
-    out_dir = Path(config.output_trace_dir)
+    where = config.trace_dir()
+    if where is None:  # only the user's on_trace_ready handles the traces
+        return []
+    out_dir = Path(where)
     expected = {r for r in range(world_size()) if config.records_rank(r)}
     deadline = time.monotonic() + wait_s
     while True:

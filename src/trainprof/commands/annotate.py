@@ -66,11 +66,11 @@ def _added_events(src: Path) -> tuple[bytes, int, int]:
     offset = ae.file_ts_offset(trace)
     thread = ae.main_thread(trace)
     counters = ae.utilization_counters(trace, offset)
-    memory = analysis.ranks[0].sections.get("memory")
+    memory = analysis.ranks[0].sections.memory
     counters += ae.memory_counters(trace, memory, steps, offset, thread[0])
     findings = ae.finding_events([f.to_dict() for f in analysis.findings], steps, offset, thread,
                                  ae.finding_places(analysis.ranks[0], steps))
-    counters += path_events(analysis.ranks[0].sections.get("critical_path"), trace, offset)
+    counters += path_events(analysis.ranks[0].sections.critical_path, trace, offset)
     added = b",".join(_ENCODER.encode(e) for e in (*counters, *findings))
     return added, len(counters), len(analysis.findings)
 

@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from trainprof.trace.load import watching_bytes
 
@@ -24,7 +31,7 @@ class _DelayedBar:
         self._console = console
         self._lock = threading.Lock()
         self._progress: Progress | None = None
-        self._task = None
+        self._task: TaskID | None = None
         self._state = (0, 1, "")
         self._bytes = 0
         self._timer = threading.Timer(SHOW_AFTER_S, self._show)
@@ -63,7 +70,7 @@ class _DelayedBar:
             if (done, path.name) != self._state[::2]:
                 self._bytes = 0
             self._state = (done, total, path.name)
-            if self._progress is not None:
+            if self._progress is not None and self._task is not None:
                 self._progress.update(
                     self._task, completed=done, total=total, description=f"Analysing {path.name}",
                     detail=self._detail(),
@@ -73,7 +80,7 @@ class _DelayedBar:
         """The bytes of JSON read so far in the file being loaded."""
         with self._lock:
             self._bytes = nbytes
-            if self._progress is not None:
+            if self._progress is not None and self._task is not None:
                 self._progress.update(self._task, detail=self._detail())
 
     def close(self) -> None:

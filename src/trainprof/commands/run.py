@@ -88,7 +88,7 @@ def _print_analysis(config: ProfileConfig, began: float) -> Any:
         files = run_traces(config, began)
         if not files:
             return  # the recorder has already said why
-        print(f"trainprof: {len(files)} trace file(s) in {Path(config.output_trace_dir)}",
+        print(f"trainprof: {len(files)} trace file(s) in {files[0].parent}",
               file=sys.stderr)
         from trainprof.pipeline import analyze  # the overview and the findings
         from trainprof.report.text import print_analysis

@@ -172,9 +172,9 @@ class Comparison(NotebookDisplay):
 
 
 def _run(a: Analysis, label: str, batch_size: int | None) -> Run:
-    steps = [float(s["ms"]) for r in a.ranks for s in r.steps.get("per_step", [])]
-    numbers = [s.get("step", (r.rank, r.window, i)) for r in a.ranks
-               for i, s in enumerate(r.steps.get("per_step", []))]
+    steps = [float(s["ms"]) for r in a.ranks for s in r.steps.per_step]
+    numbers: list[object] = [s.get("step", (r.rank, r.window, i)) for r in a.ranks
+               for i, s in enumerate(r.steps.per_step)]
     return Run(label, steps, len({r.rank for r in a.ranks}), batch_size, numbers)
 
 

@@ -7,6 +7,7 @@ holding most of those ops' self time is added to the finding's evidence. docs/mo
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from trainprof.analysis.modules import ModuleShare
 from trainprof.analysis.results import RankAnalysis
@@ -20,7 +21,7 @@ _MATMUL_CONV = re.compile(
 _SOFTMAX = re.compile(r"^aten::(?:_?softmax|_softmax_backward_data)$")
 
 #: finding id -> (which ops hold its time, on which clock: None for the tree's own).
-FINDING_OPS = {
+FINDING_OPS: dict[str, tuple[Callable[[str], object], str | None]] = {
     "no_tensor_cores": (_MATMUL_CONV.match, None),
     "attention_not_fused": (_SOFTMAX.match, None),
     "sync_points": (lambda name: sync_cause(name) is not None, "host"),
@@ -29,7 +30,7 @@ FINDING_OPS = {
 
 def name_modules(r: RankAnalysis, findings: list[Finding]) -> list[Finding]:
     """The findings, with a "where in the model" evidence line where the module is known."""
-    tree = r.sections.get("modules")
+    tree = r.sections.modules
     if tree is None or not tree.available:
         return findings
     for f in findings:

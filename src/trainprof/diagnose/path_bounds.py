@@ -39,7 +39,7 @@ def path_bound_pct(path: Any, finding_id: str) -> float | None:
 
 def cap_savings(r: RankAnalysis, findings: list[Finding]) -> list[Finding]:
     """The rank's findings, each saving no larger than its critical-path bound."""
-    path = r.sections.get("critical_path")
+    path = r.sections.critical_path
     for f in findings:
         bound = path_bound_pct(path, f.id)
         if bound is None or f.saving_pct <= bound:

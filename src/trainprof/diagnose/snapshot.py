@@ -10,7 +10,7 @@ from typing import Any
 
 from trainprof.analysis.snapshot import DeviceState, OutOfMemory, SnapshotAnalysis, analyze_snapshot
 from trainprof.diagnose import verdicts
-from trainprof.diagnose.findings import Evidence, Finding, Fix, ranked
+from trainprof.diagnose.findings import Evidence, Finding, Fix, Severity, ranked
 from trainprof.diagnose.rules.memory import (
     FRAGMENTATION_RATIO,
     GROWTH_HIGH_MB_PER_STEP,
@@ -103,7 +103,7 @@ def snapshot_findings(result: SnapshotAnalysis) -> list[Finding]:
     return list(firsts.values())
 
 
-def _finding(rule: str, severity: str, rank: int | None, title: str, explanation: str,
+def _finding(rule: str, severity: Severity, rank: int | None, title: str, explanation: str,
              evidence: list[Evidence], fix: Fix) -> Finding:
     return Finding(rule, severity, rank, title, explanation, evidence, 0.0, 0.0, NO_SAVING, fix)
 
@@ -179,7 +179,7 @@ def _full(result: SnapshotAnalysis, rank: int | None) -> list[Finding]:
     out = []
     for d in result.devices:
         pct = d.reserved_pct_of_device  # what a snapshot knows: the cache's share of the device
-        if verdicts.memory_pressure(verdicts.DeviceMemory(pct)) is None:
+        if pct is None or verdicts.memory_pressure(verdicts.DeviceMemory(pct)) is None:
             continue
         out.append(_finding(
             "memory_pressure", "high", rank, f"Reserved memory is {pct:.0f}% of cuda:{d.device}",

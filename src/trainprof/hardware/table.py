@@ -74,8 +74,8 @@ def device_from_dict(d: Any, where: str) -> Device:
         raise HardwareError(f"{where} has a bad 'match': a list of lists of words.")
     return Device(
         name=d["name"], sms=None if d.get("sms") is None else int(d["sms"]),
-        peak_tflops={k: (None if peaks.get(k) is None else float(peaks[k])) for k in DTYPES},
-        hbm_tb_s=float(hbm), link_gb_s=_float(d.get("link_gb_s")),
+        peak_tflops={k: _float(peaks.get(k)) for k in DTYPES},
+        hbm_tb_s=float(hbm or 0.0), link_gb_s=_float(d.get("link_gb_s")),
         nic_gb_s=_float(d.get("nic_gb_s")), link=str(d.get("link", "")),
         source=str(d.get("source", "")),
         match=tuple(tuple(str(t).lower() for t in rule) for rule in match),

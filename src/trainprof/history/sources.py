@@ -8,12 +8,15 @@ whichever of the keys in ``docs/history.md`` it finds.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from trainprof.history.errors import HistoryInputError
 from trainprof.history.rows import RunRecord, step_figures, thin
+
+if TYPE_CHECKING:
+    from trainprof.analysis.results import RankAnalysis
 
 _FINDING_KEYS = ("id", "severity", "title", "saving_pct", "rank")
 
@@ -95,11 +98,11 @@ def from_json(data: Any, name: str, **context: Any) -> RunRecord:
 # -- per-rank figures -------------------------------------------------------------------------
 
 
-def _rank_of_analysis(r: Any) -> dict[str, Any]:
-    memory = r.sections.get("memory")
+def _rank_of_analysis(r: RankAnalysis) -> dict[str, Any]:
+    memory = r.sections.memory
     peaks = [d.peak_allocated for d in getattr(memory, "devices", [])
              if d.peak_allocated is not None and d.device != "cpu"]
-    return {"rank": r.rank, "per_step_ms": [s["ms"] for s in r.steps.get("per_step", [])],
+    return {"rank": r.rank, "per_step_ms": [s["ms"] for s in r.steps.per_step],
             "phases_ms": r.phases_ms, "breakdown_ms": r.breakdown_ms, "device": r.device,
             "world_size": (r.environment or {}).get("world_size"),
             "peak_memory_bytes": max(peaks) if peaks else None}

@@ -27,8 +27,8 @@ try:  # the unified package first; the standalone one for older projects
     from lightning.pytorch.callbacks import Callback
     from lightning.pytorch.profilers import PyTorchProfiler
 except ImportError:  # pragma: no cover
-    from pytorch_lightning.callbacks import Callback  # type: ignore[no-redef]
-    from pytorch_lightning.profilers import PyTorchProfiler  # type: ignore[no-redef]
+    from pytorch_lightning.callbacks import Callback  # type: ignore[assignment]
+    from pytorch_lightning.profilers import PyTorchProfiler  # type: ignore[assignment]
 
 __all__ = ["TrainprofCallback"]
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from trainprof.analysis import intervals as iv
+from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.steps import StepWindows
 from trainprof.report.labels import evidence_text
 from trainprof.trace.model import Kind, Trace, is_dataloader
@@ -109,13 +110,14 @@ def memory_counters(trace: Trace, memory: Any, steps: StepWindows, offset: float
     return out
 
 
-def finding_places(rank: Any, steps: StepWindows) -> dict[str, float]:
+def finding_places(rank: RankAnalysis, steps: StepWindows) -> dict[str, float]:
     """Where on the timeline (ms from the step window's start) each kind of finding is seen in
     this rank (``RankAnalysis``): the longest GPU gap while the host waited for a batch (data
     loading) or issued work (host-bound), the slowest step (step variance), the memory peak
     (memory findings). Other findings have no single place."""
     places: dict[str, float] = {}
-    gaps = getattr(rank.sections.get("idle"), "longest", None) or []
+    idle, memory = rank.sections.idle, rank.sections.memory
+    gaps = idle.longest if idle is not None else []
     host_waits = [g for g in gaps if g.category == "host_wait"]
     loading = [g for g in host_waits
                if any(is_dataloader(Kind.CPU_OP, h.name) for h in g.host)] or host_waits
@@ -125,7 +127,7 @@ def finding_places(rank: Any, steps: StepWindows) -> dict[str, float]:
     if len(steps) > 1:
         slowest = int(np.argmax(steps.durations))
         places["step_variance"] = (float(steps.starts[slowest]) - steps.span[0]) / 1000.0
-    devices = getattr(rank.sections.get("memory"), "devices", None) or []
+    devices = memory.devices if memory is not None else []
     if devices:
         peak = next((d for d in devices if d.device.startswith("cuda")), devices[0])
         places.update({rule: peak.peak_ms for rule in MEMORY_RULES})

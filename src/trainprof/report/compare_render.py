@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from rich.console import Console, Group
 from rich.table import Table
@@ -39,7 +40,8 @@ def headline_rows(c: Comparison) -> Iterator[tuple[str, Delta, int, bool]]:
         yield "samples/s", Delta(b.samples_per_s, n.samples_per_s), 1, True
 
 
-def _section_rows(deltas: dict[str, Delta], label=str) -> Iterator[tuple[str, Delta]]:
+def _section_rows(deltas: dict[str, Delta], label: Callable[[str], str] = str
+                  ) -> Iterator[tuple[str, Delta]]:
     for key, d in deltas.items():
         if (d.base or 0) >= 0.005 or (d.new or 0) >= 0.005:
             yield label(key), d
@@ -51,7 +53,7 @@ def _style(delta: float | None, higher_is_better: bool) -> str:
     return "green" if (delta > 0) == higher_is_better else "red"
 
 
-def _delta_table(title: str, rows, digits: int = 2, higher_is_better: bool = False) -> Table:
+def _delta_table(title: str, rows: Iterable[tuple[Any, ...]], digits: int = 2, higher_is_better: bool = False) -> Table:
     t = Table(title=title, title_justify="left")
     for col in ("", "base", "new", "delta", "change"):
         t.add_column(col, justify="left" if not col else "right")
@@ -65,7 +67,7 @@ def _delta_table(title: str, rows, digits: int = 2, higher_is_better: bool = Fal
 
 
 def _names_table(title: str, names: list[NameDelta], top: int, width: int,
-                 label=str) -> Table | None:
+                 label: Callable[[str], str] = str) -> Table | None:
     if not names:
         return None
     t = Table(title=title, title_justify="left")
@@ -83,9 +85,9 @@ def _names_table(title: str, names: list[NameDelta], top: int, width: int,
 
 def _name_us(d: NameDelta) -> tuple[float, float]:
     """The figures behind ``delta_us``: device time when that changed more, else host time."""
-    device = d.base_device_us is not None and d.new_device_us is not None
-    if device and abs(d.new_device_us - d.base_device_us) > abs(d.new_us - d.base_us):
-        return d.base_device_us, d.new_device_us
+    base, new = d.base_device_us, d.new_device_us
+    if base is not None and new is not None and abs(new - base) > abs(d.new_us - d.base_us):
+        return base, new
     return d.base_us, d.new_us
 
 
@@ -111,7 +113,7 @@ def render_text(c: Comparison, console: Console | None = None, top: int = TOP_CH
         console.print(Text(c.verdict.message(), style="bold"))
 
 
-def _md_rows(rows) -> list[list[str]]:
+def _md_rows(rows: Iterable[tuple[Any, ...]]) -> list[list[str]]:
     out = []
     for label, d, *rest in rows:
         dg = rest[0] if rest else 2

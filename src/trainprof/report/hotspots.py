@@ -81,7 +81,7 @@ def _operators(result: OperatorStats, width: int) -> Group:
         times += [r.device_self_us, r.device_total_us] if device else []
         t.add_row(cell, str(r.calls), *(_ms(us) for us in times))
     sites = [(r.name, r.call_sites[0]) for r in rows if r.call_sites and r.call_sites[0].source]
-    lines = [Text(f"  {name} ← {file_line(site.source)} ({site.calls} calls)", style="dim",
+    lines = [Text(f"  {name} ← {file_line(site.source or '')} ({site.calls} calls)", style="dim",
                   no_wrap=True, overflow="ellipsis") for name, site in sites[:SHOWN_SITES]]
     if lines:
         lines.insert(0, Text("called from (heaviest call site):", style="dim"))

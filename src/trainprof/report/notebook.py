@@ -8,9 +8,12 @@ report", so that its styles and script stay inside it. Nothing is fetched from t
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
+
+if TYPE_CHECKING:
+    from trainprof.analysis.results import Analysis, RankAnalysis
 
 #: Rows of the history shown in a notebook (the newest).
 HISTORY_ROWS = 20
@@ -109,22 +112,22 @@ def findings_table(findings: Any) -> str:
     return _env().get_template("findings").render(findings=_findings(findings))
 
 
-def _rank_rows(ranks: list[Any]) -> tuple[list[str], list[dict[str, Any]]]:
+def _rank_rows(ranks: list[RankAnalysis]) -> tuple[list[str], list[dict[str, Any]]]:
     phases = list(ranks[0].phases_pct) if ranks else []
     rows = [{"rank": r.rank, "window": r.window, "device": r.device,
-             "steps": r.steps.get("count"), "median": _num(r.steps.get("median_ms"), 2),
+             "steps": r.steps.count, "median": _num(r.steps.median_ms, 2),
              "phases": [_num(r.phases_pct.get(p)) for p in phases],
              "gpu": _num(r.gpu.utilization_pct) if r.gpu is not None else ""} for r in ranks]
     return phases, rows
 
 
-def ranks_table(ranks: list[Any]) -> str:
+def ranks_table(ranks: list[RankAnalysis]) -> str:
     phases, rows = _rank_rows(ranks)
     return _env().get_template("ranks").render(phases=phases, ranks=rows)
 
 
-def _headline(analysis: Any) -> str:
-    medians = [r.steps.get("median_ms") for r in analysis.ranks if r.steps.get("median_ms")]
+def _headline(analysis: Analysis) -> str:
+    medians = [r.steps.median_ms for r in analysis.ranks if r.steps.median_ms]
     top = _findings(analysis.findings[:1])
     step = f"median step {max(medians):,.1f} ms" if medians else "no steps found"
     first = (f"; the costliest finding: {top[0]['title']} ({top[0]['severity']})"
@@ -132,7 +135,7 @@ def _headline(analysis: Any) -> str:
     return f"{len(analysis.ranks)} rank(s), {step}{first}."
 
 
-def analysis_html(analysis: Any) -> str:
+def analysis_html(analysis: Analysis) -> str:
     from trainprof.report.html import render_html
 
     return _render("analysis", source=analysis.source or (
@@ -142,10 +145,10 @@ def analysis_html(analysis: Any) -> str:
         height=REPORT_HEIGHT_PX)
 
 
-def rank_html(rank: Any) -> str:
-    return _render("rank", rank=rank.rank, device=rank.device, steps=rank.steps.get("count"),
+def rank_html(rank: RankAnalysis) -> str:
+    return _render("rank", rank=rank.rank, device=rank.device, steps=rank.steps.count,
                    source=rank.step_source, table=_markup(ranks_table([rank])),
-                   per_step=rank.steps.get("per_step", []))
+                   per_step=rank.steps.per_step)
 
 
 def comparison_html(comparison: Any) -> str:
@@ -203,7 +206,7 @@ def short_of(obj: Any) -> str:
         return f"<Analysis of {obj.source or 'traces'}: {_headline(obj)[:-1]}>"
     if kind == "RankAnalysis":
         return (f"<RankAnalysis rank {obj.rank} window {obj.window} on {obj.device}: "
-                f"{obj.steps.get('count')} steps, median {_num(obj.steps.get('median_ms'), 2)} "
+                f"{obj.steps.count} steps, median {_num(obj.steps.median_ms, 2)} "
                 "ms>")
     if kind == "Findings":
         items = ", ".join(f"{f.id} ({f.severity}, {f.saving_pct:.1f}%)" for f in obj[:3])

@@ -4,6 +4,7 @@ style of the idle, copy, memory and communication sections."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -26,7 +27,7 @@ def compact_table(title: str | None = None) -> Table:
                  show_edge=False, padding=(0, 1))
 
 
-def add_name_column(table: Table, header: str, max_width: int, **options: object) -> None:
+def add_name_column(table: Table, header: str, max_width: int, **options: Any) -> None:
     """A column of names (ops, kernels, call sites): in a narrow terminal it gives way first, its
     cells cut with … (see ``name_cell``), so that the columns of numbers keep their width. (No
     minimum width: rich would restore it after shrinking and crop the table's right edge.)"""

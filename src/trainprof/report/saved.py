@@ -2,21 +2,25 @@
 
 A result is told from a trace by its first key: ``{"schema": "trainprof.analysis/...``. For
 ``compare``, a result becomes a light ``Analysis`` that ``analysis.diff`` reads like a fresh one
-(steps, breakdown, phases, and the operator and kernel tables as plain rows).
+(steps, breakdown, phases, and the operator and kernel tables' rows).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from dataclasses import fields
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
 from trainprof.analysis.cluster_file import CLUSTER_SCHEMA
+from trainprof.analysis.kernels import KernelRow, KernelStats
+from trainprof.analysis.operators import OperatorRow, OperatorStats
 from trainprof.analysis.results import SCHEMA, Analysis, RankAnalysis
+from trainprof.analysis.section_results import RankSections
+from trainprof.analysis.steps import StepStats
 from trainprof.errors import TraceError
 
 _SCHEMA_FAMILY = SCHEMA.rsplit("/", 1)[0] + "/"
@@ -71,22 +75,39 @@ def analysis_from_result(data: dict[str, Any]) -> Analysis:
 
 def _rank(r: dict[str, Any]) -> RankAnalysis:
     steps = dict(r["steps"])
-    source = steps.pop("source", "")
-    sections: dict[str, Any] = {}
+    sections = RankSections()
     if isinstance(r.get("operators"), dict):
         ops = r["operators"]
-        sections["operators"] = SimpleNamespace(
-            has_device=bool(ops.get("has_device")),
-            rows=[SimpleNamespace(**row) for row in ops.get("rows", [])])
+        sections.operators = OperatorStats(
+            rows=[_row(OperatorRow, row) for row in ops.get("rows", [])],
+            sort_by=str(ops.get("sort_by", "")), by_shape=bool(ops.get("by_shape")),
+            has_device=bool(ops.get("has_device")), has_stacks=False)
     if isinstance(r.get("kernels"), dict):
-        sections["kernels"] = SimpleNamespace(
-            rows=[SimpleNamespace(**row) for row in r["kernels"].get("rows", [])])
+        k = r["kernels"]
+        sections.kernels = KernelStats(
+            rows=[_row(KernelRow, row) for row in k.get("rows", [])],
+            total_us=float(k.get("total_us") or 0.0), calls=int(k.get("calls") or 0),
+            tensor_core_pct=k.get("tensor_core_pct"))
     return RankAnalysis(
         rank=int(r.get("rank", 0)), window=int(r.get("window", 0)),
-        path=Path(str(r.get("file", ""))), device=str(r.get("device", "")), steps=steps,
-        step_source=source, breakdown_pct=dict(r.get("breakdown_pct") or {}),
+        path=Path(str(r.get("file", ""))), device=str(r.get("device", "")),
+        steps=StepStats.from_dict(steps), step_source=str(steps.get("source", "")),
+        breakdown_pct=dict(r.get("breakdown_pct") or {}),
         breakdown_ms=dict(r.get("breakdown_ms") or {}),
         phases_pct=dict(r.get("phases_pct") or {}), phases_ms=dict(r.get("phases_ms") or {}),
         gpus=[], timeline=None, environment=dict(r.get("environment") or {}),
         notes=list(r.get("notes") or []), sections=sections,
     )
+
+
+_Row = TypeVar("_Row", OperatorRow, KernelRow)
+
+
+def _row(cls: type[_Row], row: dict[str, Any]) -> _Row:
+    """A table row from its JSON form (call sites left out: ``diff`` reads names and times)."""
+    keep = {f.name for f in fields(cls)} - {"call_sites"}
+    try:
+        return cls(**{k: v for k, v in row.items() if k in keep})
+    except TypeError:
+        missing = sorted(keep - set(row))
+        raise TraceError(f"A saved {cls.__name__} lacks {', '.join(missing)}.") from None

@@ -47,7 +47,7 @@ def oom_line(o: dict[str, Any]) -> str:
     return (f"Out of memory on {where}: {size(o.get('requested'))} requested; largest free block "
             f"{size(o.get('largest_free_block'))}, {size(o.get('cached_free'))} free in the cache, "
             f"{size(o.get('device_free'))} free outside it. "
-            f"{OOM_CAUSES.get(o.get('cause'), o.get('cause'))}.")
+            f"{OOM_CAUSES.get(str(o.get('cause')), o.get('cause'))}.")
 
 
 _DEVICE_COLUMNS = ("segments", "reserved", "allocated", "requested", "free in split segments",
@@ -72,7 +72,7 @@ def devices_table(s: dict[str, Any]) -> ByWidth:
             for row in rows:
                 t.add_row(*row)
             return t
-        t.min_width = len(t.title)  # the title on one line above a narrow table
+        t.min_width = len(t.title or "")  # the title on one line above a narrow table
         t.add_column("", justify="left", no_wrap=True)
         for row in rows:
             t.add_column(row[0], justify="right", no_wrap=True)
@@ -83,7 +83,7 @@ def devices_table(s: dict[str, Any]) -> ByWidth:
     return ByWidth(build)
 
 
-def sites_table(title: str, sites: list[dict[str, Any]], count: str):
+def sites_table(title: str, sites: list[dict[str, Any]], count: str) -> Group:
     t = compact_table(title)
     t.add_column("site (first frame outside PyTorch)", overflow="fold", max_width=80)
     t.add_column("bytes", justify="right", no_wrap=True)

@@ -8,7 +8,7 @@ is. Charts scale to their container (``viewBox`` plus ``width: 100%`` in the rep
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from markupsafe import Markup, escape
@@ -82,7 +82,8 @@ def _svg(body: list[str], label: str, height: int = HEIGHT) -> Markup:
     )
 
 
-def _y_axis(ticks: list[float], y_of, unit: str, digits: int) -> list[str]:
+def _y_axis(ticks: list[float], y_of: Callable[[float], float], unit: str, digits: int
+            ) -> list[str]:
     out = []
     for t in ticks:
         y = _n(y_of(t))

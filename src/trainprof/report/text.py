@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rich import box
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
@@ -35,12 +35,12 @@ def _fmt(value: float | None, unit: str = "%", digits: int = 1) -> str:
 
 def step_table(r: RankAnalysis) -> Table:
     s = r.steps
-    t = Table(title=f"Step time ({s['count']} steps, from {r.step_source})", title_justify="left")
+    t = Table(title=f"Step time ({s.count} steps, from {r.step_source})", title_justify="left")
     for col in ("mean", "median", "p90", "min", "max"):
         t.add_column(col, justify="right")
     t.add_column("CV", justify="right")
-    t.add_row(*(f"{s[k + '_ms']:.1f} ms" for k in ("mean", "median", "p90", "min", "max")),
-              f"{s['cv'] * 100:.1f}%")
+    t.add_row(*(f"{ms:.1f} ms" for ms in (s.mean_ms, s.median_ms, s.p90_ms, s.min_ms, s.max_ms)),
+              f"{s.cv * 100:.1f}%")
     return t
 
 
@@ -109,7 +109,7 @@ def timeline_table(r: RankAnalysis) -> Table | None:
 
 
 def rank_panel(r: RankAnalysis) -> Panel:
-    parts = [step_table(r), breakdown_table(r), phases_table(r)]
+    parts: list[RenderableType] = [step_table(r), breakdown_table(r), phases_table(r)]
     parts += [x for x in (gpu_table(r), timeline_table(r)) if x is not None]
     for name, result in r.sections.items():
         render = RENDERERS.get(name)
@@ -126,7 +126,7 @@ def ranks_table(a: Analysis) -> ByWidth:
     """The per-rank table (analysis/rank_table.py): ms per step, slowest and fastest marked.
     Numbers are never cut: each column is as wide as its widest cell. Where the marks do not
     fit beside them, they go under the table as one line."""
-    table = a.job.get("rank_table") or rank_table(a.ranks)
+    table = a.job.rank_table or rank_table(a.ranks)
     windows = sum(r.windows for r in table.rows)
     extra = f", {windows} windows" if windows > len(table.rows) else ""
     straggler = _straggler(a)
@@ -173,7 +173,7 @@ def ranks_table(a: Analysis) -> ByWidth:
 def spread_table(a: Analysis) -> Table | None:
     """How the ranks spread (report/rank_spread.py), from 8 ranks on, the outliers named under
     it; else None."""
-    table = a.job.get("rank_table")
+    table = a.job.rank_table
     data = None if table is None else table.to_dict()
     if data is None or not spread_shown(data):
         return None
@@ -198,20 +198,20 @@ def _cell_ms(value: float | None) -> str:
 
 
 def _straggler(a: Analysis) -> int | None:
-    s = a.job.get("stragglers")
+    s = a.job.stragglers
     return None if s is None else s.straggler
 
 
 def _window_in_full(a: Analysis) -> tuple[str, RankAnalysis]:
     """The window shown in full: the straggler's (else the slowest rank's) longest one."""
-    table = a.job.get("rank_table")
+    table = a.job.rank_table
     straggler = _straggler(a)
     for label, rank in (("straggler", straggler),
                         ("slowest", None if table is None else table.slowest)):
         mine = [r for r in a.ranks if r.rank == rank]
         if mine:
-            return label, max(mine, key=lambda r: (r.steps["count"], -r.window))
-    return "slowest", max(a.ranks, key=lambda r: r.steps["mean_ms"])
+            return label, max(mine, key=lambda r: (r.steps.count, -r.window))
+    return "slowest", max(a.ranks, key=lambda r: r.steps.mean_ms)
 
 
 _PHASE_HEADS = {"data": "data", "forward": "fwd", "backward": "bwd", "optimizer": "opt",
@@ -241,7 +241,7 @@ def findings_panel(a: Analysis, overview: str = "below") -> Panel:
         head.append(f"[{f.severity}] ", style=_SEVERITY_STYLE[f.severity])
         head.append(f.title, style="bold")
         head.append(f"{where} · saves ~{f.saving_pct:.0f}% ({f.saving_ms:.1f} ms/step)")
-        lines = [head, *(Padding(Text(str(e), style="dim"), (0, 0, 0, 2)) for e in f.evidence)]
+        lines: list[RenderableType] = [head, *(Padding(Text(str(e), style="dim"), (0, 0, 0, 2)) for e in f.evidence)]
         if f.saving_assumption:
             lines.append(Padding(Text(f"Saving estimate: {f.saving_assumption}",
                                       style="dim italic"), (0, 0, 0, 2)))
@@ -276,9 +276,9 @@ def print_analysis(analysis: Analysis, console: Console | None = None,
         console.print(rank_panel(analysis.ranks[0]))
     for name, result in analysis.job.items():
         render = RENDERERS.get(name)
-        shown = render(result) if render else None
-        if shown is not None:
-            console.print(shown)
+        rendered = render(result) if render else None
+        if rendered is not None:
+            console.print(rendered)
     for note in analysis.notes:
         console.print(Text(f"note: {note}", style="yellow"))
     if findings_last:

@@ -149,7 +149,7 @@ class ColumnBuilder:
             MemoryEvents(**_sorted_by_ts(mem)),
             Flows(**flows),
             list(self.threads),
-            self.t0,
+            self.t0 or 0.0,
         )
 
     def _settle_origin(self, *columns: dict[str, np.ndarray]) -> None:
@@ -164,13 +164,14 @@ class ColumnBuilder:
         if shift:
             for c in columns:
                 c["ts"] = c["ts"] - shift
-            self.t0 += shift
+            self.t0 = (self.t0 or 0.0) + shift
 
     # -- one chunk -------------------------------------------------------------------------
 
     def _first_ts(self, events: list[_Event]) -> float:
         try:
-            return float(math.floor(min(e.ts for e in events)))
+            # A None ts raises the TypeError below (no check per event on this path).
+            return float(math.floor(min(e.ts for e in events)))  # type: ignore[type-var, arg-type]
         except TypeError:
             raise TraceError(f"{self.path} has events without a numeric 'ts' timestamp.") from None
         except (OverflowError, ValueError):
@@ -300,10 +301,11 @@ class ColumnBuilder:
         return {"shape": shape, "stack": stack, "detail": detail, "flops": flops,
                 "op_args": op_args}
 
-    def _device_fields(self, events, args, kind: np.ndarray, n: int) -> dict[str, np.ndarray]:
+    def _device_fields(self, events: list[_Event], args: list[Any], kind: np.ndarray, n: int
+                       ) -> dict[str, np.ndarray]:
         """Device-side fields, read only for the (few) kernels, copies and memsets."""
         idx = np.flatnonzero(np.isin(kind, _DEVICE_KINDS))
-        out = {
+        out: dict[str, np.ndarray] = {
             "device": np.full(n, -1, dtype=np.int16),
             "stream": np.full(n, -1, dtype=np.int64),
             "blocks_per_sm": np.full(n, np.nan, dtype=np.float32),
@@ -355,8 +357,7 @@ def _interned(table: dict[bytes, int], raws: list[Any]) -> list[int]:
     for key in dict.fromkeys(keys):
         if key is not None and key not in table:
             table[key] = len(table)
-    get = table.get
-    return [-1 if k is None else get(k) for k in keys]
+    return [-1 if k is None else table[k] for k in keys]
 
 
 def _types_and_values(a: _Args) -> bytes:

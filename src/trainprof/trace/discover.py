@@ -68,7 +68,8 @@ def find_trace_files(path: Path) -> list[Path]:
 def _files_under(folder: Path) -> tuple[list[Path], list[Path]]:
     """(trace files under ``folder``, sorted; sub-folders that could not be read)."""
     unreadable: list[Path] = []
-    files, seen = [], set()
+    files: list[Path] = []
+    seen: set[str] = set()
     walk = os.walk(folder, onerror=lambda e: unreadable.append(Path(e.filename)), followlinks=True)
     for root, dirs, names in walk:
         real = os.path.realpath(root)

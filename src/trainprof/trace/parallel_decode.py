@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -210,7 +210,7 @@ class _Pool:
                 try:
                     slot = free.pop()
                     write_all(worker.shared[slot], seg.data)
-                    write_frame(worker.proc.stdin,
+                    write_frame(worker.stdin,
                                 (self.path, Segment(b"", seg.spans, seg.prefix), slot,
                                  len(seg.data)))
                     pending.append((i, slot))
@@ -222,7 +222,7 @@ class _Pool:
             try:
                 if broken:
                     raise EOFError
-                size = read_frame(worker.proc.stdout)
+                size = read_frame(worker.stdout)
                 self.outcomes[i] = pickle.loads(read_all(worker.shared[slot], size))
             except Exception:  # the worker died or sent nonsense: read the file serially
                 self.outcomes[i], broken = ("redo", None), True
@@ -255,8 +255,16 @@ class _Worker:
     """A decode worker and the file, in memory where the system has /dev/shm, that carries
     each segment to it and its columns back (through a pipe they cost about twice the CPU)."""
 
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     shared: tuple[int, ...]  # one file per slot
+
+    @property
+    def stdin(self) -> IO[bytes]:
+        return _pipe(self.proc.stdin)
+
+    @property
+    def stdout(self) -> IO[bytes]:
+        return _pipe(self.proc.stdout)
 
     @staticmethod
     def start() -> _Worker:
@@ -279,3 +287,11 @@ def _start_worker(shared: tuple[int, ...]) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "trainprof.trace.decode_worker",
                              *map(str, shared)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             env=env, pass_fds=shared)
+
+
+def _pipe(stream: IO[bytes] | None) -> IO[bytes]:
+    """A worker's pipe (always there: the worker starts with both); EOFError, which the reader
+    handles as a dead worker, where it is not."""
+    if stream is None:
+        raise EOFError
+    return stream

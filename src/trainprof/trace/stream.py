@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 
@@ -72,7 +72,7 @@ def byte_blocks(path: Path) -> Iterator[bytes]:
         yield from _gunzip(path, handle, first)
 
 
-def _gunzip(path: Path, handle, first: bytes) -> Iterator[bytes]:
+def _gunzip(path: Path, handle: BinaryIO, first: bytes) -> Iterator[bytes]:
     inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
     block = first
     try:
@@ -205,7 +205,8 @@ class EventReader:
         if not len(events):
             raise NotATraceError(f"{self.path} is JSON but not a trace: it has no 'traceEvents' "
                                  "list.")
-        if _FIRST_CHAR.search(bytes(events)[:64]).group(0) != b"[":
+        first = _FIRST_CHAR.search(bytes(events)[:64])
+        if first is None or first.group(0) != b"[":
             raise TraceError(f"{self.path} is not a Kineto trace: 'traceEvents' is not a list.")
         self.metadata.update(decode.metadata_of(parsed))
         yield self._decode(events, decode.LIST_DECODER)

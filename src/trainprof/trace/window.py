@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any, TypeVar
 
 import numpy as np
 
 from trainprof.trace.kernel_context import LAUNCH_CONTEXT_KEY
 from trainprof.trace.model import Events, Flows, MemoryEvents, Trace
+
+T = TypeVar("T", Events, MemoryEvents, Flows)
 
 
 def time_slice(trace: Trace, start: float = -math.inf, end: float = math.inf) -> Trace:
@@ -49,9 +52,9 @@ def _bounds(ts: np.ndarray, start: float, end: float) -> tuple[int, int]:
     return lo, max(lo, hi)
 
 
-def _rows(columns, cls, rows: slice | np.ndarray):
+def _rows(columns: Any, cls: type[T], rows: slice | np.ndarray) -> T:
     """Some rows of a columns dataclass (a slice is a view); list fields (tables) are shared."""
-    values = {}
+    values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         value = getattr(columns, f.name)
         values[f.name] = value[rows] if isinstance(value, np.ndarray) else value

@@ -7,7 +7,10 @@ Names start with ``trainprof/``; on a job of several ranks the per-rank figures 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainprof.analysis.results import Analysis, RankAnalysis
 
 PREFIX = "trainprof/"
 #: The columns of the findings table.
@@ -18,30 +21,30 @@ def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _rank_prefix(analysis: Any, rank: Any) -> str:
+def _rank_prefix(analysis: Analysis, rank: RankAnalysis) -> str:
     if len(analysis.ranks) == 1:
         return PREFIX
     window = f".w{rank.window}" if rank.window else ""
     return f"{PREFIX}rank{rank.rank}{window}/"
 
 
-def _peak_memory(rank: Any) -> float | None:
-    memory = rank.sections.get("memory")
+def _peak_memory(rank: RankAnalysis) -> float | None:
+    memory = rank.sections.memory
     devices = memory.to_dict().get("devices", []) if memory is not None else []
     peaks = [d.get("peak_allocated") for d in devices if _finite(d.get("peak_allocated"))]
     return max(peaks) if peaks else None
 
 
-def summary_metrics(analysis: Any) -> dict[str, float]:
+def summary_metrics(analysis: Analysis) -> dict[str, float]:
     """One value per metric for the whole run: step time, shares, GPU figures, peak memory."""
     out: dict[str, float] = {}
     for rank in analysis.ranks:
         p = _rank_prefix(analysis, rank)
         values: dict[str, Any] = {
-            "step_ms_median": rank.steps.get("median_ms"),
-            "step_ms_mean": rank.steps.get("mean_ms"),
-            "step_ms_p90": rank.steps.get("p90_ms"),
-            "steps": rank.steps.get("count"),
+            "step_ms_median": rank.steps.median_ms,
+            "step_ms_mean": rank.steps.mean_ms,
+            "step_ms_p90": rank.steps.p90_ms,
+            "steps": rank.steps.count,
             "peak_memory_bytes": _peak_memory(rank),
         }
         values.update({f"phase/{k}_pct": v for k, v in rank.phases_pct.items()})
@@ -54,12 +57,12 @@ def summary_metrics(analysis: Any) -> dict[str, float]:
     return out
 
 
-def step_series(analysis: Any) -> list[tuple[int, dict[str, float]]]:
+def step_series(analysis: Analysis) -> list[tuple[int, dict[str, float]]]:
     """(step number, {name: step time in ms}) for each step, every rank's under its name."""
     by_step: dict[int, dict[str, float]] = {}
     for rank in analysis.ranks:
         key = _rank_prefix(analysis, rank) + "step_ms"
-        for row in rank.steps.get("per_step", []):
+        for row in rank.steps.per_step:
             if _finite(row.get("ms")) and isinstance(row.get("step"), int):
                 by_step.setdefault(row["step"], {})[key] = float(row["ms"])
     return sorted(by_step.items())

@@ -62,11 +62,11 @@ def _from_object(target: Any) -> list[Tracker]:
         from trainprof.trackers.wandb_tracker import WandbTracker
 
         return [WandbTracker(run=target)]
-    info = getattr(target, "info", None)
-    if kind.startswith("mlflow.") and getattr(info, "run_id", None):  # an mlflow ActiveRun
+    run_id = getattr(getattr(target, "info", None), "run_id", None)
+    if kind.startswith("mlflow.") and run_id:  # an mlflow ActiveRun
         from trainprof.trackers.mlflow_tracker import MlflowTracker
 
-        return [MlflowTracker(run_id=info.run_id)]
+        return [MlflowTracker(run_id=run_id)]
     raise TrainprofError(f"log_to does not know {type(target).__name__}; give "
                          f"{', '.join(TRACKER_NAMES)}, a run, an Accelerator or a Trainer.")
 

@@ -16,7 +16,9 @@ Times are integer nanoseconds from the trace's t0.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -185,7 +187,8 @@ def _inside_loader(trace: Trace, owner: np.ndarray) -> np.ndarray:
     return (owner >= 0) & (node >= 0) & inside[np.maximum(node, 0)]
 
 
-def _concat_edges(edges):
+def _concat_edges(edges: Sequence[tuple[Any, Any, Any, int]]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     src = np.concatenate([np.asarray(e[0], dtype=np.int64) for e in edges])
     dst = np.concatenate([np.asarray(e[1], dtype=np.int64) for e in edges])
     lag = np.concatenate([np.asarray(e[2], dtype=np.int64) for e in edges])

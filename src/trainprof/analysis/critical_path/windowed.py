@@ -188,7 +188,9 @@ class PlannedSection(WindowedSection[PathPart, CriticalPath]):
         if iter(windows) is windows:  # read once only: one pass, every owned event kept
             return self.combine([self.partial(w) for w in windows], steps)
         plan = self.plan([self.survey(w) for w in windows], steps)
-        return self.combine([self.partial(w, plan) for w in windows], steps, plan)
+        # partial and combine take the plan too (_part, _combine), beyond the base protocol
+        return self.combine([self.partial(w, plan) for w in windows],  # type: ignore[call-arg]
+                            steps, plan)
 
     def from_ranges(self, surveys: list[Survey], steps: StepWindows,
                     read: Callable[[float, float], Trace]) -> CriticalPath:
@@ -196,7 +198,7 @@ class PlannedSection(WindowedSection[PathPart, CriticalPath]):
         start in ``[start, end)`` (µs), called once per range the plan needs."""
         plan = self.plan(surveys, steps)
         parts = [] if plan.broken else [PathPart(read(*r)) for r in plan.ranges]
-        return self.combine(parts, steps, plan)
+        return self.combine(parts, steps, plan)  # type: ignore[call-arg]
 
 
 #: The critical path of every step of a trace (docs/critical_path.md): called on a whole

@@ -19,7 +19,7 @@ def where(r: RankAnalysis, *more: str) -> str:
 
 
 def step_ms(r: RankAnalysis) -> float:
-    return float(r.steps["mean_ms"])
+    return float(r.steps.mean_ms)
 
 
 def ms_of(r: RankAnalysis, pct: float) -> float:
@@ -34,7 +34,7 @@ def pct_of(r: RankAnalysis, ms: float) -> float:
 
 def total_step_us(r: RankAnalysis) -> float:
     """All recorded step time of the rank, in µs (for whole-trace sums of the sections)."""
-    return float(sum(p["ms"] for p in r.steps["per_step"])) * 1000.0
+    return float(sum(p["ms"] for p in r.steps.per_step)) * 1000.0
 
 
 def share_of_steps(r: RankAnalysis, us: float) -> float:
@@ -55,7 +55,7 @@ def readable_us(us: float) -> str:
 
 
 def step_evidence(r: RankAnalysis) -> Evidence:
-    n = r.steps["count"]
+    n = r.steps.count
     return Evidence("mean step time", step_ms(r), "ms", where(r, f"{n} step{'s' * (n != 1)}"))
 
 

@@ -67,7 +67,7 @@ UNTRACED = Fix(
 
 
 def compilation(r: RankAnalysis) -> Finding | None:
-    c = r.sections.get("compilation")
+    c = r.sections.compilation
     if c is None or c.compile_pct is None or c.compile_pct <= COMPILE_PCT:
         return None
     recompiling = c.recompilations > 0 and c.recompile_ms > 0
@@ -111,21 +111,21 @@ def compilation(r: RankAnalysis) -> Finding | None:
 
 def untraced_left_pct(r: RankAnalysis) -> float:
     """Untraced share of the step that no other rule (data, lead-in, after-optimizer) claims."""
-    c = r.sections.get("compilation")
+    c = r.sections.compilation
     if c is None or c.untraced_pct is None:
         return 0.0
-    host = r.sections.get("host")
+    host = r.sections.host
     claimed = sum((host.pct.get(p) or 0.0) for p in _CLAIMED_PARTS) if host is not None else 0.0
     return max(c.untraced_pct - claimed, 0.0)
 
 
 def untraced_time(r: RankAnalysis) -> Finding | None:
-    c = r.sections.get("compilation")
+    c = r.sections.compilation
     left = untraced_left_pct(r)
     if c is None or left <= UNTRACED_PCT:
         return None
     evidence = [
-        Evidence("step time outside every recorded op and device work", c.untraced_pct, "%",
+        Evidence("step time outside every recorded op and device work", c.untraced_pct or 0.0, "%",
                  where(r, "gaps of 1 ms or more")),
         Evidence("per step", c.untraced_ms, "ms", where(r)),
     ]

@@ -90,7 +90,7 @@ BALANCE_RANKS = Fix(
 
 def _waits(analysis: Analysis) -> dict[int, float]:
     """ms per step each rank waited for the named straggler (0 for the straggler itself)."""
-    s = analysis.job.get("stragglers")
+    s = analysis.job.stragglers
     if s is None or s.straggler is None:
         return {}
     return {w.rank: (0.0 if w.rank == s.straggler else w.waited_ms_per_step) for w in s.ranks}
@@ -107,7 +107,7 @@ def communication_exposed(analysis: Analysis, found: list[Finding]) -> list[Find
 
 
 def _exposed(r: RankAnalysis, waited_ms: float) -> Finding | None:
-    comm = r.sections.get("communication")
+    comm = r.sections.communication
     if comm is None or comm.source == "none" or not comm.steps:
         return None
     exposed_ms = comm.exposed_us / comm.steps / 1000.0
@@ -148,7 +148,7 @@ def _exposed(r: RankAnalysis, waited_ms: float) -> Finding | None:
 
 
 def straggler(analysis: Analysis, found: list[Finding]) -> list[Finding]:
-    s = analysis.job.get("stragglers")
+    s = analysis.job.stragglers
     if s is None or s.straggler is None:
         return []
     slow = next(w for w in s.ranks if w.rank == s.straggler)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from trainprof.analysis.kernels import KernelFacts
 from trainprof.analysis.results import RankAnalysis
 from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import rank_finding, severity, share_of_steps, where
@@ -65,8 +66,8 @@ FUSED_ATTENTION = Fix(
 )
 
 
-def _gpu_facts(r: RankAnalysis):
-    kernels = r.sections.get("kernels")
+def _gpu_facts(r: RankAnalysis) -> KernelFacts | None:
+    kernels = r.sections.kernels
     if r.gpu is None or kernels is None or kernels.facts.compute_us <= 0:
         return None
     return kernels.facts
@@ -77,12 +78,15 @@ def low_occupancy(r: RankAnalysis) -> Finding | None:
     if f is None or f.reported_blocks_us <= 0:
         return None
     share = f.underfilled_us / f.reported_blocks_us * 100.0
-    peaks = [d.peak_pct_of_device for d in r.sections["memory"].devices
+    memory = r.sections.memory
+    peaks = [d.peak_pct_of_device for d in (memory.devices if memory is not None else [])
              if d.peak_pct_of_device is not None]
     if share < UNDERFILLED_PCT or (peaks and max(peaks) >= MEMORY_TO_SPARE_PCT):
         return None
     saving = share_of_steps(r, f.underfilled_empty_us)
     g = r.gpu
+    if g is None:  # never: _gpu_facts needs one
+        return None
     evidence = [
         Evidence("kernel time in launches with fewer blocks than free SMs", share, "%", where(r)),
         Evidence("SM time those launches leave empty", f.underfilled_empty_us / 1000, "ms",
@@ -131,7 +135,8 @@ def no_tensor_cores(r: RankAnalysis) -> Finding | None:
                  where(r)),
         Evidence("of which on Tensor Core kernels", on_tc, "%", where(r)),
         Evidence("compute capability", f"{max(majors)}.x", "", r.device),
-        Evidence("Tensor Core share of all kernel time", r.gpu.tensor_core_pct, "%", where(r)),
+        Evidence("Tensor Core share of all kernel time",
+                 r.gpu.tensor_core_pct if r.gpu is not None else "unknown", "%", where(r)),
     ]
     return rank_finding(
         r, "no_tensor_cores", severity(saving, GPU_MEDIUM_PCT, GPU_HIGH_PCT),
@@ -152,12 +157,12 @@ def attention_not_fused(r: RankAnalysis) -> Finding | None:
     if softmax < SOFTMAX_MIN_PCT or fused >= FUSED_ATTENTION_MAX_PCT:
         return None
     saving = share_of_steps(r, f.softmax_us)
-    ops = r.sections.get("operators")
+    ops = r.sections.operators
     sites = [s.source for row in (ops.rows if ops else []) if row.name in _SOFTMAX_OPS
              for s in row.call_sites if s.source]
     evidence = [
         Evidence("softmax kernel time", softmax, "% of kernel time", where(r)),
-        Evidence("softmax kernels", f.softmax_calls / max(r.steps["count"], 1), "per step",
+        Evidence("softmax kernels", f.softmax_calls / max(r.steps.count, 1), "per step",
                  where(r)),
         Evidence("fused attention kernels (flash, memory-efficient, cuDNN)", fused,
                  "% of kernel time", where(r)),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from trainprof.analysis.results import RankAnalysis
+from trainprof.analysis.roofline import RooflineRow
 from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import (
     rank_finding,
@@ -97,23 +98,25 @@ def _misaligned(shape: str, dtype: str) -> list[str]:
 
 
 def far_from_roofline(r: RankAnalysis) -> Finding | None:
-    roof = r.sections.get("roofline")
+    roof = r.sections.roofline
     if roof is None or roof.device is None or not roof.classes:
         return None
     far = [c for c in roof.classes if c.pct_of_roofline is not None
            and c.pct_of_roofline < FAR_PCT]
-    gain_us = sum(max(c.time_us - c.roofline_us * 100.0 / REACHABLE_PCT, 0.0) for c in far)
+    # The figures of a row with pct_of_roofline are all set (analysis/roofline.py).
+    gain_us = sum(max(c.time_us - (c.roofline_us or 0.0) * 100.0 / REACHABLE_PCT, 0.0)
+                  for c in far)
     saving = share_of_steps(r, gain_us)
     if saving < MIN_SAVING_PCT:
         return None
     names = {c.op_class for c in far}
     shapes = [s for s in roof.shapes if s.op_class in names and s.lost_us]
-    evidence = [Evidence(f"{c.op_class}: % of roofline ({c.bound}-bound)", c.pct_of_roofline,
-                         "%", where(r, f"{readable_us(c.lost_us)} lost, {c.calls} calls"))
+    evidence = [Evidence(f"{c.op_class}: % of roofline ({c.bound}-bound)", c.pct_of_roofline or 0.0,
+                         "%", where(r, f"{readable_us(c.lost_us or 0.0)} lost, {c.calls} calls"))
                 for c in far[:3]]
-    evidence += [Evidence(f"{s.op} {s.shape} {s.dtype}", s.pct_of_roofline, "% of roofline",
+    evidence += [Evidence(f"{s.op} {s.shape} {s.dtype}", s.pct_of_roofline or 0.0, "% of roofline",
                           where(r, f"{s.achieved_tflops:.1f} TFLOP/s, {s.achieved_tb_s:.2f} "
-                                   f"TB/s, {readable_us(s.lost_us)} lost"))
+                                   f"TB/s, {readable_us(s.lost_us or 0.0)} lost"))
                  for s in shapes[:3]]
     evidence.append(Evidence("device", roof.device.name, "", roof.device_source or ""))
     fix = _roofline_fix(far, shapes, evidence, r)
@@ -121,7 +124,7 @@ def far_from_roofline(r: RankAnalysis) -> Finding | None:
     return rank_finding(
         r, "far_from_roofline", severity(saving, HW_MEDIUM_PCT, HW_HIGH_PCT),
         f"{worst.op_class} ops run at {worst.pct_of_roofline:.0f}% of what the "
-        f"{roof.device.name} allows ({readable_us(worst.lost_us)} lost)",
+        f"{roof.device.name} allows ({readable_us(worst.lost_us or 0.0)} lost)",
         "Against the device's peak FLOP/s and memory bandwidth, the kernels of these ops take "
         "much longer than their FLOPs and bytes need: the shapes, the dtype or the split into "
         "many small kernels keep the GPU from its roofline.",
@@ -130,7 +133,8 @@ def far_from_roofline(r: RankAnalysis) -> Finding | None:
     )
 
 
-def _roofline_fix(far, shapes, evidence: list[Evidence], r: RankAnalysis) -> Fix:
+def _roofline_fix(far: list[RooflineRow], shapes: list[RooflineRow], evidence: list[Evidence],
+                  r: RankAnalysis) -> Fix:
     """The fix that fits the worst shapes: alignment, FP32 GEMMs, unfused attention, tiny
     GEMMs, else fusing the memory-bound ops."""
     gemms = [s for s in shapes if s.op_class == "gemm"]
@@ -158,14 +162,14 @@ def _roofline_fix(far, shapes, evidence: list[Evidence], r: RankAnalysis) -> Fix
 
 
 def slow_collectives(r: RankAnalysis) -> Finding | None:
-    coll = r.sections.get("collectives")
-    comm = r.sections.get("communication")
+    coll = r.sections.collectives
+    comm = r.sections.communication
     if coll is None or not coll.rows:
         return None
     slow = [c for c in coll.rows if c.pct_of_peak is not None and c.pct_of_peak < SLOW_BUSBW_PCT]
     if not slow:
         return None
-    gain_us = sum(max(c.time_us - c.time_us * c.pct_of_peak / TARGET_BUSBW_PCT, 0.0)
+    gain_us = sum(max(c.time_us - c.time_us * (c.pct_of_peak or 0.0) / TARGET_BUSBW_PCT, 0.0)
                   for c in slow)
     exposed = comm.exposed_us if comm is not None else gain_us
     saving = share_of_steps(r, min(gain_us, exposed))

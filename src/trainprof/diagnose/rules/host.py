@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.step_spread import StepSpread
+from trainprof.analysis.syncs import SyncSite
 from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import (
@@ -70,7 +71,7 @@ COMPILE_WITH_GRAPHS = Fix(
 
 def _launch_fix(r: RankAnalysis) -> Fix:
     """COMPILE, or COMPILE_WITH_GRAPHS when the rank already replays CUDA/HIP graphs."""
-    launch = r.sections.get("launch")
+    launch = r.sections.launch
     return COMPILE_WITH_GRAPHS if launch is not None and launch.graph_launches else COMPILE
 
 
@@ -126,23 +127,25 @@ STEADY_STEPS = Fix(
 
 
 def host_bound(r: RankAnalysis) -> Finding | None:
-    host = r.sections.get("host")
+    host = r.sections.host
     share = host.pct.get("host_bound") if host is not None else None
     if share is None or share <= HOST_BOUND_PCT or _compiling_or_untraced(r, share):
         return None
-    launch = r.sections["launch"]
+    launch = r.sections.launch
     evidence = [
         Evidence("GPU idle while the host issues work (no data wait, collective or "
                  "preprocessing)", share, "%", where(r)),
-        Evidence("GPU idle over the step window", r.timeline.idle_pct, "%", where(r)),
     ]
-    if launch.cpu_bound_pct is not None:
+    if r.timeline is not None:
+        evidence.append(Evidence("GPU idle over the step window", r.timeline.idle_pct, "%",
+                                 where(r)))
+    if launch is not None and launch.cpu_bound_pct is not None:
         evidence.append(Evidence("of the step, GPU idle while launches run back to back",
                                  launch.cpu_bound_pct, "%", where(r)))
-    if launch.kernel_us.get("median") is not None:
-        evidence.append(Evidence("median kernel", launch.kernel_us["median"], "µs",
+    if launch is not None and (median := launch.kernel_us.get("median")) is not None:
+        evidence.append(Evidence("median kernel", median, "µs",
                                  where(r, f"{launch.kernels} kernels")))
-    gaps = r.sections["idle"].longest if "idle" in r.sections else []
+    gaps = r.sections.idle.longest if r.sections.idle is not None else []
     step = {"step": gaps[0].step} if gaps and gaps[0].step is not None else {}
     if gaps and gaps[0].host:
         g = gaps[0]
@@ -162,7 +165,7 @@ def host_bound(r: RankAnalysis) -> Finding | None:
 def _compiling_or_untraced(r: RankAnalysis, share: float) -> bool:
     """Whether compilation or untraced time (their own findings) explain the GPU's wait:
     then a larger batch or CUDA graphs are the wrong advice."""
-    c = r.sections.get("compilation")
+    c = r.sections.compilation
     if c is None:
         return False
     explained = (c.compile_pct or 0.0) + untraced_left_pct(r)
@@ -170,7 +173,7 @@ def _compiling_or_untraced(r: RankAnalysis, share: float) -> bool:
 
 
 def small_kernels(r: RankAnalysis) -> Finding | None:
-    launch = r.sections.get("launch")
+    launch = r.sections.launch
     if launch is None or not launch.kernels or launch.cpu_bound_pct is None:
         return None
     small = max(launch.small_kernel_pct or 0.0, launch.shorter_than_launch_pct or 0.0)
@@ -198,14 +201,14 @@ def small_kernels(r: RankAnalysis) -> Finding | None:
 
 
 def sync_points(r: RankAnalysis) -> Finding | None:
-    syncs = r.sections.get("syncs")
-    if syncs is None or not syncs.loop_count or not r.steps["count"]:
+    syncs = r.sections.syncs
+    if syncs is None or not syncs.loop_count or not r.steps.count:
         return None
-    per_step = syncs.loop_count / r.steps["count"]
+    per_step = syncs.loop_count / r.steps.count
     cost = syncs.loop_avoidable_pct or 0.0
     if per_step < SYNCS_PER_STEP and cost < SYNC_COST_PCT:
         return None
-    n = r.steps["count"]
+    n = r.steps.count
     evidence = [
         Evidence("host-device syncs per step", per_step, "", where(r)),
         duration("host blocked in them", syncs.loop_blocked_us / n, where(r), per_step=True),
@@ -229,14 +232,14 @@ def sync_points(r: RankAnalysis) -> Finding | None:
     )
 
 
-def _profilers(site) -> bool:
+def _profilers(site: SyncSite) -> bool:
     return bool(site.cause and "profiler's own" in site.cause)
 
 
 def logging_overhead(r: RankAnalysis) -> Finding | None:
-    host = r.sections.get("host")
+    host = r.sections.host
     share = host.pct.get("after_optimizer") if host is not None else None
-    if share is None or share <= LOGGING_PCT:
+    if host is None or share is None or share <= LOGGING_PCT:
         return None
     worst = max(host.after_optimizer_per_step_ms, key=lambda p: p[1])
     evidence = [
@@ -259,28 +262,28 @@ def logging_overhead(r: RankAnalysis) -> Finding | None:
 def step_variance(r: RankAnalysis) -> Finding | None:
     s = r.steps
     verdict = verdicts.step_variance(StepSpread(
-        count=s["count"], cv=s["cv"], median_ms=s["median_ms"], mean_ms=s["mean_ms"],
-        slow_steps=tuple(s["slow_steps"]), slow_episodes=s.get("slow_episodes", 0),
-        slow_excess_ms=s.get("slow_excess_ms", 0.0)))
+        count=s.count, cv=s.cv, median_ms=s.median_ms, mean_ms=s.mean_ms,
+        slow_steps=tuple(s.slow_steps), slow_episodes=s.slow_episodes,
+        slow_excess_ms=s.slow_excess_ms))
     if verdict is None:
         return None
     saving = verdict.saving_pct
-    slow = {p["step"]: p["ms"] for p in s["per_step"]}
-    names = ", ".join(f"#{n} ({slow[n]:.1f} ms)" for n in s["slow_steps"][:6])
+    slow = {p["step"]: p["ms"] for p in s.per_step}
+    names = ", ".join(f"#{n} ({slow[n]:.1f} ms)" for n in s.slow_steps[:6])
     evidence = [
-        Evidence("coefficient of variation", s["cv"] * 100, "%", where(r)),
-        Evidence("median step", s["median_ms"], "ms", where(r)),
+        Evidence("coefficient of variation", s.cv * 100, "%", where(r)),
+        Evidence("median step", s.median_ms, "ms", where(r)),
         Evidence("slow steps", names, "", where(r)),
     ]
-    if s.get("slow_period"):
-        evidence.append(Evidence("slow every", s["slow_period"], "steps", where(r)))
+    if s.slow_period:
+        evidence.append(Evidence("slow every", s.slow_period, "steps", where(r)))
     return rank_finding(
         r, "step_variance", verdict.severity,
-        f"Step times vary by {s['cv'] * 100:.0f}%: {len(s['slow_steps'])} slow step(s)",
+        f"Step times vary by {s.cv * 100:.0f}%: {len(s.slow_steps)} slow step(s)",
         "Some steps take much longer than the median: periodic work (evaluation, "
         "checkpointing, logging, garbage collection, recompilation) or contention.",
         evidence, saving, "the slow steps run as fast as the median step", STEADY_STEPS,
-        step=s["slow_steps"][0],
+        step=s.slow_steps[0],
     )
 
 

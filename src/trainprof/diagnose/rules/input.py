@@ -95,7 +95,7 @@ def data_loading(r: RankAnalysis) -> Finding | None:
     verdict = verdicts.data_loading(DataWait(share))
     if verdict is None:
         return None
-    loaders = r.sections["host"].data_loaders if "host" in r.sections else []
+    loaders = r.sections.host.data_loaders if r.sections.host is not None else []
     single = any(_SINGLE_PROCESS in name for name in loaders)
     measure = "DataLoader time with nothing else running" if gpu else "data phase"
     how = ("in the main process (num_workers=0)" if single
@@ -120,9 +120,9 @@ def data_loading(r: RankAnalysis) -> Finding | None:
 
 
 def input_preprocessing(r: RankAnalysis) -> Finding | None:
-    host = r.sections.get("host")
+    host = r.sections.host
     share = host.pct.get("lead_in") if host is not None else None
-    if share is None or share <= INPUT_PREP_PCT:
+    if host is None or share is None or share <= INPUT_PREP_PCT:
         return None
     spots = host.spots.get("lead_in", [])
     evidence = [
@@ -143,7 +143,7 @@ def input_preprocessing(r: RankAnalysis) -> Finding | None:
 
 
 def host_to_device_copies(r: RankAnalysis) -> Finding | None:
-    copies = r.sections.get("copies")
+    copies = r.sections.copies
     if copies is None or not copies.rows:
         return None
     d = copies.to_dict()

@@ -75,13 +75,18 @@ STEADY_ALLOCATOR = Fix(
 
 
 def _cuda(r: RankAnalysis) -> list[DeviceMemory]:
-    memory = r.sections.get("memory")
+    memory = r.sections.memory
     return [d for d in (memory.devices if memory else []) if d.peak_pct_of_device is not None]
 
 
+def _pct(d: DeviceMemory) -> float:
+    """The peak's share of the device (known for every device ``_cuda`` keeps)."""
+    return d.peak_pct_of_device or 0.0
+
+
 def _peak(d: DeviceMemory) -> Evidence:
-    return Evidence("peak allocated, of the device's memory", d.peak_pct_of_device, "%",
-                    f"{d.device}: {d.peak_allocated / _GB:.2f} of {d.device_total / _GB:.1f} GB"
+    return Evidence("peak allocated, of the device's memory", _pct(d), "%",
+                    f"{d.device}: {(d.peak_allocated or 0.0) / _GB:.2f} of {(d.device_total or 0.0) / _GB:.1f} GB"
                     + (f", step {d.peak_step}" if d.peak_step is not None else "")
                     + (f", in {d.peak_op}" if d.peak_op else ""))
 
@@ -93,13 +98,13 @@ def _share(pct: float) -> str:
 
 def memory_pressure(r: RankAnalysis) -> Finding | None:
     full = [d for d in _cuda(r)
-            if verdicts.memory_pressure(verdicts.DeviceMemory(d.peak_pct_of_device))]
+            if verdicts.memory_pressure(verdicts.DeviceMemory(_pct(d)))]
     if not full:
         return None
-    d = max(full, key=lambda x: x.peak_pct_of_device)
+    d = max(full, key=_pct)
     return rank_finding(
         r, "memory_pressure", "high",
-        f"Memory peaks at {d.peak_pct_of_device:.0f}% of {d.device}",
+        f"Memory peaks at {_pct(d):.0f}% of {d.device}",
         "The peak leaves almost no room: a longer sequence or a fragmented cache means an "
         "out-of-memory error, and the allocator may already free and retry (slow).",
         [_peak(d)], 0.0, "a risk, not step time: no saving is estimated", SAVE_MEMORY,
@@ -109,13 +114,13 @@ def memory_pressure(r: RankAnalysis) -> Finding | None:
 
 def memory_headroom(r: RankAnalysis) -> Finding | None:
     spare = [d for d in _cuda(r)
-            if verdicts.memory_headroom(verdicts.DeviceMemory(d.peak_pct_of_device))]
+            if verdicts.memory_headroom(verdicts.DeviceMemory(_pct(d)))]
     if not spare or len(spare) < len(_cuda(r)):
         return None
-    d = max(spare, key=lambda x: x.peak_pct_of_device)
+    d = max(spare, key=_pct)
     return rank_finding(
         r, "memory_headroom", "low",
-        f"Memory peaks at {_share(d.peak_pct_of_device)} of {d.device}: room for a larger batch",
+        f"Memory peaks at {_share(_pct(d))} of {d.device}: room for a larger batch",
         "More than half of the device memory is never used; a larger batch would use it and "
         "give the GPU larger kernels.",
         [_peak(d)], 0.0, "an opportunity: the gain depends on the batch size chosen",
@@ -124,7 +129,7 @@ def memory_headroom(r: RankAnalysis) -> Finding | None:
 
 
 def memory_growth(r: RankAnalysis) -> Finding | None:
-    memory = r.sections.get("memory")
+    memory = r.sections.memory
     leaks = [d for d in (memory.devices if memory else []) if d.leak_suspected]
     if not leaks:
         return None
@@ -150,7 +155,7 @@ def memory_growth(r: RankAnalysis) -> Finding | None:
 
 
 def memory_fragmentation(r: RankAnalysis) -> Finding | None:
-    memory = r.sections.get("memory")
+    memory = r.sections.memory
     if memory is None:
         return None
     ratios = [d for d in memory.devices if (d.reserved_to_allocated or 0) >= FRAGMENTATION_RATIO]
@@ -159,7 +164,7 @@ def memory_fragmentation(r: RankAnalysis) -> Finding | None:
     if not ratios and not busy:
         return None
     share = calls.time_pct or 0.0
-    evidence = [Evidence("reserved / allocated at the peak", d.reserved_to_allocated, "x",
+    evidence = [Evidence("reserved / allocated at the peak", d.reserved_to_allocated or 0.0, "x",
                          where(r, d.device)) for d in ratios]
     if calls.calls:
         evidence += [

@@ -75,7 +75,7 @@ NO_SCALER = Fix(
 
 def optimizer_overhead(r: RankAnalysis) -> Finding | None:
     share = r.phases_pct["optimizer"]
-    host = r.sections.get("host")
+    host = r.sections.host
     opt = host.optimizer if host is not None else None
     if opt is None:
         return None
@@ -109,7 +109,7 @@ def optimizer_overhead(r: RankAnalysis) -> Finding | None:
 
 
 def fp16_scaler_overhead(r: RankAnalysis) -> Finding | None:
-    ops = r.sections.get("operators")
+    ops = r.sections.operators
     if ops is None:
         return None
     calls, host_us, device_us = ops.time_of(GRAD_SCALER_OPS)

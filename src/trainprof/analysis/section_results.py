@@ -1,0 +1,100 @@
+"""The typed deep sections of a result: ``RankSections`` has one attribute per section of
+analysis/sections.py ``SECTIONS``, ``JobSections`` one per ``JOB_SECTIONS``, each typed with its
+result class and None where the section is absent (a rank read from a summary or a saved result
+has only some). A misspelled section is then a type error, not a silent ``None``.
+
+A leaf like analysis/results.py: the result classes are named for the type checker only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from trainprof.analysis.collective_bandwidth import Collectives
+    from trainprof.analysis.collective_ranks import CollectiveRanks
+    from trainprof.analysis.communication import Communication
+    from trainprof.analysis.compilation import Compilation
+    from trainprof.analysis.copies import Copies
+    from trainprof.analysis.critical_path.result import CriticalPath
+    from trainprof.analysis.host import HostTime
+    from trainprof.analysis.idle import IdleTime
+    from trainprof.analysis.kernels import KernelStats
+    from trainprof.analysis.launch import LaunchStats
+    from trainprof.analysis.memory import Memory
+    from trainprof.analysis.modules import ModuleTree
+    from trainprof.analysis.operators import OperatorStats
+    from trainprof.analysis.rank_table import RankTable
+    from trainprof.analysis.roofline import Roofline
+    from trainprof.analysis.stragglers import Stragglers
+    from trainprof.analysis.syncs import SyncStats
+
+
+class SectionResult(Protocol):
+    """What every section's result has: its JSON form."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+@dataclass
+class _Sections:
+    """Dict-style reading of the sections present, in field order (the order they run in)."""
+
+    def items(self) -> list[tuple[str, SectionResult]]:
+        """(name, result) of every section present."""
+        return [(f.name, getattr(self, f.name)) for f in fields(self)
+                if getattr(self, f.name) is not None]
+
+    def names(self) -> list[str]:
+        """The names of the sections present."""
+        return [name for name, _ in self.items()]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Each present section's JSON form, by name."""
+        return {name: result.to_dict() for name, result in self.items()}
+
+    def __getitem__(self, name: str) -> Any:
+        """``sections["kernels"]``, as when this was a dict (notebooks written then); KeyError
+        when the section is absent. Code in the package uses the typed attributes."""
+        value = getattr(self, name, None) if name in self.field_names() else None
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self.names()
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        """Every section this container can hold, in order."""
+        return [f.name for f in fields(cls)]
+
+
+@dataclass
+class RankSections(_Sections):
+    """The deep sections of one rank (names and order: analysis/sections.py SECTIONS)."""
+
+    idle: IdleTime | None = None
+    copies: Copies | None = None
+    memory: Memory | None = None
+    communication: Communication | None = None
+    operators: OperatorStats | None = None
+    kernels: KernelStats | None = None
+    launch: LaunchStats | None = None
+    syncs: SyncStats | None = None
+    host: HostTime | None = None
+    modules: ModuleTree | None = None
+    roofline: Roofline | None = None
+    collectives: Collectives | None = None
+    compilation: Compilation | None = None
+    critical_path: CriticalPath | None = None
+
+
+@dataclass
+class JobSections(_Sections):
+    """The job-level sections (names and order: analysis/sections.py JOB_SECTIONS)."""
+
+    stragglers: Stragglers | None = None
+    rank_table: RankTable | None = None
+    collective_ranks: CollectiveRanks | None = None
