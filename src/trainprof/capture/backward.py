@@ -51,16 +51,15 @@ def remove_listener(listener: BackwardListener) -> None:
 def _make_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def backward(*args: Any, **kwargs: Any) -> Any:
-        listeners = [ref() for ref in _listeners]  # a copy: a listener may leave during the call
+        # A copy: a listener may leave during the call.
+        listeners = [listener for ref in _listeners if (listener := ref()) is not None]
         for listener in listeners:
-            if listener is not None:
-                listener.on_backward_start()
+            listener.on_backward_start()
         try:
             return original(*args, **kwargs)
         finally:
             for listener in listeners:
-                if listener is not None:
-                    listener.on_backward_end()
+                listener.on_backward_end()
 
     backward._trainprof = True  # type: ignore[attr-defined]
     return backward

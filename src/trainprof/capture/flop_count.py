@@ -19,6 +19,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from trainprof.capture.batches import tensors_in
 
+_WRAPPERS = {"DistributedDataParallel": "module", "DataParallel": "module", "OptimizedModule": "_orig_mod"}
 _OUTPUT_TENSORS = 64  # enough for any model output's tensors that a loss reads
 
 
@@ -33,13 +34,21 @@ def meta_flops(model: torch.nn.Module, inputs: tuple[tuple, dict], backward: boo
     a meta-device copy; the hooks of `owner` (the step timer) are left out of the copy.
     Raises what the copy raises (ops with no meta kernel, data-dependent shapes, a model that
     cannot be copied)."""
-    twin = _meta_copy(model, owner)
+    twin = _meta_copy(unwrapped(model), owner)
     args, kwargs = inputs
     with FlopCounterMode(display=False) as counter:
         output = twin(*args, **kwargs)
         if backward:
             _backward(twin, output, args, kwargs)
     return float(counter.get_total_flops())
+
+
+def unwrapped(model: torch.nn.Module) -> torch.nn.Module:
+    """The model inside DistributedDataParallel, DataParallel or `torch.compile` (the same
+    forward, and a copy that needs no process group)."""
+    while type(model).__name__ in _WRAPPERS:
+        model = getattr(model, _WRAPPERS[type(model).__name__])
+    return model
 
 
 def _to_meta(value: Any) -> Any:

@@ -202,6 +202,7 @@ class StepTimer:
         """Yields the loader's batches, timing each fetch and delimiting steps."""
         self._wrapped = True
         now = self._now
+        tensor = torch.Tensor
         iterator = iter(loader)
         pending = self._pending
         try:
@@ -226,11 +227,14 @@ class StepTimer:
                     yield batch
                     continue
                 data_end = now()
-                if self.batch_size is not None:
-                    samples = self.batch_size
-                else:  # the first tensor's first dimension, as batch_size_of says, without a call
+                samples = self.batch_size
+                if samples is None:  # the first tensor's first dimension, as batch_size_of says
                     first = batch[0] if type(batch) in (tuple, list) and batch else batch
-                    samples = first.shape[0] if type(first) is torch.Tensor and first.dim() else batch_size_of(batch)
+                    if type(first) is tensor:
+                        shape = first.shape
+                        samples = shape[0] if shape else None
+                    else:
+                        samples = batch_size_of(batch)
                 index = self._next_index
                 self._next_index = index + 1
                 tokens = None if self.seq_dim is None else tokens_of(batch, samples, self.seq_dim)
@@ -356,8 +360,9 @@ class StepTimer:
 
     def _on_forward_end(self, module: Any, args: Any, output: Any) -> None:
         try:
-            if self._forward_start is not None and self._current is not None:
-                self._current.append((_FORWARD, self._forward_start, self._now()))
+            start, step = self._forward_start, self._current
+            if start is not None and step is not None:
+                step.append((_FORWARD, start, self._now()))
                 self._forward_start = None
         except Exception as error:
             self._fail(error)
@@ -374,11 +379,14 @@ class StepTimer:
     def on_backward_end(self) -> None:
         """Called as `torch.autograd.backward` returns: every gradient is ready."""
         try:
-            self._backward_depth = max(0, self._backward_depth - 1)
-            if self._backward_depth or self._backward_start is None:
+            depth = self._backward_depth - 1
+            self._backward_depth = depth if depth > 0 else 0
+            start = self._backward_start
+            if depth > 0 or start is None:
                 return
-            if self._current is not None:
-                self._current.append((_BACKWARD, self._backward_start, self._now()))
+            step = self._current
+            if step is not None:
+                step.append((_BACKWARD, start, self._now()))
             self._backward_start = None
             self._saw_backward = True
         except Exception as error:
@@ -397,11 +405,13 @@ class StepTimer:
 
     def _on_optimizer_end(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         try:
-            self._optimizer_depth = max(0, self._optimizer_depth - 1)
-            if self._optimizer_depth or self._optimizer_start is None or self._current is None:
+            depth = self._optimizer_depth - 1
+            self._optimizer_depth = depth if depth > 0 else 0
+            start, step = self._optimizer_start, self._current
+            if depth > 0 or start is None or step is None:
                 return
             end = self._now()
-            self._current.append((_OPTIMIZER, self._optimizer_start, end))
+            step.append((_OPTIMIZER, start, end))
             self._optimizer_start = None
             if self._optimizer_facts is None:  # once: every gradient and state tensor exists now
                 self._memory.capture_once(self._model, optimizer)
