@@ -27,6 +27,7 @@ One intra-op thread by default, for steadier timings. Target: < 20 µs of CPU a 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import random
 import statistics
@@ -181,6 +182,18 @@ def _clock_pair_us(n: int = 20000) -> float:
     return (clock() - start) / n / 1e3
 
 
+def flop_count_ms(width: int, data: list) -> float:
+    """How long the first read of `flops_per_step` takes after two steps: the FLOP count, where
+    it runs outside the steps (where it ran inside the first step, nothing is left to do)."""
+    model, optimizer = build(width)
+    with StepTimer(model, optimizer, log_every=None) as timer:
+        for x, y in itertools.islice(timer.wrap(forever(data)), 2):
+            step(model, optimizer, x, y)
+        start = time.perf_counter()
+        timer.flops_per_step  # noqa: B018 (the read is the measurement)
+        return (time.perf_counter() - start) * 1e3
+
+
 def hot_loop(rounds: int = 30, steps: int = 200) -> tuple[float, float, float]:
     """µs per step the timer adds to a tiny model's step (median and 95% CI over rounds), with
     torch's dispatch of the hooks: bare, timed, bare rounds, CPU time."""
@@ -230,6 +243,7 @@ def main() -> None:
             report_overhead(overhead_rounds(model, optimizer, data, steps, rounds), steps)
         print(f" the timer's own functions, called directly between {args.micro_steps} real steps:")
         report_micro(*micro(width, data, args.micro_steps))
+    print(f"\nthe one-off FLOP count, at the first read of flops_per_step: {flop_count_ms(width, data):.1f} ms")
     mid, low, high = hot_loop()
     print(f"\nhot loop (tiny model, steady state, with torch's hook dispatch): "
           f"{mid:+.1f} µs/step of CPU (95% CI {low:+.1f} .. {high:+.1f})"
