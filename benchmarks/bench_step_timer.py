@@ -90,17 +90,23 @@ def timed_train(model, optimizer, data: Iterator, steps: int) -> tuple[float, fl
 
 
 def pick_width(data: list, step_ms: float) -> int:
-    """The hidden width whose step takes about `step_ms` on this machine."""
+    """The hidden width whose step takes about `step_ms` of CPU on this machine (CPU time and
+    medians: on a shared machine the wall time of a few steps jumps with the neighbours)."""
     width = 512
-    for _ in range(6):
-        model, optimizer = build(width)
-        fetch = forever(data).__next__
-        train(model, optimizer, fetch, 5)
-        measured = train(model, optimizer, fetch, 20)[0] / 20 * 1e3
+    for _ in range(8):
+        measured = bare_step_ms(width, data)
         if abs(measured - step_ms) < 0.1 * step_ms:
             break
         width = max(16, int(width * (step_ms / measured) ** 0.5))
     return width
+
+
+def bare_step_ms(width: int, data: list) -> float:
+    """The median CPU time of one bare step of the model of that width, in ms."""
+    model, optimizer = build(width)
+    fetch = forever(data).__next__
+    train(model, optimizer, fetch, 5)
+    return statistics.median(train(model, optimizer, fetch, 1)[1] for _ in range(30)) * 1e3
 
 
 def median_with_interval(values: list[float], resamples: int = 2000) -> tuple[float, float, float]:
@@ -234,9 +240,8 @@ def main() -> None:
     for step_ms in args.step_ms:
         width = pick_width(data, step_ms)
         model, optimizer = build(width)
-        bare_ms = statistics.median(train(model, optimizer, forever(data).__next__, 1)[0] * 1e3
-                                    for _ in range(30))
-        print(f"\nsteps of {step_ms:g} ms: hidden width {width}, bare step {bare_ms:.2f} ms")
+        bare_ms = bare_step_ms(width, data)
+        print(f"\nsteps of {step_ms:g} ms: hidden width {width}, bare step {bare_ms:.2f} ms of CPU")
         for steps in args.steps:
             rounds = args.rounds or max(5, int(args.seconds / (3 * steps * bare_ms / 1e3)))
             print(f" {rounds} rounds of {steps}-step runs:")
