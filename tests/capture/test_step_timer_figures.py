@@ -181,11 +181,15 @@ def test_a_given_flops_per_step_or_count_flops_false_counts_nothing():
     training = TinyTraining()
     given = trainprof.StepTimer(training.model, training.optimizer, flops_per_step=123.0, log_every=None)
     off = trainprof.StepTimer(training.model, training.optimizer, count_flops=False, log_every=None)
+    set_later = trainprof.StepTimer(training.model, training.optimizer, log_every=None)
+    set_later.flops_per_step = 7.0  # before the first forward: no count overrides it afterwards
     training.run(3)
     assert given.summary()["flops_per_step"] == 123.0
     assert off.summary()["flops_per_step"] is None
-    given.close()
-    off.close()
+    assert set_later.summary()["flops_per_step"] == 7.0
+    for timer in (given, off, set_later):
+        timer.close()
+    assert not training.model._forward_pre_hooks
 
 
 def test_the_flop_count_matches_torchs_count_of_a_real_step():

@@ -149,9 +149,10 @@ class StepTimer:
         self._model = model
         self._memory = MemoryProbe(self.device, self._warn)  # docs/memory_breakdown.md
         self._attach(model, optimizer)
+        self._flop_hook: Any = None
         if count_flops and flops_per_step is None and model is not None:
-            self._flop_hook_handle = model.register_forward_pre_hook(self._keep_flop_inputs, with_kwargs=True)
-            self._handles.append(self._flop_hook_handle)
+            self._flop_hook = model.register_forward_pre_hook(self._keep_flop_inputs, with_kwargs=True)
+            self._handles.append(self._flop_hook)
         self._history = history
         self._trackers = _step_logger(log_to)
         self._live = None
@@ -172,6 +173,7 @@ class StepTimer:
 
     @flops_per_step.setter
     def flops_per_step(self, value: float | None) -> None:
+        self._drop_flop_hook()
         self._flop_inputs = None
         self._flops_per_step = value
 
@@ -506,11 +508,17 @@ class StepTimer:
         if self._backward_depth or self._current is None:
             return
         try:
-            self._handles.remove(self._flop_hook_handle)
-            self._flop_hook_handle.remove()
+            self._drop_flop_hook()
             self._flop_inputs = meta_inputs(args, kwargs)
         except Exception as error:
             self._warn("could not keep the first batch's shapes to count FLOPs; MFU is unknown", error)
+
+    def _drop_flop_hook(self) -> None:
+        hook, self._flop_hook = self._flop_hook, None
+        if hook is not None:
+            hook.remove()
+            if hook in self._handles:
+                self._handles.remove(hook)
 
     def _count_flops(self) -> None:
         """FLOPs of one forward (and backward, if training has one) on the first batch's shapes,
