@@ -504,7 +504,8 @@ class StepTimer:
     # -- FLOPs, output ----------------------------------------------------------------------
 
     def _keep_flop_inputs(self, module: Any, args: Any, kwargs: Any) -> None:
-        """Once, at the first forward outside backward: the inputs' shapes, for the FLOP count."""
+        """Once, at the first forward inside a step (not a recompute inside backward): the
+        inputs' shapes, dtypes and `requires_grad` as meta tensors, for the FLOP count."""
         if self._backward_depth or self._current is None:
             return
         try:
