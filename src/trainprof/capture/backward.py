@@ -25,24 +25,25 @@ class BackwardListener(Protocol):
 
 
 # Weak references: a step timer that is dropped without close() must not be kept alive, nor
-# called at every backward pass, for the rest of the process.
-_listeners: list[weakref.ref[BackwardListener]] = []
+# called at every backward pass, for the rest of the process. A tuple, replaced (never changed)
+# when a listener comes or goes, so that the wrapper can walk it while that happens.
+_listeners: tuple[weakref.ref[BackwardListener], ...] = ()
 _original: Callable[..., Any] | None = None
 
 
 def add_listener(listener: BackwardListener) -> None:
     """Calls `listener.on_backward_start/_end` around each `torch.autograd.backward` call."""
-    global _original
+    global _original, _listeners
     if _original is None:
         _original = torch.autograd.backward
         torch.autograd.backward = _make_wrapper(_original)
-    _listeners.append(weakref.ref(listener))
+    _listeners = (*_listeners, weakref.ref(listener))
 
 
 def remove_listener(listener: BackwardListener) -> None:
     """Stops the calls; the last listener out restores torch's function, if it is still ours."""
-    global _original
-    _listeners[:] = [ref for ref in _listeners if ref() is not None and ref() is not listener]
+    global _original, _listeners
+    _listeners = tuple(ref for ref in _listeners if ref() is not None and ref() is not listener)
     if not _listeners and _original is not None and getattr(torch.autograd.backward, "_trainprof", False):
         torch.autograd.backward = _original
         _original = None
@@ -51,16 +52,17 @@ def remove_listener(listener: BackwardListener) -> None:
 def _make_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def backward(*args: Any, **kwargs: Any) -> Any:
-        listeners = [ref() for ref in _listeners]  # a copy: a listener may leave during the call
-        for listener in listeners:
+        listeners = []  # the ones started are the ones ended, whatever comes or goes meanwhile
+        for ref in _listeners:
+            listener = ref()
             if listener is not None:
                 listener.on_backward_start()
+                listeners.append(listener)
         try:
             return original(*args, **kwargs)
         finally:
             for listener in listeners:
-                if listener is not None:
-                    listener.on_backward_end()
+                listener.on_backward_end()
 
     backward._trainprof = True  # type: ignore[attr-defined]
     return backward

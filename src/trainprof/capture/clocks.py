@@ -11,6 +11,9 @@ from typing import Any
 
 import torch
 
+# The step timer's step layout (`steps.INDEX` ...), repeated here to keep this module free of it.
+_START, _DATA_END, _END, _INTERVALS = 1, 2, 3, 7
+
 
 class CpuClock:
     """`time.perf_counter`: marks are float seconds, ready at once."""
@@ -55,18 +58,20 @@ class CudaClock:
     def wait(mark: torch.cuda.Event) -> None:
         mark.synchronize()
 
-    def resolve(self, step: Any) -> None:
+    def resolve(self, step: list) -> None:
         """Replaces a finished step's events by float seconds, and pools the events again.
 
-        The step's end event is also the next step's start, so it goes back to the pool when
-        that step is resolved.
+        `step` is the step timer's list: [index, start, data_end, end, samples, tokens,
+        excluded, (phase, start, end), ...] (`steps.START` and after). The step's end event is
+        also the next step's start, so it goes back to the pool when that step is resolved.
         """
-        seconds, end = self._seconds, step.end
-        used = [step.start, step.data_end] + [m for _, s, e in step.intervals for m in (s, e)]
-        step.intervals = [(phase, seconds(s), seconds(e)) for phase, s, e in step.intervals]
-        if step.data_end is not None:
-            step.data_end = seconds(step.data_end)
-        step.start, step.end = seconds(step.start), seconds(end)
+        seconds, end = self._seconds, step[_END]
+        intervals = step[_INTERVALS:]
+        used = [step[_START], step[_DATA_END]] + [m for _, s, e in intervals for m in (s, e)]
+        step[_INTERVALS:] = [(phase, seconds(s), seconds(e)) for phase, s, e in intervals]
+        if step[_DATA_END] is not None:
+            step[_DATA_END] = seconds(step[_DATA_END])
+        step[_START], step[_END] = seconds(step[_START]), seconds(end)
         reusable = {id(m): m for m in used if isinstance(m, torch.cuda.Event) and m is not end}
         self._pool.extend(reusable.values())
 

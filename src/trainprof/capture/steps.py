@@ -12,8 +12,10 @@ hooks); other is the rest (moving the batch, the loss, zero_grad, logging). With
 step ends at each `optimizer.step()` (the next begins there) and the data phase is unknown: the
 loader's time counts as other.
 
-Every hook runs in the training loop, so each does a handful of appends and nothing else; the
-arithmetic happens every `READBACK_EVERY` steps.
+Every hook runs in the training loop, so each reads the clock and stores the mark, and nothing
+else: a step in flight is one list, built in one instruction, that the hooks append
+(phase, start, end) marks to; the arithmetic happens every `READBACK_EVERY` steps. The one-off
+FLOP count runs outside every step, on a meta-device copy of the model (`capture.flop_count`).
 """
 
 from __future__ import annotations
@@ -26,12 +28,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from trainprof.capture import backward as backward_calls
 from trainprof.capture.batches import batch_size_of, tokens_of
 from trainprof.capture.clocks import clock_for
 from trainprof.capture.device import model_device, peak_flops_for, peak_memory_bytes
+from trainprof.capture.flop_count import meta_flops, meta_inputs
 from trainprof.capture.jsonl_sink import JsonlSink
 from trainprof.capture.memory_breakdown import MemoryProbe
 from trainprof.capture.safety import WarnOnce
@@ -49,20 +51,10 @@ _DATA, _FORWARD, _BACKWARD, _OPTIMIZER, _OTHER = range(len(PHASES))
 READBACK_EVERY = 32
 
 
-class _Step:
-    """One step's marks (seconds on a CPU, CUDA events on a GPU); turned into ms at read-back."""
-
-    __slots__ = ("index", "start", "data_end", "end", "intervals", "samples", "tokens", "excluded")
-
-    def __init__(self, index: int, start: Any, data_end: Any, samples: int | None) -> None:
-        self.index = index
-        self.start = start
-        self.data_end = data_end
-        self.end: Any = None
-        self.intervals: list[tuple[int, Any, Any]] = []
-        self.samples = samples
-        self.tokens: int | None = None
-        self.excluded = False
+#: A step in flight is a list (one instruction to build, no __init__ to call): these fields, then
+#: one (phase, start, end) tuple per timed call. Marks are seconds on a CPU, CUDA events on a GPU
+#: (`clocks.CudaClock.resolve` turns them into seconds at read-back).
+INDEX, START, DATA_END, END, SAMPLES, TOKENS, EXCLUDED, INTERVALS = range(8)
 
 
 @dataclass(frozen=True)
@@ -95,9 +87,11 @@ class StepTimer:
     """Times each training step by phase and reports throughput, peak memory and MFU.
 
     `batch_size` overrides the size read from each batch; `seq_dim` (e.g. 1 for (batch, seq)
-    tokens) turns on tokens/s. `flops_per_step` skips the one-step FLOP count; `peak_flops`
-    overrides the GPU table. The first `warmup_steps` steps, and the step whose FLOPs are counted,
-    are left out of the statistics. Every `log_every` steps a line goes to the "trainprof.steps"
+    tokens) turns on tokens/s. `flops_per_step` gives the model's FLOPs per step; without it,
+    `count_flops=True` (the default) counts them once, outside the training steps: the first
+    batch's shapes go through a meta-device copy of the model when a figure first needs them
+    (docs/capture.md). `peak_flops` overrides the GPU table. The first `warmup_steps` steps are
+    left out of the statistics. Every `log_every` steps a line goes to the "trainprof.steps"
     logger at INFO, or to stderr when logging would not show it; `jsonl_path` gets one JSON line
     per step. A failure inside the timer warns once and turns the timer off; training goes on.
     `live=True` shows a live panel on rank 0 (docs/live.md); `trainprof.StepTimer` adds
@@ -115,6 +109,7 @@ class StepTimer:
         batch_size: int | None = None,
         seq_dim: int | None = None,
         flops_per_step: float | None = None,
+        count_flops: bool = True,
         peak_flops: float | None = None,
         log_every: int | None = 100,
         jsonl_path: str | Path | None = None,
@@ -125,7 +120,7 @@ class StepTimer:
         self.device = model_device(model)
         self.batch_size = batch_size
         self.seq_dim = seq_dim
-        self.flops_per_step = flops_per_step
+        self._flops_per_step = flops_per_step
         self.peak_flops = peak_flops if peak_flops is not None else peak_flops_for(self.device)
         self.log_every = log_every
         self.warmup_steps = warmup_steps
@@ -136,9 +131,9 @@ class StepTimer:
         self._warn = WarnOnce()
         self._broken = False
         self._wrapped = False
-        self._current: _Step | None = None
+        self._current: list | None = None  # the step in flight (fields above)
         self._next_index = 0
-        self._pending: list[_Step] = []
+        self._pending: list[list] = []
         self._forward_start: Any = None
         self._backward_start: Any = None
         self._backward_depth = 0
@@ -146,13 +141,18 @@ class StepTimer:
         self._optimizer_depth = 0
         self._optimizer_facts: tuple[str, str | None, int] | None = None
         self._last_end: Any = None  # without wrap(), where the next step begins
-        self._flop_counter: FlopCounterMode | None = None
-        self._count_flops = flops_per_step is None and model is not None
+        self._flop_inputs: tuple[tuple, dict] | None = None  # the first forward's, as meta tensors
+        self._saw_backward = False  # the FLOP count includes a backward only if training has one
+        self._flop_step: int | None = None  # the step the count ran in, if any: left out
         self._jsonl = JsonlSink(jsonl_path, self._warn) if jsonl_path else None
         self._handles: list[Any] = []
         self._model = model
         self._memory = MemoryProbe(self.device, self._warn)  # docs/memory_breakdown.md
         self._attach(model, optimizer)
+        self._flop_hook: Any = None
+        if count_flops and flops_per_step is None and model is not None:
+            self._flop_hook = model.register_forward_pre_hook(self._keep_flop_inputs, with_kwargs=True)
+            self._handles.append(self._flop_hook)
         self._trackers = _step_logger(log_to)
         self._live = None
         if live:
@@ -161,6 +161,20 @@ class StepTimer:
             self._live = live_view(self)
 
     # -- public -----------------------------------------------------------------------------
+
+    @property
+    def flops_per_step(self) -> float | None:
+        """The model's FLOPs per step: given, or counted once (on a meta-device copy, at the
+        first read after the first forward); None when unknown."""
+        if self._flop_inputs is not None:
+            self._count_flops()
+        return self._flops_per_step
+
+    @flops_per_step.setter
+    def flops_per_step(self, value: float | None) -> None:
+        self._drop_flop_hook()
+        self._flop_inputs = None
+        self._flops_per_step = value
 
     def to_run_record(self) -> dict[str, Any]:
         """This timer as a plain record (summary, every step's time, rank, device): the run
@@ -189,6 +203,7 @@ class StepTimer:
         """Yields the loader's batches, timing each fetch and delimiting steps."""
         self._wrapped = True
         now = self._now
+        tensor = torch.Tensor
         iterator = iter(loader)
         pending = self._pending
         try:
@@ -198,9 +213,7 @@ class StepTimer:
                 step = self._current
                 if step is not None:
                     self._current = None
-                    if self._flop_counter is not None:
-                        self._stop_flop_count()
-                    step.end = start
+                    step[END] = start
                     pending.append(step)
                     if len(pending) >= READBACK_EVERY:
                         self._read_back(wait=False)
@@ -215,19 +228,19 @@ class StepTimer:
                     yield batch
                     continue
                 data_end = now()
-                if self.batch_size is not None:
-                    samples = self.batch_size
-                else:  # the first tensor's first dimension, as batch_size_of says, without a call
+                samples = self.batch_size
+                if samples is None:  # the first tensor's first dimension, as batch_size_of says
                     first = batch[0] if type(batch) in (tuple, list) and batch else batch
-                    samples = first.shape[0] if type(first) is torch.Tensor and first.dim() else batch_size_of(batch)
-                step = _Step(self._next_index, start, data_end, samples)
-                self._next_index += 1
-                if step.index < self.warmup_steps:
-                    step.excluded = True
-                if self.seq_dim is not None:
-                    step.tokens = tokens_of(batch, samples, self.seq_dim)
+                    if type(first) is tensor:
+                        shape = first.shape
+                        samples = shape[0] if shape else None
+                    else:
+                        samples = batch_size_of(batch)
+                index = self._next_index
+                self._next_index = index + 1
+                tokens = None if self.seq_dim is None else tokens_of(batch, samples, self.seq_dim)
                 self._optimizer_depth = 0
-                self._current = step
+                self._current = [index, start, data_end, None, samples, tokens, index < self.warmup_steps]
                 yield batch
         finally:
             self._current = None  # a step cut short by `break` or an exception is not counted
@@ -248,17 +261,16 @@ class StepTimer:
             if self._current is None:
                 self._open_step(self._last_end if self._last_end is not None else start, None, None)
             step = self._current
-            step.intervals.append((_DATA, start, self._now()))
+            step.append((_DATA, start, self._now()))
             if self.batch_size is None:  # else _open_step counted batch_size per step
                 size = batch_size_of(batch)
-                step.samples = None if size is None else (step.samples or 0) + size
+                step[SAMPLES] = None if size is None else (step[SAMPLES] or 0) + size
         except Exception as error:
             self._fail(error)
         return batch
 
     def summary(self) -> dict[str, Any]:
         """Everything measured so far, as a plain JSON-serialisable dict."""
-        self._stop_flop_count()
         self._read_back(wait=True)
         everything = self._stats.window()
         return {
@@ -279,7 +291,6 @@ class StepTimer:
     def close(self) -> None:
         """Removes the hooks, closes the JSONL file, ends the live view and sends the summary to
         the trackers; `summary()` still works afterwards."""
-        self._stop_flop_count()
         self._read_back(wait=True)
         if self._live is not None:
             self._live.stop()
@@ -339,18 +350,15 @@ class StepTimer:
             # Activation checkpointing runs forward again inside backward: that is backward.
             if self._backward_depth or (self._current is None and not self._open_for_hook()):
                 return
-            if self._flop_counter is not None:  # a forward with no backward after it: inference
-                self._stop_flop_count()
-            elif self._count_flops:
-                self._start_flop_count()
             self._forward_start = self._now()
         except Exception as error:
             self._fail(error)
 
     def _on_forward_end(self, module: Any, args: Any, output: Any) -> None:
         try:
-            if self._forward_start is not None and self._current is not None:
-                self._current.intervals.append((_FORWARD, self._forward_start, self._now()))
+            start, step = self._forward_start, self._current
+            if start is not None and step is not None:
+                step.append((_FORWARD, start, self._now()))
                 self._forward_start = None
         except Exception as error:
             self._fail(error)
@@ -367,14 +375,16 @@ class StepTimer:
     def on_backward_end(self) -> None:
         """Called as `torch.autograd.backward` returns: every gradient is ready."""
         try:
-            self._backward_depth = max(0, self._backward_depth - 1)
-            if self._backward_depth or self._backward_start is None:
+            depth = self._backward_depth - 1
+            self._backward_depth = depth if depth > 0 else 0
+            start = self._backward_start
+            if depth > 0 or start is None:
                 return
-            if self._current is not None:
-                self._current.intervals.append((_BACKWARD, self._backward_start, self._now()))
+            step = self._current
+            if step is not None:
+                step.append((_BACKWARD, start, self._now()))
             self._backward_start = None
-            if self._flop_counter is not None:  # outside the autograd engine, so exiting holds
-                self._stop_flop_count()
+            self._saw_backward = True
         except Exception as error:
             self._fail(error)
 
@@ -384,8 +394,6 @@ class StepTimer:
             self._optimizer_depth += 1
             if self._optimizer_depth > 1:
                 return
-            if self._flop_counter is not None:
-                self._stop_flop_count()
             if self._current is not None or self._open_for_hook():
                 self._optimizer_start = self._now()
         except Exception as error:
@@ -393,15 +401,16 @@ class StepTimer:
 
     def _on_optimizer_end(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         try:
-            self._optimizer_depth = max(0, self._optimizer_depth - 1)
-            if self._optimizer_depth or self._optimizer_start is None or self._current is None:
+            depth = self._optimizer_depth - 1
+            self._optimizer_depth = depth if depth > 0 else 0
+            start, step = self._optimizer_start, self._current
+            if depth > 0 or start is None or step is None:
                 return
             end = self._now()
-            self._current.intervals.append((_OPTIMIZER, self._optimizer_start, end))
+            step.append((_OPTIMIZER, start, end))
             self._optimizer_start = None
-            if self._memory.captured is None:  # once: every gradient and state tensor exists now
+            if self._optimizer_facts is None:  # once: every gradient and state tensor exists now
                 self._memory.capture_once(self._model, optimizer)
-            if self._optimizer_facts is None:
                 self._optimizer_facts = optimizer_facts(optimizer)
             if not self._wrapped:
                 self._close_step(end)
@@ -422,22 +431,17 @@ class StepTimer:
 
     def _open_step(self, start: Any, data_end: Any, batch: Any) -> None:
         samples = self.batch_size if self.batch_size is not None else batch_size_of(batch)
-        step = _Step(self._next_index, start, data_end, samples)
-        self._next_index += 1
-        if step.index < self.warmup_steps:
-            step.excluded = True
-        if self.seq_dim is not None:
-            step.tokens = tokens_of(batch, samples, self.seq_dim)
+        tokens = None if self.seq_dim is None else tokens_of(batch, samples, self.seq_dim)
+        index = self._next_index
+        self._next_index = index + 1
         self._optimizer_depth = 0  # in case an optimizer step raised half-way
-        self._current = step
+        self._current = [index, start, data_end, None, samples, tokens, index < self.warmup_steps]
 
     def _close_step(self, end: Any) -> None:
         step, self._current = self._current, None
-        if self._flop_counter is not None:
-            self._stop_flop_count()
         if step is None:
             return
-        step.end = end
+        step[END] = end
         self._pending.append(step)
         if len(self._pending) >= READBACK_EVERY:
             self._read_back(wait=False)
@@ -448,75 +452,101 @@ class StepTimer:
         """Turns finished steps into numbers, oldest first; with `wait`, all of them."""
         try:
             pending = self._pending
-            if wait and pending:
-                self._clock.wait(pending[-1].end)
-            done = 0
-            for step in pending:
-                if not self._clock.ready(step.end):
-                    break
+            if not pending:
+                return
+            clock = self._clock
+            if not clock.immediate:
+                if wait:
+                    clock.wait(pending[-1][END])
+                done = 0
+                for step in pending:
+                    if not clock.ready(step[END]):
+                        break
+                    clock.resolve(step)  # CUDA events to seconds
+                    done += 1
+                finished = pending[:done]
+                del pending[:done]
+            else:
+                finished = pending[:]
+                del pending[:]  # in place: wrap() holds this list
+            for step in finished:
                 self._record(step)
-                done += 1
-            del pending[:done]
         except Exception as error:
             self._pending = []
             self._fail(error)
 
-    def _record(self, step: _Step) -> None:
-        if not self._clock.immediate:
-            self._clock.resolve(step)  # CUDA events to seconds
-        start = step.start
-        phases = [step.data_end - start if step.data_end is not None else 0.0, 0.0, 0.0, 0.0, 0.0]
-        for phase, begin, end in step.intervals:
+    def _record(self, step: list) -> None:
+        start = step[START]
+        data_end = step[DATA_END]
+        phases = [0.0 if data_end is None else data_end - start, 0.0, 0.0, 0.0, 0.0]
+        for phase, begin, end in step[INTERVALS:]:
             phases[phase] += end - begin
-        step_s = step.end - start
+        step_s = step[END] - start
         phases[_OTHER] = max(0.0, step_s - sum(phases))
+        if step[INDEX] == self._flop_step:
+            step[EXCLUDED] = True
         if self._jsonl is not None or self._trackers is not None:
             self._send_record(step, step_s, phases)
-        if step.excluded:
+        if step[EXCLUDED]:
             self._excluded += 1
             return
-        self._stats.add(step_s, phases, step.samples, step.tokens)
+        self._stats.add(step_s, phases, step[SAMPLES], step[TOKENS])
         if self.log_every and self._stats.steps_since_log >= self.log_every:
             window = self._stats.take_recent()
-            self._log(log_line(step.index, window, self._mfu(window)))
+            self._log(log_line(step[INDEX], window, self._mfu(window)))
 
     # -- FLOPs, output ----------------------------------------------------------------------
 
-    def _start_flop_count(self) -> None:
-        """Counts FLOPs from this forward to the end of the backward (or the optimizer step, the
-        end of the step, or the next forward, whichever comes first); the step is left out of
-        the statistics, as counting slows it down."""
-        self._count_flops = False
-        self._current.excluded = True  # type: ignore[union-attr]
-        self._flop_counter = FlopCounterMode(display=False)
-        self._flop_counter.__enter__()
-
-    def _stop_flop_count(self) -> None:
-        counter, self._flop_counter = self._flop_counter, None
-        if counter is None:
+    def _keep_flop_inputs(self, module: Any, args: Any, kwargs: Any) -> None:
+        """Once, at the first forward inside a step (not a recompute inside backward): the
+        inputs' shapes, dtypes and `requires_grad` as meta tensors, for the FLOP count."""
+        if self._backward_depth or self._current is None:
             return
         try:
-            counter.__exit__(None, None, None)
-            self.flops_per_step = float(counter.get_total_flops()) or None
+            self._drop_flop_hook()
+            self._flop_inputs = meta_inputs(args, kwargs)
         except Exception as error:
-            self._warn("could not count FLOPs per step; MFU is unknown", error)
+            self._warn("could not keep the first batch's shapes to count FLOPs; MFU is unknown", error)
+
+    def _drop_flop_hook(self) -> None:
+        hook, self._flop_hook = self._flop_hook, None
+        if hook is not None:
+            hook.remove()
+            if hook in self._handles:
+                self._handles.remove(hook)
+
+    def _count_flops(self) -> None:
+        """FLOPs of one forward (and backward, if training has one) on the first batch's shapes,
+        on a meta-device copy of the model: no data, no arithmetic, outside every step."""
+        inputs, self._flop_inputs = self._flop_inputs, None
+        if inputs is None or self._model is None:
+            return
+        # Asked for in the middle of training (a log line, the live view): the step that is
+        # open, or opens next, pays for it and is left out of the statistics.
+        self._flop_step = self._next_index if self._current is None else self._current[INDEX]
+        try:
+            self._flops_per_step = meta_flops(self._model, inputs, self._saw_backward, self) or None
+        except Exception as error:
+            self._warn("could not count FLOPs per step on a meta-device copy of the model; MFU is "
+                       "unknown (pass flops_per_step=)", error)
 
     def _mfu(self, window: Window) -> float | None:
         """Achieved FLOP/s over the device's peak: flops_per_step * steps / seconds / peak."""
         seconds = window.total_ms / 1e3
-        if not (self.flops_per_step and self.peak_flops and window.steps and seconds > 0):
+        if not (self.peak_flops and window.steps and seconds > 0 and self.flops_per_step):
             return None
         return self.flops_per_step * window.steps / seconds / self.peak_flops
 
-    def _send_record(self, step: _Step, step_s: float, phases: list[float]) -> None:
+    def _send_record(self, step: list, step_s: float, phases: list[float]) -> None:
         """The step's record to the JSONL file and the trackers (docs/trackers.md)."""
-        record: dict[str, Any] = {"step": step.index, "step_ms": round(step_s * 1e3, 4)}
+        index = step[INDEX]
+        record: dict[str, Any] = {"step": index, "step_ms": round(step_s * 1e3, 4)}
         record.update({f"{p}_ms": round(v * 1e3, 4) for p, v in zip(PHASES, phases, strict=True)})
-        record.update(samples=step.samples, tokens=step.tokens, excluded=step.excluded)
+        record.update(samples=step[SAMPLES], tokens=step[TOKENS], excluded=step[EXCLUDED])
         if self._jsonl is not None:
             self._jsonl.write(record)
         if self._trackers is not None:
-            self._trackers.step(step.index, record)
+            self._trackers.step(index, record)
 
     def _log(self, line: str) -> None:
         if self._jsonl is not None:
