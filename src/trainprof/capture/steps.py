@@ -230,7 +230,7 @@ class StepTimer:
                 data_end = now()
                 samples = self.batch_size
                 if samples is None:  # the first tensor's first dimension, as batch_size_of says
-                    first = batch[0] if type(batch) in (tuple, list) and batch else batch
+                    first = batch[0] if type(batch) in (tuple, list) and batch else batch  # type: ignore[index]
                     if type(first) is tensor:
                         shape = first.shape
                         samples = shape[0] if shape else None
@@ -261,6 +261,7 @@ class StepTimer:
             if self._current is None:
                 self._open_step(self._last_end if self._last_end is not None else start, None, None)
             step = self._current
+            assert step is not None  # _open_step just opened it
             step.append((_DATA, start, self._now()))
             if self.batch_size is None:  # else _open_step counted batch_size per step
                 size = batch_size_of(batch)
