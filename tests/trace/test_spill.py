@@ -8,16 +8,17 @@ import os
 
 import numpy as np
 import pytest
-from conftest import SHARED_TRACE_FILES
 
 from trainprof.errors import TraceError
-from trainprof.trace.kernel_context import LAUNCH_CONTEXT_KEY
 from trainprof.trace import stream
+from trainprof.trace.kernel_context import LAUNCH_CONTEXT_KEY
 from trainprof.trace.load import load_file
 from trainprof.trace.model import Events, Flows, MemoryEvents
 from trainprof.trace.parallel_decode import json_size
 from trainprof.trace.spill import spill_file
 from trainprof.trace.window import time_slice
+
+from conftest import SHARED_TRACE_FILES
 
 _TABLES = ("names", "shapes", "stacks", "details", "op_arg_texts")
 

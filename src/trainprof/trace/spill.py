@@ -430,7 +430,7 @@ def _decide_launch_context(spilled: SpilledTrace) -> None:
                   memory=MemoryEvents(*(np.empty(0) for _ in range(8))),
                   flows=Flows(*(np.empty(0) for _ in range(5))), threads=[], metadata={})
     kernels = np.flatnonzero(small.kind == Kind.KERNEL)
-    kernels = kernels[~(((small.flags[kernels] & FLAG_COMM) != 0))]
+    kernels = kernels[~((small.flags[kernels] & FLAG_COMM) != 0)]
     flagged = kernels[_launched_in_context(trace, kernels)]
     for i, p in enumerate(spilled.pieces):
         mine = joined["_piece"][flagged] == i
