@@ -40,6 +40,17 @@ class Window:
     steps: StepWindows
     index: int = 0
     count: int = 1
+    #: The time this window answers for, for figures that are not per step: from its first
+    #: step's start to the next window's first step's start (-inf for the first window, +inf
+    #: for the last), so that the windows' regions partition the time line.
+    region: tuple[float, float] = (-math.inf, math.inf)
+    #: The span of every step of the trace (first start, last end); None: ``steps.span``.
+    all_span: tuple[float, float] | None = None
+
+    @property
+    def span(self) -> tuple[float, float]:
+        """The span of every step of the trace (not only this window's)."""
+        return self.steps.span if self.all_span is None else self.all_span
 
     @property
     def first(self) -> bool:
@@ -93,5 +104,13 @@ def windows_of(trace: Trace, steps: StepWindows, per_window: int,
         stop = min(first + per_window, len(steps))
         start, end = window_bounds(steps, first, stop, margin)
         out.append(Window(trace=time_slice(trace, start, end),
-                          steps=step_range(steps, first, stop), index=i, count=len(firsts)))
+                          steps=step_range(steps, first, stop), index=i, count=len(firsts),
+                          region=region_of(steps, first, stop), all_span=steps.span))
     return out
+
+
+def region_of(steps: StepWindows, first: int, stop: int) -> tuple[float, float]:
+    """The region (``Window.region``) of the window holding steps ``first`` to ``stop - 1``."""
+    start = -math.inf if first <= 0 else float(steps.starts[first])
+    end = math.inf if stop >= len(steps) else float(steps.starts[stop])
+    return start, end
