@@ -1,0 +1,86 @@
+"""The streamed analysis equals the in-memory one on every shared trace."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from trainprof.analysis.rank import analyze_trace
+from trainprof.analysis.sections import SECTIONS
+from trainprof.analysis.steps import find_steps
+from trainprof.analysis.streamed import analyze_streamed, recorded_steps, streamed_steps
+from trainprof.analysis.windows import WindowedSection
+from trainprof.trace import stream
+from trainprof.trace.load import load_file
+from trainprof.trace.parallel_decode import json_size
+from trainprof.trace.spill import spill_file
+
+from conftest import SHARED_TRACE_FILES
+
+NOT_WINDOWED = [name for name, fn in SECTIONS if not isinstance(fn, WindowedSection)]
+
+
+def assert_close(got, want, where: str = "") -> None:
+    """Equal, floats within a relative 1e-9 (sums taken window by window round differently)."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and list(got) == list(want), where
+        for k in want:
+            assert_close(got[k], want[k], f"{where}.{k}")
+    elif isinstance(want, list | tuple):
+        assert isinstance(got, list | tuple) and len(got) == len(want), where
+        for i, (a, b) in enumerate(zip(got, want, strict=True)):
+            assert_close(a, b, f"{where}[{i}]")
+    elif isinstance(want, float) and not isinstance(got, bool):
+        assert isinstance(got, float | int), where
+        if math.isnan(want):
+            assert math.isnan(got), where
+        else:
+            assert got == pytest.approx(want, rel=1e-9, abs=1e-9), where
+    else:
+        assert got == want, where
+
+
+@pytest.fixture
+def small_pieces(monkeypatch):
+    """Read in pieces of an eighth of the file, so that windows draw on several."""
+    def use(path):
+        monkeypatch.setattr(stream, "CHUNK_BYTES", max(json_size(path) // 8, 4096))
+    return use
+
+
+@pytest.mark.parametrize("path", SHARED_TRACE_FILES, ids=lambda p: p.name)
+def test_streamed_steps_equal_find_steps(path, tmp_path, small_pieces):
+    small_pieces(path)
+    want = find_steps(load_file(path, workers=1))
+    with spill_file(path, tmp_path, piece_events=1) as spilled:
+        recorded = recorded_steps(spilled)
+        for per in (1, 2):
+            got = streamed_steps(spilled, recorded, per)
+            assert got.source == want.source and got.notes == want.notes
+            for field in ("numbers", "starts", "ends"):
+                assert np.array_equal(getattr(got, field), getattr(want, field)), field
+
+
+@pytest.mark.parametrize("path", SHARED_TRACE_FILES, ids=lambda p: p.name)
+def test_streamed_analysis_equals_in_memory(path, tmp_path, small_pieces):
+    small_pieces(path)
+    want = analyze_trace(load_file(path, workers=1)).to_dict()
+    for name in NOT_WINDOWED:
+        want.pop(name)
+    notes = want.pop("notes")
+    for per in (1, 2):
+        got = analyze_streamed(path, steps_per_window=per, folder=tmp_path).to_dict()
+        streamed_note = got.pop("notes")
+        assert streamed_note[:-1] == notes and streamed_note[-1].startswith("Streamed")
+        assert_close(got, want, path.name)
+    assert not list(tmp_path.iterdir())
+
+
+def test_streaming_within_a_tiny_budget_cuts_one_step_windows(tmp_path):
+    path = next(p for p in SHARED_TRACE_FILES if p.name == "df_index_resolver.json.gz")
+    want = analyze_trace(load_file(path, workers=1)).to_dict()
+    got = analyze_streamed(path, max_memory=1, folder=tmp_path)
+    assert "5 window(s) of up to 1 step(s)" in got.notes[-1]
+    assert_close(got.to_dict()["breakdown_ms"], want["breakdown_ms"])
