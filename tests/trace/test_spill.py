@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from trainprof.errors import TraceError
-from trainprof.trace import stream
+from trainprof.trace import parallel_decode, stream
 from trainprof.trace.kernel_context import LAUNCH_CONTEXT_KEY
 from trainprof.trace.load import load_file
 from trainprof.trace.model import Events, Flows, MemoryEvents
 from trainprof.trace.parallel_decode import json_size
-from trainprof.trace.spill import spill_file
+from trainprof.trace.spill import _Spiller, spill_file
 from trainprof.trace.window import time_slice
 
 from conftest import SHARED_TRACE_FILES
@@ -69,6 +69,19 @@ def test_windows_equal_slices_of_the_whole_trace(path, tmp_path, monkeypatch):
             assert_same_window(spilled.window(start, end), time_slice(whole, start, end))
         assert spilled.event_count() == len(whole.events)
     assert not os.listdir(tmp_path)  # the spill is gone
+
+
+def test_spill_read_by_decode_workers_equals_the_serial_one(tmp_path, monkeypatch):
+    path = next(p for p in SHARED_TRACE_FILES if p.name == "df_index_resolver.json.gz")
+    whole = load_file(path, workers=1)
+    monkeypatch.setattr(stream, "CHUNK_BYTES", 256 * 1024)
+    monkeypatch.setattr(parallel_decode, "SEGMENT_BYTES", 2 * 2**20)
+    spilled = _Spiller(path, tmp_path, piece_events=30_000).run_parallel(workers=2)
+    assert spilled is not None  # not handed back to the serial read
+    with spilled:
+        assert len(spilled.pieces) >= 3
+        for start, end in _cuts(whole):
+            assert_same_window(spilled.window(start, end), time_slice(whole, start, end))
 
 
 def test_spill_is_removed_when_the_file_is_bad(tmp_path):

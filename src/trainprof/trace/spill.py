@@ -45,6 +45,7 @@ from trainprof.trace.model import (
     MemoryEvents,
     Trace,
 )
+from trainprof.trace.parallel_decode import Redo, SegmentMerger, decode_workers, decoded_segments
 from trainprof.trace.stream import EventReader
 
 #: Complete events gathered before a piece is written (about 100 MB of columns): few files,
@@ -224,7 +225,14 @@ def spill_file(path: str | Path, folder: str | Path | None = None,
     path = Path(path)
     root = Path(tempfile.mkdtemp(prefix="trainprof-spill-", dir=folder))
     try:
-        return _Spiller(path, root, piece_events).run()
+        workers = decode_workers(path)
+        spilled = _Spiller(path, root, piece_events).run_parallel(workers) if workers > 1 \
+            else None
+        if spilled is None:  # a small file, or one the workers cannot cut: read it serially
+            for leftover in root.iterdir():
+                shutil.rmtree(leftover)
+            spilled = _Spiller(path, root, piece_events).run()
+        return spilled
     except BaseException:  # Ctrl-C included: leave nothing behind
         shutil.rmtree(root, ignore_errors=True)
         raise
@@ -255,7 +263,31 @@ class _Spiller:
         self.devices: set[int] = set()
         self.pending = 0
 
+    def run_parallel(self, workers: int) -> SpilledTrace | None:
+        """Pass 1 with ``workers`` decoding processes (trace/parallel_decode.py); None when
+        the file must be read serially."""
+        found = decoded_segments(self.path, workers)
+        if found is None:
+            return None
+        outcomes, reader = found
+        metadata = dict(reader.metadata)
+        merger = SegmentMerger(self.path, metadata)
+        self.builder = merger.out
+        try:
+            for outcome in outcomes:
+                merger.add(*outcome)
+                self.pending = sum(len(e["ts"]) for e in self.builder._events)
+                if self.pending >= self.piece_events:
+                    self._flush()
+        except Redo:
+            return None
+        self._flush()
+        repairs: Counter = Counter()
+        repairs["negative_dur"] += self.builder.negative_durations
+        return self._finish(metadata, repairs)
+
     def run(self) -> SpilledTrace:
+        """Pass 1, serially."""
         reader = EventReader(self.path)
         try:
             for chunk in reader.chunks():
@@ -271,10 +303,9 @@ class _Spiller:
         except UnicodeDecodeError as exc:
             raise TraceError(f"{self.path} is not valid UTF-8 JSON (byte {exc.start} of a "
                              f"piece: {exc.reason}); is the file damaged?") from None
-        if not any(p.rows["events"] or p.rows["memory"] for p in self.pieces):
-            raise TraceError(f"{self.path} holds no trace events (the profiler recorded "
-                             "nothing).")
-        return self._finish(reader)
+        repairs: Counter = Counter(reader.repairs)
+        repairs["negative_dur"] += self.builder.negative_durations
+        return self._finish(reader.metadata, repairs)
 
     def _flush(self) -> None:
         b = self.builder
@@ -329,17 +360,18 @@ class _Spiller:
             kept["_row"] = rows
             self.markers.append(kept)
 
-    def _finish(self, reader: EventReader) -> SpilledTrace:
+    def _finish(self, metadata: dict[str, Any], repairs: Counter) -> SpilledTrace:
+        if not any(p.rows["events"] or p.rows["memory"] for p in self.pieces):
+            raise TraceError(f"{self.path} holds no trace events (the profiler recorded "
+                             "nothing).")
         b = self.builder
         ref = next((self.firsts[g] for g in ("events", "memory", "flows") if g in self.firsts),
                    None)
         shift = float(math.floor(ref)) if ref is not None else 0.0
         t0 = b.t0 + shift
-        base_ns = reader.metadata.get("baseTimeNanoseconds")
+        base_ns = metadata.get("baseTimeNanoseconds")
         if isinstance(base_ns, int | float) and base_ns:
             t0 += base_ns / 1000.0
-        repairs: Counter = Counter(reader.repairs)
-        repairs["negative_dur"] += b.negative_durations
         tables = {
             "names": b.names,
             "shapes": [k.decode("utf-8", "replace") for k in b._shapes],
@@ -349,7 +381,7 @@ class _Spiller:
         }
         spilled = SpilledTrace(
             path=self.path, folder=self.root, pieces=self.pieces, t0_us=t0, shift=shift,
-            tables=tables, threads=list(b.threads), metadata=reader.metadata,
+            tables=tables, threads=list(b.threads), metadata=metadata,
             notes=repair_notes(repairs), markers=self._marker_events(tables, shift),
             devices=sorted(self.devices))
         _decide_launch_context(spilled)
