@@ -7,10 +7,16 @@ import math
 import numpy as np
 import pytest
 
+from trainprof.analysis.breakdown import BREAKDOWN
 from trainprof.analysis.rank import analyze_trace
 from trainprof.analysis.sections import SECTIONS
 from trainprof.analysis.steps import find_steps
-from trainprof.analysis.streamed import analyze_streamed, recorded_steps, streamed_steps
+from trainprof.analysis.streamed import (
+    _analysis,
+    analyze_streamed,
+    recorded_steps,
+    streamed_steps,
+)
 from trainprof.analysis.windows import WindowedSection
 from trainprof.trace import stream
 from trainprof.trace.load import load_file
@@ -51,36 +57,39 @@ def small_pieces(monkeypatch):
 
 
 @pytest.mark.parametrize("path", SHARED_TRACE_FILES, ids=lambda p: p.name)
-def test_streamed_steps_equal_find_steps(path, tmp_path, small_pieces):
+def test_streamed_steps_and_analysis_equal_in_memory(path, tmp_path, small_pieces):
     small_pieces(path)
-    want = find_steps(load_file(path, workers=1))
-    with spill_file(path, tmp_path, piece_events=1) as spilled:
-        recorded = recorded_steps(spilled)
-        for per in (1, 2):
-            got = streamed_steps(spilled, recorded, per)
-            assert got.source == want.source and got.notes == want.notes
-            for field in ("numbers", "starts", "ends"):
-                assert np.array_equal(getattr(got, field), getattr(want, field)), field
-
-
-@pytest.mark.parametrize("path", SHARED_TRACE_FILES, ids=lambda p: p.name)
-def test_streamed_analysis_equals_in_memory(path, tmp_path, small_pieces):
-    small_pieces(path)
-    want = analyze_trace(load_file(path, workers=1)).to_dict()
+    trace = load_file(path, workers=1)
+    want_steps = find_steps(trace)
+    want = analyze_trace(trace).to_dict()
     for name in NOT_WINDOWED:
         want.pop(name)
     notes = want.pop("notes")
-    for per in (1, 2):
-        got = analyze_streamed(path, steps_per_window=per, folder=tmp_path).to_dict()
-        streamed_note = got.pop("notes")
-        assert streamed_note[:-1] == notes and streamed_note[-1].startswith("Streamed")
-        assert_close(got, want, path.name)
+    with spill_file(path, tmp_path, piece_events=1) as spilled:
+        recorded = recorded_steps(spilled)
+        for per in (1, 2) if len(recorded) > 1 else (1,):
+            steps = streamed_steps(spilled, recorded, per)
+            assert steps.source == want_steps.source and steps.notes == want_steps.notes
+            for field in ("numbers", "starts", "ends"):
+                assert np.array_equal(getattr(steps, field), getattr(want_steps, field)), field
+            got = _analysis(spilled, steps, per).to_dict()
+            streamed_note = got.pop("notes")
+            assert streamed_note[:-1] == notes and streamed_note[-1].startswith("Streamed")
+            assert_close(got, want, path.name)
     assert not list(tmp_path.iterdir())
 
 
 def test_streaming_within_a_tiny_budget_cuts_one_step_windows(tmp_path):
     path = next(p for p in SHARED_TRACE_FILES if p.name == "df_index_resolver.json.gz")
-    want = analyze_trace(load_file(path, workers=1)).to_dict()
+    trace = load_file(path, workers=1)
+    want = BREAKDOWN(trace, find_steps(trace)).mean_ms()
     got = analyze_streamed(path, max_memory=1, folder=tmp_path)
     assert "5 window(s) of up to 1 step(s)" in got.notes[-1]
-    assert_close(got.to_dict()["breakdown_ms"], want["breakdown_ms"])
+    assert_close(got.breakdown_ms, want)
+
+
+def test_a_spill_left_no_files_and_the_budget_decides(tmp_path):
+    path = next(p for p in SHARED_TRACE_FILES if p.name == "df_index_resolver.json.gz")
+    got = analyze_streamed(path, max_memory=2**40, folder=tmp_path)
+    assert "1 window(s) of up to 5 step(s)" in got.notes[-1]
+    assert not list(tmp_path.iterdir())
