@@ -92,3 +92,27 @@ def test_spill_is_removed_when_the_file_is_bad(tmp_path):
     with pytest.raises(TraceError):
         spill_file(bad, spill)
     assert not os.listdir(spill)
+
+
+def test_launch_context_is_decided_over_the_whole_file(builder, tmp_path, monkeypatch):
+    """Kernels of unknown names launched inside a collective are communication, even when the
+    launch and the kernel are read in different pieces (device events come last, as Kineto
+    writes them)."""
+    for i in range(40):
+        base = i * 1000.0
+        builder.op("nccl:all_reduce", base, 100)
+        builder.launch(base + 10, 5, name="mystery_kernel_a", k_ts=base + 500)  # inside
+        builder.launch(base + 200, 5, name="mystery_kernel_b", k_ts=base + 600)  # outside
+    builder.events.sort(key=lambda e: e["cat"] == "kernel")
+    path = builder.write(tmp_path / "trace.json")
+    whole = load_file(path, workers=1)
+    flagged = whole.__dict__[LAUNCH_CONTEXT_KEY]
+    assert {whole.events.names[n] for n in whole.events.name[flagged]} == {"mystery_kernel_a"}
+    assert len(flagged) == 40
+    monkeypatch.setattr(stream, "CHUNK_BYTES", 4096)
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    with spill_file(path, spill, piece_events=1) as spilled:
+        assert len(spilled.pieces) >= 3
+        for start, end in _cuts(whole):
+            assert_same_window(spilled.window(start, end), time_slice(whole, start, end))
