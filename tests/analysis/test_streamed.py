@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from trainprof.analysis.breakdown import BREAKDOWN
+from trainprof.analysis.memory_budget import parse_memory
 from trainprof.analysis.rank import analyze_trace
 from trainprof.analysis.sections import SECTIONS
 from trainprof.analysis.steps import find_steps
@@ -93,3 +94,32 @@ def test_a_spill_left_no_files_and_the_budget_decides(tmp_path):
     got = analyze_streamed(path, max_memory=2**40, folder=tmp_path)
     assert "1 window(s) of up to 5 step(s)" in got.notes[-1]
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("text, size", [("4G", 4 * 2**30), ("512M", 512 * 2**20),
+                                        ("1.5G", int(1.5 * 2**30)), ("2GiB", 2 * 2**30),
+                                        ("1000", 1000)])
+def test_memory_sizes(text, size):
+    assert parse_memory(text) == size
+
+
+@pytest.mark.parametrize("text", ["4X", "", "-1G", "0", "G"])
+def test_a_bad_memory_size_is_one_sentence(text):
+    with pytest.raises(ValueError, match="takes a positive size such as 4G"):
+        parse_memory(text)
+
+
+def test_max_memory_chooses_streaming_through_the_api_and_the_cli(tmp_path, capsys):
+    import trainprof
+    from trainprof.cli import main
+
+    path = next(p for p in SHARED_TRACE_FILES if p.name == "gpu_metrics_input.json")
+    streamed = trainprof.analyze(path, max_memory="1K").ranks[0]
+    whole = trainprof.analyze(path).ranks[0]
+    assert streamed.notes[-1].startswith("Streamed") and "idle" in streamed.notes[-1]
+    assert not any(n.startswith("Streamed") for n in whole.notes)
+    assert_close(streamed.breakdown_pct, whole.breakdown_pct)
+    with pytest.raises(SystemExit) as exited:  # argparse's exit for a bad argument
+        main(["analyze", str(path), "--max-memory", "lots", "--no-progress"])
+    assert exited.value.code == 2
+    assert "takes a positive size such as 4G" in capsys.readouterr().err
