@@ -9,7 +9,7 @@ import pytest
 
 from trainprof.analysis.breakdown import BREAKDOWN
 from trainprof.analysis.memory_budget import parse_memory
-from trainprof.analysis.rank import analyze_trace
+from trainprof.analysis.rank import analyze_trace, overview
 from trainprof.analysis.sections import SECTIONS
 from trainprof.analysis.steps import find_steps
 from trainprof.analysis.streamed import (
@@ -49,6 +49,22 @@ def assert_close(got, want, where: str = "") -> None:
         assert got == want, where
 
 
+def in_memory(trace, steps) -> dict:
+    """``analyze_trace(trace).to_dict()`` without the sections that do not stream (not run:
+    they would only be dropped)."""
+    windowed = {name: fn(trace, steps) for name, fn in SECTIONS if name not in NOT_WINDOWED}
+    return overview(trace, steps, lambda section: section(trace, steps), windowed).to_dict()
+
+
+def test_in_memory_reference_is_analyze_trace():
+    path = next(p for p in SHARED_TRACE_FILES if p.name == "gpu_metrics_input.json")
+    trace = load_file(path, workers=1)
+    want = analyze_trace(trace).to_dict()
+    for name in NOT_WINDOWED:
+        want.pop(name)
+    assert in_memory(trace, find_steps(trace)) == want
+
+
 @pytest.fixture
 def small_pieces(monkeypatch):
     """Read in pieces of an eighth of the file, so that windows draw on several."""
@@ -62,9 +78,7 @@ def test_streamed_steps_and_analysis_equal_in_memory(path, tmp_path, small_piece
     small_pieces(path)
     trace = load_file(path, workers=1)
     want_steps = find_steps(trace)
-    want = analyze_trace(trace).to_dict()
-    for name in NOT_WINDOWED:
-        want.pop(name)
+    want = in_memory(trace, want_steps)
     notes = want.pop("notes")
     with spill_file(path, tmp_path, piece_events=1) as spilled:
         recorded = recorded_steps(spilled)

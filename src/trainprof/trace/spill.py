@@ -281,6 +281,8 @@ class _Spiller:
                     self._flush()
         except Redo:
             return None
+        finally:
+            outcomes.close()  # stops the workers now, also on an error or Ctrl-C
         self._flush()
         repairs: Counter = Counter()
         repairs["negative_dur"] += self.builder.negative_durations
