@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,8 +174,8 @@ class SegmentMerger:
                 parts.append(cols)
 
 
-def decoded_segments(path: Path, workers: int) -> tuple[Iterator[tuple[str, Any]],
-                                                         SegmentReader] | None:
+def decoded_segments(path: Path, workers: int
+                     ) -> tuple[Generator[tuple[str, Any], None, None], SegmentReader] | None:
     """Each segment's outcome (as ``SegmentMerger.add`` takes it), in file order, as soon as it
     is decoded, with at most a few segments held at once (for a spill, trace/spill.py); and the
     reader (its ``metadata``). None: the file cannot be cut, read it serially."""
@@ -187,7 +187,7 @@ def decoded_segments(path: Path, workers: int) -> tuple[Iterator[tuple[str, Any]
 
 
 def _in_order(path: Path, workers: int, segments: Iterator[Segment]
-              ) -> Iterator[tuple[str, Any]]:
+              ) -> Generator[tuple[str, Any], None, None]:
     pool = _Pool(path, workers)
     ahead = threading.Semaphore(workers * (SLOTS + 2))  # segments decoded but not yet taken
     stopping = threading.Event()
