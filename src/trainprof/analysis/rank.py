@@ -26,7 +26,7 @@ def analyze_trace(trace: Trace) -> RankAnalysis:
 
 
 #: The overview's figures that are computed over the steps' events, each a WindowedSection.
-OVERVIEW_SECTIONS = {"breakdown": BREAKDOWN, "phases": STEP_PHASES, "gpus": gpu_figures,
+OVERVIEW_SECTIONS: dict[str, WindowedSection] = {"breakdown": BREAKDOWN, "phases": STEP_PHASES, "gpus": gpu_figures,
                      "timeline": gpu_timeline}
 
 

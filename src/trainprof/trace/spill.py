@@ -370,11 +370,11 @@ class _Spiller:
         ref = next((self.firsts[g] for g in ("events", "memory", "flows") if g in self.firsts),
                    None)
         shift = float(math.floor(ref)) if ref is not None else 0.0
-        t0 = b.t0 + shift
+        t0 = (b.t0 or 0.0) + shift
         base_ns = metadata.get("baseTimeNanoseconds")
         if isinstance(base_ns, int | float) and base_ns:
             t0 += base_ns / 1000.0
-        tables = {
+        tables: dict[str, list] = {
             "names": b.names,
             "shapes": [k.decode("utf-8", "replace") for k in b._shapes],
             "op_arg_texts": [k.decode("utf-8", "replace") for k in b._op_args],
