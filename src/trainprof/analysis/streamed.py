@@ -82,6 +82,9 @@ def _analysis(spilled: SpilledTrace, steps: StepWindows, per: int) -> RankAnalys
     by_section = {v: k for k, v in OVERVIEW_SECTIONS.items()}
     note = (f"Streamed (trace larger than the memory budget): {count} window(s) of up to "
             f"{per} step(s).")
+    if steps.source == "whole trace":
+        note += (" Without steps the trace is one window, as large as the trace (fixed time "
+                 "windows are not done yet).")
     if left_out:
         note += (" Sections not computed window by window yet are left out: "
                  f"{', '.join(left_out)}.")
