@@ -72,6 +72,10 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--all-ranks", action="store_true",
                    help="every rank's row in the per-rank tables (default: past 32 ranks, the "
                         "16 slowest, the 16 fastest and the straggler, with the spread of all)")
+    p.add_argument("--max-memory", type=_memory_size, default=None, metavar="SIZE",
+                   help="memory one trace's analysis may take, e.g. 4G, 512M, 1.5G; a trace "
+                        "that would not fit read whole is streamed from disk window by window "
+                        "(default: half the available memory; docs/performance.md)")
     add_record_arguments(p)
     add_log_to_argument(p)
 
@@ -136,6 +140,15 @@ def _batch_sizes(text: str) -> tuple[int, int]:
 
 def _positive_int(text: str) -> int:
     return positive_int(text)
+
+
+def _memory_size(text: str) -> int:
+    from trainprof.analysis.memory_budget import parse_memory
+
+    try:
+        return parse_memory(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--max-memory ")) from None
 
 
 def _at_least_two(text: str) -> int:

@@ -13,6 +13,7 @@ import numpy as np
 
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.steps import StepWindows
+from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.trace.model import FLAG_COMM, FLAG_DATALOADER, HOST_KINDS, LAUNCH_KINDS, Kind, Trace
 from trainprof.vocabulary import ALL_CATEGORIES, CATEGORIES  # noqa: F401 (re-exported)
 
@@ -69,3 +70,19 @@ def step_breakdown(trace: Trace, steps: StepWindows) -> Breakdown:
     per_step["other"] = iv.covered_in_windows(slots, steps.starts, steps.ends)
     step_us = steps.durations if n else np.zeros(0)
     return Breakdown(per_step=per_step, step_us=step_us)
+
+
+def _breakdown_part(window: Window) -> dict[str, np.ndarray]:
+    """The claimed time per category of the window's own steps."""
+    return step_breakdown(window.trace, window.steps).per_step
+
+
+def _breakdown_whole(parts: list[dict[str, np.ndarray]], steps: StepWindows) -> Breakdown:
+    per_step = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
+    return Breakdown(per_step=per_step, step_us=steps.durations if len(steps) else np.zeros(0))
+
+
+#: ``step_breakdown`` window by window (analysis/windows.py): each step is claimed from the
+#: events of the window that owns it.
+BREAKDOWN: WindowedSection[dict[str, np.ndarray], Breakdown] = WindowedSection(
+    _breakdown_part, _breakdown_whole)

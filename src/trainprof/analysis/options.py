@@ -32,6 +32,9 @@ class TableOptions:
     #: A ``trainprof.hardware.Device`` from ``--hardware FILE.json``, used for every trace.
     hardware: Any = None
     all_ranks: bool = False  # every rank's row in the per-rank tables (analysis/rank_table.py)
+    #: Bytes one trace's analysis may take (``--max-memory``); a trace that would not fit read
+    #: whole is streamed (analysis/streamed.py). None: half the available memory.
+    max_memory: int | None = None
 
     def __post_init__(self) -> None:
         if self.sort_by is not None and self.sort_by not in OPERATOR_SORT_COLUMNS:
@@ -39,6 +42,8 @@ class TableOptions:
                              f"{', '.join(OPERATOR_SORT_COLUMNS)}")
         if self.top < 1:
             raise ValueError("top must be at least 1")
+        if self.max_memory is not None and self.max_memory < 1:
+            raise ValueError("max_memory must be a positive number of bytes")
 
 
 _DEFAULT = TableOptions()

@@ -13,6 +13,7 @@ import numpy as np
 
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.steps import StepWindows
+from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.trace.model import (
     FLAG_BACKWARD,
     FLAG_DATALOADER,
@@ -90,3 +91,17 @@ def phase_percentages(per_step: dict[str, np.ndarray], step_us: np.ndarray) -> d
     if total <= 0:
         return {p: 0.0 for p in PHASES}
     return {p: float(per_step[p].sum()) / total * 100.0 for p in PHASES}
+
+
+def _phases_part(window: Window) -> dict[str, np.ndarray]:
+    return step_phases(window.trace, window.steps)
+
+
+def _phases_whole(parts: list[dict[str, np.ndarray]], steps: StepWindows
+                  ) -> dict[str, np.ndarray]:
+    return {p: np.concatenate([x[p] for x in parts]) for p in PHASES}
+
+
+#: ``step_phases`` window by window: each step's phases from the window that owns it.
+STEP_PHASES: WindowedSection[dict[str, np.ndarray], dict[str, np.ndarray]] = WindowedSection(
+    _phases_part, _phases_whole)

@@ -3,15 +3,18 @@ sections (``analyze_trace``). Folders, executors and clusters are analysis/overv
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from trainprof.analysis.breakdown import step_breakdown
+from trainprof.analysis.breakdown import BREAKDOWN
 from trainprof.analysis.gpu import gpu_figures
-from trainprof.analysis.phases import phase_percentages, step_phases
+from trainprof.analysis.phases import STEP_PHASES, phase_percentages
 from trainprof.analysis.results import RankAnalysis
+from trainprof.analysis.section_results import RankSections
 from trainprof.analysis.sections import run_sections
-from trainprof.analysis.steps import find_steps, step_stats
+from trainprof.analysis.steps import StepWindows, find_steps, step_stats
 from trainprof.analysis.timeline import gpu_timeline
+from trainprof.analysis.windows import WindowedSection
 from trainprof.trace.load import rank_in_trace
 from trainprof.trace.model import Trace
 
@@ -19,26 +22,41 @@ from trainprof.trace.model import Trace
 def analyze_trace(trace: Trace) -> RankAnalysis:
     """The overview of one loaded trace."""
     steps = find_steps(trace)
-    breakdown = step_breakdown(trace, steps)
-    phases = step_phases(trace, steps)
+    return overview(trace, steps, lambda section: section(trace, steps),
+                    run_sections(trace, steps))
+
+
+#: The overview's figures that are computed over the steps' events, each a WindowedSection.
+OVERVIEW_SECTIONS: dict[str, WindowedSection] = {
+    "breakdown": BREAKDOWN, "phases": STEP_PHASES, "gpus": gpu_figures, "timeline": gpu_timeline,
+}
+
+
+def overview(head: Trace, steps: StepWindows, run: Callable[[WindowedSection], Any],
+             sections: RankSections, notes: list[str] | None = None) -> RankAnalysis:
+    """A ``RankAnalysis`` from the trace's metadata (``head``: the trace, or any window of
+    it), its steps, ``run`` (a windowed section's result, in memory or streamed) and the deep
+    sections' results."""
+    breakdown = run(BREAKDOWN)
+    phases = run(STEP_PHASES)
     n = max(len(steps), 1)
     return RankAnalysis(
-        rank=trace.rank,
-        window=trace.window,
-        path=trace.path,
-        device=trace.device_name(),
+        rank=head.rank,
+        window=head.window,
+        path=head.path,
+        device=head.device_name(),
         steps=step_stats(steps),
         step_source=steps.source,
         breakdown_pct=breakdown.percentages(),
         breakdown_ms=breakdown.mean_ms(),
         phases_pct=phase_percentages(phases, breakdown.step_us),
         phases_ms={p: float(v.sum()) / n / 1000.0 for p, v in phases.items()},
-        gpus=gpu_figures(trace, steps),
-        timeline=gpu_timeline(trace, steps),
-        environment=environment(trace),
-        notes=[*trace.notes, *steps.notes],
-        rank_in_trace=rank_in_trace(trace),
-        sections=run_sections(trace, steps),
+        gpus=run(gpu_figures),
+        timeline=run(gpu_timeline),
+        environment=environment(head),
+        notes=[*head.notes, *steps.notes, *(notes or [])],
+        rank_in_trace=rank_in_trace(head),
+        sections=sections,
     )
 
 

@@ -133,43 +133,72 @@ def _optimizer_steps(trace: Trace) -> _Steps | None:
     return np.arange(1, len(ends) + 1, dtype=np.int64), starts, ends, "optimizer"
 
 
-def _retime_to_device(trace: Trace, w: StepWindows) -> None:
+@dataclass
+class DeviceSpans:
+    """Per step (of some range of steps): device events launched inside it (count, first
+    start, last end), and for the range holding the first step the last end of unmatched
+    device work that ends before the first step's device work starts (-inf when none)."""
+
+    counts: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    early_end: float = -np.inf
+
+
+def device_spans(trace: Trace, w: StepWindows, lo: int = 0, hi: int | None = None
+                 ) -> DeviceSpans:
+    """The ``DeviceSpans`` of steps ``lo`` to ``hi - 1`` of ``w`` (the steps as recorded) from
+    the device events and launches of ``trace`` (the whole trace, or a window holding those
+    steps with a step of margin)."""
     ev = trace.events
-    dev_idx, launch_idx = launch_links(trace)
     n = len(w.starts)
+    hi = n if hi is None else hi
+    empty = DeviceSpans(np.zeros(hi - lo, dtype=np.int64), np.full(hi - lo, np.inf),
+                        np.full(hi - lo, -np.inf))
+    dev_idx, launch_idx = launch_links(trace)
     if not len(dev_idx):
-        return
+        return empty
     l_start, l_end = ev.ts[launch_idx], ev.end[launch_idx]
     # The step a launch falls in: the last step starting at or before it, if it ends inside it.
     step_of = np.searchsorted(w.starts, l_start, side="right") - 1
     inside = step_of >= 0
     inside[inside] &= l_end[inside] <= w.ends[step_of[inside]]
+    own = inside & (step_of >= lo) & (step_of < hi)
     d_start, d_end = ev.ts[dev_idx], ev.end[dev_idx]
-    matched_counts = np.bincount(step_of[inside], minlength=n)
-    if not matched_counts.any():
-        return
-    dev_min = np.full(n, np.inf)
-    dev_max = np.full(n, -np.inf)
-    np.minimum.at(dev_min, step_of[inside], d_start[inside])
-    np.maximum.at(dev_max, step_of[inside], d_end[inside])
-
-    prev_end = w.starts[0]
-    if np.isfinite(dev_min[0]):
+    out = DeviceSpans(np.bincount(step_of[own] - lo, minlength=hi - lo), empty.first,
+                      empty.last)
+    np.minimum.at(out.first, step_of[own] - lo, d_start[own])
+    np.maximum.at(out.last, step_of[own] - lo, d_end[own])
+    if lo == 0 and hi > 0 and np.isfinite(out.first[0]):
         # Device work launched before the first step that still runs as it starts delays it.
         matched = np.zeros(len(ev), dtype=bool)
         matched[dev_idx[inside]] = True
         device_mask = ev.of_kind(*DEVICE_KINDS) & ~matched
         early = ev.end[device_mask]
-        early = early[early < dev_min[0]]
+        early = early[early < out.first[0]]
         if len(early):
-            prev_end = max(prev_end, float(early.max()))
+            out.early_end = float(early.max())
+    return out
+
+
+def retime(w: StepWindows, spans: DeviceSpans) -> None:
+    """Re-time the steps to the device side from their ``DeviceSpans`` (all steps)."""
+    n = len(w.starts)
+    if not spans.counts.any():
+        return
+    dev_max = spans.last
+    prev_end = max(w.starts[0], spans.early_end) if n else 0.0
     for i in range(n):  # one iteration per step
         start = max(prev_end, w.starts[i])
         end = w.ends[i] if not np.isfinite(dev_max[i]) else max(w.ends[i], dev_max[i])
         end = max(end, start)
         w.starts[i], w.ends[i] = start, end
         prev_end = end
-    _drop_uncaptured_tail(w, matched_counts)
+    _drop_uncaptured_tail(w, spans.counts)
+
+
+def _retime_to_device(trace: Trace, w: StepWindows) -> None:
+    retime(w, device_spans(trace, w))
 
 
 def _drop_uncaptured_tail(w: StepWindows, matched_counts: np.ndarray) -> None:

@@ -24,11 +24,17 @@ def analyse_file(path: Path, options: TableOptions, single: bool,
     """("ok", RankAnalysis), ("skipped", reason) for a file that is not a trace among several,
     or ("error", exception). ``decode_workers``: processes decoding the file (None: as
     trace/parallel_decode.py chooses; 1 where the files already share the cores)."""
+    from trainprof.analysis.memory_budget import default_budget, needs_streaming
     from trainprof.analysis.rank import analyze_trace
     from trainprof.trace.load import is_not_a_trace, load_file
 
     try:
         with using_table_options(options):
+            budget = options.max_memory or default_budget()
+            if needs_streaming(path, budget):  # too large to read whole: window by window
+                from trainprof.analysis.streamed import analyze_streamed
+
+                return "ok", analyze_streamed(path, budget)
             return "ok", analyze_trace(load_file(path, workers=decode_workers))
     except TraceError as exc:
         if not single and is_not_a_trace(exc):

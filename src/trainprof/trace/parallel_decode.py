@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -110,15 +110,36 @@ def _merge(path: Path, outcomes: list[tuple[str, Any]], metadata: dict[str, Any]
     once merged, to bound memory); None on a redo. The tail's metadata goes into ``metadata``."""
     if any(status == "redo" for status, _ in outcomes):
         return None
-    out = ColumnBuilder(path)
-    kinds: dict[Any, tuple[int, int, int]] = {}
-    for i, (status, payload) in enumerate(outcomes):
-        outcomes[i] = (status, None)
+    merger = SegmentMerger(path, metadata)
+    for i, outcome in enumerate(outcomes):
+        outcomes[i] = (outcome[0], None)
+        merger.add(*outcome)
+    return merger.out
+
+
+class Redo(Exception):
+    """A segment could not be decoded on its own: read the file serially."""
+
+
+class SegmentMerger:
+    """Segments' columns renumbered into one ``ColumnBuilder`` (``out``), added in file order;
+    the metadata of the tail goes into ``metadata``."""
+
+    def __init__(self, path: Path, metadata: dict[str, Any]) -> None:
+        self.out = ColumnBuilder(path)
+        self.metadata = metadata
+        self.kinds: dict[Any, tuple[int, int, int]] = {}
+
+    def add(self, status: str, payload: Any) -> None:
+        """Merge one segment's outcome; raises ``Redo`` for a redo, the error for an error."""
+        out, kinds = self.out, self.kinds
+        if status == "redo":
+            raise Redo
         if status == "error":
             exc, first = payload
             raise first if out.t0 is None and isinstance(first, TraceError) else exc
         seg: SegmentColumns = payload
-        metadata.update(seg.metadata)
+        self.metadata.update(seg.metadata)
         if out.t0 is None and seg.first_ts is not None:
             if isinstance(seg.first_ts, TraceError):
                 raise seg.first_ts
@@ -151,7 +172,74 @@ def _merge(path: Path, outcomes: list[tuple[str, Any]], metadata: dict[str, Any]
                 cols["ts"] = cols["ts"] - out.t0
                 cols["tid"] = threads[cols["tid"]]
                 parts.append(cols)
-    return out
+
+
+def decoded_segments(path: Path, workers: int
+                     ) -> tuple[Generator[tuple[str, Any], None, None], SegmentReader] | None:
+    """Each segment's outcome (as ``SegmentMerger.add`` takes it), in file order, as soon as it
+    is decoded, with at most a few segments held at once (for a spill, trace/spill.py); and the
+    reader (its ``metadata``). None: the file cannot be cut, read it serially."""
+    reader = SegmentReader(path)
+    segments = reader.segments(SEGMENT_BYTES)
+    if segments is None:
+        return None
+    return _in_order(path, workers, segments), reader
+
+
+def _in_order(path: Path, workers: int, segments: Iterator[Segment]
+              ) -> Generator[tuple[str, Any], None, None]:
+    pool = _Pool(path, workers)
+    ahead = threading.Semaphore(workers * (SLOTS + 2))  # segments decoded but not yet taken
+    stopping = threading.Event()
+    count: list[int] = []  # how many segments there were, once all are handed out
+    failure: list[BaseException] = []
+
+    def put(item: Any) -> None:
+        while not stopping.is_set():
+            with contextlib.suppress(queue.Full):
+                pool.tasks.put(item, timeout=0.1)
+                return
+
+    def feed() -> None:
+        n = 0
+        try:
+            for n, seg in enumerate(segments, 1):
+                while not ahead.acquire(timeout=0.1):
+                    if stopping.is_set():
+                        return
+                put((n - 1, seg))
+        except BaseException as exc:  # reading failed: the consumer raises it
+            failure.append(exc)
+        finally:
+            for _ in pool.workers:
+                put(None)
+            count.append(n)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    try:
+        i = 0
+        while True:
+            with pool.ready:
+                while i not in pool.outcomes and not (count and i >= count[0]):
+                    if count and not any(t.is_alive() for t in pool.threads):
+                        break  # every worker is gone and segment i never came
+                    pool.ready.wait(0.1)
+                outcome = pool.outcomes.pop(i, None)
+            if outcome is None:
+                if failure:
+                    raise failure[0]
+                if count and i >= count[0]:
+                    return
+                yield ("redo", None)
+                return
+            ahead.release()
+            yield outcome
+            i += 1
+    finally:
+        stopping.set()
+        pool.stop()
+        feeder.join(timeout=STOP_WAIT_S)
 
 
 def _interned(table: dict[bytes, int], keys: list[bytes]) -> np.ndarray:
@@ -175,6 +263,7 @@ class _Pool:
         self.path = path
         self.tasks: queue.Queue = queue.Queue(maxsize=count)
         self.outcomes: dict[int, tuple[str, Any]] = {}
+        self.ready = threading.Condition()  # notified as each outcome arrives
         self.workers = [_Worker.start() for _ in range(count)]
         self.threads = [threading.Thread(target=self._serve, args=(w,), daemon=True)
                         for w in self.workers]
@@ -205,7 +294,7 @@ class _Pool:
                     break
                 i, seg = item
                 if broken:
-                    self.outcomes[i] = ("redo", None)
+                    self._arrived(i, ("redo", None))
                     continue
                 try:
                     slot = free.pop()
@@ -215,7 +304,8 @@ class _Pool:
                                  len(seg.data)))
                     pending.append((i, slot))
                 except Exception:  # the worker died: read the file serially
-                    self.outcomes[i], broken = ("redo", None), True
+                    self._arrived(i, ("redo", None))
+                    broken = True
             if not pending:
                 continue
             i, slot = pending.popleft()
@@ -223,10 +313,16 @@ class _Pool:
                 if broken:
                     raise EOFError
                 size = read_frame(worker.stdout)
-                self.outcomes[i] = pickle.loads(read_all(worker.shared[slot], size))
+                self._arrived(i, pickle.loads(read_all(worker.shared[slot], size)))
             except Exception:  # the worker died or sent nonsense: read the file serially
-                self.outcomes[i], broken = ("redo", None), True
+                self._arrived(i, ("redo", None))
+                broken = True
             free.append(slot)
+
+    def _arrived(self, i: int, outcome: tuple[str, Any]) -> None:
+        with self.ready:
+            self.outcomes[i] = outcome
+            self.ready.notify_all()
 
     def stop(self) -> None:
         """Close every worker's pipe (it then exits); kill those still busy (after an error or
