@@ -10,6 +10,7 @@ import pytest
 from trainprof.analysis.breakdown import BREAKDOWN
 from trainprof.analysis.memory_budget import parse_memory
 from trainprof.analysis.rank import analyze_trace, overview
+from trainprof.analysis.section_results import RankSections
 from trainprof.analysis.sections import SECTIONS
 from trainprof.analysis.steps import find_steps
 from trainprof.analysis.streamed import (
@@ -53,7 +54,8 @@ def in_memory(trace, steps) -> dict:
     """``analyze_trace(trace).to_dict()`` without the sections that do not stream (not run:
     they would only be dropped)."""
     windowed = {name: fn(trace, steps) for name, fn in SECTIONS if name not in NOT_WINDOWED}
-    return overview(trace, steps, lambda section: section(trace, steps), windowed).to_dict()
+    return overview(trace, steps, lambda section: section(trace, steps),
+                    RankSections(**windowed)).to_dict()
 
 
 def test_in_memory_reference_is_analyze_trace():
