@@ -40,6 +40,9 @@ class Window:
     steps: StepWindows
     index: int = 0
     count: int = 1
+    #: Start of the step after the window's last step (inf when there is none): the window
+    #: answers for the step span from its first step's start up to there.
+    next_start: float = math.inf
 
     @property
     def first(self) -> bool:
@@ -92,6 +95,8 @@ def windows_of(trace: Trace, steps: StepWindows, per_window: int,
     for i, first in enumerate(firsts):
         stop = min(first + per_window, len(steps))
         start, end = window_bounds(steps, first, stop, margin)
+        following = float(steps.starts[stop]) if stop < len(steps) else math.inf
         out.append(Window(trace=time_slice(trace, start, end),
-                          steps=step_range(steps, first, stop), index=i, count=len(firsts)))
+                          steps=step_range(steps, first, stop), index=i, count=len(firsts),
+                          next_start=following))
     return out

@@ -1,0 +1,108 @@
+"""Idle, copies, memory, communication and syncs computed window by window equal the whole-trace
+figures on every shared trace, and on synthetic traces where work crosses a window boundary."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from trainprof.analysis.copies import copies
+from trainprof.analysis.steps import find_steps
+from trainprof.analysis.windows import windows_of
+from trainprof.trace.load import load_file
+from trainprof.trace.model import Kind, memcpy_direction
+
+from conftest import SHARED_TRACE_FILES
+
+SECTIONS = {"copies": copies}
+STEP = 1000.0
+
+
+@pytest.fixture(scope="module")
+def shared():
+    """Every shared trace with its steps, loaded once."""
+    out = []
+    for path in SHARED_TRACE_FILES:
+        trace = load_file(path)
+        out.append((path.name, trace, find_steps(trace)))
+    return out
+
+
+def same(a, b, where: str = "") -> None:
+    """Equal results: floats within relative 1e-9 (sums may be re-associated), all else exact."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            same(x, y, f"{where}[{i}]")
+    elif isinstance(a, float) and not isinstance(b, bool) and isinstance(b, float | int):
+        assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, rel=1e-9), where
+    else:
+        assert a == b, where
+
+
+def streamed(section, trace, steps, per: int):
+    return section.over(windows_of(trace, steps, per), steps)
+
+
+@pytest.mark.parametrize("name", sorted(SECTIONS))
+def test_streamed_equals_whole_on_every_shared_trace(shared, name):
+    section = SECTIONS[name]
+    for label, trace, steps in shared:
+        whole = section(trace, steps).to_dict()
+        for per in (1, 2, 3):
+            same(streamed(section, trace, steps, per).to_dict(), whole, f"{label} per={per}")
+
+
+def test_copy_counts_and_bytes_match_a_plain_count(shared):
+    """An independent count of the copies in the step span, by direction, on every trace."""
+    for label, trace, steps in shared:
+        start, end = steps.span
+        ev = trace.events
+        want: dict[str, list[float]] = {}
+        for i in np.flatnonzero(ev.of_kind(Kind.MEMCPY, Kind.MEMSET)):
+            if ev.ts[i] < end and ev.end[i] > start:
+                k = "memset" if ev.kind[i] == Kind.MEMSET else memcpy_direction(
+                    ev.names[ev.name[i]])
+                row = want.setdefault(k, [0, 0.0])
+                row[0] += 1
+                row[1] += ev.nbytes[i] if np.isfinite(ev.nbytes[i]) else 0.0
+        got = streamed(copies, trace, steps, 1)
+        assert {r.kind: [r.count, pytest.approx(r.bytes)] for r in got.rows} == want, label
+
+
+def _device_event(b, kind: str, name: str, ts: float, dur: float, **args) -> None:
+    """A device event without a launch (steps keep their host times)."""
+    b.event(b.spelling[kind], name, ts, dur, on_device=True,
+            args={"device": b.device, "stream": b.stream, **args})
+
+
+def _three_steps(b):
+    for n in range(3):
+        b.step(n + 1, n * STEP, STEP)
+    return b
+
+
+def test_copies_crossing_windows(tmp_path, builder):
+    """A copy from step 1 into step 2 (half hidden under a kernel), and one from step 2 past the
+    end of step 3 (counted up to the span's end)."""
+    b = _three_steps(builder)
+    b.kernel("volta_sgemm_128x64_nn", 1100, 100)
+    _device_event(b, "memcpy", "Memcpy HtoD (Pageable -> Device)", 950, 200, bytes=2_000_000)
+    _device_event(b, "memcpy", "Memcpy DtoH (Device -> Pinned)", 1900, 1200, bytes=1_000_000)
+    trace = load_file(b.write(tmp_path / "t.json"))
+    steps = find_steps(trace)
+    assert steps.span == (0.0, 3000.0)
+    for per in (1, 2, 3):
+        got = streamed(copies, trace, steps, per)
+        h2d, d2h = got.row("HtoD"), got.row("DtoH")
+        assert (h2d.count, h2d.time_us, h2d.busy_us, h2d.exposed_us) == (1, 200, 200, 150)
+        assert (d2h.count, d2h.time_us, d2h.busy_us, d2h.exposed_us) == (1, 1100, 1100, 1100)
+        assert d2h.bandwidth_gbps == pytest.approx(1e6 / 1100 * 1e-3)
+        assert (got.busy_us, got.exposed_us) == (1300, 1250)
+        same(got.to_dict(), copies(trace, steps).to_dict())
