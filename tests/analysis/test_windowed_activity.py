@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from trainprof.analysis.communication import communication
 from trainprof.analysis.copies import copies
 from trainprof.analysis.steps import find_steps
 from trainprof.analysis.windows import windows_of
@@ -16,7 +17,9 @@ from trainprof.trace.model import Kind, memcpy_direction
 
 from conftest import SHARED_TRACE_FILES
 
-SECTIONS = {"copies": copies}
+SECTIONS = {"copies": copies, "communication": communication}
+RECORD = {"Collective name": "allreduce", "In msg nelems": 1000, "Out msg nelems": 1000,
+          "dtype": "Float"}
 STEP = 1000.0
 
 
@@ -106,3 +109,53 @@ def test_copies_crossing_windows(tmp_path, builder):
         assert d2h.bandwidth_gbps == pytest.approx(1e6 / 1100 * 1e-3)
         assert (got.busy_us, got.exposed_us) == (1300, 1250)
         same(got.to_dict(), copies(trace, steps).to_dict())
+
+
+def test_collective_instances_streamed_equal_whole(shared):
+    for label, trace, steps in shared:
+        whole = communication(trace, steps).instances
+        for per in (1, 2, 3):
+            got = streamed(communication, trace, steps, per).instances
+            for name in ("type", "step", "start_us", "dur_us"):
+                assert np.array_equal(getattr(got, name), getattr(whole, name)), label
+            assert np.array_equal(got.step_ends(), whole.step_ends()), label
+
+
+def test_collectives_in_flight_across_windows(tmp_path, builder):
+    """A sized host op launching a kernel in step 1 and one in step 2 (its 4000 bytes count
+    once), and an all_reduce kernel running from step 2 into step 3 over a compute kernel."""
+    b = _three_steps(builder)
+    b.op("record_param_comms", 880, 170, args=RECORD)
+    b.stream = 8
+    b.launch(890, 5, name="ncclDevKernel_Generic_4", k_ts=900, k_dur=50)
+    b.launch(1010, 5, name="ncclDevKernel_Generic_4", k_ts=1020, k_dur=80)
+    b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 1900, 400)
+    b.stream = 7
+    b.launch(2002, 3, name="volta_sgemm_128x64_nn", k_ts=2010, k_dur=100)
+    trace = load_file(b.write(tmp_path / "t.json"))
+    steps = find_steps(trace)
+    assert steps.span == (0.0, 3000.0)
+    for per in (1, 2, 3):
+        got = streamed(communication, trace, steps, per)
+        (row,) = got.types
+        assert (row.type, row.count, row.sized, row.bytes) == ("all_reduce", 3, 1, 4000)
+        assert (row.time_us, row.busy_us, row.exposed_us) == (530, 530, 430)
+        assert got.per_step_ms == pytest.approx([0.05, 0.18, 0.3])
+        assert list(got.instances.step) == [1, 2, 2]
+        same(got.to_dict(), communication(trace, steps).to_dict())
+
+
+def test_host_collective_across_windows(tmp_path, builder):
+    """Gloo: an all_reduce on its own thread from step 1 into step 2, half of it beside an op
+    on the main thread."""
+    b = _three_steps(builder)
+    b.annotation("gloo:all_reduce", 950, 200, tid=2)
+    b.op("aten::mm", 1000, 100)
+    trace = load_file(b.write(tmp_path / "t.json"))
+    steps = find_steps(trace)
+    for per in (1, 2, 3):
+        got = streamed(communication, trace, steps, per)
+        (row,) = got.types
+        assert got.source == "host ops"
+        assert (row.type, row.count, row.time_us, row.exposed_us) == ("all_reduce", 1, 200, 100)
+        assert got.per_step_ms == pytest.approx([0.05, 0.15, 0.0])
