@@ -11,13 +11,14 @@ import pytest
 from trainprof.analysis.communication import communication
 from trainprof.analysis.copies import copies
 from trainprof.analysis.steps import find_steps
+from trainprof.analysis.syncs import EXPLICIT_SYNC, PROFILER_SYNC, sync_stats
 from trainprof.analysis.windows import windows_of
 from trainprof.trace.load import load_file
 from trainprof.trace.model import Kind, memcpy_direction
 
 from conftest import SHARED_TRACE_FILES
 
-SECTIONS = {"copies": copies, "communication": communication}
+SECTIONS = {"copies": copies, "communication": communication, "syncs": sync_stats}
 RECORD = {"Collective name": "allreduce", "In msg nelems": 1000, "Out msg nelems": 1000,
           "dtype": "Float"}
 STEP = 1000.0
@@ -85,8 +86,8 @@ def _device_event(b, kind: str, name: str, ts: float, dur: float, **args) -> Non
             args={"device": b.device, "stream": b.stream, **args})
 
 
-def _three_steps(b):
-    for n in range(3):
+def _three_steps(b, count: int = 3):
+    for n in range(count):
         b.step(n + 1, n * STEP, STEP)
     return b
 
@@ -159,3 +160,33 @@ def test_host_collective_across_windows(tmp_path, builder):
         assert got.source == "host ops"
         assert (row.type, row.count, row.time_us, row.exposed_us) == ("all_reduce", 1, 200, 100)
         assert got.per_step_ms == pytest.approx([0.05, 0.15, 0.0])
+
+
+def test_syncs_across_windows(tmp_path, builder):
+    """A stream sync in step 1 blocking into step 2; torch.cuda.synchronize() in step 2 with no
+    op after it until step 4 (its window cannot tell it from the profiler's own); the
+    profiler's own sync after the last op."""
+    b = _three_steps(builder, 4)
+    runtime = b.spelling["runtime"]
+    b.op("aten::item", 940, 220, tid=2)  # a thread of its own: it crosses the step's end
+    b.event(runtime, "cudaStreamSynchronize", 950, 200, tid=2)
+    b.event(runtime, "cudaDeviceSynchronize", 1500, 20)
+    b.op("aten::add", 3300, 10)
+    b.event(runtime, "cudaDeviceSynchronize", 3950, 10)
+    for launch, kernel in ((100, 110), (1530, 1600), (2100, 2150), (3302, 3320)):
+        b.launch(launch, 3, k_ts=kernel, k_dur=50 if kernel == 1600 else 10)
+    trace = load_file(b.write(tmp_path / "t.json"))
+    steps = find_steps(trace)
+    assert steps.span == (0.0, 4000.0)
+    whole = sync_stats(trace, steps)
+    for per in (1, 2, 3):
+        got = streamed(sync_stats, trace, steps, per)
+        assert (got.count, got.blocked_us, got.loop_count, got.profiler_syncs) == (3, 230, 2, 1)
+        assert [(s.count, s.blocked_us) for s in got.per_step] == [(1, 50), (1, 170), (0, 0),
+                                                                   (0, 0)]
+        assert got.loop_blocked_us == 220
+        assert (got.loop_gpu_idle_after_us, got.loop_avoidable_us) == (80, 20)
+        causes = {s.call + " " + str(s.cause): s.total_us for s in got.sites}
+        assert causes[f"cudaDeviceSynchronize {EXPLICIT_SYNC}"] == 20
+        assert causes[f"cudaDeviceSynchronize {PROFILER_SYNC}"] == 10
+        same(got.to_dict(), whole.to_dict())
