@@ -10,6 +10,7 @@ import pytest
 
 from trainprof.analysis.communication import communication
 from trainprof.analysis.copies import copies
+from trainprof.analysis.idle import idle_time
 from trainprof.analysis.steps import find_steps
 from trainprof.analysis.syncs import EXPLICIT_SYNC, PROFILER_SYNC, sync_stats
 from trainprof.analysis.windows import windows_of
@@ -18,7 +19,8 @@ from trainprof.trace.model import Kind, memcpy_direction
 
 from conftest import SHARED_TRACE_FILES
 
-SECTIONS = {"copies": copies, "communication": communication, "syncs": sync_stats}
+SECTIONS = {"copies": copies, "communication": communication, "syncs": sync_stats,
+            "idle": idle_time}
 RECORD = {"Collective name": "allreduce", "In msg nelems": 1000, "Out msg nelems": 1000,
           "dtype": "Float"}
 STEP = 1000.0
@@ -190,3 +192,38 @@ def test_syncs_across_windows(tmp_path, builder):
         assert causes[f"cudaDeviceSynchronize {EXPLICIT_SYNC}"] == 20
         assert causes[f"cudaDeviceSynchronize {PROFILER_SYNC}"] == 10
         same(got.to_dict(), whole.to_dict())
+
+
+def test_idle_across_windows(tmp_path, builder):
+    """Stream 7: K1 900-1100 (no launch) runs from step 1 into step 2; K2 1200-1300 launched at
+    1150 (host wait 100 after K1). Stream 9: K3 500-600, then K4 3500-3550 launched at 3400:
+    the device is idle from 1300 to 3500, through all of step 3, while host ops run, one of
+    them (2500-3100) across the step 3/4 boundary."""
+    b = _three_steps(builder, 4)
+    b.kernel("k1", 900, 200)
+    b.launch(1150, 5, name="k2", k_ts=1200, k_dur=100)
+    b.op("aten::cpu_work", 1400, 500)
+    b.op("aten::more", 2500, 600)
+    b.op("aten::last", 3150, 150)
+    b.stream = 9
+    b.kernel("k3", 500, 100)
+    b.launch(3400, 5, name="k4", k_ts=3500, k_dur=50)
+    trace = load_file(b.write(tmp_path / "t.json"))
+    steps = find_steps(trace)
+    assert steps.span == (0.0, 4000.0)
+    for per in (1, 2, 3):
+        got = streamed(idle_time, trace, steps, per)
+        (dev,) = got.devices
+        assert (dev.events, dev.gaps, dev.span_us, dev.busy_us) == (4, 3, 3050, 450)
+        assert (dev.host_wait_us, dev.kernel_wait_us, dev.other_us) == (2300, 0, 300)
+        s7, s9 = got.streams
+        assert (s7.stream, s7.events, s7.span_us, s7.host_wait_us) == (7, 2, 400, 100)
+        assert (s9.stream, s9.events, s9.span_us, s9.host_wait_us) == (9, 2, 3050, 2900)
+        gaps = [(g.duration_us, g.category, g.step, g.start_ms) for g in got.longest]
+        assert gaps == [(2200, "host_wait", 2, 1.3), (300, "other", 1, 0.6),
+                        (100, "host_wait", 2, 1.1)]
+        top = got.longest[0]
+        assert [(h.name, h.overlap_us) for h in top.host] == [
+            ("aten::more", 600), ("aten::cpu_work", 500), ("aten::last", 150)]
+        assert top.no_host_op_us == 2200 - (600 + 500 + 150 + 5)  # and the 5 µs launch call
+        same(got.to_dict(), idle_time(trace, steps).to_dict())

@@ -178,9 +178,10 @@ def _partial(window: Window) -> _Part:
             for f, t, n, h in zip(first_of[mine], types[mine], nbytes[mine], from_host[mine],
                                   strict=True)]
     index = host.ranges.index
-    backend_ops = np.array([is_backend_collective(Kind(k), ev.names[n]) for k, n in
-                            zip(ev.kind[index], ev.name[index], strict=True)], dtype=bool)
-    if not (comm_kernels & owned).any():
+    backend_ops = np.zeros(len(index), dtype=bool)
+    if not (comm_kernels & owned).any():  # (else the kernels are the collectives)
+        backend_ops[:] = [is_backend_collective(Kind(k), ev.names[n]) for k, n in
+                          zip(ev.kind[index], ev.name[index], strict=True)]
         pick = backend_ops if backend_ops.any() else host.ranges.top_level()
         idx = index[pick]
         idx = idx[covering[idx]]
