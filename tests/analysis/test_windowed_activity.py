@@ -11,6 +11,7 @@ import pytest
 from trainprof.analysis.communication import communication
 from trainprof.analysis.copies import copies
 from trainprof.analysis.idle import idle_time
+from trainprof.analysis.memory import memory
 from trainprof.analysis.steps import find_steps
 from trainprof.analysis.syncs import EXPLICIT_SYNC, PROFILER_SYNC, sync_stats
 from trainprof.analysis.windows import windows_of
@@ -20,7 +21,8 @@ from trainprof.trace.model import Kind, memcpy_direction
 from conftest import SHARED_TRACE_FILES
 
 SECTIONS = {"copies": copies, "communication": communication, "syncs": sync_stats,
-            "idle": idle_time}
+            "idle": idle_time, "memory": memory}
+MB = 1_000_000
 RECORD = {"Collective name": "allreduce", "In msg nelems": 1000, "Out msg nelems": 1000,
           "dtype": "Float"}
 STEP = 1000.0
@@ -227,3 +229,33 @@ def test_idle_across_windows(tmp_path, builder):
             ("aten::more", 600), ("aten::cpu_work", 500), ("aten::last", 150)]
         assert top.no_host_op_us == 2200 - (600 + 500 + 150 + 5)  # and the 5 µs launch call
         same(got.to_dict(), idle_time(trace, steps).to_dict())
+
+
+@pytest.mark.parametrize("old", [False, True])
+def test_memory_allocation_freed_windows_later(tmp_path, builder, old):
+    """4 MB allocated in step 1 are freed in step 3; 1 MB from step 1 is freed in step 2; 2 MB
+    allocated in step 3 stay. 100 MB were allocated before the trace (new format only: the
+    old one knows levels relative to the trace's start)."""
+    b = _three_steps(builder)
+    base = 0 if old else 100 * MB
+    level = base
+    for at, size, op in ((100, 4, "aten::mm"), (500, 1, "aten::add"), (1500, -1, None),
+                         (2500, -4, None), (2600, 2, "aten::mm")):
+        if op:
+            b.op(op, at - 10, 20)
+        level += size * MB
+        b.memory(at, size * MB, None if old else level, reserved=level + 50 * MB)
+    trace = load_file(b.write(tmp_path / "t.json"))
+    steps = find_steps(trace)
+    for per in (1, 2, 3):
+        (d,) = streamed(memory, trace, steps, per).devices
+        assert (d.events, d.has_totals, d.peak_above_start) == (5, not old, 5 * MB)
+        assert d.peak_allocated == (None if old else base + 5 * MB)
+        assert (d.peak_step, d.peak_op, d.peak_ms) == (1, "aten::add", 0.5)
+        assert d.step_end_allocated == [(1, base + 5 * MB), (2, base + 4 * MB),
+                                        (3, base + 2 * MB)]
+        assert list(d.curve_allocated) == [base + x * MB for x in (4, 5, 4, 0, 2)]
+        assert [(o.op, o.allocations, o.bytes) for o in d.top_ops] == [
+            ("aten::mm", 2, 6 * MB), ("aten::add", 1, 1 * MB)]
+        assert d.peak_reserved == (None if old else base + 55 * MB)
+        same(d.to_dict(), memory(trace, steps).devices[0].to_dict())
