@@ -11,12 +11,13 @@ import pytest
 from trainprof.analysis.communication import communication
 from trainprof.analysis.copies import copies
 from trainprof.analysis.idle import idle_time
+from trainprof.analysis.intervals import union
 from trainprof.analysis.memory import memory
 from trainprof.analysis.steps import find_steps
 from trainprof.analysis.syncs import EXPLICIT_SYNC, PROFILER_SYNC, sync_stats
 from trainprof.analysis.windows import windows_of
 from trainprof.trace.load import load_file
-from trainprof.trace.model import Kind, memcpy_direction
+from trainprof.trace.model import DEVICE_KINDS, FLAG_COMM, Kind, memcpy_direction
 
 from conftest import SHARED_TRACE_FILES
 
@@ -82,6 +83,37 @@ def test_copy_counts_and_bytes_match_a_plain_count(shared):
                 row[1] += ev.nbytes[i] if np.isfinite(ev.nbytes[i]) else 0.0
         got = streamed(copies, trace, steps, 1)
         assert {r.kind: [r.count, pytest.approx(r.bytes)] for r in got.rows} == want, label
+
+
+def test_streamed_figures_match_plain_computations(shared):
+    """Figures checked by an independent route on every trace: a device's busy time is the
+    union of its events in the span; communication kernels and memory events counted plainly;
+    a new-format device's peak is its largest Total Allocated."""
+    for label, trace, steps in shared:
+        start, end = steps.span
+        ev = trace.events
+        in_span = (ev.ts < end) & (ev.end > start)
+        for row in streamed(idle_time, trace, steps, 1).devices:
+            mine = in_span & ev.of_kind(*DEVICE_KINDS) & (ev.device == row.device)
+            busy = union(np.maximum(ev.ts[mine], start), np.minimum(ev.end[mine], end)).total()
+            assert row.busy_us == pytest.approx(busy, rel=1e-9, abs=1e-6), label
+            assert row.events == int(mine.sum()), label
+        comm = streamed(communication, trace, steps, 1)
+        kernels = int((in_span & (ev.kind == Kind.KERNEL) & ev.flagged(FLAG_COMM)).sum())
+        if comm.source == "kernels":
+            assert sum(t.count for t in comm.types) == kernels, label
+        mem = trace.memory
+        for d in streamed(memory, trace, steps, 1).devices:
+            if d.device == "cpu":
+                mine = mem.device_type == 0
+            else:
+                mine = (mem.device_type == 1) & (mem.device_id == int(d.device.split(":")[1]))
+            totals = mem.total_allocated[mine]
+            if d.has_totals:
+                assert d.events == int(np.isfinite(totals).sum()), label
+                assert d.peak_allocated == np.nanmax(totals), label
+            else:
+                assert d.events == int(mine.sum()), label
 
 
 def _device_event(b, kind: str, name: str, ts: float, dur: float, **args) -> None:
