@@ -241,7 +241,8 @@ def _device_part(trace: Trace, steps: StepWindows, ranges: HostRanges, owner: np
     ev = trace.events
     alloc = nbytes > 0
     who = owner[idx][alloc]
-    name = np.where(who >= 0, ev.name[ranges.index[np.maximum(who, 0)]], -1)
+    name = np.full(len(who), -1, dtype=np.int64)
+    name[who >= 0] = ev.name[ranges.index[who[who >= 0]]]
     ops: dict[tuple[int, str], list[float]] = {}
     for n, size in zip(name.tolist(), nbytes[alloc].tolist(), strict=True):
         entry = ops.setdefault((n, ev.names[n] if n >= 0 else _NO_OP), [0, 0.0])
