@@ -291,3 +291,18 @@ def test_memory_allocation_freed_windows_later(tmp_path, builder, old):
             ("aten::mm", 2, 6 * MB), ("aten::add", 1, 1 * MB)]
         assert d.peak_reserved == (None if old else base + 55 * MB)
         same(d.to_dict(), memory(trace, steps).devices[0].to_dict())
+
+
+def test_memory_outside_every_op(tmp_path, builder):
+    """Allocations with no host op around them (no op in the trace at all) are charged to
+    "(no op recorded)" in every window."""
+    b = _three_steps(builder)
+    for at, size in ((100, 3), (1100, 2), (2100, -1)):
+        b.memory(at, size * MB, None)
+    trace = load_file(b.write(tmp_path / "t.json"))
+    steps = find_steps(trace)
+    for per in (1, 2, 3):
+        (d,) = streamed(memory, trace, steps, per).devices
+        assert [(o.op, o.allocations, o.bytes) for o in d.top_ops] == [
+            ("(no op recorded)", 2, 5 * MB)]
+        assert (d.peak_above_start, d.peak_op, d.peak_step) == (5 * MB, None, 2)
