@@ -167,7 +167,7 @@ def _partial(window: Window) -> _Part:
     kernels = host_found = None
     seen = np.flatnonzero(comm_kernels & covering)
     if len(seen):
-        types, nbytes, first_of, from_host = _kernel_types(trace, seen, host)
+        types, nbytes, first_of, from_host = _kernel_sizes(trace, seen, host)
         compute = span_sets(trace, part.start, part.end).compute
         kernels = _found(window, part, seen, owned[seen], types, nbytes, compute)
         mine = owned[seen] & (first_of >= 0)
@@ -353,6 +353,12 @@ def _message_bytes(detail: dict[str, Any]) -> float:
 
 
 def _kernel_types(trace: Trace, kernels: np.ndarray, host: _HostComm):
+    """Type code and bytes per communication kernel (the SQL tables read them too)."""
+    types, nbytes, _, _ = _kernel_sizes(trace, kernels, host)
+    return types, nbytes
+
+
+def _kernel_sizes(trace: Trace, kernels: np.ndarray, host: _HostComm):
     """Type code and bytes per communication kernel; per kernel, the host op (position) whose
     size it took as that op's first kernel (-1: none), and whether that size stood (its own
     args did not replace it)."""
