@@ -270,8 +270,8 @@ def _combine(parts: list[_Part], steps: StepWindows) -> Communication:
             counted.add(key)
     types = sorted((rows[c] for c in sorted(rows) if rows[c].count), key=lambda r: -r.time_us)
     per_step: list[float] = []
-    for p, f in zip(parts, found, strict=True):
-        per_step += f.per_step_ms if f is not None else [0.0] * p.own_steps
+    for p, maybe in zip(parts, found, strict=True):
+        per_step += maybe.per_step_ms if maybe is not None else [0.0] * p.own_steps
     notes = []
     if source == "none" and backend:
         notes.append(f"distributedInfo names backend {backend!r}, but the window holds no "
