@@ -198,6 +198,25 @@ def test_host_collective_across_windows(tmp_path, builder):
         assert got.per_step_ms == pytest.approx([0.05, 0.15, 0.0])
 
 
+def test_host_collective_threads_of_every_window(tmp_path, builder):
+    """Gloo collectives on thread 2 in step 1 and on thread 3 in step 2: thread 3 runs
+    collectives, so its op beside the first one hides nothing, though the first window sees
+    no collective on it; the main thread's op hides 30 µs of the second."""
+    b = _three_steps(builder)
+    b.annotation("gloo:all_reduce", 100, 200, tid=2)
+    b.op("aten::mm", 150, 100, tid=3)
+    b.annotation("gloo:all_reduce", 1100, 100, tid=3)
+    b.op("aten::add", 1120, 30)
+    trace = load_file(b.write(tmp_path / "t.json"))
+    steps = find_steps(trace)
+    for per in (1, 2, 3):
+        got = streamed(communication, trace, steps, per)
+        (row,) = got.types
+        assert (row.count, row.busy_us, row.exposed_us) == (2, 300, 270)
+        assert (got.busy_us, got.exposed_us) == (300, 270)
+        same(got.to_dict(), communication(trace, steps).to_dict())
+
+
 def test_syncs_across_windows(tmp_path, builder):
     """A stream sync in step 1 blocking into step 2; torch.cuda.synchronize() in step 2 with no
     op after it until step 4 (its window cannot tell it from the profiler's own); the

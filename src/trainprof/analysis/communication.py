@@ -140,6 +140,9 @@ class _Found:
     sized_by_host: list[tuple[tuple[float, float, int], int, float]] = field(default_factory=list)
     threads: frozenset[int] = frozenset()  # host only: the threads running the collectives
     thread_of: np.ndarray | None = None  # per instance, its thread (host ranges' order)
+    #: Host only: per type code (None: all), busy time by the set of threads whose CPU ops
+    #: run beside it, so that its exposed part can follow every window's collective threads.
+    by_threads: dict[int | None, dict[frozenset[int], float]] = field(default_factory=dict)
 
     @property
     def count(self) -> int:
@@ -188,22 +191,26 @@ def _partial(window: Window) -> _Part:
         types, nbytes = _host_types(trace, idx, host)
         threads = np.unique(ev.tid[idx])
         compute = _host_compute(trace, threads, part.start, part.end)
-        host_found = _found(window, part, idx, owned[idx], types, nbytes, compute)
+        host_found = _found(window, part, idx, owned[idx], types, nbytes, compute,
+                            _ops_by_thread(trace, part.start, part.end))
         host_found.threads = frozenset(threads.tolist())
         host_found.thread_of = ev.tid[idx[owned[idx]]]
     return _Part(backend, kernels, host_found, bool(backend_ops.any()), len(window.steps))
 
 
 def _found(window: Window, part: Part, idx: np.ndarray, own: np.ndarray, types: np.ndarray,
-           nbytes: np.ndarray, compute: iv.Intervals) -> _Found:
+           nbytes: np.ndarray, compute: iv.Intervals,
+           ops: dict[int, iv.Intervals] | None = None) -> _Found:
     """Rows, busy and exposed time over the part of the collectives ``idx`` that overlap it
-    (``own``: the ones the window owns, counted)."""
+    (``own``: the ones the window owns, counted). With ``ops`` (host collectives: each
+    thread's CPU ops), the busy time is also split by the threads running ops beside it."""
     trace, steps = window.trace, window.steps
     ev = trace.events
     start, end = part.start, part.end
     ts = np.maximum(ev.ts[idx], start)
     te = np.minimum(ev.end[idx], end) if part.last else ev.end[idx]
     rows = {}
+    by_threads: dict[int | None, dict[frozenset[int], float]] = {}
     for code in np.unique(types).tolist():
         m = types == code
         busy = iv.clip(iv.union(ts[m], te[m]), start, end)
@@ -214,7 +221,11 @@ def _found(window: Window, part: Part, idx: np.ndarray, own: np.ndarray, types: 
             bytes=float(nbytes[sized].sum()), time_us=float((te - ts)[m].sum()),
             busy_us=busy.total(), exposed_us=exposed(busy, compute),
         )
+        if ops is not None:
+            by_threads[code] = _beside(busy, ops)
     busy = iv.clip(iv.union(ts, te), start, end)
+    if ops is not None:
+        by_threads[None] = _beside(busy, ops)
     late = np.flatnonzero(own & (te > end))
     mine = idx[own]
     step_of = np.searchsorted(steps.starts, ev.ts[mine], side="right") - 1
@@ -225,6 +236,7 @@ def _found(window: Window, part: Part, idx: np.ndarray, own: np.ndarray, types: 
         exposed_us=exposed(busy, compute),
         per_step_ms=(iv.covered_in_windows(busy, steps.starts, steps.ends) / 1000.0).tolist(),
         running=[(int(types[i]), float(te[i])) for i in late],
+        by_threads=by_threads,
         instances=Instances(
             type=types[own].astype(np.int64),
             step=np.where(inside, steps.numbers[np.maximum(step_of, 0)], -1),
@@ -261,6 +273,8 @@ def _combine(parts: list[_Part], steps: StepWindows) -> Communication:
             row.exposed_us += r.exposed_us
         for code, te in f.running:  # still running at the span's end: counted up to there
             rows[code].time_us -= max(te - end, 0.0)
+    if not by_kernels:
+        _expose_beside_threads(rows, found_in)
     counted: set[tuple[float, float, int]] = set()
     for f in found_in:  # a host op's size counts for its first kernel only, in any window
         for key, code, nbytes in f.sized_by_host:
@@ -283,11 +297,68 @@ def _combine(parts: list[_Part], steps: StepWindows) -> Communication:
         steps=len(steps),
         types=types,
         busy_us=sum(f.busy_us for f in found_in),
-        exposed_us=sum(f.exposed_us for f in found_in),
+        exposed_us=sum(f.exposed_us for f in found_in),  # (host: as _expose_beside_threads)
         per_step_ms=per_step,
         instances=_joined(found_in, by_thread=not by_kernels),
         notes=notes,
     )
+
+
+def _ops_by_thread(trace: Trace, start: float, end: float) -> dict[int, iv.Intervals]:
+    """Per thread, its CPU ops (not communication) inside ``[start, end)``."""
+    ev = trace.events
+    busy = np.flatnonzero(ev.of_kind(Kind.CPU_OP) & ~ev.flagged(FLAG_COMM) & (ev.ts < end)
+                          & (ev.end > start))
+    return {int(t): iv.clip(iv.union(ev.ts[busy[ev.tid[busy] == t]],
+                                     ev.end[busy[ev.tid[busy] == t]]), start, end)
+            for t in np.unique(ev.tid[busy]).tolist()}
+
+
+def _beside(busy: iv.Intervals, ops: dict[int, iv.Intervals]) -> dict[frozenset[int], float]:
+    """``busy`` time split by the set of threads whose ops run at the same time."""
+    if not len(busy):
+        return {}
+    threads = [t for t, o in ops.items() if len(o)]
+    if not threads:
+        return {frozenset(): busy.total()}
+    points = np.unique(np.concatenate([busy.starts, busy.ends]
+                                      + [np.concatenate([ops[t].starts, ops[t].ends])
+                                         for t in threads]))
+    left, length = points[:-1], np.diff(points)
+    inside = _covers(busy, left)
+    left, length = left[inside], length[inside]
+    beside = np.stack([_covers(ops[t], left) for t in threads]) if threads else \
+        np.zeros((0, len(left)), dtype=bool)
+    sets, which = np.unique(beside.T, axis=0, return_inverse=True)
+    total = np.bincount(which.reshape(-1), weights=length, minlength=len(sets))
+    return {frozenset(t for t, on in zip(threads, row, strict=True) if on): float(x)
+            for row, x in zip(sets.tolist(), total.tolist(), strict=True)}
+
+
+def _covers(s: iv.Intervals, t: np.ndarray) -> np.ndarray:
+    """Whether each time lies inside the set ``s``."""
+    i = np.searchsorted(s.starts, t, side="right") - 1
+    ok = i >= 0
+    ok[ok] &= t[ok] < s.ends[i[ok]]
+    return ok
+
+
+def _expose_beside_threads(rows: dict[int, CollectiveType], found: list[_Found]) -> None:
+    """Host collectives overlap the ops of threads that run no collective in the whole trace:
+    where a window's own collective threads were fewer, its exposed time is measured again
+    from the busy time it split by the threads beside it."""
+    threads = frozenset().union(*(f.threads for f in found))
+    if all(f.threads == threads for f in found):
+        return
+    for code, row in rows.items():
+        row.exposed_us = _exposed_beside([f.by_threads.get(code, {}) for f in found], threads)
+    for f in found:
+        f.exposed_us = _exposed_beside([f.by_threads.get(None, {})], threads)
+
+
+def _exposed_beside(parts: list[dict[frozenset[int], float]], threads: frozenset[int]) -> float:
+    """Busy time with no op running beside it on a thread outside ``threads``."""
+    return sum(x for part in parts for beside, x in part.items() if beside <= threads)
 
 
 def _host_compute(trace: Trace, threads: np.ndarray, start: float, end: float) -> iv.Intervals:

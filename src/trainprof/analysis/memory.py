@@ -202,42 +202,58 @@ def _partial(window: Window) -> _Part:
     allocator, running = _allocator_part(trace, steps, part)
     devices: dict[tuple[int, int], _DevicePart] = {}
     totals: dict[tuple[int, int], float | None] = {}
-    mine = np.flatnonzero(part.owns_instants(mem.ts))
-    if len(mine):
+    mine = part.owns_instants(mem.ts)
+    # Events of the next window up to the last own step's end (steps may touch, or overlap by
+    # a rounding error): they set the level at that end.
+    after = ~mine & (mem.ts >= part.end)
+    after &= mem.ts <= steps.ends[-1] if len(steps) and not part.last else False
+    seen = np.flatnonzero(mine | after)
+    if len(seen):
         ranges = _host_ranges(trace)
         owner = np.full(len(mem), -1, dtype=np.int64)
-        owner[mine] = _allocating_op(trace, ranges)[mine]
-        first, group = tabular.group_ids(mem.device_type[mine], mem.device_id[mine])
+        owner[seen] = _allocating_op(trace, ranges)[seen]
+        first, group = tabular.group_ids(mem.device_type[seen], mem.device_id[seen])
         for g in range(len(first)):
-            dt, di = int(mem.device_type[mine[first[g]]]), int(mem.device_id[mine[first[g]]])
-            devices[(dt, di)] = _device_part(trace, steps, ranges, owner, mine[group == g])
+            dt, di = int(mem.device_type[seen[first[g]]]), int(mem.device_id[seen[first[g]]])
+            idx = seen[group == g]
+            devices[(dt, di)] = _device_part(trace, steps, ranges, owner, idx[mine[idx]],
+                                             idx[after[idx]])
             totals[(dt, di)] = _device_total(trace, dt, di)
     return _Part(devices, totals, allocator, running, len(steps))
 
 
 def _device_part(trace: Trace, steps: StepWindows, ranges: HostRanges, owner: np.ndarray,
-                 idx: np.ndarray) -> _DevicePart:
+                 idx: np.ndarray, after: np.ndarray) -> _DevicePart:
+    """One device's owned events ``idx`` (and ``after``: the next window's, up to the last own
+    step's end)."""
     mem = trace.memory
-    ts, nbytes = mem.ts[idx], np.nan_to_num(mem.nbytes[idx])
-    total = mem.total_allocated[idx]
-    has_totals = bool(np.isfinite(total).any())
+    has_totals = bool(np.isfinite(mem.total_allocated[np.concatenate([idx, after])]).any())
     if has_totals:
-        keep = np.isfinite(total)
-        idx, ts, nbytes, total = idx[keep], ts[keep], nbytes[keep], total[keep]
-        allocated = total
-        start_level = float(total[0] - nbytes[0])
+        idx = idx[np.isfinite(mem.total_allocated[idx])]
+        after = after[np.isfinite(mem.total_allocated[after])]
+    ts, nbytes = mem.ts[idx], np.nan_to_num(mem.nbytes[idx])
+    if has_totals:
+        allocated = mem.total_allocated[idx]
+        start_level = float(allocated[0] - nbytes[0]) if len(idx) else 0.0
         reserved = mem.total_reserved[idx]
+        later = mem.total_allocated[after]
     else:
         allocated = np.cumsum(nbytes)
         start_level = 0.0
         reserved = np.full(len(idx), np.nan)
+        later = (allocated[-1] if len(idx) else 0.0) + np.cumsum(np.nan_to_num(mem.nbytes[after]))
+    levels = np.concatenate([allocated, later])
+    last = np.searchsorted(np.concatenate([ts, mem.ts[after]]), steps.ends, side="right") - 1
+    step_levels = [float(levels[i]) if i >= 0 else None for i in last.tolist()]
+    if not len(idx):  # only the next window's events: they set the last step's level
+        return _DevicePart(has_totals, 0, 0.0, 0.0, -np.inf, 0.0, [], True, False, np.nan,
+                           np.nan, step_levels, 0.0, {}, ts, allocated, reserved)
     peak = int(np.argmax(allocated))
     pos = owner[idx[peak]]
     path = []
     if pos >= 0:
         chain = enclosing_chain(ranges, float(ts[peak]), int(ranges.thread[pos]))
         path = [trace.events.names[trace.events.name[ranges.index[c]]] for c in chain]
-    last = np.searchsorted(ts, steps.ends, side="right") - 1
     ev = trace.events
     alloc = nbytes > 0
     who = owner[idx][alloc]
@@ -256,7 +272,7 @@ def _device_part(trace: Trace, steps: StepWindows, ranges: HostRanges, owner: np
         reserved_finite=finite, reserved_any=bool(np.nan_to_num(reserved).any()),
         reserved_max=float(reserved.max()) if finite else np.nan,
         reserved_at_peak=float(reserved[peak]),
-        step_levels=[float(allocated[i]) if i >= 0 else None for i in last.tolist()],
+        step_levels=step_levels,
         last_level=float(allocated[-1]), ops=ops,
         ts=ts.copy(), allocated=np.asarray(allocated, dtype=np.float64).copy(),
         reserved=reserved.copy(),
@@ -288,7 +304,7 @@ def _device_joined(key: tuple[int, int], mine: list[_DevicePart | None], own_ste
     # In the new format only events with totals count; in the old one levels are running
     # sums, each window's shifted by the bytes of the windows before it.
     kept = [d if d is not None and d.has_totals == has_totals else None for d in mine]
-    present = [d for d in kept if d is not None]
+    present = [d for d in kept if d is not None and d.events]
     offsets, shift = [], 0.0
     for d in kept:
         offsets.append(shift)
@@ -304,12 +320,12 @@ def _device_joined(key: tuple[int, int], mine: list[_DevicePart | None], own_ste
         for i in range(count):  # a step without an event of its own keeps the level before it
             own = d.step_levels[i] if d is not None else None
             at_end.append(level if own is None else own + off)
-        if d is not None:
+        if d is not None and d.events:
             level = d.last_level + off
     recorded = all(d.reserved_finite for d in present) and any(d.reserved_any for d in present)
     ts = np.concatenate([d.ts for d in present])
     allocated = np.concatenate([d.allocated + off for d, off in zip(kept, offsets, strict=True)
-                                if d is not None])
+                                if d is not None and d.events])
     reserved = np.concatenate([d.reserved for d in present]) if recorded else None
     window_start = steps.span[0]
     step = np.searchsorted(steps.starts, peak_part.peak_ts, side="right") - 1
@@ -372,7 +388,7 @@ def _allocator_part(trace: Trace, steps: StepWindows, part: Part):
     names = np.unique(ev.name[launch])
     is_alloc = np.zeros(len(ev.names), dtype=bool)
     is_alloc[names] = [bool(_ALLOCATOR_CALL.match(ev.names[n])) for n in names]
-    idx = np.flatnonzero(launch & is_alloc[ev.name])
+    idx = np.flatnonzero(launch & is_alloc[ev.name] & part.owns_instants(ev.ts))
     which = np.searchsorted(steps.starts, ev.ts[idx], side="right") - 1
     ok = which >= 0
     ok[ok] &= ev.ts[idx[ok]] < steps.ends[which[ok]]

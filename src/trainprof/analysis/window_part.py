@@ -41,8 +41,8 @@ class Part:
         return mine
 
     def covering(self, ts: np.ndarray, te: np.ndarray) -> np.ndarray:
-        """Events that overlap the part (owned or started in the margin before it)."""
-        return (ts < self.end) & (te > self.start)
+        """Events that overlap the part or that it owns (an instant at its start)."""
+        return (ts < self.end) & ((te > self.start) | (ts >= self.start))
 
 
 def part_of(window: Window) -> Part:
