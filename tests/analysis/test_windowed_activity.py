@@ -325,3 +325,27 @@ def test_memory_outside_every_op(tmp_path, builder):
         assert [(o.op, o.allocations, o.bytes) for o in d.top_ops] == [
             ("(no op recorded)", 2, 5 * MB)]
         assert (d.peak_above_start, d.peak_op, d.peak_step) == (5 * MB, None, 2)
+
+
+def test_events_on_a_window_boundary(tmp_path, builder):
+    """Steps that touch: a memory event, a zero-length collective and a zero-length memset at
+    the very start of step 2 (the end of step 1) are counted once, and the memory event sets
+    the level at step 1's end (events at a step's end belong to it)."""
+    b = _three_steps(builder)
+    for at, size, total in ((500, 1, 1), (1000, 2, 3), (1500, -1, 2)):
+        b.memory(at, size * MB, total * MB)
+    b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 1000, 0)
+    _device_event(b, "memset", "Memset (Device)", 1000, 0, bytes=64)
+    b.kernel("volta_sgemm_128x64_nn", 2500, 10)
+    trace = load_file(b.write(tmp_path / "t.json"))
+    steps = find_steps(trace)
+    assert list(steps.ends[:2]) == list(steps.starts[1:])
+    for per in (1, 2, 3):
+        (d,) = streamed(memory, trace, steps, per).devices
+        assert d.step_end_allocated == [(1, 3 * MB), (2, 2 * MB), (3, 2 * MB)]
+        comm = streamed(communication, trace, steps, per)
+        assert (comm.source, sum(t.count for t in comm.types)) == ("kernels", 1)
+        assert streamed(copies, trace, steps, per).row("memset").count == 1
+        for section in SECTIONS.values():
+            same(streamed(section, trace, steps, per).to_dict(),
+                 section(trace, steps).to_dict())
