@@ -392,7 +392,10 @@ def _joined(parts: list[dict], end: float):
         for key, g in groups.items():
             before = reach.get(key, -np.inf)
             f = g.first
-            prev = max(before, f.prev)
+            # The windows before own every event the margin holds: their reach is the end the
+            # first event's gap starts from (the margin may also hold a zero-length event at
+            # the span's start, which is not in the span).
+            prev = before
             gap = max(f.ts - prev, 0.0) if prev > -np.inf else 0.0
             sums = list(g.sums)
             gaps = g.gaps
@@ -400,7 +403,7 @@ def _joined(parts: list[dict], end: float):
                 category = 0 if f.launch_ts > prev else (1 if gap < KERNEL_WAIT_MAX_US else 2)
                 sums[category] += gap
                 gaps += 1
-                firsts.append((k, key, gap, category, before > f.prev))
+                firsts.append((k, key, gap, category, before != f.prev))
             acc = out.get(key)
             if acc is None:
                 out[key] = _Group(g.events, g.first_ts, g.last_end, sums, gaps, f,
