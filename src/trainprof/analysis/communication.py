@@ -423,13 +423,15 @@ def _message_bytes(detail: dict[str, Any]) -> float:
     return float(max(counts)) * size
 
 
-def _kernel_types(trace: Trace, kernels: np.ndarray, host: _HostComm):
+def _kernel_types(trace: Trace, kernels: np.ndarray, host: _HostComm
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """Type code and bytes per communication kernel (the SQL tables read them too)."""
     types, nbytes, _, _ = _kernel_sizes(trace, kernels, host)
     return types, nbytes
 
 
-def _kernel_sizes(trace: Trace, kernels: np.ndarray, host: _HostComm):
+def _kernel_sizes(trace: Trace, kernels: np.ndarray, host: _HostComm
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Type code and bytes per communication kernel; per kernel, the host op (position) whose
     size it took as that op's first kernel (-1: none), and whether that size stood (its own
     args did not replace it)."""
@@ -467,7 +469,8 @@ def _kernel_sizes(trace: Trace, kernels: np.ndarray, host: _HostComm):
     return types, nbytes, first_of, from_host
 
 
-def _host_types(trace: Trace, idx: np.ndarray, host: _HostComm):
+def _host_types(trace: Trace, idx: np.ndarray, host: _HostComm
+                ) -> tuple[np.ndarray, np.ndarray]:
     """Type code and bytes per host collective range."""
     ev = trace.events
     pos = np.searchsorted(np.sort(host.ranges.index), idx)

@@ -14,7 +14,7 @@ Each gap is classified as HTA does (docs/idle.md):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -382,11 +382,15 @@ def _combine(parts: list[_Part], steps: StepWindows) -> IdleTime:
     )
 
 
-def _joined(parts: list[dict], end: float):
+_Key = TypeVar("_Key", int, tuple[int, int])
+
+
+def _joined(parts: list[dict[_Key, _Group]], end: float
+            ) -> tuple[dict[_Key, _Group], list[tuple[int, _Key, float, int, bool]]]:
     """Each group's figures over every window, and per (window, device) whose first event had
     a gap: (window, key, gap, category, whether the gap began before the window's margin)."""
-    out: dict = {}
-    reach: dict = {}
+    out: dict[_Key, _Group] = {}
+    reach: dict[_Key, float] = {}
     firsts = []
     for k, groups in enumerate(parts):
         for key, g in groups.items():

@@ -380,7 +380,8 @@ def allocator_calls(trace: Trace, steps: StepWindows) -> AllocatorCalls:
     return _allocator_joined([(found, [])], steps)
 
 
-def _allocator_part(trace: Trace, steps: StepWindows, part: Part):
+def _allocator_part(trace: Trace, steps: StepWindows, part: Part
+                    ) -> tuple[AllocatorCalls, list[tuple[float, float]]]:
     """The allocator calls starting in the window's own steps (time inside them), and those
     still running at the part's end (their time in later steps is added once all are known)."""
     ev = trace.events

@@ -37,7 +37,8 @@ def downsample(values: np.ndarray, others: np.ndarray | None, points: int) -> np
     return np.unique(np.concatenate(keep))
 
 
-def growth(ts: np.ndarray, allocated: np.ndarray, start_level: float, steps: StepWindows):
+def growth(ts: np.ndarray, allocated: np.ndarray, start_level: float, steps: StepWindows
+           ) -> tuple[list[tuple[int, float]], float | None, float | None, bool]:
     """Allocated memory at each step's end, its slope in MB/step, the share of rising steps and
     whether that looks like a leak. ``start_level`` is the level before the first event."""
     if not len(steps):
@@ -47,7 +48,8 @@ def growth(ts: np.ndarray, allocated: np.ndarray, start_level: float, steps: Ste
     return trend(steps.numbers, at_end)
 
 
-def trend(numbers: np.ndarray, at_end: np.ndarray):
+def trend(numbers: np.ndarray, at_end: np.ndarray
+          ) -> tuple[list[tuple[int, float]], float | None, float | None, bool]:
     """``growth`` from the allocated memory at each step's end."""
     ends = [(int(s), float(a)) for s, a in zip(numbers, at_end, strict=True)]
     if len(at_end) < 2:

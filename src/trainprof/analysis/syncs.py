@@ -378,22 +378,6 @@ def _op_chain(trace: Trace, tree: CallTree,
     return text(inner), text(outer), cause
 
 
-def _sites(trace: Trace, calls: np.ndarray, kinds: list[str], op, caller, cause,
-           sources, idle_after: np.ndarray) -> list[SyncSite]:
-    ev = trace.events
-    groups: dict[tuple, list[int]] = {}
-    for k, e in enumerate(calls):
-        key = (ev.names[ev.name[e]], kinds[k], op[k], caller[k], cause[k], sources[k])
-        groups.setdefault(key, []).append(k)
-    sites = []
-    for (call, kind, o, c, why, src), members in groups.items():
-        d = ev.dur[calls[members]]
-        sites.append(SyncSite(call=call, kind=kind, op=o, caller=c, cause=why, source=src,
-                              count=len(members), total_us=float(d.sum()), max_us=float(d.max()),
-                              gpu_idle_after_us=float(idle_after[members].sum())))
-    return sorted(sites, key=lambda s: (-s.total_us, -s.count, s.call))
-
-
 def _step_of(steps: StepWindows, ts: np.ndarray) -> np.ndarray:
     """Index of the step window each time falls in, -1 outside every step."""
     i = np.searchsorted(steps.starts, ts, side="right") - 1

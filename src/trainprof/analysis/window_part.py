@@ -1,8 +1,9 @@
 """The part of the step span one window answers for, shared by the sections that stream.
 
 The step span (first step's start to last step's end) is cut where each window's first step
-starts: window ``k`` answers for ``[start, end)``, from its first step's start to the next
-window's first step's start (the last window to the span's end). The parts tile the span, so
+starts: window ``k`` answers for ``[start, end)``, its region (``Window.region``: from its first
+step's start to the next window's first step's start) inside the span, the first window from
+the span's start and the last to the span's end. The parts tile the span, so
 a time measure (a union's length, exposed time) is the sum of each part's measure, and each
 event that overlaps the span is owned by the one part where its start, clipped to the span,
 falls. The window's margin holds what overlaps a part but started in the step before.
@@ -46,15 +47,10 @@ class Part:
 
 
 def part_of(window: Window) -> Part:
-    """The part of the step span ``window`` answers for."""
-    steps = window.steps
-    if not len(steps):
+    """The part of the step span ``window`` answers for: its region (``Window.region``) inside
+    the span of every step (``Window.span``)."""
+    if not len(window.steps):
         return Part(0.0, 0.0, window.first, window.last)
-    if window.last:
-        end = float(steps.ends[-1])
-    elif np.isfinite(window.next_start):
-        end = float(window.next_start)
-    else:
-        raise ValueError("A window other than the last must give where the next one starts "
-                         "(Window.next_start).")
-    return Part(float(steps.starts[0]), end, window.first, window.last)
+    lo, hi = window.region
+    span_start, span_end = window.span
+    return Part(max(lo, span_start), min(hi, span_end), window.first, window.last)

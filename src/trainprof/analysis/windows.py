@@ -40,9 +40,17 @@ class Window:
     steps: StepWindows
     index: int = 0
     count: int = 1
-    #: Start of the step after the window's last step (inf when there is none): the window
-    #: answers for the step span from its first step's start up to there.
-    next_start: float = math.inf
+    #: The time this window answers for, for figures that are not per step: from its first
+    #: step's start to the next window's first step's start (-inf for the first window, +inf
+    #: for the last), so that the windows' regions partition the time line.
+    region: tuple[float, float] = (-math.inf, math.inf)
+    #: The span of every step of the trace (first start, last end); None: ``steps.span``.
+    all_span: tuple[float, float] | None = None
+
+    @property
+    def span(self) -> tuple[float, float]:
+        """The span of every step of the trace (not only this window's)."""
+        return self.steps.span if self.all_span is None else self.all_span
 
     @property
     def first(self) -> bool:
@@ -95,8 +103,14 @@ def windows_of(trace: Trace, steps: StepWindows, per_window: int,
     for i, first in enumerate(firsts):
         stop = min(first + per_window, len(steps))
         start, end = window_bounds(steps, first, stop, margin)
-        following = float(steps.starts[stop]) if stop < len(steps) else math.inf
         out.append(Window(trace=time_slice(trace, start, end),
                           steps=step_range(steps, first, stop), index=i, count=len(firsts),
-                          next_start=following))
+                          region=region_of(steps, first, stop), all_span=steps.span))
     return out
+
+
+def region_of(steps: StepWindows, first: int, stop: int) -> tuple[float, float]:
+    """The region (``Window.region``) of the window holding steps ``first`` to ``stop - 1``."""
+    start = -math.inf if first <= 0 else float(steps.starts[first])
+    end = math.inf if stop >= len(steps) else float(steps.starts[stop])
+    return start, end
