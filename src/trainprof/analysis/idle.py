@@ -174,7 +174,7 @@ class _HostPiece:
     """Host activity in part of a gap: top-level ranges (key, name, thread, overlap) and how
     long any of them covered it."""
 
-    ranges: list[tuple[tuple[int, float], str, str, float]]
+    ranges: list[tuple[tuple[int, float, float], str, str, float]]
     covered: float
 
 
@@ -333,8 +333,10 @@ def _host_piece(r: _TopRanges, g_start: float, g_end: float,
     if crossing:
         over = hit[(r.ts[hit] < g_start) | (r.end[hit] > g_end)]
         keep = np.concatenate([keep, over[~np.isin(over, keep)]])
-    return _HostPiece([((int(r.thread[h]), float(r.ts[h])), r.name(h), r.label(h),
-                        float(overlap[h])) for h in keep.tolist()], covered)
+    # Keyed as HostRanges sorts them: (thread, start, longest first).
+    return _HostPiece([((int(r.thread[h]), float(r.ts[h]), float(r.ts[h] - r.end[h])),
+                        r.name(h), r.label(h), float(overlap[h])) for h in keep.tolist()],
+                      covered)
 
 
 def _combine(parts: list[_Part], steps: StepWindows) -> IdleTime:
@@ -426,7 +428,7 @@ def _joined(parts: list[dict[_Key, _Group]], end: float
 def _joined_pieces(pieces: list[_HostPiece]) -> _HostPiece:
     """One gap's host activity from its pieces in several windows (overlaps of a range seen in
     several pieces add up)."""
-    total: dict[tuple[int, float], list] = {}
+    total: dict[tuple[int, float, float], list] = {}
     for piece in pieces:
         for key, name, label, overlap in piece.ranges:
             entry = total.setdefault(key, [name, label, 0.0])

@@ -21,7 +21,7 @@ from trainprof.analysis.frames import data_frame
 from trainprof.analysis.memory_series import downsample, trend
 from trainprof.analysis.nesting import HostRanges, enclosing_chain, innermost_on_any_thread
 from trainprof.analysis.steps import StepWindows
-from trainprof.analysis.window_part import Part, part_of
+from trainprof.analysis.window_part import Carried, Part, carried, carried_over, part_of
 from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.trace.model import LAUNCH_KINDS, Kind, Trace, is_allocation_op
 
@@ -192,7 +192,7 @@ class _Part:
     devices: dict[tuple[int, int], _DevicePart]
     totals: dict[tuple[int, int], float | None]  # device memory from the trace's properties
     allocator: AllocatorCalls
-    allocator_running: list[tuple[float, float]]  # calls still running at the part's end
+    allocator_running: Carried  # calls still running at the part's end
     own_steps: int
 
 
@@ -376,12 +376,12 @@ memory: WindowedSection[_Part, Memory] = WindowedSection(_partial, _combine)
 
 def allocator_calls(trace: Trace, steps: StepWindows) -> AllocatorCalls:
     """Device allocator calls inside the steps: the caching allocator asking the driver."""
-    found, _ = _allocator_part(trace, steps, Part(*steps.span, first=True, last=True))
-    return _allocator_joined([(found, [])], steps)
+    found, over = _allocator_part(trace, steps, Part(*steps.span, first=True, last=True))
+    return _allocator_joined([(found, over)], steps)
 
 
 def _allocator_part(trace: Trace, steps: StepWindows, part: Part
-                    ) -> tuple[AllocatorCalls, list[tuple[float, float]]]:
+                    ) -> tuple[AllocatorCalls, Carried]:
     """The allocator calls starting in the window's own steps (time inside them), and those
     still running at the part's end (their time in later steps is added once all are known)."""
     ev = trace.events
@@ -389,33 +389,31 @@ def _allocator_part(trace: Trace, steps: StepWindows, part: Part
     names = np.unique(ev.name[launch])
     is_alloc = np.zeros(len(ev.names), dtype=bool)
     is_alloc[names] = [bool(_ALLOCATOR_CALL.match(ev.names[n])) for n in names]
-    idx = np.flatnonzero(launch & is_alloc[ev.name] & part.owns_instants(ev.ts))
+    calls = launch & is_alloc[ev.name]
+    idx = np.flatnonzero(calls & part.owns_instants(ev.ts))
     which = np.searchsorted(steps.starts, ev.ts[idx], side="right") - 1
     ok = which >= 0
     ok[ok] &= ev.ts[idx[ok]] < steps.ends[which[ok]]
     idx = idx[ok]
+    margin = np.flatnonzero(calls & (ev.ts < part.start))
+    over = carried(part, ev.ts[idx], ev.end[idx], ev.ts[margin], ev.end[margin])
     if not len(idx):
-        return AllocatorCalls(), []
+        return AllocatorCalls(), over
     time = iv.intersect(iv.union(ev.ts[idx], ev.end[idx]),
                         iv.union(steps.starts, steps.ends)).total()
-    late = idx[ev.end[idx] > part.end]
     return (AllocatorCalls(calls=len(idx), time_us=time,
-                           names=sorted({ev.names[n] for n in ev.name[idx]})),
-            [(part.end, float(e)) for e in ev.end[late]])
+                           names=sorted({ev.names[n] for n in ev.name[idx]})), over)
 
 
-def _allocator_joined(parts: list[tuple[AllocatorCalls, list[tuple[float, float]]]],
+def _allocator_joined(parts: list[tuple[AllocatorCalls, Carried]],
                       steps: StepWindows) -> AllocatorCalls:
     """Every window's allocator calls: (calls, those running past the window's part)."""
     calls = sum(found.calls for found, _ in parts)
     if not calls:
         return AllocatorCalls()
     time = sum(found.time_us for found, _ in parts)
-    in_steps = iv.union(steps.starts, steps.ends)
-    for _, running in parts:
-        for start, end in running:
-            time += iv.intersect(iv.Intervals(np.array([start]), np.array([end])),
-                                 in_steps).total()
+    later = carried_over([over for _, over in parts])
+    time += iv.intersect(later, iv.union(steps.starts, steps.ends)).total()
     step_time = float(steps.durations.sum())
     return AllocatorCalls(
         calls=calls, time_us=time, per_step=calls / max(len(steps), 1),

@@ -22,7 +22,7 @@ from trainprof.analysis.exposure import span_sets
 from trainprof.analysis.frames import data_frame
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import share
-from trainprof.analysis.window_part import part_of
+from trainprof.analysis.window_part import Carried, carried, carried_over, part_of
 from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.trace.model import (
     LAUNCH_KINDS,
@@ -145,8 +145,8 @@ class _Part:
     loop_gpu_idle_after_us: float
     loop_avoidable_us: float
     any_busy: bool  # the part has device work (the GPU idle after a sync is measured)
-    #: Loop syncs still blocking at the part's end: (part's end, sync's end).
-    running: list[tuple[float, float]]
+    #: Loop syncs still blocking at the part's end, and the window's own at its start.
+    running: Carried
 
 
 def _partial(window: Window) -> _Part:
@@ -176,7 +176,6 @@ def _partial(window: Window) -> _Part:
     mine = own & loop
     blocked = iv.covered_in_windows(iv.union(ev.ts[seen[mine]], ev.end[seen[mine]]),
                                     steps.starts, steps.ends)
-    late = mine & (ev.end[seen] > part.end)
     entries: list[tuple[_SiteKey, _Figures] | _Undecided] = []
     sites: dict[_SiteKey, _Figures] = {}
     for k in np.flatnonzero(own).tolist():
@@ -208,7 +207,8 @@ def _partial(window: Window) -> _Part:
         loop_gpu_idle_after_us=float(idle_after[mine].sum()),
         loop_avoidable_us=float(np.minimum(ev.dur[counted], idle_after[mine]).sum()),
         any_busy=bool(len(sets.busy)),
-        running=[(float(part.end), float(e)) for e in ev.end[seen[late]]],
+        running=carried(part, ev.ts[seen[mine]], ev.end[seen[mine]],
+                        ev.ts[seen[~own]], ev.end[seen[~own]]),
     )
 
 
@@ -257,11 +257,10 @@ def _combine(parts: list[_Part], steps: StepWindows) -> SyncStats:
                 avoidable += min(entry.dur, entry.idle_after)
     if not measured:
         idle_sum = avoidable = 0.0
-    for p in parts:  # loop syncs that block on into the steps after their window
-        for start, end in p.running:
-            later = iv.covered_in_windows(iv.Intervals(np.array([start]), np.array([end])),
-                                          steps.starts, steps.ends)
-            blocked = [b + x for b, x in zip(blocked, later.tolist(), strict=True)]
+    # Loop syncs that block on into the steps after their window (where no other sync does).
+    later = iv.covered_in_windows(carried_over([p.running for p in parts]), steps.starts,
+                                  steps.ends)
+    blocked = [b + x for b, x in zip(blocked, later.tolist(), strict=True)]
     site_list = [SyncSite(call=k[0], kind=k[1], op=k[2], caller=k[3], cause=k[4], source=k[5],
                           count=f[0], total_us=f[1], max_us=f[2],
                           gpu_idle_after_us=f[3] if measured else 0.0)

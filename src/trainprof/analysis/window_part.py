@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from trainprof.analysis import intervals as iv
 from trainprof.analysis.windows import Window
 
 
@@ -54,3 +55,39 @@ def part_of(window: Window) -> Part:
     lo, hi = window.region
     span_start, span_end = window.span
     return Part(max(lo, span_start), min(hi, span_end), window.first, window.last)
+
+
+@dataclass
+class Carried:
+    """Work a window owns that runs on past its part's end (counted in the steps after it), and
+    its own work at the start of its part that such work from the window before may overlap
+    (so that time covered by both counts once)."""
+
+    running: list[tuple[float, float]]  # (the part's end, the work's end)
+    head: list[tuple[float, float]]  # the window's own work, up to the margin's reach
+
+
+def carried(part: Part, ts: np.ndarray, te: np.ndarray, margin_ts: np.ndarray,
+            margin_te: np.ndarray) -> Carried:
+    """``Carried`` from the window's own work (``ts``, ``te``) and the work of the same kind it
+    sees in its margin (``margin_*``: started before the part, maybe the window before's)."""
+    late = te > part.end
+    before = margin_te[margin_ts < part.start]
+    reach = float(before.max()) if len(before) else part.start
+    head = iv.clip(iv.union(ts, te), part.start, reach) if reach > part.start else \
+        iv.Intervals.empty()
+    return Carried([(part.end, float(e)) for e in te[late]],
+                   list(zip(head.starts.tolist(), head.ends.tolist(), strict=True)))
+
+
+def carried_over(parts: list[Carried]) -> iv.Intervals:
+    """The time work carried past its window covers that the later windows' own work does not."""
+    running = [r for p in parts for r in p.running]
+    if not running:
+        return iv.Intervals.empty()
+    head = [h for p in parts for h in p.head]
+    covered = iv.union(np.array([r[0] for r in running]), np.array([r[1] for r in running]))
+    if not head:
+        return covered
+    return iv.subtract(covered, iv.union(np.array([h[0] for h in head]),
+                                         np.array([h[1] for h in head])))
