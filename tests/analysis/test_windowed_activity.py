@@ -342,3 +342,16 @@ def test_events_on_a_window_boundary(tmp_path, builder):
         for section in SECTIONS.values():
             same(streamed(section, trace, steps, per).to_dict(),
                  section(trace, steps).to_dict())
+
+
+def test_allocator_calls_overlapping_across_windows(tmp_path, builder):
+    """A cudaMalloc from step 1 into step 2 (900-1200) and one on another thread in step 2
+    (1100-1300): 400 µs inside the steps, the overlap counted once."""
+    b = _three_steps(builder)
+    b.event(b.spelling["runtime"], "cudaMalloc", 900, 300)
+    b.event(b.spelling["runtime"], "cudaMalloc", 1100, 200, tid=2)
+    trace = load_file(b.write(tmp_path / "t.json"))
+    steps = find_steps(trace)
+    for per in (1, 2, 3):
+        calls = streamed(memory, trace, steps, per).allocator
+        assert (calls.calls, calls.time_us) == (2, 400)
