@@ -14,13 +14,14 @@ from typing import Any
 import numpy as np
 
 from trainprof.analysis import intervals as iv
-from trainprof.analysis.exposure import cover, exposed, window_sets
+from trainprof.analysis.exposure import cover, exposed, span_sets
 from trainprof.analysis.frames import data_frame
 from trainprof.analysis.steps import StepWindows
+from trainprof.analysis.window_part import part_of
+from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.trace.model import (
     MEMCPY_DIRECTIONS,
     Kind,
-    Trace,
     memcpy_direction,
     memcpy_host_memory,
 )
@@ -98,32 +99,46 @@ class Copies:
         return data_frame([r.to_dict(self.window_us, self.steps) for r in self.rows])
 
 
-def copies(trace: Trace, steps: StepWindows) -> Copies:
-    """The copy figures over the step window (no rows when it has no copy or memset)."""
-    start, end = steps.span
+@dataclass
+class _Part:
+    """What one window knows of the copies: rows over its part of the span, and the copies it
+    owns still running at the part's end (cut at the span's end only once that is known)."""
+
+    rows: dict[str, CopyRow]
+    busy_us: float
+    exposed_us: float
+    running: list[tuple[str, float, bool]]  # (kind, end, sized) of copies past the part's end
+    any_copy: bool
+
+
+def _partial(window: Window) -> _Part:
+    trace, part = window.trace, part_of(window)
+    start, end = part.start, part.end
     ev = trace.events
-    inside = ev.of_kind(Kind.MEMCPY, Kind.MEMSET) & (ev.ts < end) & (ev.end > start)
-    idx = np.flatnonzero(inside)
-    if not len(idx) or end <= start:
-        return Copies(max(end - start, 0.0), len(steps), [], 0.0, 0.0)
-    used, which = np.unique(ev.name[idx], return_inverse=True)
+    seen = np.flatnonzero(ev.of_kind(Kind.MEMCPY, Kind.MEMSET) & part.covering(ev.ts, ev.end))
+    if not len(seen) or end <= start:
+        return _Part({}, 0.0, 0.0, [], False)
+    own = part.owns(ev.ts[seen], ev.end[seen])
+    used, which = np.unique(ev.name[seen], return_inverse=True)
     direction = np.array([memcpy_direction(ev.names[n]) for n in used], dtype=object)
     host_mem = np.array([memcpy_host_memory(ev.names[n]) for n in used], dtype=object)
-    kind = np.where(ev.kind[idx] == Kind.MEMSET, "memset", direction[which])
+    kind = np.where(ev.kind[seen] == Kind.MEMSET, "memset", direction[which])
     memory = host_mem[which]
-    ts, te = np.maximum(ev.ts[idx], start), np.minimum(ev.end[idx], end)
-    nbytes = ev.nbytes[idx]
-    sets = window_sets(trace, steps)
+    ts = np.maximum(ev.ts[seen], start)
+    te = np.minimum(ev.end[seen], end) if part.last else ev.end[seen]
+    nbytes = ev.nbytes[seen]
+    sets = span_sets(trace, start, end)
     hidden_by = cover(sets.compute, sets.communication)
-    rows = []
+    rows = {}
     for k in KINDS:
         m = kind == k
         if not m.any():
             continue
-        busy = iv.union(ts[m], te[m])
+        busy = iv.clip(iv.union(ts[m], te[m]), start, end)
+        m &= own
         sized = m & np.isfinite(nbytes)
         pageable, pinned = m & (memory == "pageable"), m & (memory == "pinned")
-        rows.append(CopyRow(
+        rows[k] = CopyRow(
             kind=k,
             count=int(m.sum()),
             bytes=float(nbytes[sized].sum()),
@@ -135,11 +150,44 @@ def copies(trace: Trace, steps: StepWindows) -> Copies:
             pinned_count=int(pinned.sum()),
             pageable_bytes=float(np.nansum(nbytes[pageable])),
             pinned_bytes=float(np.nansum(nbytes[pinned])),
-        ))
+        )
+    late = np.flatnonzero(own & (te > end))
+    return _Part(rows, sets.memcpy.total(), exposed(sets.memcpy, hidden_by),
+                 [(str(kind[i]), float(te[i]), bool(np.isfinite(nbytes[i]))) for i in late],
+                 bool(own.any()))
+
+
+def _combine(parts: list[_Part], steps: StepWindows) -> Copies:
+    start, end = steps.span
+    if not any(p.any_copy for p in parts) or end <= start:
+        return Copies(max(end - start, 0.0), len(steps), [], 0.0, 0.0)
+    rows = []
+    for k in KINDS:
+        mine = [p.rows[k] for p in parts if k in p.rows]
+        if not any(r.count for r in mine):
+            continue
+        row = CopyRow(kind=k, count=0, bytes=0.0, time_us=0.0, busy_us=0.0, exposed_us=0.0,
+                      sized_time_us=0.0)
+        for r in mine:
+            for name in ("count", "bytes", "time_us", "busy_us", "exposed_us", "sized_time_us",
+                         "pageable_count", "pinned_count", "pageable_bytes", "pinned_bytes"):
+                setattr(row, name, getattr(row, name) + getattr(r, name))
+        # Copies still running at the span's end count up to there.
+        for p in parts:
+            for kind, te, sized in p.running:
+                if kind == k and te > end:
+                    row.time_us -= te - end
+                    row.sized_time_us -= (te - end) if sized else 0.0
+        rows.append(row)
     return Copies(
         window_us=end - start,
         steps=len(steps),
         rows=rows,
-        busy_us=sets.memcpy.total(),
-        exposed_us=exposed(sets.memcpy, hidden_by),
+        busy_us=sum(p.busy_us for p in parts),
+        exposed_us=sum(p.exposed_us for p in parts),
     )
+
+
+#: The copy figures over the step window (no rows when it has no copy or memset), computed
+#: window by window (analysis/windows.py): ``copies(trace, steps)`` for a whole trace.
+copies: WindowedSection[_Part, Copies] = WindowedSection(_partial, _combine)

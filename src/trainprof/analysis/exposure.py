@@ -16,10 +16,15 @@ _ATTRIBUTE = "_trainprof_window_sets"
 
 def window_sets(trace: Trace, steps: StepWindows) -> DeviceSets:
     """``timeline.device_sets`` over the step window, computed once per trace and window."""
+    return span_sets(trace, *steps.span)
+
+
+def span_sets(trace: Trace, start: float, end: float) -> DeviceSets:
+    """``timeline.device_sets`` over ``[start, end)``, computed once per trace and span."""
     store = trace.__dict__.setdefault(_ATTRIBUTE, {})
-    key = steps.span
+    key = (start, end)
     if key not in store:
-        store[key] = device_sets(trace, *key)
+        store[key] = device_sets(trace, start, end)
     return store[key]
 
 

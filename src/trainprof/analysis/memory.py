@@ -18,9 +18,11 @@ import numpy as np
 from trainprof.analysis import intervals as iv
 from trainprof.analysis import tabular
 from trainprof.analysis.frames import data_frame
-from trainprof.analysis.memory_series import downsample, growth
+from trainprof.analysis.memory_series import downsample, trend
 from trainprof.analysis.nesting import HostRanges, enclosing_chain, innermost_on_any_thread
 from trainprof.analysis.steps import StepWindows
+from trainprof.analysis.window_part import Carried, Part, carried, carried_over, part_of
+from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.trace.model import LAUNCH_KINDS, Kind, Trace, is_allocation_op
 
 #: Points kept of each curve for display (min and max per bucket, so peaks survive).
@@ -33,6 +35,7 @@ TOP_OPS = 10
 _ALLOCATOR_CALL = re.compile(
     r"^(?:cuda|hip)(?:Malloc|Free)(?:Async|Host|Managed)?$|^cuMem(?:Alloc|Free|Create|Map|Unmap"
     r"|Release)(?:_v2)?(?:Async)?$")
+_NO_OP = "(no op recorded)"
 _OLD_FORMAT_NOTE = (
     "{devices}: old-format memory events (no Total Allocated/Reserved): allocated memory is "
     "shown relative to the trace start; the absolute peak, reserved memory and headroom "
@@ -160,50 +163,262 @@ class Memory:
         return data_frame([d.summary() for d in self.devices])
 
 
-def memory(trace: Trace, steps: StepWindows) -> Memory:
-    """Memory figures per device (none when the trace has no ``[memory]`` events)."""
+@dataclass
+class _DevicePart:
+    """What one window knows of one device's memory events (those it owns)."""
+
+    has_totals: bool  # its events carry Total Allocated (else: old format, running sums)
+    events: int
+    start_level: float  # new format: what was allocated before the window's first event
+    delta: float  # old format: the bytes the window's events add up to
+    peak: float  # the highest allocated level (old format: relative to the window's start)
+    peak_ts: float
+    peak_path: list[str]
+    reserved_finite: bool  # every reserved figure recorded
+    reserved_any: bool  # some reserved figure non-zero
+    reserved_max: float
+    reserved_at_peak: float
+    step_levels: list[float | None]  # at each own step's end (None: no event up to there)
+    last_level: float  # after the window's last event
+    ops: dict[tuple[int, str], list[float]]  # (name index, name): [allocations, bytes]
+    #: The curve's samples (time, allocated, reserved): down-sampled over the whole trace.
+    ts: np.ndarray
+    allocated: np.ndarray
+    reserved: np.ndarray
+
+
+@dataclass
+class _Part:
+    devices: dict[tuple[int, int], _DevicePart]
+    totals: dict[tuple[int, int], float | None]  # device memory from the trace's properties
+    allocator: AllocatorCalls
+    allocator_running: Carried  # calls still running at the part's end
+    own_steps: int
+
+
+def _partial(window: Window) -> _Part:
+    trace, steps, part = window.trace, window.steps, part_of(window)
     mem = trace.memory
-    allocator = allocator_calls(trace, steps)
-    if not len(mem):
+    allocator, running = _allocator_part(trace, steps, part)
+    devices: dict[tuple[int, int], _DevicePart] = {}
+    totals: dict[tuple[int, int], float | None] = {}
+    mine = part.owns_instants(mem.ts)
+    # Events of the next window up to the last own step's end (steps may touch, or overlap by
+    # a rounding error): they set the level at that end.
+    after = ~mine & (mem.ts >= part.end)
+    after &= mem.ts <= steps.ends[-1] if len(steps) and not part.last else False
+    seen = np.flatnonzero(mine | after)
+    if len(seen):
+        ranges = _host_ranges(trace)
+        owner = np.full(len(mem), -1, dtype=np.int64)
+        owner[seen] = _allocating_op(trace, ranges)[seen]
+        first, group = tabular.group_ids(mem.device_type[seen], mem.device_id[seen])
+        for g in range(len(first)):
+            dt, di = int(mem.device_type[seen[first[g]]]), int(mem.device_id[seen[first[g]]])
+            idx = seen[group == g]
+            devices[(dt, di)] = _device_part(trace, steps, ranges, owner, idx[mine[idx]],
+                                             idx[after[idx]])
+            totals[(dt, di)] = _device_total(trace, dt, di)
+    return _Part(devices, totals, allocator, running, len(steps))
+
+
+def _device_part(trace: Trace, steps: StepWindows, ranges: HostRanges, owner: np.ndarray,
+                 idx: np.ndarray, after: np.ndarray) -> _DevicePart:
+    """One device's owned events ``idx`` (and ``after``: the next window's, up to the last own
+    step's end)."""
+    mem = trace.memory
+    has_totals = bool(np.isfinite(mem.total_allocated[np.concatenate([idx, after])]).any())
+    if has_totals:
+        idx = idx[np.isfinite(mem.total_allocated[idx])]
+        after = after[np.isfinite(mem.total_allocated[after])]
+    ts, nbytes = mem.ts[idx], np.nan_to_num(mem.nbytes[idx])
+    if has_totals:
+        allocated = mem.total_allocated[idx]
+        start_level = float(allocated[0] - nbytes[0]) if len(idx) else 0.0
+        reserved = mem.total_reserved[idx]
+        later = mem.total_allocated[after]
+    else:
+        allocated = np.cumsum(nbytes)
+        start_level = 0.0
+        reserved = np.full(len(idx), np.nan)
+        later = (allocated[-1] if len(idx) else 0.0) + np.cumsum(np.nan_to_num(mem.nbytes[after]))
+    levels = np.concatenate([allocated, later])
+    last = np.searchsorted(np.concatenate([ts, mem.ts[after]]), steps.ends, side="right") - 1
+    step_levels = [float(levels[i]) if i >= 0 else None for i in last.tolist()]
+    if not len(idx):  # only the next window's events: they set the last step's level
+        return _DevicePart(has_totals, 0, 0.0, 0.0, -np.inf, 0.0, [], True, False, np.nan,
+                           np.nan, step_levels, 0.0, {}, ts, allocated, reserved)
+    peak = int(np.argmax(allocated))
+    pos = owner[idx[peak]]
+    path = []
+    if pos >= 0:
+        chain = enclosing_chain(ranges, float(ts[peak]), int(ranges.thread[pos]))
+        path = [trace.events.names[trace.events.name[ranges.index[c]]] for c in chain]
+    ev = trace.events
+    alloc = nbytes > 0
+    who = owner[idx][alloc]
+    name = np.full(len(who), -1, dtype=np.int64)
+    name[who >= 0] = ev.name[ranges.index[who[who >= 0]]]
+    ops: dict[tuple[int, str], list[float]] = {}
+    for n, size in zip(name.tolist(), nbytes[alloc].tolist(), strict=True):
+        entry = ops.setdefault((n, ev.names[n] if n >= 0 else _NO_OP), [0, 0.0])
+        entry[0] += 1
+        entry[1] += size
+    finite = bool(np.isfinite(reserved).all())
+    return _DevicePart(
+        has_totals=has_totals, events=len(idx), start_level=start_level,
+        delta=float(nbytes.sum()) if not has_totals else 0.0,
+        peak=float(allocated[peak]), peak_ts=float(ts[peak]), peak_path=path,
+        reserved_finite=finite, reserved_any=bool(np.nan_to_num(reserved).any()),
+        reserved_max=float(reserved.max()) if finite else np.nan,
+        reserved_at_peak=float(reserved[peak]),
+        step_levels=step_levels,
+        last_level=float(allocated[-1]), ops=ops,
+        ts=ts.copy(), allocated=np.asarray(allocated, dtype=np.float64).copy(),
+        reserved=reserved.copy(),
+    )
+
+
+def _combine(parts: list[_Part], steps: StepWindows) -> Memory:
+    allocator = _allocator_joined([(p.allocator, p.allocator_running) for p in parts], steps)
+    keys = sorted({k for p in parts for k in p.devices})
+    if not keys:
         return Memory(devices=[], notes=["No [memory] events: record with profile_memory=True."],
                       allocator=allocator)
-    ranges = _host_ranges(trace)
-    owner = _allocating_op(trace, ranges)
     out = Memory(devices=[], allocator=allocator)
-    first, group = tabular.group_ids(mem.device_type, mem.device_id)
-    for g in np.lexsort((mem.device_id[first], mem.device_type[first])):
-        d = _device(trace, steps, ranges, owner, np.flatnonzero(group == g),
-                    int(mem.device_type[first[g]]), int(mem.device_id[first[g]]))
-        out.devices.append(d)
+    for key in keys:
+        mine = [p.devices.get(key) for p in parts]
+        total = next(p.totals[key] for p in parts if key in p.devices)
+        out.devices.append(_device_joined(key, mine, [p.own_steps for p in parts], total,
+                                          steps))
     old = [d.device for d in out.devices if not d.has_totals]
     if old:
         out.notes.append(_OLD_FORMAT_NOTE.format(devices=", ".join(old)))
     return out
 
 
+def _device_joined(key: tuple[int, int], mine: list[_DevicePart | None], own_steps: list[int],
+                   device_total: float | None, steps: StepWindows) -> DeviceMemory:
+    """One device's figures from every window's part (None: the window has no event of it)."""
+    has_totals = any(d is not None and d.has_totals for d in mine)
+    # In the new format only events with totals count; in the old one levels are running
+    # sums, each window's shifted by the bytes of the windows before it.
+    kept = [d if d is not None and d.has_totals == has_totals else None for d in mine]
+    present = [d for d in kept if d is not None and d.events]
+    offsets, shift = [], 0.0
+    for d in kept:
+        offsets.append(shift)
+        shift += d.delta if d is not None else 0.0
+    start_level = present[0].start_level
+    peak_part, peak_level = None, -np.inf
+    for d, off in zip(kept, offsets, strict=True):
+        if d is not None and d.peak + off > peak_level:
+            peak_part, peak_level = d, d.peak + off
+    assert peak_part is not None
+    at_end, level = [], start_level
+    for count, d, off in zip(own_steps, kept, offsets, strict=True):
+        for i in range(count):  # a step without an event of its own keeps the level before it
+            own = d.step_levels[i] if d is not None else None
+            at_end.append(level if own is None else own + off)
+        if d is not None and d.events:
+            level = d.last_level + off
+    recorded = all(d.reserved_finite for d in present) and any(d.reserved_any for d in present)
+    ts = np.concatenate([d.ts for d in present])
+    allocated = np.concatenate([d.allocated + off for d, off in zip(kept, offsets, strict=True)
+                                if d is not None and d.events])
+    reserved = np.concatenate([d.reserved for d in present]) if recorded else None
+    window_start = steps.span[0]
+    step = np.searchsorted(steps.starts, peak_part.peak_ts, side="right") - 1
+    in_step = step >= 0 and peak_part.peak_ts < steps.ends[step]
+    points = downsample(allocated, reserved, CURVE_POINTS)
+    ends, slope, rising, leak = trend(steps.numbers, np.array(at_end, dtype=np.float64))
+    return DeviceMemory(
+        device=_label(*key),
+        events=sum(d.events for d in present),
+        has_totals=has_totals,
+        peak_allocated=peak_level if has_totals else None,
+        peak_above_start=peak_level - start_level,
+        peak_ms=(peak_part.peak_ts - window_start) / 1000.0,
+        peak_step=int(steps.numbers[step]) if in_step else None,
+        peak_op=peak_part.peak_path[-1] if peak_part.peak_path else None,
+        peak_op_path=peak_part.peak_path,
+        peak_reserved=max(d.reserved_max for d in present) if recorded else None,
+        reserved_at_peak=peak_part.reserved_at_peak if recorded else None,
+        device_total=device_total,
+        step_end_allocated=ends,
+        growth_mb_per_step=None if slope is None else round(slope, 6),
+        rising_share=rising,
+        leak_suspected=leak,
+        top_ops=_top_ops_joined(present),
+        curve_ms=(ts[points] - window_start) / 1000.0,
+        curve_allocated=allocated[points],
+        curve_reserved=None if reserved is None else reserved[points],
+    )
+
+
+def _top_ops_joined(parts: list[_DevicePart]) -> list[AllocatingOp]:
+    """Ops by bytes allocated inside them over every window (ties: the name table's order)."""
+    total: dict[tuple[int, str], list[float]] = {}
+    for d in parts:
+        for key, (count, size) in d.ops.items():
+            entry = total.setdefault(key, [0, 0.0])
+            entry[0] += count
+            entry[1] += size
+    ranked = sorted(sorted(total.items()), key=lambda kv: -kv[1][1])[:TOP_OPS]
+    return [AllocatingOp(op=name, allocations=int(count), bytes=float(size))
+            for (_, name), (count, size) in ranked]
+
+
+#: Memory figures per device (none when the trace has no ``[memory]`` events), computed
+#: window by window (analysis/windows.py): ``memory(trace, steps)`` for a whole trace.
+memory: WindowedSection[_Part, Memory] = WindowedSection(_partial, _combine)
+
+
 def allocator_calls(trace: Trace, steps: StepWindows) -> AllocatorCalls:
     """Device allocator calls inside the steps: the caching allocator asking the driver."""
+    found, over = _allocator_part(trace, steps, Part(*steps.span, first=True, last=True))
+    return _allocator_joined([(found, over)], steps)
+
+
+def _allocator_part(trace: Trace, steps: StepWindows, part: Part
+                    ) -> tuple[AllocatorCalls, Carried]:
+    """The allocator calls starting in the window's own steps (time inside them), and those
+    still running at the part's end (their time in later steps is added once all are known)."""
     ev = trace.events
     launch = ev.of_kind(*LAUNCH_KINDS)
     names = np.unique(ev.name[launch])
     is_alloc = np.zeros(len(ev.names), dtype=bool)
     is_alloc[names] = [bool(_ALLOCATOR_CALL.match(ev.names[n])) for n in names]
-    idx = np.flatnonzero(launch & is_alloc[ev.name])
+    calls = launch & is_alloc[ev.name]
+    idx = np.flatnonzero(calls & part.owns_instants(ev.ts))
     which = np.searchsorted(steps.starts, ev.ts[idx], side="right") - 1
     ok = which >= 0
     ok[ok] &= ev.ts[idx[ok]] < steps.ends[which[ok]]
     idx = idx[ok]
+    margin = np.flatnonzero(calls & (ev.ts < part.start))
+    over = carried(part, ev.ts[idx], ev.end[idx], ev.ts[margin], ev.end[margin])
     if not len(idx):
-        return AllocatorCalls()
-    # Their time inside the steps (a call running past its step's end, or calls on several
-    # threads at once, count once), so that it is never more than the steps.
+        return AllocatorCalls(), over
     time = iv.intersect(iv.union(ev.ts[idx], ev.end[idx]),
                         iv.union(steps.starts, steps.ends)).total()
+    return (AllocatorCalls(calls=len(idx), time_us=time,
+                           names=sorted({ev.names[n] for n in ev.name[idx]})), over)
+
+
+def _allocator_joined(parts: list[tuple[AllocatorCalls, Carried]],
+                      steps: StepWindows) -> AllocatorCalls:
+    """Every window's allocator calls: (calls, those running past the window's part)."""
+    calls = sum(found.calls for found, _ in parts)
+    if not calls:
+        return AllocatorCalls()
+    time = sum(found.time_us for found, _ in parts)
+    later = carried_over([over for _, over in parts])
+    time += iv.intersect(later, iv.union(steps.starts, steps.ends)).total()
     step_time = float(steps.durations.sum())
     return AllocatorCalls(
-        calls=len(idx), time_us=time, per_step=len(idx) / max(len(steps), 1),
+        calls=calls, time_us=time, per_step=calls / max(len(steps), 1),
         time_pct=time / step_time * 100.0 if step_time > 0 else None,
-        names=sorted({ev.names[n] for n in ev.name[idx]}),
+        names=sorted({n for found, _ in parts for n in found.names}),
     )
 
 
@@ -232,61 +447,6 @@ def _allocating_op(trace: Trace, ranges: HostRanges) -> np.ndarray:
     return innermost_on_any_thread(ranges, mem.ts)
 
 
-def _device(trace: Trace, steps: StepWindows, ranges: HostRanges, owner: np.ndarray,
-            idx: np.ndarray, device_type: int, device_id: int) -> DeviceMemory:
-    mem = trace.memory
-    ts, nbytes = mem.ts[idx], np.nan_to_num(mem.nbytes[idx])
-    total = mem.total_allocated[idx]
-    has_totals = bool(np.isfinite(total).any())
-    if has_totals:
-        keep = np.isfinite(total)
-        idx, ts, nbytes, total = idx[keep], ts[keep], nbytes[keep], total[keep]
-        allocated = total
-        start_level = float(total[0] - nbytes[0])
-        reserved = mem.total_reserved[idx]
-        # The CPU allocator reserves nothing: all-zero totals mean "not tracked".
-        recorded = np.isfinite(reserved).all() and bool(reserved.any())
-        reserved = reserved if recorded else None
-    else:
-        allocated = np.cumsum(nbytes)
-        start_level = 0.0
-        reserved = None
-    peak = int(np.argmax(allocated))
-    window_start = steps.span[0]
-    step = np.searchsorted(steps.starts, ts[peak], side="right") - 1
-    in_step = step >= 0 and ts[peak] < steps.ends[step]
-    pos = owner[idx[peak]]
-    path = []
-    if pos >= 0:
-        chain = enclosing_chain(ranges, float(ts[peak]), int(ranges.thread[pos]))
-        path = [trace.events.names[trace.events.name[ranges.index[c]]] for c in chain]
-    points = downsample(allocated, reserved, CURVE_POINTS)
-    label = _label(device_type, device_id)
-    ends, slope, rising, leak = growth(ts, allocated, start_level, steps)
-    return DeviceMemory(
-        device=label,
-        events=len(idx),
-        has_totals=has_totals,
-        peak_allocated=float(allocated[peak]) if has_totals else None,
-        peak_above_start=float(allocated[peak] - start_level),
-        peak_ms=(float(ts[peak]) - window_start) / 1000.0,
-        peak_step=int(steps.numbers[step]) if in_step else None,
-        peak_op=path[-1] if path else None,
-        peak_op_path=path,
-        peak_reserved=None if reserved is None else float(reserved.max()),
-        reserved_at_peak=None if reserved is None else float(reserved[peak]),
-        device_total=_device_total(trace, device_type, device_id),
-        step_end_allocated=ends,
-        growth_mb_per_step=None if slope is None else round(slope, 6),
-        rising_share=rising,
-        leak_suspected=leak,
-        top_ops=_top_ops(trace, ranges, owner[idx], nbytes),
-        curve_ms=(ts[points] - window_start) / 1000.0,
-        curve_allocated=allocated[points],
-        curve_reserved=None if reserved is None else reserved[points],
-    )
-
-
 def _device_total(trace: Trace, device_type: int, device_id: int) -> float | None:
     if device_type != 1:
         return None
@@ -294,23 +454,3 @@ def _device_total(trace: Trace, device_type: int, device_id: int) -> float | Non
         if p.get("id") == device_id and p.get("totalGlobalMem"):
             return float(p["totalGlobalMem"])
     return None
-
-
-def _top_ops(trace: Trace, ranges: HostRanges, owner: np.ndarray,
-             nbytes: np.ndarray) -> list[AllocatingOp]:
-    """Ops by bytes allocated inside them (allocations only; frees are not counted)."""
-    alloc = nbytes > 0
-    ev = trace.events
-    name = np.full(len(owner), -1, dtype=np.int64)
-    known = owner >= 0
-    name[known] = ev.name[ranges.index[owner[known]]]
-    name = name[alloc]
-    sizes = nbytes[alloc]
-    if not len(name):
-        return []
-    keys, inverse = np.unique(name, return_inverse=True)
-    total = np.bincount(inverse, weights=sizes)
-    count = np.bincount(inverse)
-    order = np.argsort(-total, kind="stable")[:TOP_OPS]
-    return [AllocatingOp(op=ev.names[keys[i]] if keys[i] >= 0 else "(no op recorded)",
-                         allocations=int(count[i]), bytes=float(total[i])) for i in order]

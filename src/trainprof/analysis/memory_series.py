@@ -45,7 +45,13 @@ def growth(ts: np.ndarray, allocated: np.ndarray, start_level: float, steps: Ste
         return [], None, None, False
     last = np.searchsorted(ts, steps.ends, side="right") - 1
     at_end = np.where(last >= 0, allocated[np.maximum(last, 0)], start_level)
-    ends = [(int(s), float(a)) for s, a in zip(steps.numbers, at_end, strict=True)]
+    return trend(steps.numbers, at_end)
+
+
+def trend(numbers: np.ndarray, at_end: np.ndarray
+          ) -> tuple[list[tuple[int, float]], float | None, float | None, bool]:
+    """``growth`` from the allocated memory at each step's end."""
+    ends = [(int(s), float(a)) for s, a in zip(numbers, at_end, strict=True)]
     if len(at_end) < 2:
         return ends, None, None, False
     slope = float(np.polyfit(np.arange(len(at_end)), at_end / _MB, 1)[0])

@@ -18,10 +18,12 @@ import numpy as np
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.callsites import node_sources
 from trainprof.analysis.calltree import CallTree, call_tree
-from trainprof.analysis.exposure import window_sets
+from trainprof.analysis.exposure import span_sets
 from trainprof.analysis.frames import data_frame
 from trainprof.analysis.steps import StepWindows
 from trainprof.analysis.tabular import share
+from trainprof.analysis.window_part import Carried, carried, carried_over, part_of
+from trainprof.analysis.windows import Window, WindowedSection
 from trainprof.trace.model import (
     LAUNCH_KINDS,
     SYNC_KINDS,
@@ -105,77 +107,215 @@ class SyncStats:
         return data_frame([s.to_dict() for s in self.sites])
 
 
-def sync_stats(trace: Trace, steps: StepWindows) -> SyncStats:
-    """Blocking syncs: counted per step, time blocked, and the ops and lines that cause them."""
+#: A site's figures while windows are merged: count, total µs, max µs, GPU idle after µs.
+_Figures = list
+
+_SiteKey = tuple  # (call, kind, op, caller, cause, source)
+
+
+@dataclass
+class _Undecided:
+    """A device-wide sync outside any op after the window's last op: the profiler's own only
+    if no later window has an op ending after it (its cause waits for that)."""
+
+    ts: float
+    end: float
+    dur: float
+    idle_after: float
+    step: int | None  # step number, None outside every step
+    call: str
+    source: str | None
+
+
+@dataclass
+class _Part:
+    """One window's syncs: sites (and undecided syncs) in order of first appearance, figures
+    for its own steps."""
+
+    entries: list[tuple[_SiteKey, _Figures] | _Undecided]
+    last_op_end: float
+    count: int
+    blocked_us: float
+    unmatched: int
+    has_sources: bool
+    step_counts: list[int]
+    step_blocked: list[float]
+    step_numbers: list[int]
+    loop_count: int
+    loop_gpu_idle_after_us: float
+    loop_avoidable_us: float
+    any_busy: bool  # the part has device work (the GPU idle after a sync is measured)
+    #: Loop syncs still blocking at the part's end, and the window's own at its start.
+    running: Carried
+
+
+def _partial(window: Window) -> _Part:
+    trace, steps, part = window.trace, window.steps, part_of(window)
     ev = trace.events
-    calls, kinds, notes = _sync_events(trace)
+    seen, kinds, unmatched = _sync_events(trace)
     tree = call_tree(trace)
-    node = tree.node_of[calls]
+    node = tree.node_of[seen]
     op, caller, cause = _op_chain(trace, tree, node)
     op_ends = ev.end[ev.kind == Kind.CPU_OP]
-    last_op_end = float(op_ends.max()) if len(op_ends) else np.inf
-    own = np.array([o is None and k == "device" and ev.ts[e] >= last_op_end
-                    for e, o, k in zip(calls, op, kinds, strict=True)], dtype=bool)
-    cause = [c or ((PROFILER_SYNC if mine else EXPLICIT_SYNC) if o is None and k == "device"
-                   else None)
-             for c, o, k, mine in zip(cause, op, kinds, own, strict=True)]
-    sources = node_sources(trace, tree, np.maximum(node, 0)) if len(calls) else []
+    last_op_end = float(op_ends.max()) if len(op_ends) else -np.inf
+    outside = np.array([o is None and k == "device" for o, k in zip(op, kinds, strict=True)],
+                       dtype=bool)
+    # After the window's last op: maybe the profiler's own (decided once every window is seen).
+    undecided = outside & (ev.ts[seen] >= last_op_end)
+    cause = [c or (EXPLICIT_SYNC if out else None)
+             for c, out in zip(cause, outside, strict=True)]
+    sources = node_sources(trace, tree, np.maximum(node, 0)) if len(seen) else []
     sources = [s if n >= 0 else None for s, n in zip(sources, node, strict=True)]
-    step_of = _step_of(steps, ev.ts[calls])
-    idle_after = _gpu_idle_after(trace, steps, ev.end[calls], step_of)
-    sites = _sites(trace, calls, kinds, op, caller, cause, sources, idle_after)
-    counted = step_of >= 0
-    loop = counted & ~own
-    avoidable = float(np.minimum(ev.dur[calls], idle_after)[loop].sum())
-    # Time blocked inside the steps: syncs on several threads at once, or one running past its
-    # step's end, count once and only inside the steps (never more than the step).
-    loop_calls = calls[loop]
-    blocked = iv.covered_in_windows(iv.union(ev.ts[loop_calls], ev.end[loop_calls]),
+    step_of = _step_of(steps, ev.ts[seen])
+    sets = span_sets(trace, part.start, part.end)
+    idle_after = _idle_after(sets.busy, steps, ev.end[seen], step_of)
+    own = part.owns_instants(ev.ts[seen])
+    loop = (step_of >= 0) & ~undecided
+    # Time blocked inside the own steps; a sync still running at the part's end is carried
+    # into the steps after it.
+    mine = own & loop
+    blocked = iv.covered_in_windows(iv.union(ev.ts[seen[mine]], ev.end[seen[mine]]),
                                     steps.starts, steps.ends)
-    per_step = [
-        StepSyncs(step=int(num), count=int((loop & (step_of == i)).sum()),
-                  blocked_us=float(blocked[i]))
-        for i, num in enumerate(steps.numbers)
-    ]
-    step_time = float(steps.durations.sum())
-    return SyncStats(
-        count=len(calls),
-        blocked_us=float(ev.dur[calls].sum()),
-        blocked_pct=share(float(blocked.sum()), step_time),
-        per_step=per_step,
-        sites=sites,
-        has_sources=any(s is not None for s in sources),
-        notes=notes,
-        loop_count=int(loop.sum()),
-        loop_blocked_us=float(blocked.sum()),
-        loop_gpu_idle_after_us=float(idle_after[loop].sum()),
-        loop_avoidable_us=avoidable,
-        loop_avoidable_pct=share(avoidable, step_time),
-        profiler_syncs=int(own.sum()),
+    entries: list[tuple[_SiteKey, _Figures] | _Undecided] = []
+    sites: dict[_SiteKey, _Figures] = {}
+    for k in np.flatnonzero(own).tolist():
+        e = int(seen[k])
+        call = ev.names[ev.name[e]]
+        if undecided[k]:
+            step = int(steps.numbers[step_of[k]]) if step_of[k] >= 0 else None
+            entries.append(_Undecided(float(ev.ts[e]), float(ev.end[e]), float(ev.dur[e]),
+                                      float(idle_after[k]), step, call, sources[k]))
+            continue
+        key = (call, kinds[k], op[k], caller[k], cause[k], sources[k])
+        figures = sites.get(key)
+        if figures is None:
+            figures = sites[key] = [0, 0.0, -np.inf, 0.0]
+            entries.append((key, figures))
+        _add(figures, float(ev.dur[e]), float(idle_after[k]))
+    counted = seen[mine]
+    return _Part(
+        entries=entries,
+        last_op_end=last_op_end,
+        count=int(own.sum()),
+        blocked_us=float(ev.dur[seen[own]].sum()),
+        unmatched=int(unmatched[own].sum()),
+        has_sources=any(s is not None for s, o in zip(sources, own, strict=True) if o),
+        step_counts=np.bincount(step_of[mine], minlength=len(steps)).tolist(),
+        step_blocked=blocked.tolist(),
+        step_numbers=steps.numbers.tolist(),
+        loop_count=int(mine.sum()),
+        loop_gpu_idle_after_us=float(idle_after[mine].sum()),
+        loop_avoidable_us=float(np.minimum(ev.dur[counted], idle_after[mine]).sum()),
+        any_busy=bool(len(sets.busy)),
+        running=carried(part, ev.ts[seen[mine]], ev.end[seen[mine]],
+                        ev.ts[seen[~own]], ev.end[seen[~own]]),
     )
 
 
-def _gpu_idle_after(trace: Trace, steps: StepWindows, ends: np.ndarray,
-                    step_of: np.ndarray) -> np.ndarray:
-    """Per sync, the GPU idle time from its end to the next device work, within its step."""
+def _add(figures: _Figures, dur: float, idle: float) -> None:
+    figures[0] += 1
+    figures[1] += dur
+    figures[2] = max(figures[2], dur)
+    figures[3] += idle
+
+
+def _combine(parts: list[_Part], steps: StepWindows) -> SyncStats:
+    last_op_end = max((p.last_op_end for p in parts), default=-np.inf)
+    if last_op_end == -np.inf:
+        last_op_end = np.inf  # no op at all: no sync is the profiler's own
+    measured = any(p.any_busy for p in parts)  # else no GPU idle is measured after any sync
+    sites: dict[_SiteKey, _Figures] = {}
+    pos = {int(n): i for i, n in enumerate(steps.numbers)}
+    counts = [c for p in parts for c in p.step_counts]
+    blocked = [b for p in parts for b in p.step_blocked]
+    loop_count = sum(p.loop_count for p in parts)
+    idle_sum = sum(p.loop_gpu_idle_after_us for p in parts)
+    avoidable = sum(p.loop_avoidable_us for p in parts)
+    profiler = 0
+    for p in parts:
+        for entry in p.entries:
+            if isinstance(entry, tuple):
+                key, figures = entry
+                merged = sites.setdefault(key, [0, 0.0, -np.inf, 0.0])
+                merged[0] += figures[0]
+                merged[1] += figures[1]
+                merged[2] = max(merged[2], figures[2])
+                merged[3] += figures[3]
+                continue
+            mine = entry.ts >= last_op_end
+            key = (entry.call, "device", None, None, PROFILER_SYNC if mine else EXPLICIT_SYNC,
+                   entry.source)
+            _add(sites.setdefault(key, [0, 0.0, -np.inf, 0.0]), entry.dur, entry.idle_after)
+            if mine:
+                profiler += 1
+            elif entry.step is not None:  # a loop sync after all: counted in its step
+                i = pos[entry.step]
+                counts[i] += 1
+                blocked[i] += min(entry.end, float(steps.ends[i])) - entry.ts
+                loop_count += 1
+                idle_sum += entry.idle_after
+                avoidable += min(entry.dur, entry.idle_after)
+    if not measured:
+        idle_sum = avoidable = 0.0
+    # Loop syncs that block on into the steps after their window (where no other sync does).
+    later = iv.covered_in_windows(carried_over([p.running for p in parts]), steps.starts,
+                                  steps.ends)
+    blocked = [b + x for b, x in zip(blocked, later.tolist(), strict=True)]
+    site_list = [SyncSite(call=k[0], kind=k[1], op=k[2], caller=k[3], cause=k[4], source=k[5],
+                          count=f[0], total_us=f[1], max_us=f[2],
+                          gpu_idle_after_us=f[3] if measured else 0.0)
+                 for k, f in sites.items()]
+    site_list.sort(key=lambda s: (-s.total_us, -s.count, s.call))
+    unmatched = sum(p.unmatched for p in parts)
+    notes = [f"{unmatched} sync(s) seen only on the device side (cuda_sync events without "
+             "their host call): no op or source line for them."] if unmatched else []
+    step_time = float(steps.durations.sum())
+    loop_blocked = float(sum(blocked))
+    return SyncStats(
+        count=sum(p.count for p in parts),
+        blocked_us=sum(p.blocked_us for p in parts),
+        blocked_pct=share(loop_blocked, step_time),
+        per_step=[StepSyncs(step=int(num), count=int(counts[i]), blocked_us=float(blocked[i]))
+                  for i, num in enumerate(steps.numbers)],
+        sites=site_list,
+        has_sources=any(p.has_sources for p in parts),
+        notes=notes,
+        loop_count=loop_count,
+        loop_blocked_us=loop_blocked,
+        loop_gpu_idle_after_us=idle_sum,
+        loop_avoidable_us=avoidable,
+        loop_avoidable_pct=share(avoidable, step_time),
+        profiler_syncs=profiler,
+    )
+
+
+#: Blocking syncs: counted per step, time blocked, and the ops and lines that cause them;
+#: computed window by window (analysis/windows.py): ``sync_stats(trace, steps)`` for a whole
+#: trace.
+sync_stats: WindowedSection[_Part, SyncStats] = WindowedSection(_partial, _combine)
+
+
+def _idle_after(busy: iv.Intervals, steps: StepWindows, ends: np.ndarray,
+                step_of: np.ndarray) -> np.ndarray:
+    """Per sync, the GPU idle time from its end to the next device work (``busy``), within its
+    step (none after it: up to the step's end)."""
     out = np.zeros(len(ends))
-    if not trace.has_gpu or not len(ends):
-        return out
-    busy = window_sets(trace, steps).busy
     inside = step_of >= 0
-    if not len(busy) or not inside.any():
+    if not inside.any():
         return out
     t = ends[inside]
     step_end = steps.ends[step_of[inside]]
     i = np.searchsorted(busy.ends, t, side="right")  # first busy interval ending after t
-    nxt = np.where(i < len(busy), busy.starts[np.minimum(i, len(busy) - 1)], np.inf)
+    nxt = (np.where(i < len(busy), busy.starts[np.minimum(i, len(busy) - 1)], np.inf)
+           if len(busy) else np.full(len(t), np.inf))
     out[inside] = np.clip(np.minimum(nxt, step_end) - t, 0.0, None)
     return out
 
 
-def _sync_events(trace: Trace) -> tuple[np.ndarray, list[str], list[str]]:
+def _sync_events(trace: Trace) -> tuple[np.ndarray, list[str], np.ndarray]:
     """Blocking host calls, plus host-blocking cuda_sync events whose call is not a known sync
-    (the call then counts) or was not recorded (the event itself counts)."""
+    (the call then counts) or was not recorded (the event itself counts, and is marked in the
+    mask returned last)."""
     ev = trace.events
     # A name index belongs to one category, hence one kind: label names, then select events.
     label = np.zeros(len(ev.names), dtype=np.int8)
@@ -188,24 +328,21 @@ def _sync_events(trace: Trace) -> tuple[np.ndarray, list[str], list[str]]:
     kind_of = dict(zip(hits.tolist(), (label[ev.name[hits]] - 1).tolist(), strict=True))
     device_side = hits[ev.kind[hits] == Kind.SYNC]
     calls = set(hits[ev.kind[hits] != Kind.SYNC].tolist())
-    notes = []
+    unmatched: set[int] = set()
     if len(device_side):
         host = np.flatnonzero(ev.of_kind(*LAUNCH_KINDS) & (ev.correlation >= 0))
         by_corr = dict(zip(ev.correlation[host].tolist(), host.tolist(), strict=True))
-        unmatched = 0
         for e in device_side.tolist():
             call = by_corr.get(int(ev.correlation[e]))
             if call is None:
                 calls.add(e)
-                unmatched += 1
+                unmatched.add(e)
             elif call not in calls:
                 calls.add(call)
                 kind_of[call] = kind_of[e]
-        if unmatched:
-            notes.append(f"{unmatched} sync(s) seen only on the device side (cuda_sync events "
-                         "without their host call): no op or source line for them.")
     order = np.array(sorted(calls, key=lambda e: (ev.ts[e], e)), dtype=np.int64)
-    return order, [SYNC_KINDS[kind_of[int(e)]] for e in order], notes
+    alone = np.array([e in unmatched for e in order.tolist()], dtype=bool)
+    return order, [SYNC_KINDS[kind_of[int(e)]] for e in order], alone
 
 
 def _op_chain(trace: Trace, tree: CallTree,
@@ -238,23 +375,6 @@ def _op_chain(trace: Trace, tree: CallTree,
 
     cause = [f"{ev.names[i]}: {why[i]}" if i >= 0 else None for i in culprit]
     return text(inner), text(outer), cause
-
-
-def _sites(trace: Trace, calls: np.ndarray, kinds: list[str], op: list[str | None],
-           caller: list[str | None], cause: list[str | None], sources: list[str | None],
-           idle_after: np.ndarray) -> list[SyncSite]:
-    ev = trace.events
-    groups: dict[tuple, list[int]] = {}
-    for k, e in enumerate(calls):
-        key = (ev.names[ev.name[e]], kinds[k], op[k], caller[k], cause[k], sources[k])
-        groups.setdefault(key, []).append(k)
-    sites = []
-    for (call, kind, o, c, why, src), members in groups.items():
-        d = ev.dur[calls[members]]
-        sites.append(SyncSite(call=call, kind=kind, op=o, caller=c, cause=why, source=src,
-                              count=len(members), total_us=float(d.sum()), max_us=float(d.max()),
-                              gpu_idle_after_us=float(idle_after[members].sum())))
-    return sorted(sites, key=lambda s: (-s.total_us, -s.count, s.call))
 
 
 def _step_of(steps: StepWindows, ts: np.ndarray) -> np.ndarray:
