@@ -58,6 +58,11 @@ def in_memory(trace, steps) -> dict:
                     RankSections(**windowed)).to_dict()
 
 
+def test_every_section_streams():
+    """A section that could not stream would be left out of a streamed result."""
+    assert NOT_WINDOWED == []
+
+
 def test_in_memory_reference_is_analyze_trace():
     path = next(p for p in SHARED_TRACE_FILES if p.name == "gpu_metrics_input.json")
     trace = load_file(path, workers=1)
@@ -132,9 +137,11 @@ def test_max_memory_chooses_streaming_through_the_api_and_the_cli(tmp_path, caps
     path = next(p for p in SHARED_TRACE_FILES if p.name == "gpu_metrics_input.json")
     streamed = trainprof.analyze(path, max_memory="1K").ranks[0]
     whole = trainprof.analyze(path).ranks[0]
-    assert streamed.notes[-1].startswith("Streamed") and "idle" in streamed.notes[-1]
+    assert streamed.notes[-1].startswith("Streamed") and "left out" not in streamed.notes[-1]
     assert not any(n.startswith("Streamed") for n in whole.notes)
-    assert_close(streamed.breakdown_pct, whole.breakdown_pct)
+    got, want = streamed.to_dict(), whole.to_dict()
+    assert got.pop("notes")[:-1] == want.pop("notes")
+    assert_close(got, want)  # every section, streamed through the API
     with pytest.raises(SystemExit) as exited:  # argparse's exit for a bad argument
         main(["analyze", str(path), "--max-memory", "lots", "--no-progress"])
     assert exited.value.code == 2
