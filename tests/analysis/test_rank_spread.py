@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 
+import numpy as np
 import pytest
 
 from trainprof.analysis.rank_spread import (
@@ -83,3 +84,11 @@ def test_figures_leave_out_ranks_without_them():
     assert spreads["idle_pct"].ranks == 2 and spreads["idle_pct"].max == 40.0
     assert "comm_ms" not in spreads  # no rank has communication
     assert rank_spreads([row(0, 10.0)]) == {}
+
+
+def test_values_closer_than_floats_can_split_make_one_bar():
+    """1e-06 and its next floats cannot be cut into 12 bars (Hypothesis found it)."""
+    low = 1e-06
+    values = [low, np.nextafter(low, 1.0), np.nextafter(np.nextafter(low, 1.0), 1.0)]
+    s = spread("idle", "%", [0, 1, 2], values)
+    assert s.counts == [3] and s.edges == [low, float(values[-1])] and s.ranks == 3

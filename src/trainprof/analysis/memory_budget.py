@@ -9,10 +9,9 @@ page cache holds the spill being read back, and other programs keep running.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
-
-from trainprof.analysis.parallel import available_memory, json_bytes
 
 #: Peak memory of analysing a trace read whole, per byte of its JSON (1.2-1.3 measured).
 IN_MEMORY_BYTES_PER_JSON_BYTE = 1.5
@@ -23,6 +22,8 @@ FALLBACK_BYTES = 4 * 2**30
 #: A gzipped trace's JSON is assumed at least this many times its size: the size trailer only
 #: holds the size modulo 4 GiB, so a large trace can look small (10 GB reads as 1.4 GB).
 GZIP_MIN_RATIO = 12
+#: Size ratio assumed for a gzipped file whose size trailer is not to be trusted (over 4 GiB).
+GZIP_RATIO = 12
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
 
@@ -60,3 +61,34 @@ def in_memory_estimate(path: Path) -> int:
 def needs_streaming(path: Path, budget: int) -> bool:
     """Whether the trace read whole would exceed ``budget`` bytes."""
     return in_memory_estimate(path) > budget
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to new work (psutil's figure, else the kernel's)."""
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except ImportError:
+        pass
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def json_bytes(path: Path) -> int:
+    """The size of a trace's JSON: the file's, or for gzip its size trailer (mod 4 GiB)."""
+    size = path.stat().st_size
+    if not path.name.endswith(".gz") or size < 18:
+        return size
+    with open(path, "rb") as handle:
+        handle.seek(-4, os.SEEK_END)
+        trailer = int.from_bytes(handle.read(4), "little")
+    return trailer if trailer >= size else size * GZIP_RATIO

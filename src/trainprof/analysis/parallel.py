@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from trainprof.analysis.memory_budget import available_memory, json_bytes
 from trainprof.analysis.options import table_options
 from trainprof.analysis.worker import analyse_file
 from trainprof.errors import TrainprofError
@@ -41,8 +42,6 @@ PEAK_BYTES_PER_JSON_BYTE = 1.5
 PARALLEL_MIN_JSON_BYTES = 64 * 2**20
 #: How long a worker may take to exit once its task pipe is closed (it is then killed).
 STOP_WAIT_S = 5.0
-#: Size ratio assumed for a gzipped file whose size trailer is not to be trusted (over 4 GiB).
-GZIP_RATIO = 12
 
 
 def analyze_files(files: list[Path], progress: Progress | None = None,
@@ -112,37 +111,6 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
-
-
-def available_memory() -> int | None:
-    """Bytes of memory available to new work (psutil's figure, else the kernel's)."""
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().available)
-    except ImportError:
-        pass
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def json_bytes(path: Path) -> int:
-    """The size of a trace's JSON: the file's, or for gzip its size trailer (mod 4 GiB)."""
-    size = path.stat().st_size
-    if not path.name.endswith(".gz") or size < 18:
-        return size
-    with open(path, "rb") as handle:
-        handle.seek(-4, os.SEEK_END)
-        trailer = int.from_bytes(handle.read(4), "little")
-    return trailer if trailer >= size else size * GZIP_RATIO
 
 
 class _Pool:

@@ -78,8 +78,9 @@ def spread(label: str, unit: str, ranks: list[int], values: list[float]) -> Spre
     v = np.asarray(values, dtype=np.float64)
     p10, median, p90 = (float(x) for x in np.percentile(v, [10, 50, 90]))
     low, high = float(v.min()), float(v.max())
-    if high > low:
-        counts, edges = np.histogram(v, bins=HISTOGRAM_BINS, range=(low, high))
+    edges = np.linspace(low, high, HISTOGRAM_BINS + 1)
+    if np.all(np.diff(edges) > 0):  # else the values differ by less than floats can split
+        counts, edges = np.histogram(v, bins=edges)
     else:
         counts, edges = np.array([len(v)]), np.array([low, high])
     scale = max(robust_sigma(v, median) * OUTLIER_SIGMAS,
