@@ -34,7 +34,7 @@ if mode == "analyze":
     import trainprof
     events = len(trainprof.analyze(path).ranks)
 elif mode == "phases":
-    from trainprof.analysis.overview import analyze_trace
+    from trainprof.analysis.analyze import analyze_trace
     from trainprof.trace.load import load_file
     cpu = time.process_time()
     trace = load_file(path, workers=n)

@@ -2,7 +2,7 @@
 
 1. Writes: rows/s from one process, and from 8 processes writing 25 rows each at once (every
    row through ``trainprof.history.record``, a connection per row, as ranks do); rows lost.
-2. Regression detection on simulated series (``history.regress``): 30 runs per series, a step
+2. Regression detection on simulated series (``history.views.regress``): 30 runs per series, a step
    change at run 19 in some; per regime, how often the change is flagged at run 19, and false
    alarms per judged run (flags anywhere else).
 3. The live view's cost: a CPU training loop of about 5 ms steps with a StepTimer, the view
@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 import trainprof.history as history
-from trainprof.history.regress import series_of
-from trainprof.history.rows import RunRecord
+from trainprof.history.store.rows import RunRecord
+from trainprof.history.views.regress import series_of
 
 SUMMARY = {"steps": 100, "device": "cpu", "phases_ms": {"data": 1.0, "forward": 2.0},
            "step_ms": {"mean": 10.0, "median": 9.8, "p90": 11.0, "min": 9.0, "max": 14.0},

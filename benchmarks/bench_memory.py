@@ -80,7 +80,7 @@ def median_time(fn: Callable[[], Any], repeat: int) -> float:
 def snapshot_figures(entries: int, repeat: int) -> None:
     from torch.cuda import _memory_viz
 
-    from trainprof.analysis.snapshot import analyze_snapshot
+    from trainprof.analysis.snapshot.analyze import analyze_snapshot
     from trainprof.diagnose.snapshot import snapshot_findings
     from trainprof.trace.snapshot import _PlainDataUnpickler
 

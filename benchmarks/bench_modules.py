@@ -1,4 +1,4 @@
-"""What the module view (analysis/modules.py) adds to the analysis: one process, interleaved.
+"""What the module view (analysis/sections/modules.py) adds to the analysis: one process, interleaved.
 
     .venv/bin/python benchmarks/bench_modules.py [--repeat 5] [TRACE ...]
 
@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 from measure import OUT_DIR, REFERENCE_TRACE, REPO_ROOT, machine_info, median, relative
-from trainprof.analysis import sections
-from trainprof.analysis.modules import module_tree
-from trainprof.analysis.overview import analyze_trace
+from trainprof.analysis.analyze import analyze_trace
+from trainprof.analysis.sections import registry as sections
+from trainprof.analysis.sections.modules import module_tree
 from trainprof.trace.load import load_file
 
 H100 = REPO_ROOT.parent / "shared" / "traces" / "tracelens" / "tests" / "traces" / "h100"

@@ -52,7 +52,7 @@ def trainprof_side() -> dict:
 
     sys.path.insert(0, str(REPO_ROOT / "src"))
     from trainprof.analysis.critical_path import critical_path
-    from trainprof.analysis.steps import StepWindows
+    from trainprof.analysis.overview.steps import StepWindows
     from trainprof.trace.load import load_file
 
     trace = load_file(TRACE)

@@ -178,23 +178,23 @@ def _append(path: Path, text: str) -> None:
 
 def test_the_checker_catches_a_layer_breach_even_inside_a_function(package_copy):
     _append(package_copy / PACKAGE / "capture" / "writer.py",
-            "\n\ndef _print_it():\n    from trainprof.report.text import print_analysis\n")
+            "\n\ndef _print_it():\n    from trainprof.report.terminal.report import print_analysis\n")
     _append(package_copy / PACKAGE / "report" / "json.py",
             "\n\nfrom ..trace import load as _load\n")  # a relative import is resolved too
     found = breaches(import_graph(package_copy))
     assert found == [
-        "trainprof.capture.writer -> trainprof.report.text: capture never prints a report",
+        "trainprof.capture.writer -> trainprof.report.terminal.report: capture never prints a report",
         "trainprof.report.json -> trainprof.trace.load: renderers do not load traces",
     ]
 
 
 def test_the_checker_catches_a_command_imported_from_below(package_copy):
-    _append(package_copy / PACKAGE / "analysis" / "steps.py",
+    _append(package_copy / PACKAGE / "analysis" / "overview" / "steps.py",
             "\nimport trainprof.commands.analyze\n")
     found = breaches(import_graph(package_copy))
-    assert "trainprof.analysis.steps -> trainprof.commands.analyze: facts do not run commands" \
+    assert "trainprof.analysis.overview.steps -> trainprof.commands.analyze: facts do not run commands" \
         in found
-    assert ("trainprof.analysis.steps -> trainprof.commands.analyze: only the command line "
+    assert ("trainprof.analysis.overview.steps -> trainprof.commands.analyze: only the command line "
             "calls commands") in found
 
 

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from trainprof import stats
-from trainprof.analysis import rank_spread, step_spread
+from trainprof.analysis.job import rank_spread
+from trainprof.analysis.overview import step_spread
 from trainprof.diagnose import compare
-from trainprof.history import regress
+from trainprof.history.views import regress
 
 
 def test_robust_sigma_is_the_scaled_median_absolute_deviation():

@@ -6,11 +6,13 @@ from __future__ import annotations
 import re
 
 from trainprof import vocabulary
-from trainprof.analysis import breakdown, phases
+from trainprof.analysis.overview import breakdown, phases
 from trainprof.bench import health
 from trainprof.capture import live, step_stats
 from trainprof.diagnose import findings
-from trainprof.report import labels, snapshot, text
+from trainprof.report import labels
+from trainprof.report.terminal import report as text
+from trainprof.report.terminal import snapshot
 
 from conftest import ROOT
 
@@ -48,9 +50,11 @@ def test_no_module_keeps_its_own_copy_of_the_words():
 
 def test_a_missing_number_reads_the_same_in_every_view():
     from trainprof import formatting
-    from trainprof.history import html as history_html
-    from trainprof.report import compare_render, html_tables, markdown
-    from trainprof.report import text as text_report
+    from trainprof.history.views import html as history_html
+    from trainprof.report import compare as compare_render
+    from trainprof.report.html import tables as html_tables
+    from trainprof.report.markdown import report as markdown
+    from trainprof.report.terminal import report as text_report
 
     views = [formatting.number, history_html._fmt, html_tables.fmt, markdown._f,
              compare_render._f, lambda v: text_report._fmt(v, "")]

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from trainprof import __version__
-from trainprof.analysis.on_dask import CONNECT_TIMEOUT_S
 from trainprof.analysis.options import DEFAULT_TOP, OPERATOR_SORT_COLUMNS
+from trainprof.analysis.parallel.on_dask import CONNECT_TIMEOUT_S
 from trainprof.cli_history import add_history_command, add_record_arguments
 from trainprof.cli_parser import (
     OneLineParser,
@@ -143,7 +143,7 @@ def _positive_int(text: str) -> int:
 
 
 def _memory_size(text: str) -> int:
-    from trainprof.analysis.memory_budget import parse_memory
+    from trainprof.analysis.streaming.memory_budget import parse_memory
 
     try:
         return parse_memory(text)

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import msgspec
 
-from trainprof.analysis import overview
-from trainprof.analysis.cluster_file import (
+from trainprof.analysis import analyze as overview
+from trainprof.analysis.job.cluster_file import (
     CLUSTER_SCHEMA,
     ClusterDocument,
     FailedRank,
     RankEntry,
 )
-from trainprof.analysis.sections import run_job_sections
-from trainprof.analysis.summary import RankSummary, encode, rank_from_summary, rank_summary
+from trainprof.analysis.job.summary import RankSummary, encode, rank_from_summary, rank_summary
+from trainprof.analysis.sections.registry import run_job_sections
 from trainprof.diagnose.engine import diagnose, rank_findings
 from trainprof.fileio import atomic_write_bytes
 from trainprof.report.json import to_json_bytes

@@ -11,8 +11,8 @@ import importlib
 from typing import Any
 
 #: The renderer of each result type: "module:function", the function taking the object.
-_HTML = "trainprof.report.notebook:html_of"
-_SHORT = "trainprof.report.notebook:short_of"
+_HTML = "trainprof.report.html.notebook:html_of"
+_SHORT = "trainprof.report.html.notebook:short_of"
 
 
 def _call(where: str, obj: Any) -> Any:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from concurrent.futures import Executor
 from dataclasses import replace
 
-from trainprof.analysis import overview
+from trainprof.analysis import analyze as overview
 from trainprof.analysis.results import Analysis
 from trainprof.diagnose.engine import diagnose
 from trainprof.trace.load import Progress
@@ -30,8 +30,8 @@ def analyze(
     Raises ``trainprof.TraceError`` when the input cannot be read as Kineto traces.
     """
     if max_memory is not None:
-        from trainprof.analysis.memory_budget import parse_memory
         from trainprof.analysis.options import table_options, using_table_options
+        from trainprof.analysis.streaming.memory_budget import parse_memory
 
         budget = parse_memory(max_memory) if isinstance(max_memory, str) else int(max_memory)
         with using_table_options(replace(table_options(), max_memory=budget)):

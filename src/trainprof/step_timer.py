@@ -33,8 +33,8 @@ class StepTimer(steps.StepTimer):
 def record_timer(timer: steps.StepTimer, history: bool | str, warn: WarnOnce) -> int | None:
     """Records the timer in the history (``history``: True, or the run's name); a failure warns
     once, says where the row was kept, and returns None."""
-    from trainprof.history.api import record
-    from trainprof.history.context import default_name
+    from trainprof.history.store.api import record
+    from trainprof.history.store.context import default_name
 
     name = history if isinstance(history, str) else default_name()
     try:

@@ -11,8 +11,8 @@ import msgspec
 import pytest
 
 import trainprof
-from trainprof.analysis.cluster_file import RankEntry, decode_document
-from trainprof.analysis.summary import encode
+from trainprof.analysis.job.cluster_file import RankEntry, decode_document
+from trainprof.analysis.job.summary import encode
 from trainprof.cluster import cluster_document, summarize_traces, write_cluster_summary
 from trainprof.diagnose.findings import Finding
 

@@ -8,8 +8,8 @@ from collections import defaultdict
 
 import pytest
 
-from trainprof.analysis.collective_bandwidth import bus_factor, collectives
-from trainprof.analysis.steps import find_steps
+from trainprof.analysis.overview.steps import find_steps
+from trainprof.analysis.roofline.collectives import bus_factor, collectives
 from trainprof.trace.load import load_file
 
 from conftest import BERT, NCCL_TRACE

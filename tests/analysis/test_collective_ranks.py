@@ -8,7 +8,7 @@ import pytest
 from rich.console import Console
 
 import trainprof
-from trainprof.report.roofline import render_collective_ranks
+from trainprof.report.terminal.roofline import render_collective_ranks
 
 from tracegen import TraceBuilder
 
@@ -56,7 +56,7 @@ def test_one_rank_shows_no_table(tmp_path):
 
 
 def test_html_lists_each_rank_with_the_slowest_marked(tmp_path):
-    from trainprof.report.html import render_html
+    from trainprof.report.html.report import render_html
 
     _rank(tmp_path, 0, [400.0, 400.0])
     _rank(tmp_path, 1, [400.0, 1200.0])

@@ -7,8 +7,8 @@ import functools
 import pytest
 
 import trainprof
-from trainprof.analysis.communication import communication
-from trainprof.analysis.steps import StepWindows, find_steps
+from trainprof.analysis.overview.steps import StepWindows, find_steps
+from trainprof.analysis.sections.communication import communication
 from trainprof.trace.load import load_file
 from trainprof.trace.model import collective_type, dtype_bytes
 

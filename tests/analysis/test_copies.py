@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import trainprof
-from trainprof.analysis.copies import copies
-from trainprof.analysis.steps import find_steps
+from trainprof.analysis.overview.steps import find_steps
+from trainprof.analysis.sections.copies import copies
 from trainprof.trace.load import load_file
 from trainprof.trace.model import memcpy_direction, memcpy_host_memory
 

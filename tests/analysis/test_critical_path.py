@@ -12,7 +12,7 @@ import pytest
 from trainprof.analysis.critical_path import critical_path
 from trainprof.analysis.critical_path.graph import build_graph
 from trainprof.analysis.critical_path.replay import WhatIfReplay, replay, step_ends
-from trainprof.analysis.steps import StepWindows, find_steps
+from trainprof.analysis.overview.steps import StepWindows, find_steps
 from trainprof.trace.load import load_file
 
 from conftest import ALEXNET, NS_TRACE, RESNET_W0, RESNET_W0_SPAN2

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import trainprof
-from trainprof.analysis.steps import StepWindows, find_steps
-from trainprof.analysis.timeline import gpu_timeline
+from trainprof.analysis.overview.steps import StepWindows, find_steps
+from trainprof.analysis.overview.timeline import gpu_timeline
 from trainprof.trace.load import load_file
 
 from conftest import (

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainprof.analysis.steps import find_steps
-from trainprof.analysis.timeline import gpu_timeline
+from trainprof.analysis.overview.steps import find_steps
+from trainprof.analysis.overview.timeline import gpu_timeline
 from trainprof.trace.load import load_file
 
 from conftest import SHARED_TRACE_FILES

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from trainprof.analysis.host import host_time
-from trainprof.analysis.steps import find_steps
+from trainprof.analysis.overview.steps import find_steps
+from trainprof.analysis.sections.host import host_time
 from trainprof.trace.load import load_file
 
 from conftest import TIMESFORMER

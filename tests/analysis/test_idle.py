@@ -7,8 +7,8 @@ import functools
 import numpy as np
 import pytest
 
-from trainprof.analysis.idle import KERNEL_WAIT_MAX_US, idle_time
-from trainprof.analysis.steps import StepWindows, find_steps
+from trainprof.analysis.overview.steps import StepWindows, find_steps
+from trainprof.analysis.sections.idle import KERNEL_WAIT_MAX_US, idle_time
 from trainprof.trace.load import load_file
 
 from conftest import BIG_TRACE, NCCL_TRACE, NS_TRACE, TRACE_FILTER
@@ -123,7 +123,7 @@ def test_far_apart_times_neither_overflow_nor_lose_nesting():
     whole time span, which overflowed to inf)."""
     import warnings
 
-    from trainprof.analysis.nesting import HostRanges, grouped_running_max
+    from trainprof.analysis.calls.nesting import HostRanges, grouped_running_max
 
     ends = np.array([5.0, 3.0, 1e300, 2.0, 7.0, 1.0])
     groups = np.array([0, 0, 0, 1, 1, 2])

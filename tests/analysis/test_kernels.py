@@ -9,7 +9,7 @@ from collections import defaultdict
 
 import pytest
 
-from trainprof.analysis.kernels import kernel_stats
+from trainprof.analysis.sections.kernels import kernel_stats
 from trainprof.trace.kernel_class import uses_tensor_cores
 from trainprof.trace.load import load_file
 

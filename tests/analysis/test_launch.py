@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from trainprof.analysis.launch import launch_stats
-from trainprof.analysis.steps import find_steps
+from trainprof.analysis.overview.steps import find_steps
+from trainprof.analysis.sections.launch import launch_stats
 from trainprof.trace.load import load_file
 
 from conftest import BERT, TIMESFORMER

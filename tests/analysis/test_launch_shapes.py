@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainprof.analysis.occupancy import _launch_shape, _shapes_of
+from trainprof.analysis.sections.occupancy import _launch_shape, _shapes_of
 from trainprof.trace.load import load_file
 
 from conftest import BERT, NCCL_TRACE, NS_TRACE

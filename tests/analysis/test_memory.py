@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainprof.analysis.memory import memory
-from trainprof.analysis.memory_series import downsample
-from trainprof.analysis.steps import find_steps
+from trainprof.analysis.overview.steps import find_steps
+from trainprof.analysis.sections.memory import memory
+from trainprof.analysis.sections.memory_series import downsample
 from trainprof.trace.load import load_file
 
 from conftest import BIG_TRACE, RESNET_W0

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import trainprof
-from trainprof.analysis.occupancy import launch_fill
+from trainprof.analysis.sections.occupancy import launch_fill
 from trainprof.trace.load import load_file
 from trainprof.trace.model import Kind
 

@@ -1,4 +1,4 @@
-"""The module view (analysis/modules.py) on a live CPU recording of a model with known
+"""The module view (analysis/sections/modules.py) on a live CPU recording of a model with known
 structure, and on the shared traces that carry module events; figures checked against a
 plain-json reading of the same files."""
 
@@ -14,8 +14,8 @@ from module_workload import (
     step_windows,
     synthetic_gpu_modules,
 )
-from trainprof.analysis.modules import HOW_TO_RECORD, ModuleTree, module_tree
-from trainprof.analysis.steps import find_steps
+from trainprof.analysis.overview.steps import find_steps
+from trainprof.analysis.sections.modules import HOW_TO_RECORD, ModuleTree, module_tree
 from trainprof.trace.load import load_file
 
 from conftest import BERT, GPU_METRICS

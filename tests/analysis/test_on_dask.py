@@ -15,7 +15,7 @@ import warnings
 import pytest
 
 import trainprof
-from trainprof.analysis.on_dask import dask_executor
+from trainprof.analysis.parallel.on_dask import dask_executor
 from trainprof.cli import main
 from trainprof.report.json import to_json_bytes
 

@@ -12,7 +12,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 import pytest
 
 import trainprof
-from trainprof.analysis.parallel import analyze_files
+from trainprof.analysis.parallel.pool import analyze_files
 from trainprof.errors import TraceError
 from trainprof.report.json import to_json_bytes
 

@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from trainprof.analysis.calltree import call_tree
-from trainprof.analysis.operators import operator_stats
+from trainprof.analysis.calls.calltree import call_tree
 from trainprof.analysis.options import TableOptions, using_table_options
-from trainprof.analysis.sections import SECTIONS
-from trainprof.analysis.steps import find_steps
+from trainprof.analysis.overview.steps import find_steps
+from trainprof.analysis.sections.operators import operator_stats
+from trainprof.analysis.sections.registry import SECTIONS
 from trainprof.trace.load import load_file
 from trainprof.trace.model import LAUNCH_KINDS
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import trainprof
-from trainprof.analysis.steps import find_steps
+from trainprof.analysis.overview.steps import find_steps
 from trainprof.trace.load import load_file
 
 from tracegen import OLD, TraceBuilder

@@ -15,7 +15,7 @@ import pytest
 
 import trainprof
 from trainprof.analysis.options import TableOptions, using_table_options
-from trainprof.analysis.parallel import (
+from trainprof.analysis.parallel.pool import (
     PEAK_BYTES_PER_JSON_BYTE,
     WORKER_BASE_BYTES,
     analyze_files,
@@ -66,7 +66,7 @@ class WorkerWatch(threading.Thread):
         me = psutil.Process()
         while not self.done.is_set():
             with contextlib.suppress(psutil.Error):
-                workers = [c for c in me.children() if "trainprof.analysis.worker" in c.cmdline()]
+                workers = [c for c in me.children() if "trainprof.analysis.parallel.worker" in c.cmdline()]
                 self.most = max(self.most, len(workers))
             time.sleep(0.01)
 

@@ -8,7 +8,7 @@ import statistics
 import numpy as np
 import pytest
 
-from trainprof.analysis.rank_spread import (
+from trainprof.analysis.job.rank_spread import (
     HISTOGRAM_BINS,
     NAMED_OUTLIERS,
     OUTLIER_MIN_SHARE,
@@ -16,7 +16,7 @@ from trainprof.analysis.rank_spread import (
     rank_spreads,
     spread,
 )
-from trainprof.analysis.rank_table import RankRow
+from trainprof.analysis.job.rank_table import RankRow
 
 
 def percentile(values, q):

@@ -8,9 +8,9 @@ import pytest
 from rich.console import Console
 
 import trainprof
-from trainprof.analysis.rank_table import SHOWN_ROWS, rank_table
-from trainprof.report.markdown import to_markdown
-from trainprof.report.text import print_analysis
+from trainprof.analysis.job.rank_table import SHOWN_ROWS, rank_table
+from trainprof.report.markdown.report import to_markdown
+from trainprof.report.terminal.report import print_analysis
 
 from conftest import TRACE_FILTER
 from rank_scenarios import gpu_rank

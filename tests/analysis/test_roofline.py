@@ -7,8 +7,8 @@ import csv
 import pytest
 
 from trainprof.analysis.options import TableOptions, using_table_options
-from trainprof.analysis.roofline import roofline
-from trainprof.analysis.steps import find_steps
+from trainprof.analysis.overview.steps import find_steps
+from trainprof.analysis.roofline.section import roofline
 from trainprof.hardware.table import device_from_dict
 from trainprof.trace.load import load_file
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainprof.analysis.roofline_models import op_cost
+from trainprof.analysis.roofline.models import op_cost
 
 BF16, F32, F8 = "c10::BFloat16", "float", "c10::Float8_e4m3fn"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainprof.analysis.steps import StepStats, StepWindows, step_stats
+from trainprof.analysis.overview.steps import StepStats, StepWindows, step_stats
 
 
 def stats(ms: list[float]) -> StepStats:

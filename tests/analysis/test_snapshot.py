@@ -9,7 +9,7 @@ import torch
 from torch.cuda import _memory_viz
 
 from snapshotgen import TORCH_LINEAR, TORCH_MODULE, AllocatorReplay, MiB, SnapshotBuilder, frames
-from trainprof.analysis.snapshot import analyze_snapshot
+from trainprof.analysis.snapshot.analyze import analyze_snapshot
 from trainprof.diagnose.rules.memory import NO_LEAK, SAVE_MEMORY
 from trainprof.diagnose.snapshot import UNSPLIT_CACHE, snapshot_findings
 

@@ -7,19 +7,19 @@ import math
 import numpy as np
 import pytest
 
-from trainprof.analysis.breakdown import BREAKDOWN
-from trainprof.analysis.memory_budget import parse_memory
-from trainprof.analysis.rank import analyze_trace, overview
+from trainprof.analysis.overview.breakdown import BREAKDOWN
+from trainprof.analysis.overview.rank import analyze_trace, overview
+from trainprof.analysis.overview.steps import find_steps
 from trainprof.analysis.section_results import RankSections
-from trainprof.analysis.sections import SECTIONS
-from trainprof.analysis.steps import find_steps
-from trainprof.analysis.streamed import (
+from trainprof.analysis.sections.registry import SECTIONS
+from trainprof.analysis.streaming.memory_budget import parse_memory
+from trainprof.analysis.streaming.streamed import (
     _analysis,
     analyze_streamed,
     recorded_steps,
     streamed_steps,
 )
-from trainprof.analysis.windows import WindowedSection
+from trainprof.analysis.streaming.windows import WindowedSection
 from trainprof.trace import stream
 from trainprof.trace.load import load_file
 from trainprof.trace.parallel_decode import json_size

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from trainprof.analysis.steps import find_steps
-from trainprof.analysis.syncs import EXPLICIT_SYNC, PROFILER_SYNC, sync_stats
+from trainprof.analysis.overview.steps import find_steps
+from trainprof.analysis.sections.syncs import EXPLICIT_SYNC, PROFILER_SYNC, sync_stats
 from trainprof.trace.load import load_file
 from trainprof.trace.model import Kind, sync_call_kind, sync_cause
 

@@ -58,8 +58,8 @@ def test_plugin_per_step_categories_within_one_point():
     overview = plugin_overviews()[0]
     names = [c["name"] for c in overview["steps"]["columns"] if c.get("type") == "number"]
     rank = trainprof.analyze(RESNET_W0).ranks[0]
-    from trainprof.analysis.breakdown import step_breakdown
-    from trainprof.analysis.steps import find_steps
+    from trainprof.analysis.overview.breakdown import step_breakdown
+    from trainprof.analysis.overview.steps import find_steps
     from trainprof.trace.load import load_file
 
     trace = load_file(RESNET_W0)

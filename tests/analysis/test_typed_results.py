@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from trainprof.analysis.overview.steps import StepStats, StepWindows, step_stats
 from trainprof.analysis.section_results import JobSections, RankSections
-from trainprof.analysis.sections import JOB_SECTIONS, SECTIONS
-from trainprof.analysis.steps import StepStats, StepWindows, step_stats
+from trainprof.analysis.sections.registry import JOB_SECTIONS, SECTIONS
 
 JSON_STEP_KEYS = ["count", "mean_ms", "median_ms", "p90_ms", "min_ms", "max_ms", "cv", "per_step",
                   "slow_steps", "slow_episodes", "slow_excess_ms", "slow_period"]

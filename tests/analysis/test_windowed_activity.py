@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from analysis.windowed_check import check_every_trace, shared_traces
-from trainprof.analysis.communication import communication
-from trainprof.analysis.copies import copies
-from trainprof.analysis.idle import idle_time
 from trainprof.analysis.intervals import union
-from trainprof.analysis.memory import memory
-from trainprof.analysis.steps import find_steps
-from trainprof.analysis.syncs import EXPLICIT_SYNC, PROFILER_SYNC, sync_stats
-from trainprof.analysis.windows import windows_of
+from trainprof.analysis.overview.steps import find_steps
+from trainprof.analysis.sections.communication import communication
+from trainprof.analysis.sections.copies import copies
+from trainprof.analysis.sections.idle import idle_time
+from trainprof.analysis.sections.memory import memory
+from trainprof.analysis.sections.syncs import EXPLICIT_SYNC, PROFILER_SYNC, sync_stats
+from trainprof.analysis.streaming.windows import windows_of
 from trainprof.trace.load import load_file
 from trainprof.trace.model import DEVICE_KINDS, FLAG_COMM, Kind, memcpy_direction
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from windowed_check import check_every_trace, shared_traces
 
-from trainprof.analysis.collective_bandwidth import collectives
-from trainprof.analysis.steps import find_steps
-from trainprof.analysis.windows import windows_of
+from trainprof.analysis.overview.steps import find_steps
+from trainprof.analysis.roofline.collectives import collectives
+from trainprof.analysis.streaming.windows import windows_of
 from trainprof.trace.load import load_file
 
 from tracegen import TraceBuilder

@@ -9,9 +9,9 @@ import pytest
 from windowed_check import as_json, differences
 
 from module_workload import ACTIVE_STEPS, record_nested_model
-from trainprof.analysis.modules import module_tree
-from trainprof.analysis.steps import find_steps
-from trainprof.analysis.windows import windows_of
+from trainprof.analysis.overview.steps import find_steps
+from trainprof.analysis.sections.modules import module_tree
+from trainprof.analysis.streaming.windows import windows_of
 from trainprof.trace.load import load_file
 
 

@@ -13,14 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainprof.analysis.compilation import compilation
-from trainprof.analysis.host import host_time
-from trainprof.analysis.kernels import kernel_stats
-from trainprof.analysis.launch import launch_stats
-from trainprof.analysis.operators import operator_stats, operators_section
-from trainprof.analysis.steps import StepWindows, find_steps
-from trainprof.analysis.window_parts import owns
-from trainprof.analysis.windows import windows_of
+from trainprof.analysis.overview.steps import StepWindows, find_steps
+from trainprof.analysis.sections.compilation import compilation
+from trainprof.analysis.sections.host import host_time
+from trainprof.analysis.sections.kernels import kernel_stats
+from trainprof.analysis.sections.launch import launch_stats
+from trainprof.analysis.sections.operators import operator_stats, operators_section
+from trainprof.analysis.streaming.window_parts import owns
+from trainprof.analysis.streaming.windows import windows_of
 from trainprof.trace.load import load_file
 from trainprof.trace.model import Kind
 

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from trainprof.analysis.steps import find_steps
-from trainprof.analysis.windows import WindowedSection, window_bounds, windows_of
+from trainprof.analysis.overview.steps import find_steps
+from trainprof.analysis.streaming.windows import WindowedSection, window_bounds, windows_of
 from trainprof.trace.load import load_file
 from trainprof.trace.window import time_slice
 

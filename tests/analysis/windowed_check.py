@@ -10,8 +10,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from trainprof.analysis.steps import StepWindows, find_steps
-from trainprof.analysis.windows import WindowedSection, windows_of
+from trainprof.analysis.overview.steps import StepWindows, find_steps
+from trainprof.analysis.streaming.windows import WindowedSection, windows_of
 from trainprof.trace.load import load_file
 from trainprof.trace.model import Trace
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import trainprof
-from trainprof.analysis.cluster_file import decode_document
+from trainprof.analysis.job.cluster_file import decode_document
 
 from capture_helpers import ddp_script, run_torchrun
 

@@ -10,7 +10,7 @@ import torch
 
 import trainprof
 from trainprof.capture.memory_breakdown import MemoryProbe, tally
-from trainprof.report.memory_breakdown import parts as breakdown_parts
+from trainprof.report.terminal.memory_breakdown import parts as breakdown_parts
 
 from capture_helpers import run_python
 

@@ -12,9 +12,9 @@ import torch
 
 import trainprof
 import trainprof.history as history
-from trainprof.history import pending
-from trainprof.history.regress import series_of
-from trainprof.history.sources import from_timer_record
+from trainprof.history.store import pending
+from trainprof.history.store.sources import from_timer_record
+from trainprof.history.views.regress import series_of
 
 from capture_helpers import TinyTraining, ddp_script, run_python, run_torchrun
 

@@ -138,7 +138,7 @@ def test_snapshot_report_reads_whole_at_any_width(tmp_path, width):
     from rich.console import Console
 
     from trainprof.diagnose.snapshot import memory_snapshot_report
-    from trainprof.report.snapshot import print_memory_report
+    from trainprof.report.terminal.snapshot import print_memory_report
 
     report = memory_snapshot_report(write(tmp_path / "oom.pickle", oom_snapshot()))
     console = Console(file=io.StringIO(), width=width, record=True)

@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 import trainprof
-from trainprof.report.text import print_analysis
+from trainprof.report.terminal.report import print_analysis
 
 from conftest import RESNET_W0
 
@@ -99,7 +99,7 @@ def test_cpu_only_operator_table_has_no_device_columns(tmp_path, builder):
 
 
 def test_short_kernel_names_lead_with_what_tells_them_apart():
-    from trainprof.report.hotspots import short_kernel_name
+    from trainprof.report.terminal.hotspots import short_kernel_name
 
     name = ("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, "
             "at::detail::Array<char*, 3> >(int, at::native::AddFunctor<float>, "
@@ -116,8 +116,8 @@ def test_rank_table_keeps_numbers_and_marks_whole_at_80_columns():
     number is cut and the marks are read whole (wrapped, not clipped with an ellipsis)."""
     from types import SimpleNamespace
 
-    from trainprof.analysis.rank_table import RankRow, RankTable
-    from trainprof.report.text import ranks_table
+    from trainprof.analysis.job.rank_table import RankRow, RankTable
+    from trainprof.report.terminal.report import ranks_table
 
     phases = {"data": 1234.5, "forward": 23456.0, "backward": 34567.0, "optimizer": 4567.0,
               "other": 123.0}

@@ -10,9 +10,9 @@ import pytest
 from rich.console import Console
 
 import trainprof
-from trainprof.analysis.compilation import UNTRACED_MIN_GAP_US, compilation
-from trainprof.analysis.steps import find_steps
-from trainprof.report.compilation import render_compilation
+from trainprof.analysis.overview.steps import find_steps
+from trainprof.analysis.sections.compilation import UNTRACED_MIN_GAP_US, compilation
+from trainprof.report.terminal.compilation import render_compilation
 from trainprof.trace.compile_names import compiled_region, is_compile
 from trainprof.trace.load import load_file
 

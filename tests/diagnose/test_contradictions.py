@@ -12,8 +12,8 @@ import pytest
 from rich.console import Console
 
 import trainprof
-from trainprof.analysis.rank_table import RankRow, RankTable, mark_straggler
-from trainprof.report.text import print_analysis
+from trainprof.analysis.job.rank_table import RankRow, RankTable, mark_straggler
+from trainprof.report.terminal.report import print_analysis
 
 from conftest import TIMESFORMER
 from tracegen import TraceBuilder

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import trainprof
-from trainprof.analysis.step_spread import step_spread
+from trainprof.analysis.overview.step_spread import step_spread
 from trainprof.bench.health import judge
 from trainprof.capture.live_figures import LiveFigures, live_verdicts
 from trainprof.capture.step_stats import Window
@@ -105,7 +105,7 @@ def test_step_variance_is_the_same_verdict_on_a_trace_and_a_live_window(tmp_path
 @pytest.mark.parametrize("peak_pct", [95.0, 70.0, 30.0])
 def test_memory_verdicts_agree_live_and_in_a_snapshot(peak_pct):
     from snapshotgen import MiB, SnapshotBuilder
-    from trainprof.analysis.snapshot import analyze_snapshot
+    from trainprof.analysis.snapshot.analyze import analyze_snapshot
     from trainprof.diagnose.snapshot import _full
 
     total = 1000 * MiB

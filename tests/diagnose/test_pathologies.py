@@ -13,7 +13,7 @@ import re
 import pytest
 from rich.console import Console
 
-from trainprof.report.text import print_analysis
+from trainprof.report.terminal.report import print_analysis
 
 import workloads
 from recordings import ddp, recorded

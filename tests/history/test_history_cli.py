@@ -16,7 +16,7 @@ import pytest
 import trainprof
 import trainprof.history as history
 from trainprof.cli import main
-from trainprof.history.rows import RunRecord
+from trainprof.history.store.rows import RunRecord
 
 from conftest import RESNET_W0, RESNET_W4, ROOT
 

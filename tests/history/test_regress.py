@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from trainprof import stats
-from trainprof.history import regress
-from trainprof.history.regress import series_of
-from trainprof.history.rows import RunRecord
+from trainprof.history.store.rows import RunRecord
+from trainprof.history.views import regress
+from trainprof.history.views.regress import series_of
 
 CHANGE_AT = 18  # the first run at the new level (0-based)
 

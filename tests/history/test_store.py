@@ -10,8 +10,8 @@ import time
 import pytest
 
 import trainprof.history as history
-from trainprof.history import pending, schema
-from trainprof.history.store import History
+from trainprof.history.store import pending, schema
+from trainprof.history.store.database import History
 
 WRITERS = 8
 ROWS_EACH = 25

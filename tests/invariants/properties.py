@@ -18,7 +18,7 @@ from rich.console import Console
 from trainprof.analysis.results import Analysis
 from trainprof.diagnose.rules import FINDING_IDS
 from trainprof.report.json import to_json_bytes
-from trainprof.report.text import print_analysis
+from trainprof.report.terminal.report import print_analysis
 
 #: Absolute tolerances: ms figures are sums of float µs; shares are percentages.
 MS_TOL = 1e-3

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 
 from analysis.test_windowed_activity import SECTIONS, streamed
 from invariants.strategies import job
-from trainprof.analysis.steps import StepWindows, find_steps
+from trainprof.analysis.overview.steps import StepWindows, find_steps
 from trainprof.trace.load import load_file
 from trainprof.trace.model import DEVICE_KINDS, Trace
 

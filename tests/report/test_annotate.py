@@ -15,8 +15,8 @@ import pytest
 import trainprof
 from trainprof.commands.annotate import annotate, default_output
 from trainprof.errors import TrainprofError
-from trainprof.report import annotate_events
-from trainprof.report.annotate import copy_with_events
+from trainprof.report.annotate import events as annotate_events
+from trainprof.report.annotate.writer import copy_with_events
 from trainprof.trace import stream
 
 from conftest import RESNET_W0, ROOT, TIMESFORMER
@@ -158,8 +158,8 @@ def test_findings_sit_where_they_are_seen(tmp_path):
 
 
 def test_finding_places_for_step_variance():
+    from trainprof.analysis.overview.steps import StepStats, StepWindows
     from trainprof.analysis.section_results import RankSections
-    from trainprof.analysis.steps import StepStats, StepWindows
 
     steps = StepWindows(np.array([3, 4, 5]), np.array([0.0, 100.0, 400.0]),
                         np.array([100.0, 400.0, 500.0]), "ProfilerStep")

@@ -11,7 +11,7 @@ from browser import Browser, open_page
 from report_helpers import IMG_PAYLOAD, SCRIPT_PAYLOAD, hostile_trace, need_chromium, result_of
 
 from trainprof.commands.report import report_result
-from trainprof.report.html import write_html
+from trainprof.report.html.report import write_html
 
 from conftest import PARAM, RESNET_W0, TRACE_FILTER
 

@@ -11,7 +11,7 @@ import pytest
 from report_helpers import analysis_of
 
 from trainprof.commands.compare import compare
-from trainprof.report.compare_render import render_markdown
+from trainprof.report.compare import render_markdown
 from trainprof.report.json import write_json
 from trainprof.stats import slowdown_odds
 
@@ -139,7 +139,7 @@ def test_terminal_tables_fit_80_columns_and_keep_every_number():
 
     from rich.console import Console
 
-    from trainprof.report.compare_render import _name_us, render_text
+    from trainprof.report.compare import _name_us, render_text
 
     c = compare(analysis_of(RESNET_W0), analysis_of(RESNET_W4))
     console = Console(width=80, record=True, file=io.StringIO())

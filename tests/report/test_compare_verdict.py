@@ -16,8 +16,8 @@ import trainprof
 import trainprof.history as history
 from trainprof.cli import main
 from trainprof.commands.compare import compare
-from trainprof.history.rows import RunRecord
-from trainprof.report.compare_render import render_markdown
+from trainprof.history.store.rows import RunRecord
+from trainprof.report.compare import render_markdown
 from trainprof.report.json import to_json_bytes
 from trainprof.report.tidy import tidy_float
 

@@ -10,8 +10,8 @@ from rich.console import Console
 
 from trainprof.commands.annotate import annotate
 from trainprof.pipeline import analyze
-from trainprof.report.critical_path import render_critical_path
-from trainprof.report.html import render_html
+from trainprof.report.html.report import render_html
+from trainprof.report.terminal.critical_path import render_critical_path
 
 HOSTILE = "<script>alert(1)</script>"
 

@@ -9,7 +9,7 @@ import pytest
 from report_helpers import IMG_PAYLOAD, SCRIPT_PAYLOAD, hostile_trace, result_of
 
 from trainprof.commands.report import report_result
-from trainprof.report.html import json_for_script, render_html, write_html
+from trainprof.report.html.report import json_for_script, render_html, write_html
 from trainprof.report.json import write_json
 
 from conftest import (
@@ -114,7 +114,7 @@ def test_json_for_script_round_trips_and_cannot_break_out(text):
 
 
 def test_charts_escape_their_labels():
-    from trainprof.report import svg
+    from trainprof.report.html import svg
 
     chart = str(svg.stacked_bars([IMG_PAYLOAD], [svg.Series(SCRIPT_PAYLOAD, "#000")], [[1.0]],
                                  "ms", "<b>"))
@@ -175,7 +175,7 @@ def test_tiny_memory_curves_get_a_unit_that_shows_them():
 
 
 def test_rank_table_marks_the_slowest_fastest_and_straggler():
-    from trainprof.report.html_view import ranks_table
+    from trainprof.report.html.view import ranks_table
 
     ranks = result_of(TRACE_FILTER)["ranks"]  # rank 1 is the slower (619 against 615 ms)
     marks = {row[0].text: row[-1].text for row in ranks_table(ranks).rows}
@@ -187,7 +187,7 @@ def test_rank_table_marks_the_slowest_fastest_and_straggler():
 
 
 def test_long_runs_get_a_bar_per_group_of_steps(tmp_path):
-    from trainprof.report.html_view import MAX_STEP_BARS
+    from trainprof.report.html.view import MAX_STEP_BARS
 
     b = TraceBuilder()
     for n in range(400):

@@ -13,14 +13,14 @@ import pytest
 from rich.console import Console
 
 import trainprof
+from trainprof.analysis.job.rank_table import SHOWN_ROWS
 from trainprof.analysis.options import TableOptions, using_table_options
-from trainprof.analysis.rank_table import SHOWN_ROWS
 from trainprof.analysis.results import Analysis
-from trainprof.analysis.sections import run_job_sections
+from trainprof.analysis.sections.registry import run_job_sections
 from trainprof.diagnose.engine import diagnose
-from trainprof.report.html import render_html
-from trainprof.report.markdown import to_markdown
-from trainprof.report.text import print_analysis
+from trainprof.report.html.report import render_html
+from trainprof.report.markdown.report import to_markdown
+from trainprof.report.terminal.report import print_analysis
 
 from tracegen import TraceBuilder
 

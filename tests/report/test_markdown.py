@@ -9,7 +9,7 @@ import pytest
 from report_helpers import IMG_PAYLOAD, PIPE_PAYLOAD, SCRIPT_PAYLOAD, hostile_trace, result_of
 
 from trainprof.commands.report import report_result
-from trainprof.report.markdown import code_block, md_text, to_markdown
+from trainprof.report.markdown.report import code_block, md_text, to_markdown
 
 from conftest import RESNET_W0, TRACE_FILTER
 
@@ -105,7 +105,7 @@ def test_github_renders_every_table_whole_and_names_as_text(tmp_path):
 def test_the_critical_path_and_per_rank_bus_bandwidth_are_in_markdown():
     """The path's split (adding up to the step) and the what-if table; each rank's bus bandwidth
     slowest link first."""
-    from trainprof.report.markdown import collective_ranks_md
+    from trainprof.report.markdown.report import collective_ranks_md
 
     md = to_markdown(result_of(RESNET_W0))
     section = md[md.index("### What sets the step time"):]

@@ -13,10 +13,10 @@ from rich.console import Console
 import trainprof
 from trainprof.analysis.options import TableOptions, using_table_options
 from trainprof.hardware.table import device_from_dict
-from trainprof.report.html import render_html
+from trainprof.report.html.report import render_html
 from trainprof.report.json import to_json_bytes
-from trainprof.report.markdown import to_markdown
-from trainprof.report.roofline import render_collectives, render_roofline
+from trainprof.report.markdown.report import to_markdown
+from trainprof.report.terminal.roofline import render_collectives, render_roofline
 
 from conftest import BERT, NCCL_TRACE
 

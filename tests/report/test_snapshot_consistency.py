@@ -9,7 +9,7 @@ import pickle
 from snapshotgen import MiB, SnapshotBuilder
 from trainprof.commands.report import report_result
 from trainprof.diagnose.snapshot import memory_snapshot_report
-from trainprof.report.html import write_html
+from trainprof.report.html.report import write_html
 
 
 def split_but_whole(tmp_path):

@@ -12,7 +12,7 @@ from report_helpers import IMG_PAYLOAD, SCRIPT_PAYLOAD
 
 from snapshotgen import AllocatorReplay, MiB, frames
 from trainprof.commands.report import report_result
-from trainprof.report.html import render_html, write_html
+from trainprof.report.html.report import render_html, write_html
 from trainprof.trace.snapshot import SnapshotError
 
 from tracegen import TraceBuilder

@@ -168,7 +168,7 @@ def test_odd_values_load_and_analyse(tmp_path, case):
     from rich.console import Console
 
     from trainprof.report.json import to_json_bytes
-    from trainprof.report.text import print_analysis
+    from trainprof.report.terminal.report import print_analysis
 
     path = write(tmp_path, f"{case}.json", json.dumps({"traceEvents": ODD_BUT_READABLE[case]})
                  .encode())

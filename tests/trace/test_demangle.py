@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from trainprof.report.hotspots import short_kernel_name
+from trainprof.report.terminal.hotspots import short_kernel_name
 from trainprof.trace.demangle import readable_name
 
 CASES = {

@@ -75,7 +75,7 @@ def test_old_lowercase_external_id_is_read():
 
 
 def test_cuda_driver_launches_link_compiled_kernels():
-    from trainprof.analysis.steps import launch_links
+    from trainprof.analysis.overview.steps import launch_links
 
     trace = load_file(COMPILED)
     ev = trace.events
@@ -157,7 +157,7 @@ def test_integers_beyond_64_bits(tmp_path, builder):
     rt["args"]["correlation"] = huge
     k["args"]["correlation"] = huge
     rt["args"]["Python id"] = 2**80
-    from trainprof.analysis.steps import launch_links
+    from trainprof.analysis.overview.steps import launch_links
 
     trace = load_file(builder.write(tmp_path / "t.json"))
     dev, launch = launch_links(trace)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainprof.analysis.kernels import kernel_stats
+from trainprof.analysis.sections.kernels import kernel_stats
 from trainprof.trace.kernel_class import KernelClass, name_class
 from trainprof.trace.load import load_file
 
@@ -115,8 +115,8 @@ def test_known_compute_that_looks_like_tensor_cores(name):
 
 
 def test_report_lines_name_the_shares_and_the_guesses(builder, tmp_path):
-    from trainprof.report.hotspots import kernel_class_line
-    from trainprof.report.html_tables import kernels_table
+    from trainprof.report.html.tables import kernels_table
+    from trainprof.report.terminal.hotspots import kernel_class_line
 
     builder.step(1, 0, 1000)
     builder.launch(10, 5, name="ncclDevKernel_AllReduce_Sum_f32", k_ts=100, k_dur=100)

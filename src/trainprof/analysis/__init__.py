@@ -1,0 +1,1 @@
+"""The facts of a trace, in folders by subject (docs/architecture.md)."""

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from trainprof.analysis.frames import data_frame
-from trainprof.analysis.overview import analyze_ranks
+from trainprof.analysis.analyze import analyze_ranks
+from trainprof.analysis.dataframes import data_frame
+from trainprof.analysis.overview.steps import StepWindows, find_steps
 from trainprof.analysis.results import Analysis
-from trainprof.analysis.steps import StepWindows, find_steps
 from trainprof.trace.load import load
 from trainprof.trace.model import Kind, Trace
 

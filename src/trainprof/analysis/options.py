@@ -31,9 +31,9 @@ class TableOptions:
     modules: bool = False
     #: A ``trainprof.hardware.Device`` from ``--hardware FILE.json``, used for every trace.
     hardware: Any = None
-    all_ranks: bool = False  # every rank's row in the per-rank tables (analysis/rank_table.py)
+    all_ranks: bool = False  # every rank's row in the per-rank tables (analysis/job/rank_table.py)
     #: Bytes one trace's analysis may take (``--max-memory``); a trace that would not fit read
-    #: whole is streamed (analysis/streamed.py). None: half the available memory.
+    #: whole is streamed (analysis/streaming/streamed.py). None: half the available memory.
     max_memory: int | None = None
 
     def __post_init__(self) -> None:

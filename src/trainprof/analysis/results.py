@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainprof.analysis.frames import data_frame
-from trainprof.analysis.gpu import GpuFigures
+from trainprof.analysis.dataframes import data_frame
+from trainprof.analysis.overview.gpu import GpuFigures
+from trainprof.analysis.overview.steps import StepStats
+from trainprof.analysis.overview.timeline import Timeline
 from trainprof.analysis.section_results import JobSections, RankSections
-from trainprof.analysis.steps import StepStats
-from trainprof.analysis.timeline import Timeline
 from trainprof.display import NotebookDisplay
 
 SCHEMA = "trainprof.analysis/1"
@@ -37,10 +37,10 @@ class RankAnalysis(NotebookDisplay):
     environment: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     rank_in_trace: int | None = None
-    #: Deep-analysis results, one attribute per section (analysis/sections.py).
+    #: Deep-analysis results, one attribute per section (analysis/sections/registry.py).
     sections: RankSections = field(default_factory=RankSections)
     #: The rank's own findings (dicts) when it was read from a cluster summary: the rank rules
-    #: ran where the trace was and do not run again (analysis/summary.py).
+    #: ran where the trace was and do not run again (analysis/job/summary.py).
     findings: list[dict[str, Any]] | None = None
 
     @property
@@ -86,7 +86,7 @@ class Analysis(NotebookDisplay):
     findings: list[Any] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     source: str = ""
-    #: Job-level results, one attribute per section (analysis/sections.py JOB_SECTIONS).
+    #: Job-level results, one attribute per section (analysis/sections/registry.py JOB_SECTIONS).
     job: JobSections = field(default_factory=JobSections)
 
     def to_dict(self) -> dict[str, Any]:

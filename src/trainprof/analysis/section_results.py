@@ -1,5 +1,5 @@
 """The typed deep sections of a result: ``RankSections`` has one attribute per section of
-analysis/sections.py ``SECTIONS``, ``JobSections`` one per ``JOB_SECTIONS``, each typed with its
+analysis/sections/registry.py ``SECTIONS``, ``JobSections`` one per ``JOB_SECTIONS``, each typed with its
 result class and None where the section is absent (a rank read from a summary or a saved result
 has only some). A misspelled section is then a type error, not a silent ``None``.
 
@@ -12,23 +12,23 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from trainprof.analysis.collective_bandwidth import Collectives
-    from trainprof.analysis.collective_ranks import CollectiveRanks
-    from trainprof.analysis.communication import Communication
-    from trainprof.analysis.compilation import Compilation
-    from trainprof.analysis.copies import Copies
     from trainprof.analysis.critical_path.result import CriticalPath
-    from trainprof.analysis.host import HostTime
-    from trainprof.analysis.idle import IdleTime
-    from trainprof.analysis.kernels import KernelStats
-    from trainprof.analysis.launch import LaunchStats
-    from trainprof.analysis.memory import Memory
-    from trainprof.analysis.modules import ModuleTree
-    from trainprof.analysis.operators import OperatorStats
-    from trainprof.analysis.rank_table import RankTable
-    from trainprof.analysis.roofline import Roofline
-    from trainprof.analysis.stragglers import Stragglers
-    from trainprof.analysis.syncs import SyncStats
+    from trainprof.analysis.job.collective_ranks import CollectiveRanks
+    from trainprof.analysis.job.rank_table import RankTable
+    from trainprof.analysis.job.stragglers import Stragglers
+    from trainprof.analysis.roofline.collectives import Collectives
+    from trainprof.analysis.roofline.section import Roofline
+    from trainprof.analysis.sections.communication import Communication
+    from trainprof.analysis.sections.compilation import Compilation
+    from trainprof.analysis.sections.copies import Copies
+    from trainprof.analysis.sections.host import HostTime
+    from trainprof.analysis.sections.idle import IdleTime
+    from trainprof.analysis.sections.kernels import KernelStats
+    from trainprof.analysis.sections.launch import LaunchStats
+    from trainprof.analysis.sections.memory import Memory
+    from trainprof.analysis.sections.modules import ModuleTree
+    from trainprof.analysis.sections.operators import OperatorStats
+    from trainprof.analysis.sections.syncs import SyncStats
 
 
 class SectionResult(Protocol):
@@ -73,7 +73,7 @@ class _Sections:
 
 @dataclass
 class RankSections(_Sections):
-    """The deep sections of one rank (names and order: analysis/sections.py SECTIONS)."""
+    """The deep sections of one rank (names and order: analysis/sections/registry.py SECTIONS)."""
 
     idle: IdleTime | None = None
     copies: Copies | None = None
@@ -93,7 +93,7 @@ class RankSections(_Sections):
 
 @dataclass
 class JobSections(_Sections):
-    """The job-level sections (names and order: analysis/sections.py JOB_SECTIONS)."""
+    """The job-level sections (names and order: analysis/sections/registry.py JOB_SECTIONS)."""
 
     stragglers: Stragglers | None = None
     rank_table: RankTable | None = None

@@ -21,9 +21,8 @@ from rich.table import Table
 
 from trainprof.bench.health import Checklist, PhaseCheck
 from trainprof.bench.results import DRIFT_WARN_PCT, BenchResult, StrategyResult
-from trainprof.fileio import atomic_write_text
+from trainprof.fileio import atomic_write_text, print_or_save
 from trainprof.report.json import to_json_bytes
-from trainprof.report.output import print_or_save
 from trainprof.report.quantities import compact_table, ms, size
 from trainprof.vocabulary import PHASES
 

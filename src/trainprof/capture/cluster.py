@@ -73,7 +73,7 @@ def share_cluster_summary(files: list[Path], out_dir: str | os.PathLike[str], re
     if rank != 0:
         return None
     try:
-        from trainprof.analysis.cluster_file import decode_entry
+        from trainprof.analysis.job.cluster_file import decode_entry
         from trainprof.cluster import cluster_document, write_cluster_summary
 
         entries = [None if raw is None else decode_entry(raw, i)
@@ -112,8 +112,8 @@ def _everyone_joined(recording: int, world: int) -> bool | None:
 
 def _own_entry(files: list[Path], rank: int, recorded: bool, warn: Callable[..., None]) -> bytes:
     """This rank's entry as JSON: its summaries, or the error that stopped them."""
-    from trainprof.analysis.cluster_file import RankEntry
-    from trainprof.analysis.summary import encode
+    from trainprof.analysis.job.cluster_file import RankEntry
+    from trainprof.analysis.job.summary import encode
 
     if not recorded or not files:
         return encode(RankEntry(rank=rank, recorded=False))

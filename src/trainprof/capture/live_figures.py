@@ -2,7 +2,7 @@
 
 The finding is decided by ``diagnose/verdicts.py``, the same functions the offline rules, the
 checklist and the snapshot report ask: the step timer sees the phases, the spread of step times
-(the same slow-step rule as a trace, ``analysis/step_spread.py``) and the device memory, so it
+(the same slow-step rule as a trace, ``analysis/overview/step_spread.py``) and the device memory, so it
 can tell data loading, an optimizer-heavy step, uneven steps and memory pressure or headroom.
 Each is ranked like the offline findings (``diagnose.findings.ranked``).
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from trainprof.analysis.step_spread import step_spread
+from trainprof.analysis.overview.step_spread import step_spread
 from trainprof.capture.device import peak_memory_bytes
 from trainprof.capture.step_stats import PHASES, Window, per_second
 from trainprof.diagnose import verdicts

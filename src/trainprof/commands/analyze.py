@@ -55,7 +55,7 @@ def _analyze_on_cluster(args: argparse.Namespace, show_progress: bool) -> Any:
     """The analysis of ``args.path``, on the Dask scheduler the arguments name, if any."""
     if args.scheduler is None and args.scheduler_file is None:
         return analyze_path(args.path, show_progress, workers=args.jobs)
-    from trainprof.analysis.on_dask import dask_executor
+    from trainprof.analysis.parallel.on_dask import dask_executor
 
     if args.jobs is not None:
         raise TrainprofError("--jobs sets this machine's processes, and with a Dask scheduler "
@@ -67,11 +67,11 @@ def _analyze_on_cluster(args: argparse.Namespace, show_progress: bool) -> Any:
 def _write_analysis(analysis: Any, args: argparse.Namespace) -> None:
     """The analysis in the asked format, to ``-o`` or standard output."""
     if args.format == "md":
-        from trainprof.report.markdown import to_markdown
+        from trainprof.report.markdown.report import to_markdown
 
         write_or_print(to_markdown(analysis, top=args.top), args.output)
     elif args.format == "html":
-        from trainprof.report.html import render_html
+        from trainprof.report.html.report import render_html
 
         write_or_print(render_html(analysis, max(args.top, 25)), args.output)
     elif args.format == "json":
@@ -83,7 +83,7 @@ def _write_analysis(analysis: Any, args: argparse.Namespace) -> None:
         else:
             sys.stdout.buffer.write(to_json_bytes(analysis))
     else:
-        from trainprof.report.output import print_or_save
-        from trainprof.report.text import print_analysis
+        from trainprof.fileio import print_or_save
+        from trainprof.report.terminal.report import print_analysis
 
         print_or_save(lambda console: print_analysis(analysis, console), args.output)

@@ -1,5 +1,5 @@
 """``trainprof annotate``: a copy of a trace with trainprof's verdict on its timeline, for
-Perfetto or chrome://tracing. The trace is analysed once; ``report.annotate`` streams the copy
+Perfetto or chrome://tracing. The trace is analysed once; ``report.annotate.writer`` streams the copy
 with the added events, written atomically (docs/reports.md)."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from pathlib import Path
 
 import msgspec
 
-from trainprof.analysis.steps import find_steps
+from trainprof.analysis.overview.steps import find_steps
 from trainprof.errors import TrainprofError
 from trainprof.fileio import atomic_output
 from trainprof.pipeline import analyze
-from trainprof.report import annotate_events as ae
-from trainprof.report.annotate import copy_with_events
-from trainprof.report.annotate_path import path_events
+from trainprof.report.annotate import events as ae
+from trainprof.report.annotate.critical_path import path_events
+from trainprof.report.annotate.writer import copy_with_events
 from trainprof.report.saved import is_saved_result, refuse_other_results
 from trainprof.trace.load import load_file
 

@@ -37,7 +37,7 @@ def main(args: argparse.Namespace) -> int:
 
         write_or_print(to_json_bytes(comparison.to_dict(args.top)).decode(), args.output)
     elif args.format == "md":
-        from trainprof.report.compare_render import render_markdown
+        from trainprof.report.compare import render_markdown
 
         write_or_print(render_markdown(comparison, args.top), args.output)
     else:
@@ -62,7 +62,7 @@ def load_side(x: Input, progress: Progress | None = None) -> Analysis:
     ``Analysis``."""
     if isinstance(x, Analysis):
         return x
-    from trainprof.history.compare_input import analysis_from_history, history_id
+    from trainprof.history.views.compare_input import analysis_from_history, history_id
 
     if (run_id := history_id(x)) is not None:  # history:12 or @12 (docs/history.md)
         return analysis_from_history(run_id)
@@ -81,7 +81,7 @@ def _label(src: Input, a: Analysis) -> str:
 
 
 def _print_text(comparison: Any, args: argparse.Namespace) -> None:
-    from trainprof.report.compare_render import render_text
-    from trainprof.report.output import print_or_save
+    from trainprof.fileio import print_or_save
+    from trainprof.report.compare import render_text
 
     print_or_save(lambda console: render_text(comparison, console, top=args.top), args.output)

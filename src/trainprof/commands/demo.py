@@ -16,7 +16,7 @@ def main(args: argparse.Namespace) -> int:
 
     from trainprof.demo import record_demo
     from trainprof.report.json import write_json
-    from trainprof.report.text import print_analysis
+    from trainprof.report.terminal.report import print_analysis
 
     console = Console()
     console.print(f"Training a small model on the CPU for {args.steps} steps, with the profiler on…")

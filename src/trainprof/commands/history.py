@@ -23,9 +23,9 @@ def record_if_asked(args: argparse.Namespace, run: Any) -> bool:
     """
     if not getattr(args, "record", False):
         return True
-    from trainprof.history.api import record
-    from trainprof.history.errors import HistoryError
-    from trainprof.history.store import db_path
+    from trainprof.history.store.api import record
+    from trainprof.history.store.database import db_path
+    from trainprof.history.store.errors import HistoryError
 
     try:
         run_id = record(run, name=args.name, db=args.db)
@@ -38,18 +38,18 @@ def record_if_asked(args: argparse.Namespace, run: Any) -> bool:
 
 def main(args: argparse.Namespace) -> int:
     """``history add``, ``history show ID``, or the runs with their trends and flags."""
-    from trainprof.history.store import History
+    from trainprof.history.store.database import History
 
     history = History(args.db)
     if args.history_action == "add":
-        from trainprof.history.api import record
+        from trainprof.history.store.api import record
 
         for path in args.files:
             run_id = record(path, name=args.name, db=args.db)
             print(f"Recorded {path} as history:{run_id} in {history.path}.")
         return 0
     if args.history_action == "show":
-        from trainprof.history.show import print_run
+        from trainprof.history.views.show import print_run
 
         print_run(history.get(args.id))
         return 0
@@ -57,7 +57,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _show_runs(history: Any, args: argparse.Namespace) -> int:
-    from trainprof.history import regress
+    from trainprof.history.views import regress
 
     records = history.runs(name=args.name, since=args.since, until=args.until, commit=args.commit)
     series = regress.series_of(
@@ -69,20 +69,20 @@ def _show_runs(history: Any, args: argparse.Namespace) -> int:
     shown = records[-limit:] if limit else records
     db = str(history.path)
     if form in ("csv", "json"):
-        from trainprof.history import export
+        from trainprof.history.views import export
 
         text = (export.to_csv(shown, series) if form == "csv"
                 else export.to_json(shown, series, db))
         write_or_print(text, args.output)
     elif form == "html":
-        from trainprof.history.html import write_html
+        from trainprof.history.views.html import write_html
 
         path = write_html(shown, series, args.output or Path("trainprof-history.html"), db,
                           _filters(args))
         print(f"History written to {path}; open it in a browser.")
     else:
         from trainprof.fileio import print_or_save
-        from trainprof.history.render import print_history
+        from trainprof.history.views.terminal import print_history
 
         print_or_save(lambda console: print_history(shown, series, console, db=db), args.output)
     return 0

@@ -18,8 +18,8 @@ def main(args: argparse.Namespace) -> int:
 
         write_or_print(to_json_bytes(report).decode(), args.output)
         return 0
-    from trainprof.report.output import print_or_save
-    from trainprof.report.snapshot import print_memory_report
+    from trainprof.fileio import print_or_save
+    from trainprof.report.terminal.snapshot import print_memory_report
 
     print_or_save(lambda console: print_memory_report(report, console), args.output)
     return 0

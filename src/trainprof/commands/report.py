@@ -2,7 +2,7 @@
 result, plus each step's breakdown.
 
 The result keeps the breakdown as a mean per step; the report's stacked bars want it step by
-step, so while the traces stream through the analysis, ``analysis.breakdown.step_breakdown``
+step, so while the traces stream through the analysis, ``analysis.overview.breakdown.step_breakdown``
 is run on each and its figures are added to ``steps.per_step[i].breakdown_ms`` (an addition to
 the JSON contract). A saved JSON result is used as it is (the chart then shows step totals).
 """
@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trainprof.analysis.breakdown import step_breakdown
+from trainprof.analysis.overview.breakdown import step_breakdown
+from trainprof.analysis.overview.steps import find_steps
 from trainprof.analysis.results import SCHEMA
-from trainprof.analysis.steps import find_steps
 from trainprof.commands.progress import with_progress
 from trainprof.diagnose.snapshot import snapshot_result
 from trainprof.errors import TrainprofError
@@ -34,7 +34,7 @@ StepBreakdown = dict[str, list[float]]
 
 def main(args: argparse.Namespace) -> int:
     """Write the HTML report of ``args.path`` to ``args.output`` and say where it is."""
-    from trainprof.report.html import write_html
+    from trainprof.report.html.report import write_html
 
     result = with_progress(lambda progress: report_result(args.path, progress, args.trust),
                            not args.no_progress)

@@ -56,7 +56,9 @@ def run_command(args: argparse.Namespace) -> int:
     analysis = None
     if not args.no_analysis and done.recorder.rank == first_recorded_rank(config):
         analysis = _print_analysis(config, done.began)
-        from trainprof.report.memory_breakdown import print_breakdown  # docs/memory_breakdown.md
+        from trainprof.report.terminal.memory_breakdown import (
+            print_breakdown,  # docs/memory_breakdown.md
+        )
 
         print_breakdown(done.recorder.memory_breakdown())
         if analysis is not None:
@@ -91,7 +93,7 @@ def _print_analysis(config: ProfileConfig, began: float) -> Any:
         print(f"trainprof: {len(files)} trace file(s) in {files[0].parent}",
               file=sys.stderr)
         from trainprof.pipeline import analyze  # the overview and the findings
-        from trainprof.report.text import print_analysis
+        from trainprof.report.terminal.report import print_analysis
         from trainprof.trace.load import load_file
 
         analysis = analyze(load_file(path) for path in files)
@@ -108,9 +110,9 @@ def record_run(args: argparse.Namespace, timer: Any, analysis: Any = None) -> No
     if timer is None or not args.record:
         return
     try:
-        from trainprof.history.api import to_record
-        from trainprof.history.sources import brief_findings
-        from trainprof.history.store import History
+        from trainprof.history.store.api import to_record
+        from trainprof.history.store.database import History
+        from trainprof.history.store.sources import brief_findings
 
         record = to_record(timer, name=args.name or script_name(args), kind="run",
                            source=str(args.out))

@@ -24,7 +24,7 @@ def main(args: argparse.Namespace) -> int:
 
         write_or_print(to_json(result), args.output)
     else:
-        from trainprof.report.output import print_or_save
+        from trainprof.fileio import print_or_save
         from trainprof.report.query_result import print_table
 
         print_or_save(lambda console: print_table(result, console), args.output)

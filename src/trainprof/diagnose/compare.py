@@ -1,6 +1,6 @@
 """Two analysed runs side by side, judged (``trainprof compare``): step time, throughput,
 breakdown, phases and the ops that changed most, which run is faster and how sure that is, and
-a regression gate for CI; ``report.compare_render`` draws it.
+a regression gate for CI; ``report.compare`` draws it.
 
 ``commands/compare.py`` loads each side (a trace, a folder, a saved result, a history id) and
 hands the two ``Analysis`` here. The deltas come from ``analysis.diff``; the gate compares

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from trainprof.analysis.frames import data_frame
+from trainprof.analysis.dataframes import data_frame
 from trainprof.display import NotebookDisplay
 from trainprof.vocabulary import SEVERITY_ORDER, Severity  # noqa: F401 (re-exported)
 

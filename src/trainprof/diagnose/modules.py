@@ -1,6 +1,6 @@
 """Findings name the module where their time lies, when the trace has module events.
 
-Each finding id below is tied to the ops its time is made of; the module (analysis/modules.py)
+Each finding id below is tied to the ops its time is made of; the module (analysis/sections/modules.py)
 holding most of those ops' self time is added to the finding's evidence. docs/modules.md.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from trainprof.analysis.modules import ModuleShare
 from trainprof.analysis.results import RankAnalysis
+from trainprof.analysis.sections.modules import ModuleShare
 from trainprof.diagnose.findings import Evidence, Finding
 from trainprof.diagnose.rules.common import readable_us
 from trainprof.trace.model import sync_cause

@@ -8,7 +8,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from trainprof.analysis.snapshot import DeviceState, OutOfMemory, SnapshotAnalysis, analyze_snapshot
+from trainprof.analysis.snapshot.analyze import (
+    DeviceState,
+    OutOfMemory,
+    SnapshotAnalysis,
+    analyze_snapshot,
+)
 from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import Evidence, Finding, Fix, Severity, ranked
 from trainprof.diagnose.rules.memory import (

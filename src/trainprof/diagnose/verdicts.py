@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainprof.analysis.step_spread import StepSpread
+from trainprof.analysis.overview.step_spread import StepSpread
 from trainprof.diagnose.findings import Severity
 
 # data_loading: waiting for the next batch while nothing else runs (the plugin's 5%).

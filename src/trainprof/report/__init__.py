@@ -1,0 +1,1 @@
+"""Renderers only, in folders by output (docs/architecture.md)."""

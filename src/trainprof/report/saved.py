@@ -15,12 +15,12 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from trainprof.analysis.cluster_file import CLUSTER_SCHEMA
-from trainprof.analysis.kernels import KernelRow, KernelStats
-from trainprof.analysis.operators import OperatorRow, OperatorStats
+from trainprof.analysis.job.cluster_file import CLUSTER_SCHEMA
+from trainprof.analysis.overview.steps import StepStats
 from trainprof.analysis.results import SCHEMA, Analysis, RankAnalysis
 from trainprof.analysis.section_results import RankSections
-from trainprof.analysis.steps import StepStats
+from trainprof.analysis.sections.kernels import KernelRow, KernelStats
+from trainprof.analysis.sections.operators import OperatorRow, OperatorStats
 from trainprof.errors import TraceError
 
 _SCHEMA_FAMILY = SCHEMA.rsplit("/", 1)[0] + "/"

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from trainprof.analysis.communication import _HostComm, _kernel_types
-from trainprof.analysis.steps import StepWindows, find_steps
+from trainprof.analysis.overview.steps import StepWindows, find_steps
+from trainprof.analysis.sections.communication import _HostComm, _kernel_types
 from trainprof.sql.extras import require
 from trainprof.trace.model import COLLECTIVE_TYPES, FLAG_COMM, Kind, Trace
 

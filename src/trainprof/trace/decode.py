@@ -107,7 +107,7 @@ METADATA_KEYS = (
     "baseTimeNanoseconds",
     "displayTimeUnit",
     "traceName",
-    "pytorch_version",  # versions, when the recording tool wrote them (analysis/overview.py)
+    "pytorch_version",  # versions, when the recording tool wrote them (analysis/analyze.py)
     "cuda_runtime_version",
     "cuda_driver_version",
     "cupti_version",

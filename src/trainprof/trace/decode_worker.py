@@ -3,7 +3,7 @@
 It reads segments of one trace's event array and writes back their columns, both through a
 file in memory that the parent shares with it (/dev/shm); the pipes carry length-prefixed
 pickles of the rest: the pieces' spans in, the result's size out. A plain subprocess, as for the analysis workers
-(analysis/worker.py): no user code runs in it. Names, threads, shapes, stacks and details are
+(analysis/parallel/worker.py): no user code runs in it. Names, threads, shapes, stacks and details are
 numbered in the segment's own tables; trace/parallel_decode.py renumbers them when it merges.
 """
 

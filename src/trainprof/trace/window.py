@@ -2,7 +2,7 @@
 
 Events, memory events and flows are sorted by start time, so a slice is a contiguous range of
 the events and memory events (numpy views, no copy); flows are picked by time. The tables the columns index (names, shapes, stacks,
-details, threads) are shared with the whole trace. Streaming analysis (analysis/windows.py)
+details, threads) are shared with the whole trace. Streaming analysis (analysis/streaming/windows.py)
 analyses a long trace window by window through slices like these.
 """
 

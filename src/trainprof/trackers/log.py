@@ -36,7 +36,7 @@ def log_analysis(analysis: Any, trackers: list[Guarded], artifacts: bool = True)
 
 def _artifact_files(analysis: Any, folder: Path) -> list[Path]:
     """The JSON result and the HTML report, written to ``folder``."""
-    from trainprof.report.html import render_html
+    from trainprof.report.html.report import render_html
     from trainprof.report.json import write_json
 
     result = write_json(analysis, folder / "trainprof-analysis.json")

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from trainprof.analysis.calltree import call_tree
+from trainprof.analysis.calls.calltree import call_tree
 from trainprof.analysis.critical_path.categories import (
     Category,
     ItemTable,
@@ -46,7 +46,7 @@ from trainprof.analysis.critical_path.waits import (
     thread_waits,
     typical_launch_lag,
 )
-from trainprof.analysis.steps import StepWindows, launch_links
+from trainprof.analysis.overview.steps import StepWindows, launch_links
 from trainprof.trace.model import Trace
 
 __all__ = ["UNREACHED", "StepGraph", "build_graph"]

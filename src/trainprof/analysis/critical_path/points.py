@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trainprof.analysis.calltree import call_tree
-from trainprof.analysis.steps import StepWindows, launch_links
+from trainprof.analysis.calls.calltree import call_tree
+from trainprof.analysis.overview.steps import StepWindows, launch_links
 from trainprof.trace.model import DEVICE_KINDS, Kind, Trace, step_number
 
 #: The sentinel time of a point that nothing reaches yet.

@@ -118,7 +118,7 @@ class CriticalPath:
     def to_pandas(self, by: str = "item") -> Any:
         """One row per top item on the path with its what-ifs; ``by="step"``: one row per
         step with its split (µs per category)."""
-        from trainprof.analysis.frames import data_frame
+        from trainprof.analysis.dataframes import data_frame
 
         if by == "step":
             return data_frame([{"step": s.step, "step_us": s.step_us, **s.split_us}

@@ -14,7 +14,7 @@ from trainprof.analysis.critical_path.replay import (
     step_ends,
 )
 from trainprof.analysis.critical_path.result import CriticalPath, PathItem, PathPieces, StepPath
-from trainprof.analysis.steps import StepWindows
+from trainprof.analysis.overview.steps import StepWindows
 from trainprof.trace.model import Trace
 
 #: Items on the path replayed at zero and at half their time (most time on the path first).

@@ -24,9 +24,9 @@ import numpy as np
 
 from trainprof.analysis.critical_path import section
 from trainprof.analysis.critical_path.result import CriticalPath
-from trainprof.analysis.steps import StepWindows
-from trainprof.analysis.window_share import owns
-from trainprof.analysis.windows import Window, WindowedSection, window_bounds
+from trainprof.analysis.overview.steps import StepWindows
+from trainprof.analysis.streaming.window_share import owns
+from trainprof.analysis.streaming.windows import Window, WindowedSection, window_bounds
 from trainprof.trace.model import Events, Flows, MemoryEvents, Trace
 
 EVERYTHING = ((-math.inf, math.inf),)

@@ -14,7 +14,7 @@ COMPILE_HIGH_PCT = 25.0
 # other rule claims (data wait, input lead-in, work after the optimizer), % of step time.
 UNTRACED_PCT = 50.0
 UNTRACED_HIGH_PCT = 75.0
-#: host parts (analysis/host.py) whose own rules already explain untraced time in them.
+#: host parts (analysis/sections/host.py) whose own rules already explain untraced time in them.
 _CLAIMED_PARTS = ("data", "communication", "lead_in", "after_optimizer")
 
 FIRST_COMPILE = Fix(

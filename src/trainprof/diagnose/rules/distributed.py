@@ -21,7 +21,7 @@ EXPOSED_COMM_BUSY_PCT = 20.0
 EXPOSED_COMM_MIN_PCT = 2.0
 EXPOSED_COMM_MEDIUM_PCT = 5.0
 EXPOSED_COMM_HIGH_PCT = 30.0
-# straggler: analysis/stragglers.py names the rank; the finding is high above this saving.
+# straggler: analysis/job/stragglers.py names the rank; the finding is high above this saving.
 STRAGGLER_MEDIUM_PCT = 5.0
 STRAGGLER_HIGH_PCT = 20.0
 

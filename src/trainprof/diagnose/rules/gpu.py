@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from trainprof.analysis.kernels import KernelFacts
 from trainprof.analysis.results import RankAnalysis
+from trainprof.analysis.sections.kernels import KernelFacts
 from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import rank_finding, severity, share_of_steps, where
 
 # low_occupancy: most kernel time in launches with fewer blocks than the SMs free to them (SMs
 # held by a concurrent communication kernel are not free; persistent kernels are full: see
-# analysis/occupancy.py), and memory to spare (peak below this share of the device, or unknown).
+# analysis/sections/occupancy.py), and memory to spare (peak below this share of the device, or unknown).
 UNDERFILLED_PCT = 50.0
 MEMORY_TO_SPARE_PCT = 80.0
 # no_tensor_cores: on compute capability >= 7, at least this share of kernel time comes from

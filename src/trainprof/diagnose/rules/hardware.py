@@ -1,12 +1,12 @@
 """Rules about how far the work runs from what the hardware can do: ops against their roofline,
-collectives against the link (analysis/roofline.py, analysis/collective_bandwidth.py)."""
+collectives against the link (analysis/roofline/section.py, analysis/roofline/collectives.py)."""
 
 from __future__ import annotations
 
 import re
 
 from trainprof.analysis.results import RankAnalysis
-from trainprof.analysis.roofline import RooflineRow
+from trainprof.analysis.roofline.section import RooflineRow
 from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import (
     rank_finding,
@@ -103,7 +103,7 @@ def far_from_roofline(r: RankAnalysis) -> Finding | None:
         return None
     far = [c for c in roof.classes if c.pct_of_roofline is not None
            and c.pct_of_roofline < FAR_PCT]
-    # The figures of a row with pct_of_roofline are all set (analysis/roofline.py).
+    # The figures of a row with pct_of_roofline are all set (analysis/roofline/section.py).
     gain_us = sum(max(c.time_us - (c.roofline_us or 0.0) * 100.0 / REACHABLE_PCT, 0.0)
                   for c in far)
     saving = share_of_steps(r, gain_us)

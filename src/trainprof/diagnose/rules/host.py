@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from trainprof.analysis.overview.step_spread import StepSpread
 from trainprof.analysis.results import RankAnalysis
-from trainprof.analysis.step_spread import StepSpread
-from trainprof.analysis.syncs import SyncSite
+from trainprof.analysis.sections.syncs import SyncSite
 from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import (
@@ -25,7 +25,7 @@ from trainprof.diagnose.verdicts import (  # noqa: F401 (the rule's thresholds, 
 )
 
 # host_bound: GPU idle in the step that no data wait, collective, inline preprocessing or
-# after-optimizer Python explains (analysis/host.py), as a share of the step.
+# after-optimizer Python explains (analysis/sections/host.py), as a share of the step.
 HOST_BOUND_PCT = 20.0
 HOST_BOUND_HIGH_PCT = 40.0
 # small_kernels: most kernels shorter than 10 µs or than their own launch, and the GPU idle
@@ -42,7 +42,7 @@ SYNC_HIGH_PCT = 10.0
 LOGGING_PCT = 10.0
 LOGGING_HIGH_PCT = 25.0
 # step_variance: its thresholds and verdict are in diagnose/verdicts.py (shared with the live
-# view); the slow steps are found in analysis/step_spread.py.
+# view); the slow steps are found in analysis/overview/step_spread.py.
 #: Sync sites named in the evidence.
 SYNC_SITES = 3
 

@@ -6,15 +6,15 @@ time is measurably spent (allocator calls), and the explanation says what is at 
 
 from __future__ import annotations
 
-from trainprof.analysis.memory import DeviceMemory
 from trainprof.analysis.results import RankAnalysis
+from trainprof.analysis.sections.memory import DeviceMemory
 from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import rank_finding, severity, where
 from trainprof.diagnose.verdicts import HEADROOM_PCT, PRESSURE_PCT  # noqa: F401
 
 # memory_pressure / memory_headroom: the verdicts and thresholds are in diagnose/verdicts.py.
-# memory_growth: analysis/memory_series.py decides a leak (>= 1 MB/step, rising in 75% of
+# memory_growth: analysis/sections/memory_series.py decides a leak (>= 1 MB/step, rising in 75% of
 # steps); it is high from this growth per step.
 GROWTH_HIGH_MB_PER_STEP = 10.0
 # memory_fragmentation: reserved / allocated at the peak, or allocator calls in the steps.

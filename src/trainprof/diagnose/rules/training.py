@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from trainprof.analysis.operators import GRAD_SCALER_OPS
 from trainprof.analysis.results import RankAnalysis
+from trainprof.analysis.sections.operators import GRAD_SCALER_OPS
 from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import (

@@ -1,0 +1,54 @@
+"""``analyze_ranks``: a trace file, a folder of ranks, loaded traces or a cluster's summaries, on
+local processes or any executor, into one ``Analysis``. The data model is analysis/results.py
+and the analysis of one trace analysis/overview/rank.py (both re-exported here)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from concurrent.futures import Executor
+from pathlib import Path
+
+from trainprof.analysis.overview.rank import RECORDED_VERSIONS, analyze_trace, environment  # noqa: F401
+from trainprof.analysis.parallel.inputs import add_summarised, analyze_path
+from trainprof.analysis.results import SCHEMA, Analysis, RankAnalysis  # noqa: F401
+from trainprof.analysis.sections.registry import run_job_sections
+from trainprof.errors import TraceError
+from trainprof.trace import discover
+from trainprof.trace.load import Progress
+from trainprof.trace.model import Trace
+
+
+def analyze_ranks(
+    source: str | os.PathLike[str] | Iterable[Trace], progress: Progress | None = None,
+    workers: int | None = None, executor: Executor | None = None,
+) -> Analysis:
+    """The figures of every rank and the job's sections, without findings (``trainprof.analyze``,
+    pipeline.py, adds them: the one public ``analyze``). From a trace file, a folder of ranks
+    (traces and cluster summaries), or already loaded traces. A folder's traces are analysed in ``workers`` processes (None: as many as
+    the cores and the memory allow; 1: in this process; analysis/parallel/pool.py), or as tasks on
+    ``executor`` when one is given (analysis/parallel/on_executor.py).
+
+    Raises ``trainprof.TraceError`` when the input cannot be read as Kineto traces.
+    """
+    summarised = None
+    if isinstance(source, str | os.PathLike):
+        results, summarised = analyze_path(Path(source), progress, workers, executor)
+        label = str(source)
+    else:
+        results = [analyze_trace(t) for t in source]
+        label = ""
+    notes: list[str] = []
+    if results:
+        placements, notes = discover.place(
+            [r.path for r in results], [r.rank_in_trace for r in results]
+        )
+        for r, p in zip(results, placements, strict=True):
+            r.rank, r.window = p.rank, p.window
+    if summarised is not None:
+        notes += add_summarised(results, summarised)
+    if not results:
+        skipped = " (the files skipped above are not traces)" if Path(label).is_dir() else ""
+        raise TraceError(f"{label or 'The input'} holds no Kineto traces{skipped}.")
+    results.sort(key=lambda r: (r.rank, r.window))
+    return Analysis(ranks=results, notes=notes, source=label, job=run_job_sections(results))

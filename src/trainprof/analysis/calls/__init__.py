@@ -1,0 +1,1 @@
+"""The host call tree, call sites, and which call launched each device event."""

@@ -1,0 +1,207 @@
+"""A rank's compact summary (a few KB), and a light ``RankAnalysis`` rebuilt from one.
+
+A summary keeps what the job-level view needs: step times, the breakdown and the phases, the
+GPU figures, communication with every collective instance (for matching across ranks), notes,
+and the rank's own findings. Numbers are kept exactly, so the job-level results (stragglers,
+the per-rank table) computed from summaries equal those computed from the traces. The format
+is typed (msgspec structs), so a malformed file is told in one sentence. docs/distributed.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+import numpy as np
+
+from trainprof.analysis.overview.gpu import GpuFigures
+from trainprof.analysis.overview.steps import StepStats
+from trainprof.analysis.overview.timeline import Timeline
+from trainprof.analysis.results import RankAnalysis
+from trainprof.analysis.section_results import RankSections
+from trainprof.analysis.sections.communication import CollectiveType, Communication, Instances
+from trainprof.trace.model import COLLECTIVE_TYPES
+
+
+class StepTime(msgspec.Struct):
+    step: int
+    ms: float
+
+
+class StepSummary(msgspec.Struct):
+    """``analysis.overview.steps.step_stats`` plus the step source."""
+
+    count: int
+    mean_ms: float
+    median_ms: float
+    p90_ms: float
+    min_ms: float
+    max_ms: float
+    cv: float
+    per_step: list[StepTime]
+    source: str = ""
+    slow_steps: list[int] = []
+    slow_episodes: int = 0
+    slow_excess_ms: float = 0.0
+    slow_period: int | None = None
+
+
+class InstanceColumns(msgspec.Struct):
+    """Each collective once, as columns; ``type`` indexes ``names``; starts from ``origin_us``."""
+
+    names: list[str]
+    type: list[int]
+    step: list[int]
+    origin_us: float
+    start_us: list[float]
+    dur_us: list[float]
+
+
+class CommunicationSummary(msgspec.Struct):
+    source: str
+    backend: str | None
+    window_us: float
+    steps: int
+    types: list[CollectiveType]
+    busy_us: float
+    exposed_us: float
+    per_step_ms: list[float]
+    instances: InstanceColumns
+    notes: list[str] = []
+
+
+class EvidenceRecord(msgspec.Struct):
+    what: str
+    value: float | str
+    unit: str = ""
+    where: str = ""
+
+
+class FixRecord(msgspec.Struct):
+    summary: str
+    pytorch: str = ""
+    accelerate: str = ""
+
+
+class FindingRecord(msgspec.Struct):
+    """The shape a stored finding (``Finding.to_dict()``) must have; other keys pass."""
+
+    id: str
+    severity: Literal["high", "medium", "low"]
+    rank: int | None
+    title: str
+    explanation: str
+    evidence: list[EvidenceRecord]
+    saving_pct: float
+    saving_ms: float
+    saving_assumption: str
+    fix: FixRecord
+    window: int = 0
+
+
+class RankSummary(msgspec.Struct):
+    """One recording window of one rank."""
+
+    rank: int
+    window: int
+    file: str
+    device: str
+    steps: StepSummary
+    breakdown_ms: dict[str, float]
+    breakdown_pct: dict[str, float]
+    phases_ms: dict[str, float]
+    phases_pct: dict[str, float]
+    gpus: list[GpuFigures]
+    timeline: Timeline | None
+    environment: dict[str, Any]
+    communication: CommunicationSummary | None
+    notes: list[str] = []
+    #: The rank's own findings (``Finding.to_dict()``), found where the trace was.
+    findings: list[dict[str, Any]] = []
+
+
+def rank_summary(r: RankAnalysis, findings: list[dict[str, Any]] | None = None) -> RankSummary:
+    """The compact summary of one analysed rank and window."""
+    comm = r.sections.communication
+    summary = RankSummary(
+        rank=r.rank, window=r.window, file=r.path.name, device=r.device,
+        steps=msgspec.convert({**r.steps.to_dict(), "source": r.step_source}, StepSummary),
+        breakdown_ms=r.breakdown_ms, breakdown_pct=r.breakdown_pct,
+        phases_ms=r.phases_ms, phases_pct=r.phases_pct,
+        gpus=list(r.gpus), timeline=r.timeline, environment=r.environment,
+        communication=None if comm is None else _communication(comm),
+        notes=list(r.notes), findings=list(findings or []),
+    )
+    # Through JSON and back: numpy scalars become plain numbers, and the result is validated.
+    return msgspec.json.decode(encode(summary), type=RankSummary)
+
+
+def encode(value: Any) -> bytes:
+    """Compact JSON of a summary (or anything holding numpy scalars)."""
+    return msgspec.json.encode(value, enc_hook=_numpy_plain)
+
+
+def _numpy_plain(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"cannot write {type(value).__name__} in a summary")
+
+
+def _communication(c: Communication) -> CommunicationSummary:
+    inst = c.instances
+    origin = float(inst.start_us.min()) if len(inst) else 0.0
+    if not np.array_equal(origin + (inst.start_us - origin), inst.start_us):
+        origin = 0.0  # keep starts exact: relative ones only where they add back exactly
+    return CommunicationSummary(
+        source=c.source, backend=c.backend, window_us=float(c.window_us), steps=c.steps,
+        types=list(c.types), busy_us=float(c.busy_us), exposed_us=float(c.exposed_us),
+        per_step_ms=[float(x) for x in c.per_step_ms],
+        instances=InstanceColumns(
+            names=list(COLLECTIVE_TYPES), type=inst.type.tolist(), step=inst.step.tolist(),
+            origin_us=origin, start_us=(inst.start_us - origin).tolist(),
+            dur_us=inst.dur_us.tolist()),
+        notes=list(c.notes),
+    )
+
+
+def rank_from_summary(s: RankSummary, source: Path) -> RankAnalysis:
+    """A ``RankAnalysis`` with the summary's figures; deep sections other than communication
+    are absent, and ``findings`` holds the rank's own findings."""
+    for f in s.findings:
+        msgspec.convert(f, FindingRecord)  # a malformed one fails here, not in a report
+    steps = msgspec.to_builtins(s.steps)
+    sections = RankSections(
+        communication=None if s.communication is None else _rebuilt(s.communication))
+    return RankAnalysis(
+        rank=s.rank, window=s.window, path=Path(s.file), device=s.device,
+        steps=StepStats.from_dict(steps), step_source=s.steps.source, breakdown_pct=dict(s.breakdown_pct),
+        breakdown_ms=dict(s.breakdown_ms), phases_pct=dict(s.phases_pct),
+        phases_ms=dict(s.phases_ms), gpus=list(s.gpus), timeline=s.timeline,
+        environment=dict(s.environment),
+        notes=[*s.notes, f"Read from {source.name} (a summary: the deep analyses need the trace)."],
+        rank_in_trace=s.rank, sections=sections, findings=list(s.findings),
+    )
+
+
+def _rebuilt(c: CommunicationSummary) -> Communication:
+    i = c.instances
+    codes = {name: COLLECTIVE_TYPES.index(name) if name in COLLECTIVE_TYPES
+             else COLLECTIVE_TYPES.index("other") for name in i.names}
+    if not len(i.type) == len(i.step) == len(i.start_us) == len(i.dur_us) or (
+            i.type and not 0 <= min(i.type) <= max(i.type) < len(i.names)):
+        raise msgspec.ValidationError("the collective instance columns do not agree")
+    lookup = np.array([codes[name] for name in i.names] or [0], dtype=np.int64)
+    instances = Instances(
+        type=lookup[np.asarray(i.type, dtype=np.int64)],
+        step=np.asarray(i.step, dtype=np.int64),
+        start_us=i.origin_us + np.asarray(i.start_us, dtype=np.float64),
+        dur_us=np.asarray(i.dur_us, dtype=np.float64),
+    )
+    return Communication(
+        source=c.source, backend=c.backend, window_us=c.window_us, steps=c.steps,
+        types=list(c.types), busy_us=c.busy_us, exposed_us=c.exposed_us,
+        per_step_ms=list(c.per_step_ms), instances=instances, notes=list(c.notes),
+    )

@@ -1,0 +1,1 @@
+"""Every rank's overview: steps, breakdown, phases, GPU figures, timeline."""

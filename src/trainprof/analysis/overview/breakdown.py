@@ -1,0 +1,88 @@
+"""The step-time breakdown of the old TensorBoard plugin, in its priority order.
+
+Each category claims only step time that no category before it claimed, so the categories add
+up to the step time: Kernel, Memcpy, Memset, Communication, Runtime, DataLoader, CPU Exec, and
+Other for the rest. "CPU Exec" is therefore host work while nothing above it was running.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from trainprof.analysis import intervals as iv
+from trainprof.analysis.overview.steps import StepWindows
+from trainprof.analysis.streaming.windows import Window, WindowedSection
+from trainprof.trace.model import FLAG_COMM, FLAG_DATALOADER, HOST_KINDS, LAUNCH_KINDS, Kind, Trace
+from trainprof.vocabulary import ALL_CATEGORIES, CATEGORIES  # noqa: F401 (re-exported)
+
+#: Categories in claiming order; "other" is whatever no category claimed.
+
+
+@dataclass
+class Breakdown:
+    """Microseconds per category and step (``per_step[category][i]`` for step i)."""
+
+    per_step: dict[str, np.ndarray]
+    step_us: np.ndarray
+
+    def percentages(self) -> dict[str, float]:
+        """Each category's share of the total step time, adding up to 100."""
+        total = float(self.step_us.sum())
+        if total <= 0:
+            return {c: 0.0 for c in ALL_CATEGORIES}
+        return {c: float(self.per_step[c].sum()) / total * 100.0 for c in ALL_CATEGORIES}
+
+    def mean_ms(self) -> dict[str, float]:
+        n = max(len(self.step_us), 1)
+        return {c: float(self.per_step[c].sum()) / n / 1000.0 for c in ALL_CATEGORIES}
+
+
+def role_masks(trace: Trace) -> dict[str, np.ndarray]:
+    """Which events each category is made of (before priority is applied)."""
+    ev = trace.events
+    comm = ev.flagged(FLAG_COMM)
+    loader = ev.flagged(FLAG_DATALOADER)
+    host = ev.of_kind(*HOST_KINDS)
+    return {
+        "kernel": (ev.kind == Kind.KERNEL) & ~comm,
+        "memcpy": ev.kind == Kind.MEMCPY,
+        "memset": ev.kind == Kind.MEMSET,
+        "communication": comm & ev.of_kind(Kind.KERNEL, *HOST_KINDS),
+        "runtime": ev.of_kind(*LAUNCH_KINDS),
+        "dataloader": loader,
+        "cpu_exec": host & ~comm & ~loader,
+    }
+
+
+def step_breakdown(trace: Trace, steps: StepWindows) -> Breakdown:
+    """Claim each step's time category by category, in priority order."""
+    ev = trace.events
+    n = len(steps)
+    slots = iv.union(steps.starts, steps.ends)
+    per_step: dict[str, np.ndarray] = {}
+    for name, mask in role_masks(trace).items():
+        role = iv.union(ev.ts[mask], ev.end[mask])
+        claimed = iv.intersect(slots, role)
+        per_step[name] = iv.covered_in_windows(claimed, steps.starts, steps.ends)
+        slots = iv.subtract(slots, claimed)
+    per_step["other"] = iv.covered_in_windows(slots, steps.starts, steps.ends)
+    step_us = steps.durations if n else np.zeros(0)
+    return Breakdown(per_step=per_step, step_us=step_us)
+
+
+def _breakdown_part(window: Window) -> dict[str, np.ndarray]:
+    """The claimed time per category of the window's own steps."""
+    return step_breakdown(window.trace, window.steps).per_step
+
+
+def _breakdown_whole(parts: list[dict[str, np.ndarray]], steps: StepWindows) -> Breakdown:
+    per_step = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
+    return Breakdown(per_step=per_step, step_us=steps.durations if len(steps) else np.zeros(0))
+
+
+#: ``step_breakdown`` window by window (analysis/streaming/windows.py): each step is claimed from the
+#: events of the window that owns it.
+BREAKDOWN: WindowedSection[dict[str, np.ndarray], Breakdown] = WindowedSection(
+    _breakdown_part, _breakdown_whole)

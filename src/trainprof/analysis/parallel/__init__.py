@@ -1,0 +1,1 @@
+"""Many trace files at once: worker processes, any executor, a Dask cluster."""

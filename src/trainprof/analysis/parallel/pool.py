@@ -1,0 +1,231 @@
+"""Analysing many trace files at once, in worker processes bounded by cores and by memory.
+
+Each file is loaded and analysed in one process and only its ``RankAnalysis`` comes back, so
+a worker holds one rank's worth of memory at a time. This process analyses files too: N
+workers are this process and N - 1 others (``analysis/parallel/worker.py``), each with one task queued
+ahead so it never waits. Results are kept in file order: they equal a serial run's. Serial for
+one file, one core, a small total, or ``workers=1``. docs/distributed.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import subprocess
+import sys
+import threading
+import warnings
+from collections import deque
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from trainprof.analysis.options import table_options
+from trainprof.analysis.parallel.worker import analyse_file
+from trainprof.analysis.streaming.memory_budget import available_memory, json_bytes
+from trainprof.errors import TrainprofError
+from trainprof.pipes import read_frame, write_frame
+from trainprof.trace.load import Progress
+
+if TYPE_CHECKING:
+    from trainprof.analysis.results import RankAnalysis
+
+#: What a worker costs besides its trace: the interpreter, numpy, msgspec and trainprof.
+WORKER_BASE_BYTES = 64 * 2**20
+#: Peak memory of analysing one trace, per byte of its JSON (about 1.0 measured on the 53 MB
+#: reference trace; docs/performance.md), with a margin.
+PEAK_BYTES_PER_JSON_BYTE = 1.5
+#: Below this much JSON in all, files are analysed in this process: a worker takes about
+#: 0.3 s to start, the time to analyse some 20 MB of JSON, so smaller jobs gain nothing.
+PARALLEL_MIN_JSON_BYTES = 64 * 2**20
+#: How long a worker may take to exit once its task pipe is closed (it is then killed).
+STOP_WAIT_S = 5.0
+
+
+def analyze_files(files: list[Path], progress: Progress | None = None,
+                  workers: int | None = None, executor: Executor | None = None,
+                  from_folder: bool = False) -> list[RankAnalysis]:
+    """The analysis of each file that is a trace, in file order (``workers``: see module).
+
+    With an ``executor`` (any ``concurrent.futures.Executor``: a Dask client's, a process
+    pool), each file is a task on it instead (analysis/parallel/on_executor.py) and ``workers`` is unused.
+    ``from_folder``: the files were found in a folder, where a file that is not a trace is
+    skipped with a warning even when it is the only one.
+    """
+    if not files:
+        return []
+    if executor is not None:
+        from trainprof.analysis.parallel.on_executor import outcomes_on_executor
+
+        return _kept(outcomes_on_executor(files, executor, progress, from_folder))
+    sizes = [json_bytes(f) for f in files]
+    count = worker_count(sizes, usable_cores(), available_memory()) if workers is None else workers
+    if workers is None and sum(sizes) < PARALLEL_MIN_JSON_BYTES:
+        count = 1
+    count = max(1, min(count, len(files)))
+    outcomes = _serial(files, progress, from_folder) if count == 1 else _Pool(files, count, progress).run()
+    return _kept(outcomes)
+
+
+def _kept(outcomes: list[tuple[str, Any]]) -> list[RankAnalysis]:
+    """The analyses, in file order; the first error raised, skipped files warned about."""
+    results = []
+    for status, payload in outcomes:
+        if status == "error":
+            raise payload
+        if status == "skipped":
+            warnings.warn(f"{str(payload).rstrip('.')}; skipped.", stacklevel=4)
+            continue
+        results.append(payload)
+    return results
+
+
+def _serial(files: list[Path], progress: Progress | None,
+            from_folder: bool = False) -> list[tuple[str, Any]]:
+    options, single, out = table_options(), len(files) == 1 and not from_folder, []
+    for i, file in enumerate(files):
+        if progress:
+            progress(i, len(files), file)
+        out.append(analyse_file(file, options, single))
+        if out[-1][0] == "error":
+            break  # as a serial load stops at the first unreadable file
+    if progress:
+        progress(len(files), len(files), files[-1])
+    return out + [("skipped", "not reached")] * (len(files) - len(out))
+
+
+def worker_count(json_sizes: list[int], cores: int, available: int | None) -> int:
+    """Processes to use: one per core, no more than the memory holds (the largest file's peak
+    per process), at least one."""
+    by_memory = cores
+    if available is not None and json_sizes:
+        per_worker = WORKER_BASE_BYTES + PEAK_BYTES_PER_JSON_BYTE * max(json_sizes)
+        by_memory = int(available // per_worker)
+    return max(1, min(cores, by_memory, len(json_sizes) or 1))
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+class _Pool:
+    """This process and ``count - 1`` workers, each worker with one task queued ahead."""
+
+    def __init__(self, files: list[Path], count: int, progress: Progress | None) -> None:
+        self.files, self.count, self.progress = files, count, progress
+        self.outcomes: list[tuple[str, Any] | None] = [None] * len(files)
+        self.pending = deque(range(len(files)))
+        self.results: queue.Queue = queue.Queue()
+        self.options = table_options()
+        self.done = 0
+
+    def run(self) -> list[tuple[str, Any]]:
+        workers = [_Worker.start() for _ in range(self.count - 1)]
+        finished = False
+        try:
+            for w, worker in enumerate(workers):
+                worker.reader = threading.Thread(
+                    target=_drain, args=(w, worker.proc.stdout, self.results), daemon=True)
+                worker.reader.start()
+                self._send(worker)
+                self._send(worker)
+            while self.pending or any(p.tasks for p in workers):
+                if self.pending:
+                    i = self.pending.popleft()
+                    self._finish(i, analyse_file(self.files[i], self.options, False))
+                self._collect(workers, block=not self.pending)
+            finished = True
+        finally:
+            _stop(workers, kill=not finished)
+        if self.progress:
+            self.progress(len(self.files), len(self.files), self.files[-1])
+        return [o if o is not None else ("skipped", "not reached") for o in self.outcomes]
+
+    def _collect(self, workers: list[_Worker], block: bool) -> None:
+        """Take the workers' finished results (waiting for one if ``block``), refill them."""
+        while any(p.tasks for p in workers):
+            try:
+                w, frame = self.results.get(block=block)
+            except queue.Empty:
+                return
+            tasks = workers[w].tasks
+            if frame is None:
+                if tasks:
+                    raise TrainprofError(f"A worker process stopped while analysing "
+                                         f"{self.files[tasks[0]]}; retry with --jobs 1 (out "
+                                         "of memory?).")
+                continue
+            tasks.popleft()
+            self._finish(frame[0], frame[1:])
+            self._send(workers[w])
+            block = False
+
+    def _send(self, worker: _Worker) -> None:
+        if self.pending:
+            i = self.pending.popleft()
+            worker.tasks.append(i)
+            write_frame(worker.proc.stdin, (i, self.files[i], self.options, False))  # type: ignore[arg-type]
+
+    def _finish(self, i: int, outcome: tuple[str, Any]) -> None:
+        self.outcomes[i] = outcome
+        self.done += 1
+        if outcome[0] == "error":
+            raise outcome[1]
+        if self.progress:
+            self.progress(self.done, len(self.files), self.files[i])
+
+
+@dataclass
+class _Worker:
+    """A worker process and the files it has been sent, oldest first."""
+
+    proc: subprocess.Popen
+    tasks: deque[int] = field(default_factory=deque)
+    reader: threading.Thread | None = None  # reads its results as they come
+
+    @staticmethod
+    def start() -> _Worker:
+        """``python -m trainprof.analysis.parallel.worker``, finding this very trainprof package."""
+        import trainprof
+
+        package_root = str(Path(trainprof.__file__).resolve().parent.parent)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        env.setdefault("TRAINPROF_DECODE_WORKERS", "1")  # the files already share the cores
+        return _Worker(subprocess.Popen([sys.executable, "-m", "trainprof.analysis.parallel.worker"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env))
+
+
+def _drain(w: int, stream: IO[bytes], results: queue.Queue) -> None:
+    """Read a worker's results as they come (None when it stops), so it never blocks writing."""
+    while True:
+        try:
+            frame = read_frame(stream)
+        except (EOFError, OSError, ValueError):
+            results.put((w, None))
+            return
+        results.put((w, frame))
+
+
+def _stop(workers: list[_Worker], kill: bool) -> None:
+    """Close every worker's task pipe (it then exits); kill one that does not, or all of them
+    at once after an error (their work is no longer wanted)."""
+    for w in workers:
+        if kill:
+            w.proc.kill()
+        with contextlib.suppress(OSError):
+            w.proc.stdin.close()  # type: ignore[union-attr]
+    for w in workers:
+        try:
+            w.proc.wait(timeout=STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            w.proc.kill()
+            w.proc.wait()
+        if w.reader is not None:
+            w.reader.join()  # it ends at the end of the pipe, now that the worker is gone
+        w.proc.stdout.close()  # type: ignore[union-attr]

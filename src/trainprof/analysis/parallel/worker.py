@@ -1,0 +1,67 @@
+"""One worker process of a parallel analysis: ``python -m trainprof.analysis.parallel.worker``.
+
+It reads tasks from stdin and writes results to stdout, each a length-prefixed pickle. A plain
+subprocess rather than ``multiprocessing``: no user code runs in it (multiprocessing's spawn
+would import the caller's ``__main__`` module again, and re-run an unguarded script).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from trainprof.analysis.options import TableOptions, using_table_options
+from trainprof.errors import TraceError
+from trainprof.pipes import read_frame, write_frame
+
+
+def analyse_file(path: Path, options: TableOptions, single: bool,
+                 decode_workers: int | None = None) -> tuple[str, Any]:
+    """("ok", RankAnalysis), ("skipped", reason) for a file that is not a trace among several,
+    or ("error", exception). ``decode_workers``: processes decoding the file (None: as
+    trace/parallel_decode.py chooses; 1 where the files already share the cores)."""
+    from trainprof.analysis.overview.rank import analyze_trace
+    from trainprof.analysis.streaming.memory_budget import default_budget, needs_streaming
+    from trainprof.trace.load import is_not_a_trace, load_file
+
+    try:
+        with using_table_options(options):
+            budget = options.max_memory or default_budget()
+            if needs_streaming(path, budget):  # too large to read whole: window by window
+                from trainprof.analysis.streaming.streamed import analyze_streamed
+
+                return "ok", analyze_streamed(path, budget)
+            return "ok", analyze_trace(load_file(path, workers=decode_workers))
+    except TraceError as exc:
+        if not single and is_not_a_trace(exc):
+            return "skipped", str(exc)
+        return "error", exc
+    except Exception as exc:  # re-raised in the parent, as a serial run would raise it
+        return "error", exc
+
+
+def main() -> None:
+    # Ctrl-C reaches the whole process group: the parent handles it and stops the workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    tasks = sys.stdin.buffer
+    results = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt frames
+    while True:
+        try:
+            index, path, options, single = read_frame(tasks)
+        except EOFError:
+            return
+        status, payload = analyse_file(path, options, single)
+        try:
+            write_frame(results, (index, status, payload))
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            write_frame(results, (index, "error", RuntimeError(f"{type(payload).__name__}: "
+                                                               f"{payload} ({exc})")))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Ops and collectives against the device's peaks: roofline, bus bandwidth."""

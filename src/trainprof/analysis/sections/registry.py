@@ -1,0 +1,94 @@
+"""The deep analyses that run after the overview, each adding one section to a rank's result.
+
+A section is a function ``(trace, steps) -> result`` whose result has ``to_dict()``. Its name is
+the key under ``ranks[i]`` in the JSON result and the attribute of ``RankAnalysis.sections``. To
+add one, write its module, list it here and give it a typed field of the same name in
+analysis/section_results.py (a mismatch fails at import); the report side lists its renderer in
+``report/terminal/sections.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from trainprof.analysis.critical_path import critical_path
+from trainprof.analysis.job.collective_ranks import collective_ranks
+from trainprof.analysis.job.rank_table import mark_straggler, rank_table
+from trainprof.analysis.job.stragglers import stragglers
+from trainprof.analysis.overview.steps import StepWindows
+from trainprof.analysis.roofline.collectives import collectives
+from trainprof.analysis.roofline.section import roofline
+from trainprof.analysis.section_results import JobSections, RankSections
+from trainprof.analysis.sections.communication import communication
+from trainprof.analysis.sections.compilation import compilation
+from trainprof.analysis.sections.copies import copies
+from trainprof.analysis.sections.host import host_time
+from trainprof.analysis.sections.idle import idle_time
+from trainprof.analysis.sections.kernels import kernel_stats
+from trainprof.analysis.sections.launch import launch_stats
+from trainprof.analysis.sections.memory import memory
+from trainprof.analysis.sections.modules import module_tree
+from trainprof.analysis.sections.operators import operators_section
+from trainprof.analysis.sections.syncs import sync_stats
+
+if TYPE_CHECKING:
+    from trainprof.analysis.results import RankAnalysis
+from trainprof.trace.model import Trace
+
+Section = Callable[[Trace, StepWindows], Any]
+
+#: (name, function), in the order they run and are shown.
+SECTIONS: list[tuple[str, Section]] = []
+SECTIONS += [
+    ("idle", idle_time),
+    ("copies", copies),
+    ("memory", memory),
+    ("communication", communication),
+]
+SECTIONS += [
+    ("operators", operators_section),
+    ("kernels", kernel_stats),
+    ("launch", launch_stats),
+    ("syncs", sync_stats),
+    ("host", host_time),
+]
+SECTIONS += [("modules", module_tree)]
+# How far from the hardware (docs/roofline.md).
+SECTIONS += [("roofline", roofline), ("collectives", collectives)]
+SECTIONS += [("compilation", compilation)]
+SECTIONS += [("critical_path", critical_path)]
+
+
+def run_sections(trace: Trace, steps: StepWindows) -> RankSections:
+    """Every registered section's result for one trace."""
+    return RankSections(**{name: fn(trace, steps) for name, fn in SECTIONS})
+
+
+JobSection = Callable[[list["RankAnalysis"]], Any]
+
+#: Job-level sections computed from every rank's result (e.g. stragglers), shown once. Their
+#: results go under the top-level "job" key of the JSON result.
+JOB_SECTIONS: list[tuple[str, JobSection]] = []
+JOB_SECTIONS += [("stragglers", stragglers)]
+JOB_SECTIONS += [("rank_table", rank_table)]
+JOB_SECTIONS += [("collective_ranks", collective_ranks)]
+
+
+def run_job_sections(ranks: list[RankAnalysis]) -> JobSections:
+    """Every job-level section's result for the ranks of one job."""
+    out = JobSections(**{name: fn(ranks) for name, fn in JOB_SECTIONS})
+    mark_straggler(out.rank_table, None if out.stragglers is None else out.stragglers.straggler)
+    return out
+
+
+def _check_fields(registry: list[tuple[str, Any]], container: type[RankSections | JobSections]
+                  ) -> None:
+    names = [name for name, _ in registry]
+    if names != container.field_names():
+        raise RuntimeError(f"the sections {names} and the fields of {container.__name__} "
+                           f"{container.field_names()} differ: list a section with a field")
+
+
+_check_fields(SECTIONS, RankSections)
+_check_fields(JOB_SECTIONS, JobSections)

@@ -1,0 +1,1 @@
+"""What a CUDA memory snapshot says: devices, allocator history, allocation sites."""

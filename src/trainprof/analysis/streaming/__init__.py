@@ -1,0 +1,1 @@
+"""Traces too large to hold at once: the memory budget, spilled traces, windows."""

@@ -1,0 +1,192 @@
+"""The analysis of one trace too large for memory: spilled to disk, analysed window by window.
+
+``analyze_streamed`` reads the file once into a spill (trace/spill.py), finds the steps from the
+step markers kept in memory (re-timed to the device window by window, as ``find_steps`` does
+on the whole trace), then assembles one window of consecutive steps at a time and hands it to
+every section that is a ``WindowedSection`` (analysis/streaming/windows.py). The number of steps per
+window is the largest that keeps the biggest window within the memory budget. A section that
+does not stream yet is left out of the result, with a note that says so.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trainprof.analysis.critical_path.windowed import PlannedSection
+from trainprof.analysis.overview.rank import OVERVIEW_SECTIONS, overview
+from trainprof.analysis.overview.steps import (
+    DeviceSpans,
+    StepWindows,
+    _optimizer_steps,
+    _profiler_steps,
+    device_spans,
+    retime,
+)
+from trainprof.analysis.results import RankAnalysis
+from trainprof.analysis.section_results import RankSections
+from trainprof.analysis.sections.registry import SECTIONS
+from trainprof.analysis.streaming.windows import (
+    Window,
+    WindowedSection,
+    region_of,
+    step_range,
+    window_bounds,
+)
+from trainprof.trace.model import HOST_KINDS, Kind, Trace
+from trainprof.trace.spill import SpilledTrace, check_disk, spill_file
+
+#: Memory one complete event of a window takes while it is analysed: its columns (about 100
+#: bytes) and the analyses' temporaries. Measured on the 1 GB trace (docs/performance.md).
+WINDOW_BYTES_PER_EVENT = 600
+#: What streaming needs besides the window: the interpreter, numpy, the interned tables.
+STREAM_BASE_BYTES = 300 * 2**20
+
+
+def analyze_streamed(path: str | os.PathLike[str], max_memory: int | None = None,
+                     steps_per_window: int | None = None, folder: str | Path | None = None
+                     ) -> RankAnalysis:
+    """The ``RankAnalysis`` of the trace at ``path``, computed window by window in about
+    ``max_memory`` bytes (default: memory.default_budget()); ``steps_per_window`` forces the
+    window size; ``folder`` holds the spill (default: the system's temporary folder).
+
+    Raises ``TraceError`` like ``load_file``, and when the disk cannot hold the spill."""
+    from trainprof.analysis.streaming.memory_budget import default_budget, json_estimate
+
+    path = Path(path)
+    budget = default_budget() if max_memory is None else max_memory
+    check_disk(folder, json_estimate(path))
+    with spill_file(path, folder) as spilled:
+        recorded = recorded_steps(spilled)
+        per = steps_per_window or fitting_steps(spilled, recorded, budget)
+        steps = streamed_steps(spilled, recorded, per)
+        per = steps_per_window or fitting_steps(spilled, steps, budget)
+        return _analysis(spilled, steps, per)
+
+
+def _analysis(spilled: SpilledTrace, steps: StepWindows, per: int) -> RankAnalysis:
+    windowed = {name: fn for name, fn in SECTIONS if isinstance(fn, WindowedSection)}
+    left_out = [name for name, fn in SECTIONS if name not in windowed]
+    sections: dict[str, WindowedSection] = {**OVERVIEW_SECTIONS, **windowed}
+    # A planned section (the critical path) surveys every window, then reads again only the
+    # time ranges its plan needs, so that it never holds more than those.
+    planned = {name: s for name, s in sections.items() if isinstance(s, PlannedSection)}
+    parts: dict[str, list[Any]] = {name: [] for name in sections}
+    count = 0
+    for window in stream_windows(spilled, steps, per):
+        count += 1
+        for name, section in sections.items():
+            step = planned[name].survey if name in planned else section.partial
+            parts[name].append(step(window))
+    results = {name: section.combine(parts.pop(name), steps)
+               for name, section in sections.items() if name not in planned}
+    for name, section in planned.items():
+        results[name] = section.from_ranges(parts.pop(name), steps, read=spilled.window)
+    by_section = {v: k for k, v in OVERVIEW_SECTIONS.items()}
+    note = (f"Streamed (trace larger than the memory budget): {count} window(s) of up to "
+            f"{per} step(s).")
+    if steps.source == "whole trace":
+        note += (" Without steps the trace is one window, as large as the trace (fixed time "
+                 "windows are not done yet).")
+    if left_out:
+        note += (" Sections not computed window by window yet are left out: "
+                 f"{', '.join(left_out)}.")
+    head = spilled.window(math.inf, math.inf)
+    head.__dict__["devices"] = spilled.devices
+    return overview(head, steps, lambda section: results[by_section[section]],
+                    RankSections(**{name: results[name] for name in windowed}), notes=[note])
+
+
+def recorded_steps(spilled: SpilledTrace) -> StepWindows:
+    """The steps as recorded (before re-timing), from the markers kept in memory; the whole
+    trace as one step when there are none (as ``find_steps``)."""
+    markers = _marker_trace(spilled)
+    found = _profiler_steps(markers) or _optimizer_steps(markers)
+    if found is not None:
+        numbers, starts, ends, source = found
+        return StepWindows(numbers=numbers, starts=starts, ends=ends, source=source)
+    start, end = _whole_span(spilled)
+    return StepWindows(numbers=np.array([0]), starts=np.array([start]), ends=np.array([end]),
+                       source="whole trace",
+                       notes=["No ProfilerStep or optimizer-step events: the whole trace is "
+                              "one window."])
+
+
+def streamed_steps(spilled: SpilledTrace, recorded: StepWindows, per: int) -> StepWindows:
+    """``find_steps`` of the whole trace, re-timing window by window over the recorded
+    steps (each window answers for its own steps' device spans)."""
+    steps = StepWindows(numbers=recorded.numbers.copy(), starts=recorded.starts.copy(),
+                        ends=recorded.ends.copy(), source=recorded.source,
+                        notes=list(recorded.notes))
+    if steps.source == "whole trace" or not spilled.has_gpu:
+        return steps
+    n = len(steps)
+    parts = []
+    for first in range(0, n, per):
+        stop = min(first + per, n)
+        trace = spilled.window(*window_bounds(recorded, first, stop))
+        parts.append(device_spans(trace, recorded, first, stop))
+    spans = DeviceSpans(counts=np.concatenate([p.counts for p in parts]),
+                        first=np.concatenate([p.first for p in parts]),
+                        last=np.concatenate([p.last for p in parts]),
+                        early_end=parts[0].early_end)
+    retime(steps, spans)
+    return steps
+
+
+def stream_windows(spilled: SpilledTrace, steps: StepWindows, per: int) -> Iterator[Window]:
+    """The windows of ``per`` steps, assembled one at a time."""
+    n = max(len(steps), 1)
+    firsts = list(range(0, n, per))
+    for i, first in enumerate(firsts):
+        stop = min(first + per, len(steps))
+        yield Window(trace=spilled.window(*window_bounds(steps, first, stop)),
+                     steps=step_range(steps, first, stop), index=i, count=len(firsts),
+                     region=region_of(steps, first, stop), all_span=steps.span)
+
+
+def fitting_steps(spilled: SpilledTrace, steps: StepWindows, budget: int) -> int:
+    """The most steps per window whose largest window fits ``budget`` (at least 1)."""
+    n = len(steps)
+    allowed = max(budget - STREAM_BASE_BYTES, 0) // WINDOW_BYTES_PER_EVENT
+    per = max(n, 1)
+    while per > 1:
+        largest = max(spilled.event_count(*window_bounds(steps, f, min(f + per, n)))
+                      for f in range(0, n, per))
+        if largest <= allowed:
+            break
+        per = max(per // 2, 1)
+    return per
+
+
+def _marker_trace(spilled: SpilledTrace) -> Trace:
+    trace = spilled.window(math.inf, math.inf)
+    trace.events = spilled.markers
+    return trace
+
+
+def _whole_span(spilled: SpilledTrace) -> tuple[float, float]:
+    """The whole-trace step of ``find_steps``: first host start to the last end."""
+    host_start, host_end, any_end = math.inf, -math.inf, -math.inf
+    has_host = False
+    pick = np.array([*HOST_KINDS, Kind.RUNTIME], dtype=np.uint8)
+    for piece in spilled.pieces:
+        if not piece.rows["events"]:
+            continue
+        ts = piece.column("events", "ts") - spilled.shift
+        end = ts + piece.column("events", "dur")
+        host = np.isin(piece.column("events", "kind"), pick)
+        any_end = max(any_end, float(end.max()))
+        if host.any():
+            has_host = True
+            host_start = min(host_start, float(ts[host].min()))
+            host_end = max(host_end, float(end[host].max()))
+    if not has_host:
+        first, _ = spilled.time_span()
+        return first, any_end
+    return host_start, max(host_end, any_end)

@@ -1,0 +1,1 @@
+"""The history read by people: terminal, HTML, export, trends and regressions."""

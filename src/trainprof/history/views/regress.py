@@ -1,0 +1,176 @@
+"""Trends per run name, and regressions flagged against a rolling baseline, noise allowed for.
+
+A series is the runs of one name and kind, oldest first (``history.views.series``). Each run is judged
+against the median of the ``BASELINE_RUNS`` runs before it at the same level. It is flagged
+when all three hold:
+
+- it moved by more than ``threshold_pct`` (``THRESHOLD_PCT``, 5% by default);
+- and by more than the run-to-run noise allows (``stats.noise_band_pct``: the spread of
+  successive runs, a false alarm in ``stats.FALSE_ALARM`` of steady runs); until a series has enough runs
+  to know that spread, its runs build the baseline and nothing is flagged;
+- and the step-to-step noise leaves little doubt: in the bootstrap of ``trainprof.stats``
+  (that of ``trainprof compare``'s gate), the run's steps against the baseline's pooled steps
+  pass the threshold in at least ``CONFIDENCE`` of the resamples (rows without per-step times
+  are judged on their medians).
+
+A flagged run, slower (regression) or faster (improvement), starts a new level: later runs are
+judged against it, so a step change is flagged once. When the run just before it already sat
+nearer the new level than the old, the flag moves there (the change began a run earlier; the
+verdict says which run confirmed it). A change of setup (world size, devices, samples per step)
+starts a new level too, unflagged, and the noise is learnt again.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from trainprof.history.store.rows import RunRecord, thin
+from trainprof.history.views.series import Point, points_of
+from trainprof.stats import SlowdownOdds, noise_band_pct, slowdown_odds
+
+BASELINE_RUNS = 5
+THRESHOLD_PCT = 5.0
+#: Runs whose successive differences give the run-to-run noise (at most, the latest).
+NOISE_RUNS = 20
+CONFIDENCE = 0.9
+#: Pooled baseline steps given to the bootstrap (thinned evenly per run above this).
+BOOTSTRAP_MAX_STEPS = 4096
+
+
+@dataclass
+class Verdict:
+    """How a run compares with its baseline. ``status``: regression, improvement, steady,
+    baseline (the noise is not known yet), first, new setup, or unknown (no step time)."""
+
+    status: str
+    change_pct: float | None = None
+    baseline_ms: float | None = None
+    baseline: list[str] = field(default_factory=list)
+    allowance_pct: float | None = None
+    odds: SlowdownOdds | None = None
+    threshold_pct: float = THRESHOLD_PCT
+    #: Set when the change was flagged at an earlier run than the one that made it sure.
+    confirmed_by: str | None = None
+
+    @property
+    def flagged(self) -> bool:
+        return self.status in ("regression", "improvement")
+
+    def to_dict(self) -> dict:
+        return {"status": self.status, "change_pct": self.change_pct,
+                "baseline_ms": self.baseline_ms, "baseline_runs": self.baseline,
+                "allowance_pct": self.allowance_pct, "threshold_pct": self.threshold_pct,
+                "probability": None if self.odds is None else self.odds.probability,
+                "confidence": None if self.odds is None else self.odds.words,
+                "confirmed_by": self.confirmed_by}
+
+
+@dataclass
+class Series:
+    name: str
+    kind: str
+    points: list[Point]
+    verdicts: list[Verdict]
+
+    def flagged(self) -> list[tuple[Point, Verdict]]:
+        return [(p, v) for p, v in zip(self.points, self.verdicts, strict=True) if v.flagged]
+
+
+def series_of(records: list[RunRecord], *, baseline_runs: int = BASELINE_RUNS,
+              threshold_pct: float = THRESHOLD_PCT) -> list[Series]:
+    """The series in ``records``, each judged; ordered by name, then kind."""
+    groups: dict[tuple[str, str], list[RunRecord]] = {}
+    for r in sorted(records, key=lambda r: (r.recorded_at, r.id or 0)):
+        groups.setdefault((r.name, r.kind), []).append(r)
+    out = []
+    for (name, kind), rows in sorted(groups.items()):
+        points = points_of(rows)
+        out.append(Series(name, kind, points, judge(points, baseline_runs, threshold_pct)))
+    return out
+
+
+def judge(points: list[Point], baseline_runs: int = BASELINE_RUNS,
+          threshold_pct: float = THRESHOLD_PCT) -> list[Verdict]:
+    """A verdict per point (see the module's docstring)."""
+    verdicts = [Verdict("unknown") for _ in points]
+    level = [0] * len(points)  # the index of the run that began each point's level
+    start = setup = i = 0  # where the current level and the current setup began
+    while i < len(points):
+        p = points[i]
+        level[i] = start
+        before = next((q for q in reversed(points[:i]) if q.median_ms is not None), None)
+        if p.median_ms is None:
+            pass
+        elif before is not None and p.setup != before.setup:
+            start = setup = level[i] = i
+            verdicts[i] = Verdict("new setup")
+        elif not any(q.median_ms is not None for q in points[start:i]):
+            verdicts[i] = Verdict("first")
+        else:
+            base = [q for q in points[start:i] if q.median_ms is not None][-baseline_runs:]
+            verdicts[i] = _against(p, base, _levels(points, level, setup, i), threshold_pct)
+            if verdicts[i].flagged:
+                onset = _onset(points, start, i, verdicts[i], threshold_pct)
+                if onset < i:
+                    seen = verdicts[i]
+                    verdicts[onset] = Verdict(seen.status, _change(points[onset], seen),
+                                              seen.baseline_ms, seen.baseline, seen.allowance_pct,
+                                              seen.odds, threshold_pct, confirmed_by=p.label)
+                start, i = onset, onset  # judge the runs after it against the new level
+                level[i] = start
+        i += 1
+    return verdicts
+
+
+def _levels(points: list[Point], level: list[int], setup: int, i: int) -> list[list[float]]:
+    """The medians of the latest NOISE_RUNS runs before ``i`` since its setup began, split where
+    each level began."""
+    out: dict[int, list[float]] = {}
+    for k in range(max(setup, i - NOISE_RUNS), i):
+        if points[k].median_ms is not None:
+            out.setdefault(level[k], []).append(points[k].median_ms)
+    return list(out.values())
+
+
+def _against(p: Point, base: list[Point], levels: list[list[float]], threshold_pct: float
+             ) -> Verdict:
+    reference = statistics.median(q.median_ms for q in base)
+    verdict = Verdict("steady", (p.median_ms / reference - 1.0) * 100.0, reference,
+                      [q.label for q in base], threshold_pct=threshold_pct)
+    band = noise_band_pct(levels, len(base))
+    if band is None:
+        verdict.status = "baseline"
+        return verdict
+    verdict.allowance_pct = max(threshold_pct, band)
+    slower = verdict.change_pct > verdict.allowance_pct
+    faster = (reference / p.median_ms - 1.0) * 100.0 > verdict.allowance_pct
+    if not (slower or faster):
+        return verdict
+    pooled, _ = thin([(k, q.step_times_ms) for k, q in enumerate(base) if q.step_times_ms],
+                     BOOTSTRAP_MAX_STEPS)
+    if pooled and p.step_times_ms:  # how sure, given the steps' noise, that it passes the threshold
+        verdict.odds = (slowdown_odds(pooled, p.step_times_ms, threshold_pct) if slower
+                        else slowdown_odds(p.step_times_ms, pooled, threshold_pct))
+    if verdict.odds is None or verdict.odds.probability >= CONFIDENCE:
+        verdict.status = "regression" if slower else "improvement"
+    return verdict
+
+
+def _onset(points: list[Point], start: int, i: int, seen: Verdict, threshold_pct: float) -> int:
+    """The first of the runs just before ``i`` (after its level's first) that already sit past
+    the threshold, on the same side, nearer the new level than the baseline; else ``i``."""
+    onset = i
+    new, old = points[i].median_ms, seen.baseline_ms
+    for k in range(i - 1, start, -1):
+        m = points[k].median_ms
+        if m is None or abs(m - new) >= abs(m - old) or (m > old) != (new > old):
+            break
+        if abs(_change(points[k], seen)) <= threshold_pct:
+            break
+        onset = k
+    return onset
+
+
+def _change(p: Point, seen: Verdict) -> float:
+    return (p.median_ms / seen.baseline_ms - 1.0) * 100.0

@@ -1,0 +1,1 @@
+"""A copy of a trace with trainprof's verdict on its timeline."""

@@ -1,0 +1,55 @@
+"""The module tree in the HTML report: nested ``<details>``, one per module with submodules.
+
+Reads the ``modules`` result in its JSON form; names stay plain ``str`` (the template escapes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainprof.report.terminal.modules import columns
+
+#: Levels of the tree open when the page loads (deeper ones open on a click).
+OPEN_LEVELS = 2
+
+
+@dataclass
+class ModuleNode:
+    name: str
+    path: str
+    figures: str
+    share_pct: float
+    open: bool
+    children: list[ModuleNode] = field(default_factory=list)
+
+
+@dataclass
+class ModulesView:
+    caption: str
+    roots: list[ModuleNode]
+    note: str | None
+
+
+def modules_view(tree: dict[str, Any] | None) -> ModulesView | None:
+    """The view of a ``modules`` result, or None for a result without one (an older file)."""
+    if not tree:
+        return None
+    if not tree.get("available"):
+        return ModulesView("", [], str(tree.get("note") or ""))
+    cols = columns(tree)
+    nodes: list[ModuleNode] = []
+    roots: list[ModuleNode] = []
+    for r in tree.get("rows") or []:
+        times = " · ".join(f"{label} {r[key] / 1000:,.2f} ms" for label, key in cols)
+        node = ModuleNode(name=str(r["name"]), path=str(r["path"]),
+                          figures=f"{r['share_pct']:.1f}% · {r['calls']} calls · {times}",
+                          share_pct=float(r["share_pct"]), open=r["depth"] < OPEN_LEVELS)
+        nodes.append(node)
+        parent = r["parent"]
+        (nodes[parent].children if 0 <= parent < len(nodes) - 1 else roots).append(node)
+    clock = "kernel time" if tree.get("clock") == "device" else "host time"
+    caption = (f"By {clock} over {tree.get('steps')} steps: share of all step time (forward "
+               "and backward with submodules), calls, then self, forward and backward times. "
+               "Click a module to open it.")
+    return ModulesView(caption, roots, tree.get("note"))

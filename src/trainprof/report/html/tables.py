@@ -1,0 +1,179 @@
+"""Tables of the HTML report as plain data (the template escapes every cell).
+
+A ``Table`` is columns and rows of ``Cell``; a cell's ``sort`` value (a number, or the text)
+goes into ``data-v`` so the page's small script can sort by it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainprof.analysis.job.rank_table import shown_rows
+from trainprof.formatting import number
+from trainprof.report.labels import SORT_LABELS
+from trainprof.report.terminal.hotspots import short_kernel_name
+
+#: Rows per table unless the caller asks for another number.
+DEFAULT_ROWS = 25
+
+
+@dataclass
+class Cell:
+    text: str
+    sort: float | str | None = None
+    title: str = ""  # a tooltip: the whole text when ``text`` is shortened
+
+    @property
+    def key(self) -> float | str:
+        return self.text if self.sort is None else self.sort
+
+
+@dataclass
+class Column:
+    label: str
+    numeric: bool = True
+    title: str = ""  # a tooltip that says what the column measures
+
+
+@dataclass
+class Table:
+    columns: list[Column]
+    rows: list[list[Cell]] = field(default_factory=list)
+    caption: str = ""
+    sortable: bool = True
+
+
+fmt = number
+
+
+def num(value: float | None, digits: int = 1, unit: str = "") -> Cell:
+    return Cell(fmt(value, digits, unit), -1e300 if value is None else float(value))
+
+
+def text(value: Any) -> Cell:
+    return Cell("" if value is None else str(value))
+
+
+def kernel_name(name: str) -> Cell:
+    """A kernel's name without its parameter list (the whole name in the tooltip)."""
+    short = short_kernel_name(name)
+    return Cell(short, title=name if short != name else "")
+
+
+def operators_table(ops: dict[str, Any], rows: int = DEFAULT_ROWS) -> Table:
+    device = bool(ops.get("has_device"))
+    cols = [Column("operator", numeric=False), Column("calls")]
+    if device:
+        cols += [Column("device self ms", title="time of the kernels this op launched itself"),
+                 Column("device total ms", title="with the kernels of the ops it called")]
+    cols += [Column("host self ms", title="host time not spent in ops it called"),
+             Column("host total ms")]
+    sort_by = str(ops.get("sort_by", ""))
+    table = Table(cols, caption=f"sorted by {SORT_LABELS.get(sort_by, sort_by.replace('_', ' '))}"
+                                " (whole trace)")
+    for r in ops.get("rows", [])[:rows]:
+        name = r["name"] + (f" {r['shape']}" if r.get("shape") else "")
+        cells = [text(name), num(r["calls"], 0)]
+        if device:
+            cells += [num(_ms(r.get("device_self_us")), 2), num(_ms(r.get("device_total_us")), 2)]
+        cells += [num(_ms(r.get("host_self_us")), 2), num(_ms(r.get("host_total_us")), 2)]
+        table.rows.append(cells)
+    return table
+
+
+def kernels_table(kernels: dict[str, Any], rows: int = DEFAULT_ROWS) -> Table:
+    cols = [Column("kernel", numeric=False), Column("calls"), Column("total ms"),
+            Column("mean µs"), Column("share", title="of all kernel time"),
+            Column("occupancy", title="estimated from the launch size"),
+            Column("Tensor Cores", numeric=False),
+            Column("class", numeric=False, title="docs/kernel_classes.md"),
+            Column("launched by", numeric=False)]
+    table = Table(cols, caption=_class_caption(kernels.get("classes")))
+    for r in kernels.get("rows", [])[:rows]:
+        table.rows.append([
+            kernel_name(r["name"]), num(r["calls"], 0), num(_ms(r.get("total_us")), 2),
+            num(r.get("mean_us"), 1), num(r.get("share_pct"), 1, "%"),
+            num(r.get("occupancy_pct"), 0, "%"), text("yes" if r.get("tensor_cores") else "no"),
+            text(_class_label(r)), text(r.get("op") or ""),
+        ])
+    return table
+
+
+def _class_label(row: dict[str, Any]) -> str:
+    label = str(row.get("kernel_class") or "compute").replace("_", " ")
+    by = row.get("classified_by")
+    return f"{label} (unclassified)" if by == "unclassified" else (
+        f"{label} (by launch)" if by == "launch" else label)
+
+
+def _class_caption(classes: dict[str, Any] | None) -> str:
+    """Kernel time per class, and the unclassified share (docs/kernel_classes.md)."""
+    if not classes or not classes.get("total_us"):
+        return ""
+    p = classes.get("class_pct") or {}
+    return (f"Kernel time: communication {fmt(p.get('communication'), 1, '%')}, Tensor Core "
+            f"{fmt(p.get('tensor_core'), 1, '%')}, other compute {fmt(p.get('compute'), 1, '%')}"
+            f"; unclassified (counted as compute) {fmt(classes.get('unclassified_pct'), 1, '%')}")
+
+
+def idle_gaps_table(idle: dict[str, Any], rows: int = 10) -> Table | None:
+    gaps = idle.get("longest_gaps") or []
+    if not gaps:
+        return None
+    cols = [Column("step"), Column("device"), Column("at ms", title="from the start of the step window"),
+            Column("gap µs"), Column("kind", numeric=False),
+            Column("what the CPU was doing (top-level ops, µs)", numeric=False)]
+    table = Table(cols)
+    for g in gaps[:rows]:
+        host = [(h["overlap_us"], h["name"]) for h in g.get("host", [])]
+        if (g.get("no_host_op_us") or 0) >= 1:
+            host.append((g["no_host_op_us"], "(no op recorded)"))
+        meanwhile = ", ".join(f"{n} {us:,.0f}" for us, n in sorted(host, reverse=True))
+        table.rows.append([
+            num(g.get("step"), 0) if g.get("step") is not None else Cell("", -1),
+            text(g.get("device")), num(g.get("start_ms"), 1), num(g.get("duration_us"), 0),
+            text(str(g.get("category", "")).replace("_", " ")), text(meanwhile),
+        ])
+    return table
+
+
+def communication_table(comm: dict[str, Any]) -> Table | None:
+    types = comm.get("types") or []
+    if not comm.get("count") or not types:
+        return None
+    cols = [Column("collective", numeric=False), Column("per step"), Column("ms/step"),
+            Column("hidden by compute", title="share of its time overlapped with compute")]
+    table = Table(cols)
+    for t in types:
+        table.rows.append([text(t["type"]), num(t.get("count_per_step"), 1),
+                           num(t.get("busy_ms_per_step", t.get("time_ms_per_step")), 2), num(t.get("overlap_pct"), 0, "%")])
+    return table
+
+
+def _ms(us: float | None) -> float | None:
+    return None if us is None else us / 1000.0
+
+
+def stragglers_table(section: dict[str, Any]) -> Table | None:
+    """Per rank: step time, communication, and the waiting it suffered and caused."""
+    ranks = section.get("ranks") or []
+    if len(ranks) < 2:
+        return None
+    cols = [Column("rank"), Column("median step ms"), Column("comm ms/step"),
+            Column("exposed comm ms/step"), Column("waited ms/step"),
+            Column("caused wait ms/step", title="time other ranks waited for this one"),
+            Column("last to arrive", title="collectives this rank reached last")]
+    table = Table(cols)
+    shown = shown_rows(ranks, keep=(section.get("straggler"),), by="step_median_ms")
+    if len(shown) < len(ranks):
+        table.caption = (f"{len(shown)} of {len(ranks)} ranks: the slowest, the fastest and the "
+                         "straggler; --all-ranks shows all.")
+    for r in shown:
+        table.rows.append([num(r.get("rank"), 0), num(r.get("step_median_ms"), 1),
+                           num(r.get("comm_ms_per_step"), 2),
+                           num(r.get("exposed_comm_ms_per_step"), 2),
+                           num(r.get("waited_ms_per_step"), 2),
+                           num(r.get("caused_wait_ms_per_step"), 2),
+                           num(r.get("last_arrivals"), 0)])
+    return table

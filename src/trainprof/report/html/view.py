@@ -1,0 +1,263 @@
+"""The HTML report's content as plain data: the verdict, each rank's figures and charts.
+
+Everything here reads the JSON result (a dict, ``docs/json.md``), so a saved result renders
+the same as a fresh analysis. Strings stay plain ``str`` (the template escapes them); charts are
+``Markup`` from ``report.html.svg``, which escapes its own text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trainprof.diagnose.findings import is_minor
+from trainprof.report.html import svg, tables
+from trainprof.report.html.chart import Chart
+from trainprof.report.html.critical_path import path_chart, split_table, what_if_table
+from trainprof.report.html.memory import memory_charts
+from trainprof.report.html.modules import ModulesView, modules_view
+from trainprof.report.html.roofline import collectives_table, roofline_chart, roofline_table
+from trainprof.report.html.tables import Table, fmt
+from trainprof.report.labels import (
+    CATEGORY_COLORS,
+    PHASE_COLORS,
+    TIMELINE_SHARES,
+    category_label,
+    evidence_text,
+)
+
+#: Most bars in the per-step chart; longer runs get a bar per group of consecutive steps.
+MAX_STEP_BARS = 150
+
+
+@dataclass
+class RankView:
+    anchor: str
+    title: str
+    facts: list[tuple[str, str]]
+    step_chart: Chart
+    breakdown: Chart
+    breakdown_table: Table
+    phases: Chart
+    phases_table: Table
+    gpu_table: Table | None
+    timeline: Chart | None
+    timeline_table: Table | None
+    operators: Table | None
+    kernels: Table | None
+    idle_gaps: Table | None
+    memory: list[Chart] = field(default_factory=list)
+    communication: Table | None = None
+    notes: list[str] = field(default_factory=list)
+    modules: ModulesView | None = None
+    roofline: Chart | None = None
+    roofline_table: Table | None = None
+    collectives: Table | None = None
+    critical_path: Chart | None = None
+    critical_path_tables: list[Table] = field(default_factory=list)
+
+
+#: Findings shown open in the HTML verdict; the rest (and minor ones, diagnose.findings.is_minor)
+#: are folded to their title line, so that the first chart is not two screens down.
+OPEN_FINDINGS = 3
+
+
+def finding_view(f: dict[str, Any], number: int) -> dict[str, Any]:
+    from markupsafe import Markup
+
+    from trainprof.report.html.rule_docs import rule_section_html
+
+    fix = f.get("fix") or {}
+    saving = f.get("saving_pct")
+    docs_html = rule_section_html(str(f.get("docs", "")))
+    return {
+        # The costliest findings open; one that saves too little for a card (is_minor, as the
+        # text report decides) or past OPEN_FINDINGS folded to its title line.
+        "open": number <= OPEN_FINDINGS and not is_minor(saving, str(f.get("severity", "low"))),
+        # Our own docs/rules.md rendered with raw HTML escaped (report/html/rule_docs.py).
+        "docs_html": Markup(docs_html) if docs_html else None,
+        "number": number,
+        "severity": str(f.get("severity", "low")),
+        "title": str(f.get("title", "")),
+        "where": "whole job" if f.get("rank") is None else f"rank {f['rank']}",
+        "saving": f"saves ~{fmt(f.get('saving_pct'), 0)}% ({fmt(f.get('saving_ms'), 1)} ms/step)",
+        "explanation": str(f.get("explanation", "")),
+        "evidence": [evidence_text(e) for e in f.get("evidence", [])],
+        "assumption": str(f.get("saving_assumption", "")),
+        "fix": {k: str(fix.get(k) or "") for k in ("summary", "pytorch", "accelerate")},
+        "docs": str(f.get("docs", "")),
+        "minor": is_minor(f.get("saving_pct"), str(f.get("severity", "low"))),
+    }
+
+
+def headline(result: dict[str, Any]) -> str:
+    findings = result.get("findings") or []
+    if not findings:
+        return "No major bottleneck found. Where the time goes is below."
+    top = findings[0]
+    more = f" ({len(findings)} findings, most costly first)" if len(findings) > 1 else ""
+    return f"{top['title']}: fixing it saves ~{fmt(top.get('saving_pct'), 0)}% of step time{more}."
+
+
+def rank_view(r: dict[str, Any], index: int, rows: int) -> RankView:
+    s = r["steps"]
+    window = f", window {r['window']}" if r.get("window") else ""
+    facts = [("steps", f"{s['count']} (from {s.get('source', '?')})"),
+             ("median step", f"{fmt(s.get('median_ms'), 1)} ms"),
+             ("mean", f"{fmt(s.get('mean_ms'), 1)} ms"), ("p90", f"{fmt(s.get('p90_ms'), 1)} ms"),
+             ("min / max", f"{fmt(s.get('min_ms'), 1)} / {fmt(s.get('max_ms'), 1)} ms"),
+             ("step-to-step variation (CV)", f"{fmt((s.get('cv') or 0) * 100, 1)}%")]
+    if r.get("gpu"):
+        facts.append(("GPU utilisation", f"{fmt(r['gpu'].get('utilization_pct'), 1)}%"))
+    ops, kernels = r.get("operators"), r.get("kernels")
+    return RankView(
+        anchor=f"rank-{index}",
+        title=f"rank {r['rank']}{window} · {r.get('device', '')} · {r.get('file', '')}",
+        facts=facts,
+        step_chart=step_chart(r),
+        breakdown=_share_chart(
+            [(category_label(c), r["breakdown_pct"].get(c, 0.0), CATEGORY_COLORS.get(c, "#999"))
+             for c in r["breakdown_pct"]], "Share of step time by category"),
+        breakdown_table=_share_table("category", r["breakdown_ms"], r["breakdown_pct"],
+                                     category_label),
+        phases=_share_chart([(p, r["phases_pct"].get(p, 0.0), PHASE_COLORS.get(p, "#999"))
+                             for p in r["phases_pct"]], "Share of step time by training phase"),
+        phases_table=_share_table("phase", r["phases_ms"], r["phases_pct"], str),
+        gpu_table=_gpu_table(r.get("gpus") or []),
+        timeline=_timeline_chart(r.get("timeline")),
+        timeline_table=_timeline_table(r.get("timeline")),
+        operators=tables.operators_table(ops, rows) if ops and ops.get("rows") else None,
+        kernels=tables.kernels_table(kernels, rows) if kernels and kernels.get("rows") else None,
+        idle_gaps=tables.idle_gaps_table(r["idle"]) if r.get("idle") else None,
+        memory=memory_charts(r.get("memory") or {}),
+        communication=(tables.communication_table(r["communication"])
+                       if r.get("communication") else None),
+        notes=[str(n) for n in r.get("notes", [])],
+        modules=modules_view(r.get("modules")),
+        roofline=roofline_chart(r.get("roofline") or {}),
+        roofline_table=roofline_table(r.get("roofline") or {}),
+        collectives=collectives_table(r.get("collectives") or {}),
+        critical_path=path_chart(r.get("critical_path")),
+        critical_path_tables=[t for t in (split_table(r.get("critical_path")),
+                                          what_if_table(r.get("critical_path"))) if t],
+    )
+
+
+def step_chart(r: dict[str, Any]) -> Chart:
+    """Stacked bars of each step's breakdown, or the step times alone when it is unknown."""
+    per_step = r["steps"]["per_step"]
+    labels = [str(p["step"]) for p in per_step]
+    if per_step and all("breakdown_ms" in p for p in per_step):
+        keys = list(per_step[0]["breakdown_ms"])
+        series = [svg.Series(category_label(c), CATEGORY_COLORS.get(c, "#999")) for c in keys]
+        values = [[p["breakdown_ms"].get(c, 0.0) for c in keys] for p in per_step]
+        caption = "Each step's time by category (the same priority order as the table)."
+    else:
+        series = [svg.Series("step time", CATEGORY_COLORS["kernel"])]
+        values = [[p["ms"]] for p in per_step]
+        caption = "Each step's time (the per-step breakdown is not in a saved result)."
+    size = math.ceil(len(values) / MAX_STEP_BARS)
+    if size > 1:  # a bar per group of consecutive steps: the file stays small, bars stay visible
+        labels = ["–".join(dict.fromkeys((labels[i], labels[min(i + size, len(labels)) - 1])))
+                  for i in range(0, len(labels), size)]
+        values = [np.mean(values[i:i + size], axis=0).tolist()
+                  for i in range(0, len(values), size)]
+        caption += f" Each bar is the mean of {size} consecutive steps ({len(per_step)} in all)."
+    chart = svg.stacked_bars(labels, series, values, "ms", "Step time per step", "step")
+    return Chart(chart, svg.legend(series), caption)
+
+
+def ranks_chart(ranks: list[dict[str, Any]]) -> Chart:
+    """Mean step time per rank, stacked by category."""
+    keys = list(ranks[0]["breakdown_ms"])
+    series = [svg.Series(category_label(c), CATEGORY_COLORS.get(c, "#999")) for c in keys]
+    labels = [f"{r['rank']}" + (f" w{r['window']}" if r.get("window") else "") for r in ranks]
+    values = [[r["breakdown_ms"].get(c, 0.0) for c in keys] for r in ranks]
+    chart = svg.stacked_bars(labels, series, values, "ms", "Mean step time per rank", "rank")
+    caption = "Mean step time per rank, by category" + (
+        " (w1, w2: the rank's second, third recorded window)." if any(r.get("window") for r in ranks) else ".")
+    return Chart(chart, svg.legend(series), caption)
+
+
+def ranks_table(ranks: list[dict[str, Any]], straggler: int | None = None) -> Table:
+    """Each rank's step, breakdown shares and GPU figures; the straggler, the slowest and the
+    fastest marked (the verdict names them)."""
+    medians = [r["steps"].get("median_ms") or 0.0 for r in ranks]
+    marks = {medians.index(max(medians)): "slowest", medians.index(min(medians)): "fastest"}
+    cols = [tables.Column("rank"), tables.Column("window"), tables.Column("device", False),
+            tables.Column("median step ms"), tables.Column("kernel"),
+            tables.Column("communication"), tables.Column("DataLoader"),
+            tables.Column("CPU Exec"), tables.Column("GPU util"), tables.Column("exposed comm"),
+            tables.Column("", False)]
+    table = Table(cols)
+    for i, r in enumerate(ranks):
+        mark = ", ".join(m for m in ("straggler" * (r["rank"] == straggler),
+                                     marks.get(i, "") * (len(set(medians)) > 1)) if m)
+        b, gpu, tl = r["breakdown_pct"], r.get("gpu") or {}, r.get("timeline") or {}
+        table.rows.append([
+            tables.num(r["rank"], 0), tables.num(r.get("window", 0), 0), tables.text(r["device"]),
+            tables.num(r["steps"].get("median_ms"), 1), tables.num(b.get("kernel"), 0, "%"),
+            tables.num(b.get("communication"), 0, "%"), tables.num(b.get("dataloader"), 0, "%"),
+            tables.num(b.get("cpu_exec"), 0, "%"), tables.num(gpu.get("utilization_pct"), 0, "%"),
+            tables.num(tl.get("exposed_communication_pct"), 0, "%"), tables.text(mark),
+        ])
+    return table
+
+
+def _share_chart(items: list[tuple[str, float, str]], label: str) -> Chart:
+    series = [(svg.Series(name, color), pct) for name, pct, color in items]
+    return Chart(svg.share_bar(series, label), svg.legend([s for s, _ in series]))
+
+
+def _share_table(what: str, ms: dict[str, float], pct: dict[str, float],
+                 label: Callable[[str], str]) -> Table:
+    table = Table([tables.Column(what, False), tables.Column("ms/step"), tables.Column("share")])
+    for key in pct:
+        table.rows.append([tables.text(label(key)), tables.num(ms.get(key), 2),
+                           tables.num(pct.get(key), 1, "%")])
+    return table
+
+
+def _gpu_table(gpus: list[dict[str, Any]]) -> Table | None:
+    if not gpus:
+        return None
+    cols = [tables.Column("device"), tables.Column("utilisation"),
+            tables.Column("SM efficiency", title="estimated from launch sizes"),
+            tables.Column("occupancy", title="estimated from launch sizes"),
+            tables.Column("Tensor Core time")]
+    table = Table(cols, sortable=False)
+    for g in gpus:
+        table.rows.append([tables.text(g.get("device")), tables.num(g.get("utilization_pct"), 1, "%"),
+                           tables.num(g.get("sm_efficiency_pct"), 1, "%"),
+                           tables.num(g.get("achieved_occupancy_pct"), 1, "%"),
+                           tables.num(g.get("tensor_core_pct"), 1, "%")])
+    return table
+
+
+def _timeline_chart(tl: dict[str, Any] | None) -> Chart | None:
+    if not tl:
+        return None
+    items = [(label, tl.get(key) or 0.0, color) for key, label, color in TIMELINE_SHARES]
+    chart = _share_chart(items, "GPU time over the step window")
+    chart.caption = (f"{fmt(tl.get('span_ms'), 1)} ms analysed: compute, communication not "
+                     "under compute, copies under neither, and idle add up to 100%.")
+    return chart
+
+
+def _timeline_table(tl: dict[str, Any] | None) -> Table | None:
+    if not tl:
+        return None
+    rows = (("busy", "busy_pct"), ("idle", "idle_pct"), ("compute", "compute_pct"),
+            ("communication", "communication_pct"),
+            ("communication not under compute", "exposed_communication_pct"),
+            ("memcpy / memset", "memcpy_pct"), ("copies not under other work", "exposed_memcpy_pct"),
+            ("communication hidden by compute", "comm_comp_overlap_pct"))
+    table = Table([tables.Column("", False), tables.Column("share")], sortable=False)
+    for label, key in rows:
+        if tl.get(key) is not None:
+            table.rows.append([tables.text(label), tables.num(tl[key], 1, "%")])
+    return table

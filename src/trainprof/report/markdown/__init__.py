@@ -1,0 +1,1 @@
+"""Markdown for a pull-request comment."""

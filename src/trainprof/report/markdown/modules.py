@@ -1,0 +1,32 @@
+"""The module tree as a Markdown table (``analyze --modules --format md``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainprof.report.markdown.text import md_text, table
+from trainprof.report.terminal.modules import MIN_SHARE_PCT, columns, shown_rows
+
+#: Marks a level of nesting in the module column (Markdown tables drop leading spaces).
+INDENT = "· "
+
+
+def modules_md(tree: dict[str, Any]) -> str:
+    """The tree of a ``modules`` result (its JSON form); the way to record it when absent."""
+    if not tree.get("available"):
+        return md_text(tree.get("note") or "", None)
+    kept, hidden = shown_rows(tree)
+    cols = columns(tree)
+    head = ["module", "calls", *(f"{h} ms" for h, _ in cols), "share"]
+    rows = [[INDENT * r["depth"] + md_text(r["name"]), str(r["calls"]),
+             *(f"{r[key] / 1000:,.2f}" for _, key in cols), f"{r['share_pct']:.1f}%"]
+            for r in kept]
+    clock = "kernel time" if tree.get("clock") == "device" else "host time"
+    out = [f"By {clock}, over {tree.get('steps')} steps; fwd and bwd include submodules.", "",
+           table(head, rows)]
+    if hidden:
+        out += ["", f"{hidden} smaller modules (under {MIN_SHARE_PCT:g}% of the step each) "
+                "are in the JSON result."]
+    if tree.get("note"):
+        out += ["", md_text(tree["note"], None)]
+    return "\n".join(out)

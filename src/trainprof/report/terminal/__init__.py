@@ -1,0 +1,1 @@
+"""The terminal report: rich tables for the overview and for each section."""

@@ -1,0 +1,56 @@
+"""Terminal views of the communication section (per rank) and the straggler section (job)."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from trainprof.analysis.job.rank_table import shown_rows
+from trainprof.analysis.job.stragglers import Stragglers
+from trainprof.analysis.sections.communication import Communication
+from trainprof.report.quantities import compact_table, ms, pct, size
+
+
+def render_communication(result: Communication) -> Table | None:
+    if not result.types:
+        return None
+    d = result.to_dict()
+    where = "kernels" if result.source == "kernels" else "host ranges"
+    t = compact_table(f"Communication ({result.backend or 'backend unknown'}, from {where}; "
+                    f"hidden by compute {pct(d['overlap_pct'])})")
+    for col in ("collective", "per step", "size/step", "ms/step", "exposed ms", "overlap"):
+        t.add_column(col, justify="left" if col == "collective" else "right")
+    for row in d["types"]:
+        t.add_row(row["type"], f"{row['count_per_step']:.1f}", size(row["bytes_per_step"]),
+                  ms(row["busy_ms_per_step"]), ms(row["exposed_us"] / max(result.steps, 1) / 1e3),
+                  pct(row["overlap_pct"]))
+    return t
+
+
+def render_stragglers(result: Stragglers) -> Group | None:
+    if not result.ranks:
+        return None
+    spread = pct(result.step_spread_pct)
+    t = compact_table(f"Ranks: step-time spread {spread}; waiting in {result.matched} matched "
+                    "collectives")
+    for col in ("rank", "step ms", "comm ms", "waited ms", "last in", "made others wait ms",
+                "start lag ms"):
+        t.add_column(col, justify="right")
+    shown = shown_rows(result.ranks, keep=(result.straggler,), by="step_median_ms")
+    if len(shown) < len(result.ranks):
+        t.caption = (f"{len(shown)} of {len(result.ranks)} ranks: the slowest, the fastest and "
+                     "the straggler; --all-ranks shows all")
+        t.caption_justify = "left"
+    for r in shown:
+        mark = " ◀" if r.rank == result.straggler else ""
+        t.add_row(f"{r.rank}{mark}", ms(r.step_median_ms, 1), ms(r.comm_ms_per_step),
+                  ms(r.waited_ms_per_step), str(r.last_arrivals),
+                  ms(r.caused_wait_ms_per_step), ms(r.mean_start_lag_ms))
+    parts: list = [t]
+    if result.straggler is not None:
+        because = "" if result.cause is None else f", held back by {result.cause.label}"
+        parts.append(Text(f"Straggler: rank {result.straggler}{because}", style="bold red"))
+        parts += [Text(f"  {e}", style="dim") for e in result.evidence]
+    parts += [Text(f"note: {n}", style="yellow") for n in result.notes]
+    return Group(*parts)

@@ -1,0 +1,76 @@
+"""The module tree in the terminal (``analyze --modules``): one indented row per module path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.text import Text
+
+from trainprof.analysis.options import table_options
+from trainprof.analysis.sections.modules import ModuleTree
+from trainprof.report.quantities import (
+    ByWidth,
+    add_name_column,
+    add_number_columns,
+    compact_table,
+    name_cell,
+    pct,
+)
+
+#: Modules under this share of all step time are left out of the text and Markdown trees.
+MIN_SHARE_PCT = 1.0
+#: The widest the module column gets.
+MODULE_WIDTH = 60
+#: Below this terminal width only the forward and backward totals are shown.
+ALL_COLUMNS_FROM = 120
+
+
+def shown_rows(tree: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """The rows of a ``modules`` result (its JSON form) at or above ``MIN_SHARE_PCT``, in tree
+    order, and how many were left out (a child never outweighs its parent, so whole subtrees
+    go)."""
+    rows = tree.get("rows") or []
+    kept = [r for r in rows if r["share_pct"] >= MIN_SHARE_PCT]
+    return kept, len(rows) - len(kept)
+
+
+def columns(tree: dict[str, Any]) -> list[tuple[str, str]]:
+    """(header, row key) of the time columns: device time on GPU traces, host time otherwise."""
+    if tree.get("clock") == "device":
+        return [("dev self", "device_self_us"), ("dev fwd", "device_total_us"),
+                ("dev bwd", "backward_device_total_us"), ("host fwd", "host_total_us")]
+    return [("self", "host_self_us"), ("fwd", "host_total_us"), ("bwd", "backward_host_total_us")]
+
+
+def render_modules(result: ModuleTree) -> Any:
+    """The tree, when ``--modules`` asked for it; the way to record it when the trace has none."""
+    if not table_options().modules:
+        return None
+    if not result.available:
+        return Text(result.note or "", style="yellow")
+    return ByWidth(lambda width: _tree(result, width))
+
+
+def _tree(result: ModuleTree, width: int) -> Group:
+    tree = result.to_dict()
+    kept, hidden = shown_rows(tree)
+    cols = columns(tree)
+    if width < ALL_COLUMNS_FROM:  # the names need the room more than the self time
+        cols = cols[1:3]
+    clock = "kernel time" if result.clock == "device" else "host time"
+    head = Text(f"Modules by {clock} (ms over {result.steps} steps; fwd and bwd include "
+                "submodules; share of all step time)", style="italic")
+    t = compact_table()
+    add_name_column(t, "module", MODULE_WIDTH)
+    add_number_columns(t, "calls", *(h for h, _ in cols), "share")
+    for r in kept:
+        t.add_row(name_cell("  " * r["depth"] + r["name"], MODULE_WIDTH), str(r["calls"]),
+                  *(f"{r[key] / 1000:.2f}" for _, key in cols), pct(r["share_pct"]))
+    parts: list[Any] = [head, t]
+    if hidden:
+        parts.append(Text(f"{hidden} smaller modules (under {MIN_SHARE_PCT:g}% of the step "
+                          "each) not shown; all are in the JSON result", style="dim"))
+    if result.note:
+        parts.append(Text(result.note, style="dim"))
+    return Group(*parts)

@@ -1,0 +1,45 @@
+"""Terminal renderers of the deep-analysis sections (see analysis/sections/registry.py).
+
+Each renderer takes the section's result and returns a rich renderable, or None to show nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from trainprof.report.terminal.communication import render_communication, render_stragglers
+from trainprof.report.terminal.compilation import render_compilation
+from trainprof.report.terminal.copies import render_copies
+from trainprof.report.terminal.critical_path import render_critical_path
+from trainprof.report.terminal.hotspots import render_kernels, render_operators
+from trainprof.report.terminal.idle import render_idle
+from trainprof.report.terminal.launches import render_launch, render_syncs
+from trainprof.report.terminal.memory import render_memory
+from trainprof.report.terminal.modules import render_modules
+from trainprof.report.terminal.roofline import (
+    render_collective_ranks,
+    render_collectives,
+    render_roofline,
+)
+
+#: section name -> renderer
+RENDERERS: dict[str, Callable[[Any], Any]] = {}
+RENDERERS.update(
+    idle=render_idle,
+    copies=render_copies,
+    memory=render_memory,
+    communication=render_communication,
+    stragglers=render_stragglers,
+)
+RENDERERS.update(
+    operators=render_operators,
+    kernels=render_kernels,
+    launch=render_launch,
+    syncs=render_syncs,
+)
+RENDERERS.update(modules=render_modules)
+RENDERERS.update(roofline=render_roofline, collectives=render_collectives,
+                 collective_ranks=render_collective_ranks)
+RENDERERS.update(compilation=render_compilation)
+RENDERERS.update(critical_path=render_critical_path)
