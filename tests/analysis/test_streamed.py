@@ -146,3 +146,32 @@ def test_max_memory_chooses_streaming_through_the_api_and_the_cli(tmp_path, caps
         main(["analyze", str(path), "--max-memory", "lots", "--no-progress"])
     assert exited.value.code == 2
     assert "takes a positive size such as 4G" in capsys.readouterr().err
+
+
+def test_a_trace_without_steps_streams_by_equal_time_windows(tmp_path):
+    """The whole-trace step becomes equal time windows that together cover it; totals over
+    the trace (kernels, the step time summed, the breakdown summed) equal the whole read."""
+    from trainprof.analysis.streaming.streamed import (
+        STREAM_BASE_BYTES,
+        WINDOW_BYTES_PER_EVENT,
+        analyze_streamed,
+    )
+    from trainprof.diagnose.rules.host import step_variance
+
+    path = next(p for p in SHARED_TRACE_FILES if p.name == "trace.json")
+    trace = load_file(path, workers=1)
+    whole = analyze_trace(trace)
+    assert whole.step_source == "whole trace"
+    budget = STREAM_BASE_BYTES + WINDOW_BYTES_PER_EVENT * (len(trace.events) // 3)
+    got = analyze_streamed(path, max_memory=budget, folder=tmp_path)
+    per = [p["ms"] for p in got.steps.per_step]
+    assert got.step_source == "time window" and len(per) >= 4
+    assert "time windows of" in got.notes[-1] and any("equal time windows" in n for n in got.notes)
+    assert sum(per) == pytest.approx(whole.steps.mean_ms, rel=1e-9)
+    assert np.ptp(per) < 1e-6 * max(per)  # equal windows
+    for key, ms in whole.breakdown_ms.items():
+        assert got.breakdown_ms[key] * len(per) == pytest.approx(ms, rel=1e-9, abs=1e-9), key
+    assert got.sections.kernels.calls == whole.sections.kernels.calls == 1272
+    assert got.sections.kernels.total_us == pytest.approx(whole.sections.kernels.total_us)
+    assert step_variance(got) is None  # slices of a trace are not steps
+    assert list(tmp_path.iterdir()) == []

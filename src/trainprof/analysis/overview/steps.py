@@ -24,6 +24,11 @@ TAIL_STEP_MIN_SHARE = 0.8
 # Slow steps (outliers): analysis/overview/step_spread.py, shared with the live view.
 
 
+#: ``StepWindows.source`` of equal time windows cut from a trace without steps when it is
+#: streamed (analysis/streaming/streamed.py): slices, not steps.
+TIME_WINDOWS = "time window"
+
+
 @dataclass
 class StepWindows:
     """Step boundaries (µs from the trace's t0) and where they came from."""
@@ -31,7 +36,7 @@ class StepWindows:
     numbers: np.ndarray  # int64 step numbers
     starts: np.ndarray  # float64
     ends: np.ndarray  # float64
-    source: str  # "ProfilerStep", "optimizer", or "whole trace"
+    source: str  # "ProfilerStep", "optimizer", "whole trace", or "time window" (streamed)
     notes: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:

@@ -21,6 +21,7 @@ import numpy as np
 from trainprof.analysis.critical_path.windowed import PlannedSection
 from trainprof.analysis.overview.rank import OVERVIEW_SECTIONS, overview
 from trainprof.analysis.overview.steps import (
+    TIME_WINDOWS,
     DeviceSpans,
     StepWindows,
     _optimizer_steps,
@@ -32,6 +33,7 @@ from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.section_results import RankSections
 from trainprof.analysis.sections.registry import SECTIONS
 from trainprof.analysis.streaming.windows import (
+    MARGIN_STEPS,
     Window,
     WindowedSection,
     region_of,
@@ -44,6 +46,8 @@ from trainprof.trace.spill import SpilledTrace, check_disk, spill_file
 #: Memory one complete event of a window takes while it is analysed: its columns (about 100
 #: bytes) and the analyses' temporaries. Measured on the 1 GB trace (docs/performance.md).
 WINDOW_BYTES_PER_EVENT = 600
+#: A trace without steps streams in at most this many equal time windows.
+MAX_TIME_WINDOWS = 4096
 #: What streaming needs besides the window: the interpreter, numpy, the interned tables.
 STREAM_BASE_BYTES = 300 * 2**20
 
@@ -63,6 +67,8 @@ def analyze_streamed(path: str | os.PathLike[str], max_memory: int | None = None
     check_disk(folder, json_estimate(path))
     with spill_file(path, folder) as spilled:
         recorded = recorded_steps(spilled)
+        if recorded.source == "whole trace":
+            recorded = time_windows(spilled, recorded, budget)
         per = steps_per_window or fitting_steps(spilled, recorded, budget)
         steps = streamed_steps(spilled, recorded, per)
         per = steps_per_window or fitting_steps(spilled, steps, budget)
@@ -78,7 +84,7 @@ def _analysis(spilled: SpilledTrace, steps: StepWindows, per: int) -> RankAnalys
     planned = {name: s for name, s in sections.items() if isinstance(s, PlannedSection)}
     parts: dict[str, list[Any]] = {name: [] for name in sections}
     count = 0
-    for window in stream_windows(spilled, steps, per):
+    for window in stream_windows(spilled, steps, per, margin_steps(spilled, steps)):
         count += 1
         for name, section in sections.items():
             step = planned[name].survey if name in planned else section.partial
@@ -90,9 +96,9 @@ def _analysis(spilled: SpilledTrace, steps: StepWindows, per: int) -> RankAnalys
     by_section = {v: k for k, v in OVERVIEW_SECTIONS.items()}
     note = (f"Streamed (trace larger than the memory budget): {count} window(s) of up to "
             f"{per} step(s).")
-    if steps.source == "whole trace":
-        note += (" Without steps the trace is one window, as large as the trace (fixed time "
-                 "windows are not done yet).")
+    if steps.source == TIME_WINDOWS:
+        note += (f" Without steps the trace is cut into {len(steps)} time windows of "
+                 f"{float(steps.durations[0]) / 1000:.1f} ms, each reported as a step.")
     if left_out:
         note += (" Sections not computed window by window yet are left out: "
                  f"{', '.join(left_out)}.")
@@ -117,13 +123,37 @@ def recorded_steps(spilled: SpilledTrace) -> StepWindows:
                               "one window."])
 
 
+def time_windows(spilled: SpilledTrace, whole: StepWindows, budget: int) -> StepWindows:
+    """A trace without steps cut into equal time windows, as few as keep a window (with its
+    neighbours, the margin) within ``budget``; ``whole`` itself when the whole trace fits."""
+    allowed = max(budget - STREAM_BASE_BYTES, 0) // WINDOW_BYTES_PER_EVENT
+    start, end = float(whole.starts[0]), float(whole.ends[0])
+    count = 1
+    while count < MAX_TIME_WINDOWS and end > start:
+        edges = np.linspace(start, end, count + 1)
+        bounds = np.r_[-math.inf, edges[1:-1], math.inf]
+        largest = max(spilled.event_count(bounds[max(i - 1, 0)], bounds[min(i + 2, count)])
+                      for i in range(count))
+        if largest <= allowed:
+            break
+        count *= 2
+    if count == 1:
+        return whole
+    edges = np.linspace(start, end, count + 1)
+    return StepWindows(numbers=np.arange(count, dtype=np.int64), starts=edges[:-1].copy(),
+                       ends=edges[1:].copy(), source=TIME_WINDOWS,
+                       notes=["No ProfilerStep or optimizer-step events: the trace, too large "
+                              f"to read whole, is cut into {count} equal time windows, each "
+                              "analysed as a step."])
+
+
 def streamed_steps(spilled: SpilledTrace, recorded: StepWindows, per: int) -> StepWindows:
     """``find_steps`` of the whole trace, re-timing window by window over the recorded
     steps (each window answers for its own steps' device spans)."""
     steps = StepWindows(numbers=recorded.numbers.copy(), starts=recorded.starts.copy(),
                         ends=recorded.ends.copy(), source=recorded.source,
                         notes=list(recorded.notes))
-    if steps.source == "whole trace" or not spilled.has_gpu:
+    if steps.source in ("whole trace", TIME_WINDOWS) or not spilled.has_gpu:
         return steps
     n = len(steps)
     parts = []
@@ -139,13 +169,27 @@ def streamed_steps(spilled: SpilledTrace, recorded: StepWindows, per: int) -> St
     return steps
 
 
-def stream_windows(spilled: SpilledTrace, steps: StepWindows, per: int) -> Iterator[Window]:
+def margin_steps(spilled: SpilledTrace, steps: StepWindows) -> int:
+    """Steps of margin each side of a window: one, or for time windows as many as the longest
+    event spans (a slice of a long synchronisation must see where it started)."""
+    if steps.source != TIME_WINDOWS or not len(steps):
+        return MARGIN_STEPS
+    longest = max((float(np.nanmax(p.column("events", "dur"))) for p in spilled.pieces
+                   if p.rows["events"]), default=0.0)
+    width = float(steps.durations[0])
+    if not math.isfinite(longest) or width <= 0:
+        return MARGIN_STEPS
+    return max(MARGIN_STEPS, min(math.ceil(longest / width), len(steps)))
+
+
+def stream_windows(spilled: SpilledTrace, steps: StepWindows, per: int,
+                   margin: int = MARGIN_STEPS) -> Iterator[Window]:
     """The windows of ``per`` steps, assembled one at a time."""
     n = max(len(steps), 1)
     firsts = list(range(0, n, per))
     for i, first in enumerate(firsts):
         stop = min(first + per, len(steps))
-        yield Window(trace=spilled.window(*window_bounds(steps, first, stop)),
+        yield Window(trace=spilled.window(*window_bounds(steps, first, stop, margin)),
                      steps=step_range(steps, first, stop), index=i, count=len(firsts),
                      region=region_of(steps, first, stop), all_span=steps.span)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from trainprof.analysis.overview.step_spread import StepSpread
+from trainprof.analysis.overview.steps import TIME_WINDOWS
 from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.sections.syncs import SyncSite
 from trainprof.diagnose import verdicts
@@ -260,6 +261,8 @@ def logging_overhead(r: RankAnalysis) -> Finding | None:
 
 
 def step_variance(r: RankAnalysis) -> Finding | None:
+    if r.step_source == TIME_WINDOWS:  # equal slices of a trace without steps: not steps
+        return None
     s = r.steps
     verdict = verdicts.step_variance(StepSpread(
         count=s.count, cv=s.cv, median_ms=s.median_ms, mean_ms=s.mean_ms,
