@@ -4,14 +4,12 @@ boundary."""
 
 from __future__ import annotations
 
-import gzip
 import json
-import math
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
+from windowed_check import differences, golden
 
 from trainprof.analysis.overview.steps import StepWindows, find_steps
 from trainprof.analysis.sections.compilation import compilation
@@ -29,9 +27,6 @@ from conftest import SHARED, SHARED_TRACE_FILES
 SECTIONS = {"compilation": compilation, "host": host_time, "kernels": kernel_stats, "launch": launch_stats, "operators": operators_section}
 
 
-GOLDEN = Path(__file__).resolve().parent / "windowed_golden"
-
-
 @pytest.fixture(scope="module")
 def shared():
     """Every shared trace (by its name under shared/traces), loaded once, with its steps and
@@ -44,29 +39,6 @@ def shared():
         cuts = [w for w in (windows_of(trace, steps, per) for per in (1, 2, 3)) if len(w) > 1]
         out[str(path.relative_to(SHARED))] = (trace, steps, cuts)
     return out
-
-
-def golden(section: str) -> dict:
-    """The section's ``to_dict()`` per shared trace, written by the code before it streamed."""
-    with gzip.open(GOLDEN / f"{section}.json.gz", "rt") as f:
-        return json.load(f)
-
-
-def differences(a, b, path=""):
-    """Where two to_dict() results differ; floats within relative 1e-9 (sums re-associated)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        if set(a) != set(b):
-            return [f"{path}: keys {sorted(set(a) ^ set(b))}"]
-        return [d for k in a for d in differences(a[k], b[k], f"{path}.{k}")]
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        if len(a) != len(b):
-            return [f"{path}: {len(a)} items != {len(b)}"]
-        return [d for i, (x, y) in enumerate(zip(a, b, strict=True))
-                for d in differences(x, y, f"{path}[{i}]")]
-    if isinstance(a, float) and isinstance(b, float):
-        same = math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) or (math.isnan(a) and math.isnan(b))
-        return [] if same else [f"{path}: {a} != {b}"]
-    return [] if a == b and type(a) is type(b) else [f"{path}: {a!r} != {b!r}"]
 
 
 @pytest.mark.parametrize("name", sorted(SECTIONS))
