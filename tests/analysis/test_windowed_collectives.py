@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from windowed_check import check_every_trace, shared_traces
 
 from trainprof.analysis.overview.steps import find_steps
 from trainprof.analysis.roofline.collectives import collectives
@@ -11,6 +10,7 @@ from trainprof.analysis.streaming.windows import windows_of
 from trainprof.trace.load import load_file
 
 from tracegen import TraceBuilder
+from windowed_check import check_every_trace, shared_traces
 
 
 @pytest.fixture(scope="module")

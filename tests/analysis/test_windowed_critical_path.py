@@ -4,13 +4,14 @@ trace chosen the same way."""
 from __future__ import annotations
 
 import pytest
-from windowed_check import as_json, check_every_trace, differences, shared_traces
 
 from trainprof.analysis.critical_path import critical_path, section
 from trainprof.analysis.overview.steps import find_steps
 from trainprof.analysis.streaming.windows import windows_of
 from trainprof.trace.load import load_file
 from trainprof.trace.window import time_slice
+
+from windowed_check import as_json, check_every_trace, differences, shared_traces
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,14 @@ from __future__ import annotations
 from dataclasses import asdict
 
 import pytest
-from windowed_check import as_json, differences
 
 from module_workload import ACTIVE_STEPS, record_nested_model
 from trainprof.analysis.overview.steps import find_steps
 from trainprof.analysis.sections.modules import module_tree
 from trainprof.analysis.streaming.windows import windows_of
 from trainprof.trace.load import load_file
+
+from windowed_check import as_json, differences
 
 
 def test_a_live_recording_streams_to_the_same_tree(tmp_path):

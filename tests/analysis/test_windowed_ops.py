@@ -9,7 +9,6 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from windowed_check import differences, golden
 
 from trainprof.analysis.overview.steps import StepWindows, find_steps
 from trainprof.analysis.sections.compilation import compilation
@@ -23,6 +22,7 @@ from trainprof.trace.load import load_file
 from trainprof.trace.model import Kind
 
 from conftest import SHARED, SHARED_TRACE_FILES
+from windowed_check import differences, golden
 
 SECTIONS = {"compilation": compilation, "host": host_time, "kernels": kernel_stats, "launch": launch_stats, "operators": operators_section}
 
