@@ -16,8 +16,7 @@ from trainprof.analysis.sections.host import host_time
 from trainprof.analysis.sections.kernels import kernel_stats
 from trainprof.analysis.sections.launch import launch_stats
 from trainprof.analysis.sections.operators import operator_stats, operators_section
-from trainprof.analysis.streaming.window_parts import owns
-from trainprof.analysis.streaming.windows import windows_of
+from trainprof.analysis.streaming.windows import owns, windows_of
 from trainprof.trace.load import load_file
 from trainprof.trace.model import Kind
 

@@ -25,8 +25,7 @@ import numpy as np
 from trainprof.analysis.critical_path import section
 from trainprof.analysis.critical_path.result import CriticalPath
 from trainprof.analysis.overview.steps import StepWindows
-from trainprof.analysis.streaming.window_share import owns
-from trainprof.analysis.streaming.windows import Window, WindowedSection, window_bounds
+from trainprof.analysis.streaming.windows import Window, WindowedSection, owns, window_bounds
 from trainprof.trace.model import Events, Flows, MemoryEvents, Trace
 
 EVERYTHING = ((-math.inf, math.inf),)

@@ -22,8 +22,7 @@ from trainprof.analysis.calls.nesting import HostRanges
 from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.overview.steps import StepWindows, launch_links
 from trainprof.analysis.roofline.peaks import trace_device
-from trainprof.analysis.streaming.window_share import owned_step_span
-from trainprof.analysis.streaming.windows import Window, WindowedSection
+from trainprof.analysis.streaming.windows import Window, WindowedSection, owned_step_span
 from trainprof.hardware.table import Device
 from trainprof.trace.model import FLAG_COMM, Kind, Trace, collective_type, dtype_bytes
 

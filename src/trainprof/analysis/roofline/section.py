@@ -24,8 +24,7 @@ from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.roofline.models import MATRIX_CLASSES, OP_CLASSES, OpCost, op_cost
 from trainprof.analysis.roofline.peaks import trace_device
-from trainprof.analysis.streaming.window_share import owned_step_span
-from trainprof.analysis.streaming.windows import Window, WindowedSection
+from trainprof.analysis.streaming.windows import Window, WindowedSection, owned_step_span
 from trainprof.analysis.tabular import group_ids
 from trainprof.hardware.table import Device
 from trainprof.trace.model import DEVICE_KINDS, Kind, Trace

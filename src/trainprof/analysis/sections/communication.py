@@ -21,7 +21,7 @@ from trainprof.analysis.calls.nesting import HostRanges
 from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.overview.exposure import exposed, span_sets
 from trainprof.analysis.overview.steps import StepWindows, launch_links
-from trainprof.analysis.streaming.window_part import Part, part_of
+from trainprof.analysis.streaming.parts import Part, part_of
 from trainprof.analysis.streaming.windows import Window, WindowedSection
 from trainprof.trace.model import (
     COLLECTIVE_TYPES,

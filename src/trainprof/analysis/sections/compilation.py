@@ -25,8 +25,7 @@ from trainprof.analysis import intervals as iv
 from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.overview.exposure import window_sets
 from trainprof.analysis.overview.steps import StepWindows
-from trainprof.analysis.streaming.window_parts import owns
-from trainprof.analysis.streaming.windows import Window, WindowedSection
+from trainprof.analysis.streaming.windows import Window, WindowedSection, owns
 from trainprof.analysis.tabular import share
 from trainprof.trace.compile_names import BACKWARD_COMPILE_NAMES, compiled_region, is_compile
 from trainprof.trace.model import DEVICE_KINDS, LAUNCH_KINDS, Kind, Trace

@@ -17,7 +17,7 @@ from trainprof.analysis import intervals as iv
 from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.overview.exposure import cover, exposed, span_sets
 from trainprof.analysis.overview.steps import StepWindows
-from trainprof.analysis.streaming.window_part import part_of
+from trainprof.analysis.streaming.parts import part_of
 from trainprof.analysis.streaming.windows import Window, WindowedSection
 from trainprof.trace.model import (
     MEMCPY_DIRECTIONS,

@@ -29,8 +29,7 @@ from trainprof.analysis import intervals as iv
 from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.overview.exposure import window_sets
 from trainprof.analysis.overview.steps import StepWindows
-from trainprof.analysis.streaming.window_parts import owns
-from trainprof.analysis.streaming.windows import Window, WindowedSection
+from trainprof.analysis.streaming.windows import Window, WindowedSection, owns
 from trainprof.analysis.tabular import share
 from trainprof.trace.model import (
     FLAG_COMM,

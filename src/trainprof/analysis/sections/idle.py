@@ -23,7 +23,7 @@ from trainprof.analysis.calls.nesting import HostRanges, grouped_running_max
 from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.intervals import union
 from trainprof.analysis.overview.steps import StepWindows, launch_links
-from trainprof.analysis.streaming.window_part import part_of
+from trainprof.analysis.streaming.parts import part_of
 from trainprof.analysis.streaming.windows import Window, WindowedSection
 from trainprof.trace.model import (
     DEVICE_KINDS,

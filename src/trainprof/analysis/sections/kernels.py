@@ -24,8 +24,8 @@ from trainprof.analysis.sections.kernel_shares import (
     combine_class_parts,
 )
 from trainprof.analysis.sections.occupancy import FULL_FILL, launch_fill, sm_counts
-from trainprof.analysis.streaming.window_parts import no_steps, owns
-from trainprof.analysis.streaming.windows import Window, WindowedSection
+from trainprof.analysis.streaming.parts import no_steps
+from trainprof.analysis.streaming.windows import Window, WindowedSection, owns
 from trainprof.analysis.tabular import group_ids, share
 from trainprof.trace.kernel_class import (
     CLASS_LABELS,

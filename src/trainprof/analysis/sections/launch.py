@@ -17,7 +17,7 @@ from trainprof.analysis import intervals as iv
 from trainprof.analysis.calls.attribution import DeviceLinks, device_links
 from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.overview.steps import StepWindows
-from trainprof.analysis.streaming.window_parts import ValueCounts
+from trainprof.analysis.streaming.parts import ValueCounts
 from trainprof.analysis.streaming.windows import Window, WindowedSection
 from trainprof.analysis.tabular import share
 from trainprof.trace.model import DEVICE_KINDS, Kind, Trace, is_graph_launch

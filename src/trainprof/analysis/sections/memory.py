@@ -21,7 +21,7 @@ from trainprof.analysis.calls.nesting import HostRanges, enclosing_chain, innerm
 from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.sections.memory_series import downsample, trend
-from trainprof.analysis.streaming.window_part import Carried, Part, carried, carried_over, part_of
+from trainprof.analysis.streaming.parts import Carried, Part, carried, carried_over, part_of
 from trainprof.analysis.streaming.windows import Window, WindowedSection
 from trainprof.trace.model import LAUNCH_KINDS, Kind, Trace, is_allocation_op
 

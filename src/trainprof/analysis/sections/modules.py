@@ -21,8 +21,7 @@ from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.sections.modules_backward import backward_nodes, enclosing
 from trainprof.analysis.sections.operators import node_times
-from trainprof.analysis.streaming.window_share import owns
-from trainprof.analysis.streaming.windows import Window, WindowedSection
+from trainprof.analysis.streaming.windows import Window, WindowedSection, owns
 from trainprof.trace.model import DEVICE_KINDS, Kind, Trace
 
 #: The name prefix PyTorch gives a module call's event.

@@ -20,8 +20,8 @@ from trainprof.analysis.calls.calltree import CallTree, call_tree, canonical_nam
 from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.options import OPERATOR_SORT_COLUMNS, table_options
 from trainprof.analysis.overview.steps import StepWindows
-from trainprof.analysis.streaming.window_parts import no_steps, owns
-from trainprof.analysis.streaming.windows import Window, WindowedSection
+from trainprof.analysis.streaming.parts import no_steps
+from trainprof.analysis.streaming.windows import Window, WindowedSection, owns
 from trainprof.analysis.tabular import group_ids
 from trainprof.trace.model import Kind, Trace, is_operator_row
 

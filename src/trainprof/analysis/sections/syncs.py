@@ -21,7 +21,7 @@ from trainprof.analysis.calls.calltree import CallTree, call_tree
 from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.overview.exposure import span_sets
 from trainprof.analysis.overview.steps import StepWindows
-from trainprof.analysis.streaming.window_part import Carried, carried, carried_over, part_of
+from trainprof.analysis.streaming.parts import Carried, carried, carried_over, part_of
 from trainprof.analysis.streaming.windows import Window, WindowedSection
 from trainprof.analysis.tabular import share
 from trainprof.trace.model import (

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+import numpy as np
+
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.trace.model import Trace
 from trainprof.trace.window import time_slice
@@ -114,3 +116,17 @@ def region_of(steps: StepWindows, first: int, stop: int) -> tuple[float, float]:
     start = -math.inf if first <= 0 else float(steps.starts[first])
     end = math.inf if stop >= len(steps) else float(steps.starts[stop])
     return start, end
+
+
+def owns(window: Window, ts: np.ndarray) -> np.ndarray:
+    """Which of these start times fall in the window's region (each event is in one)."""
+    return (ts >= window.region[0]) & (ts < window.region[1])
+
+
+def owned_step_span(window: Window) -> tuple[float, float]:
+    """The part of the steps' whole span (first step's start to last step's end) in the
+    window's region; (0, 0) without steps, like ``StepWindows.span``."""
+    start, end = window.span
+    if start == end:
+        return start, end
+    return max(start, window.region[0]), min(end, window.region[1])

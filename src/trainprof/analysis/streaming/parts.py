@@ -1,4 +1,4 @@
-"""The part of the step span one window answers for, shared by the sections that stream.
+"""What a window's part of a section carries, shared by the sections that stream.
 
 The step span (first step's start to last step's end) is cut where each window's first step
 starts: window ``k`` answers for ``[start, end)``, its region (``Window.region``: from its first
@@ -7,7 +7,13 @@ the span's start and the last to the span's end. The parts tile the span, so
 a time measure (a union's length, exposed time) is the sum of each part's measure, and each
 event that overlaps the span is owned by the one part where its start, clipped to the span,
 falls. The window's margin holds what overlaps a part but started in the step before.
+
+Work still running at a part's end is carried (``Carried``) to the windows after it. A
+distribution (mean, median, p90, max) over every event of the trace is carried as its distinct
+values and how often each occurs (``ValueCounts``), so the combined summary is exact while a
+part stays as small as the number of distinct values.
 """
+
 
 from __future__ import annotations
 
@@ -16,7 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from trainprof.analysis import intervals as iv
+from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.windows import Window
+from trainprof.analysis.tabular import summary
 
 
 @dataclass(frozen=True)
@@ -91,3 +99,59 @@ def carried_over(parts: list[Carried]) -> iv.Intervals:
         return covered
     return iv.subtract(covered, iv.union(np.array([h[0] for h in head]),
                                          np.array([h[1] for h in head])))
+
+
+@dataclass
+class ValueCounts:
+    """A sample as its distinct values (ascending) and their counts."""
+
+    values: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def of(cls, sample: np.ndarray) -> ValueCounts:
+        values, counts = np.unique(np.asarray(sample, dtype=np.float64), return_counts=True)
+        return cls(values, counts)
+
+    @classmethod
+    def merged(cls, parts: list[ValueCounts]) -> ValueCounts:
+        if not parts:
+            return cls(np.empty(0), np.empty(0, dtype=np.int64))
+        values = np.concatenate([p.values for p in parts])
+        counts = np.concatenate([p.counts for p in parts])
+        uniq, inverse = np.unique(values, return_inverse=True)
+        return cls(uniq, np.bincount(inverse, weights=counts, minlength=len(uniq)).astype(np.int64))
+
+    def __len__(self) -> int:
+        return int(self.counts.sum())
+
+    def greater_than(self, limit: float) -> int:
+        return int(self.counts[self.values > limit].sum())
+
+    def summary(self) -> dict[str, float | None]:
+        """``tabular.summary`` of the whole sample (numpy's median and linear percentile)."""
+        n = len(self)
+        if not n:
+            return summary(np.empty(0))
+        return {"mean": float((self.values * self.counts).sum() / n),
+                "median": float((self._at((n - 1) // 2) + self._at(n // 2)) / 2.0),
+                "p90": self._percentile(90.0, n),
+                "max": float(self.values[-1])}
+
+    def _at(self, k: int) -> float:
+        """The k-th smallest value (0-based)."""
+        return float(self.values[np.searchsorted(np.cumsum(self.counts), k, side="right")])
+
+    def _percentile(self, q: float, n: int) -> float:
+        pos = q / 100.0 * (n - 1)
+        lo = int(np.floor(pos))
+        a, b = self._at(lo), self._at(min(lo + 1, n - 1))
+        t = pos - lo
+        return float(a + (b - a) * t) if t < 0.5 else float(b - (b - a) * (1.0 - t))
+
+
+def no_steps() -> StepWindows:
+    """Step windows with no step (for sections called without steps)."""
+    empty = np.empty(0)
+    return StepWindows(numbers=np.empty(0, dtype=np.int64), starts=empty, ends=empty,
+                       source="whole trace")
