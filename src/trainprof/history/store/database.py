@@ -14,8 +14,10 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TypeVar
 
 from trainprof.display import NotebookDisplay
 from trainprof.history.store import failures, pending, schema
@@ -35,6 +37,8 @@ BUSY_TIMEOUT_S = 10.0
 RETRY_FOR_S = 60.0
 FIRST_BACKOFF_S = 0.02
 MAX_BACKOFF_S = 2.0
+
+_T = TypeVar("_T")
 
 
 def db_path(db: str | os.PathLike[str] | None = None) -> Path:
@@ -73,8 +77,9 @@ class History(NotebookDisplay):
             conn.execute("BEGIN IMMEDIATE")
             _check_integrity(conn, self.path)
             try:
-                waiting = (pending.claimed(self.path) if pending.has_pending(self.path)
-                           else contextlib.nullcontext([]))
+                waiting: AbstractContextManager[list[RunRecord]] = (
+                    pending.claimed(self.path) if pending.has_pending(self.path)
+                    else contextlib.nullcontext([]))
                 with waiting as rows:
                     added = sum(_insert(conn, r) for r in rows)
                     if record is not None:
@@ -90,7 +95,7 @@ class History(NotebookDisplay):
             record.id = added
         return added
 
-    def _retrying(self, attempt):  # noqa: ANN001, ANN202
+    def _retrying(self, attempt: Callable[[], _T]) -> _T:
         deadline = time.monotonic() + self.retry_for_s
         delay = FIRST_BACKOFF_S
         while True:
@@ -117,7 +122,8 @@ class History(NotebookDisplay):
              limit: int | None = None) -> list[RunRecord]:
         """The rows that match, oldest first; ``name`` may hold glob wildcards (``*``, ``?``),
         ``commit`` is a prefix, ``limit`` keeps the most recent."""
-        clauses, values = [], []
+        clauses: list[str] = []
+        values: list[str | float] = []
         if name is not None:
             clauses.append("name GLOB ?" if any(c in name for c in "*?[") else "name = ?")
             values.append(name)
@@ -146,13 +152,13 @@ class History(NotebookDisplay):
     def version(self) -> int:
         return self._read(schema.version)
 
-    def _read(self, query):  # noqa: ANN001, ANN202
+    def _read(self, query: Callable[[sqlite3.Connection], _T]) -> _T:
         if pending.has_pending(self.path):  # best effort, briefly: a locked database reads
             with contextlib.suppress(HistoryError, sqlite3.Error, OSError):
                 History(self.path, retry_for_s=min(1.0, self.retry_for_s),
                         busy_timeout_s=min(0.5, self.busy_timeout_s)).add_pending()
         try:
-            def attempt():  # noqa: ANN202
+            def attempt() -> _T:
                 with self._connection(create=False) as conn:
                     return query(conn)
 

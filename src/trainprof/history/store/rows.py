@@ -9,7 +9,7 @@ import json
 import time
 import uuid
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -117,7 +117,17 @@ def thin(per_rank: list[tuple[int, list[float]]], limit: int = MAX_STORED_STEPS
     return out, ranks
 
 
-def step_figures(step_ms: list[float]) -> dict[str, float | None]:
+class StepFigures(TypedDict, total=False):
+    """A record's step-time columns, as far as they are known."""
+
+    step_ms_mean: float | None
+    step_ms_median: float | None
+    step_ms_p90: float | None
+    step_ms_min: float | None
+    step_ms_max: float | None
+
+
+def step_figures(step_ms: list[float]) -> StepFigures:
     """Mean, median, p90, min and max of step times (ms), as the record's columns."""
     if not step_ms:
         return {}

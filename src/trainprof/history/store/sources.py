@@ -8,12 +8,12 @@ whichever of the keys in ``docs/history.md`` it finds.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
 from trainprof.history.store.errors import HistoryInputError
-from trainprof.history.store.rows import RunRecord, step_figures, thin
+from trainprof.history.store.rows import RunRecord, StepFigures, step_figures, thin
 
 if TYPE_CHECKING:
     from trainprof.analysis.results import RankAnalysis
@@ -110,11 +110,11 @@ def _rank_of_analysis(r: RankAnalysis) -> dict[str, Any]:
 
 def _rank_of_dict(r: dict[str, Any], index: int) -> dict[str, Any]:
     """Per-rank figures from a saved result's rank or a cluster summary's rank (tolerant)."""
-    steps = r.get("steps") if isinstance(r.get("steps"), dict) else {}
-    dist = r.get("step_ms") if isinstance(r.get("step_ms"), dict) else {}
+    steps = _dict(r.get("steps"))
+    dist = _dict(r.get("step_ms"))
     times = _first_list(r.get("per_step_ms"), r.get("step_times_ms"), steps.get("per_step"),
                         r.get("step_ms"))
-    memory = r.get("memory") if isinstance(r.get("memory"), dict) else {}
+    memory = _dict(r.get("memory"))
     peaks = [d.get("peak_allocated") for d in memory.get("devices") or []
              if isinstance(d, dict) and d.get("device") != "cpu"]
     peak = _number(r.get("peak_memory_bytes"), memory.get("peak_bytes"),
@@ -141,8 +141,9 @@ def _first_list(*candidates: Any) -> list[float]:
     for c in candidates:
         if isinstance(c, list) and c:
             values = [x.get("ms") if isinstance(x, dict) else x for x in c]
-            if all(_is_number(v) for v in values):
-                return [float(v) for v in values]
+            numbers = [v for v in values if _is_number(v)]
+            if len(numbers) == len(values):
+                return [float(v) for v in numbers]
     return []
 
 
@@ -151,7 +152,12 @@ def _text(*candidates: Any) -> str | None:
     return next((c for c in candidates if isinstance(c, str) and c), None)
 
 
-def _is_number(x: Any) -> bool:
+def _dict(x: Any) -> dict[str, Any]:
+    """``x`` if it is a JSON object, else an empty one."""
+    return x if isinstance(x, dict) else {}
+
+
+def _is_number(x: Any) -> TypeGuard[int | float]:
     return isinstance(x, int | float) and not isinstance(x, bool) and np.isfinite(x)
 
 
@@ -202,7 +208,7 @@ def brief_findings(findings: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _from_summaries(ranks: list[dict[str, Any]]) -> dict[str, float | None]:
+def _from_summaries(ranks: list[dict[str, Any]]) -> StepFigures:
     """Step figures when no rank gave its step times: the median of the ranks' medians."""
     medians = [r["median_ms"] for r in ranks if r.get("median_ms") is not None]
     means = [r["mean_ms"] for r in ranks if r.get("mean_ms") is not None]
@@ -212,7 +218,7 @@ def _from_summaries(ranks: list[dict[str, Any]]) -> dict[str, float | None]:
             "step_ms_p90": max(p90s) if p90s else None}
 
 
-def _mean_of(ranks: list[dict[str, Any]], key: str) -> dict[str, float]:
+def _mean_of(ranks: list[dict[str, Any]], key: str) -> dict[str, float | None]:
     values: dict[str, list[float]] = {}
     for r in ranks:
         for k, v in (r.get(key) or {}).items():
@@ -223,7 +229,8 @@ def _mean_of(ranks: list[dict[str, Any]], key: str) -> dict[str, float]:
 
 def _sum_of(ranks: list[dict[str, Any]], key: str) -> float | None:
     values = [r.get(key) for r in ranks]
-    return float(sum(values)) if values and all(_is_number(v) for v in values) else None
+    numbers = [v for v in values if _is_number(v)]
+    return float(sum(numbers)) if numbers and len(numbers) == len(values) else None
 
 
 def _max_of(ranks: list[dict[str, Any]], key: str) -> int | None:

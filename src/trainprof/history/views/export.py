@@ -15,7 +15,7 @@ import msgspec
 
 from trainprof.history.store.rows import RunRecord
 from trainprof.history.views.regress import Point, Series, Verdict
-from trainprof.history.views.terminal import verdicts_by_id
+from trainprof.history.views.terminal import verdict_of, verdicts_by_id
 from trainprof.report.tidy import tidy
 from trainprof.vocabulary import PHASES
 
@@ -40,7 +40,7 @@ def to_json(records: list[RunRecord], series: list[Series], db: str) -> str:
     for r in records:
         row = {k: v for k, v in r.to_dict().items() if k not in ("step_times_ms", "step_ranks")}
         row["recorded_at"] = iso(r.recorded_at)
-        row["verdict"] = _verdict(verdicts.get(r.id))
+        row["verdict"] = _verdict(verdict_of(verdicts, r))
         runs.append(row)
     flagged = [{"name": s.name, "kind": s.kind, "runs": p.ids, **v.to_dict()}
                for s in series for p, v in s.flagged()]
@@ -60,7 +60,7 @@ def to_csv(records: list[RunRecord], series: list[Series]) -> str:
         top = r.top_finding or {}
         row.update(findings=len(r.findings), top_finding=top.get("id"),
                    top_finding_saving_pct=top.get("saving_pct"))
-        verdict = _verdict(verdicts.get(r.id)) or {}
+        verdict = _verdict(verdict_of(verdicts, r)) or {}
         row.update(status=verdict.get("status"), change_pct=verdict.get("change_pct"),
                    baseline_ms=verdict.get("baseline_ms"))
         writer.writerow(tidy(row))

@@ -75,7 +75,7 @@ def _series_view(s: Series, index: int) -> dict:
            for p in s.points]
     marks = [(x, p.median_ms, change_sentence(p, v), SLOWER if v.status == "regression" else FASTER)
              for x, (p, v) in zip(xs, zip(s.points, s.verdicts, strict=True), strict=True)
-             if v.flagged]
+             if v.flagged and p.median_ms is not None]  # a flagged run has a median
     lines = [Line(MEDIAN, medians)] + ([Line(P90, p90)] if any(v == v for v in p90) else [])
     charts = [{"svg": line_chart(xs, lines, x_unit, "ms", f"Step time of {title}", marks=marks),
                "legend": legend([ln.series for ln in lines]),

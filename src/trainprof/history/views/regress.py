@@ -128,23 +128,26 @@ def _levels(points: list[Point], level: list[int], setup: int, i: int) -> list[l
     each level began."""
     out: dict[int, list[float]] = {}
     for k in range(max(setup, i - NOISE_RUNS), i):
-        if points[k].median_ms is not None:
-            out.setdefault(level[k], []).append(points[k].median_ms)
+        median = points[k].median_ms
+        if median is not None:
+            out.setdefault(level[k], []).append(median)
     return list(out.values())
 
 
 def _against(p: Point, base: list[Point], levels: list[list[float]], threshold_pct: float
              ) -> Verdict:
-    reference = statistics.median(q.median_ms for q in base)
-    verdict = Verdict("steady", (p.median_ms / reference - 1.0) * 100.0, reference,
-                      [q.label for q in base], threshold_pct=threshold_pct)
+    current = _median(p)
+    reference = statistics.median(_median(q) for q in base)
+    change = (current / reference - 1.0) * 100.0
+    verdict = Verdict("steady", change, reference, [q.label for q in base],
+                      threshold_pct=threshold_pct)
     band = noise_band_pct(levels, len(base))
     if band is None:
         verdict.status = "baseline"
         return verdict
-    verdict.allowance_pct = max(threshold_pct, band)
-    slower = verdict.change_pct > verdict.allowance_pct
-    faster = (reference / p.median_ms - 1.0) * 100.0 > verdict.allowance_pct
+    allowance = verdict.allowance_pct = max(threshold_pct, band)
+    slower = change > allowance
+    faster = (reference / current - 1.0) * 100.0 > allowance
     if not (slower or faster):
         return verdict
     pooled, _ = thin([(k, q.step_times_ms) for k, q in enumerate(base) if q.step_times_ms],
@@ -161,7 +164,7 @@ def _onset(points: list[Point], start: int, i: int, seen: Verdict, threshold_pct
     """The first of the runs just before ``i`` (after its level's first) that already sit past
     the threshold, on the same side, nearer the new level than the baseline; else ``i``."""
     onset = i
-    new, old = points[i].median_ms, seen.baseline_ms
+    new, old = _median(points[i]), _baseline(seen)
     for k in range(i - 1, start, -1):
         m = points[k].median_ms
         if m is None or abs(m - new) >= abs(m - old) or (m > old) != (new > old):
@@ -173,4 +176,18 @@ def _onset(points: list[Point], start: int, i: int, seen: Verdict, threshold_pct
 
 
 def _change(p: Point, seen: Verdict) -> float:
-    return (p.median_ms / seen.baseline_ms - 1.0) * 100.0
+    return (_median(p) / _baseline(seen) - 1.0) * 100.0
+
+
+def _median(p: Point) -> float:
+    """The median step time of a run being judged (only runs that have one are judged)."""
+    if p.median_ms is None:
+        raise ValueError(f"Run {p.label} has no step time to judge.")
+    return p.median_ms
+
+
+def _baseline(seen: Verdict) -> float:
+    """The baseline median of a verdict that compared the run with one (a flagged verdict)."""
+    if seen.baseline_ms is None:
+        raise ValueError(f"The verdict {seen.status!r} has no baseline to compare with.")
+    return seen.baseline_ms

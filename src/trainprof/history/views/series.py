@@ -60,7 +60,8 @@ def point_of(rows: list[RunRecord]) -> Point:
     medians = [r.step_ms_median for r in rows if r.step_ms_median is not None]
     median = float(np.median(steps)) if steps else (float(np.median(medians)) if medians else None)
     rates = [r.samples_per_s for r in rows]
-    rate = float(sum(rates)) if rates and all(x is not None for x in rates) else None
+    known = [x for x in rates if x is not None]
+    rate = float(sum(known)) if known and len(known) == len(rates) else None
     first = rows[0]
     per_step = round(first.samples_per_step, 1) if first.samples_per_step else None
     return Point(rows, median, steps, rate, (first.world_size, first.devices, per_step))

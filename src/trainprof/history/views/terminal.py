@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -51,13 +51,20 @@ def verdicts_by_id(series: list[Series]) -> dict[int, tuple[Point, Verdict]]:
             for row_id in p.ids}
 
 
+def verdict_of(verdicts: dict[int, tuple[Point, Verdict]], r: RunRecord
+               ) -> tuple[Point, Verdict] | None:
+    """The row's point and verdict; None for a row not judged (or not yet stored, no id)."""
+    return verdicts.get(r.id) if r.id is not None else None
+
+
 def runs_table(records: list[RunRecord], verdicts: dict[int, tuple[Point, Verdict]], db: str,
                width: int = 120) -> Table:
     """One line per run; below ``WIDE`` columns, host, ranks, p90 and memory are left out
     (``trainprof history show ID`` has them)."""
     wide = width >= WIDE
     table = compact_table(f"Runs in {db} (step times in ms)" if db else "Runs (step times in ms)")
-    columns = [("id", "right"), ("recorded", "left"), ("name", "left"), ("commit", "left")]
+    columns: list[tuple[str, JustifyMethod]] = [
+        ("id", "right"), ("recorded", "left"), ("name", "left"), ("commit", "left")]
     columns += [("host", "left"), ("ranks", "right")] if wide else []
     columns += [("steps", "right"), ("median", "right")]
     columns += [("p90", "right")] if wide else []
@@ -75,7 +82,8 @@ def runs_table(records: list[RunRecord], verdicts: dict[int, tuple[Point, Verdic
 
 
 def _cells(r: RunRecord, verdicts: dict[int, tuple[Point, Verdict]], wide: bool) -> dict:
-    point, verdict = verdicts.get(r.id, (None, None))
+    found = verdict_of(verdicts, r)
+    point, verdict = found if found is not None else (None, None)
     return {
         "id": str(r.id), "recorded": when(r.recorded_at, short=not wide), "name": escape(r.name),
         "commit": (r.git_commit or "")[:7], "host": escape(clip(r.host or "", 16)),
