@@ -65,6 +65,7 @@ def analyse(trace: Trace, steps: StepWindows, notes: list[str]) -> CriticalPath:
             continue
         path = walker.path(int(last[k]))
         paths.append(_step_path(trace, g, t, via, path, k, int(steps.numbers[k]), item_us))
+    del walker, pred, via, last  # the what-ifs below need none of them
     total = sum(p.step_us for p in paths)
     split = {key: sum(p.split_us[key] for p in paths) for key in CATEGORY_KEYS}
     pct = {key: (100.0 * v / total if total > 0 else 0.0) for key, v in split.items()}
