@@ -22,29 +22,48 @@ from trainprof.analysis.critical_path.graph import UNREACHED, StepGraph
 MAX_PASSES = 2_000
 
 
-def _chain_scan(g: StepGraph, weight: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Times along every chain given the chain weights and the other inputs ``x``."""
+class _Chains:
+    """What a scan along every chain needs that depends on the chains and weights only (one
+    replay scans many times with the same weights)."""
+
+    def __init__(self, g: StepGraph, weight: np.ndarray) -> None:
+        head = g.heads
+        n = len(head)
+        self.chains = int(head.sum())
+        self.bounds = np.r_[np.flatnonzero(head), n]
+        self.number = np.cumsum(head, dtype=np.int64)  # each point's chain, counted from 1
+        head_pos = np.where(head, np.arange(n), 0)
+        np.maximum.accumulate(head_pos, out=head_pos)
+        cs = np.cumsum(weight)
+        # Cumulative weight from the chain's head (weights at heads are 0).
+        self.c = cs - cs[head_pos]
+
+
+def _chain_scan(ch: _Chains, x: np.ndarray) -> np.ndarray:
+    """Times along every chain given the chains' weights (``ch``) and the other inputs ``x``."""
     if not len(x):
         return x.copy()
-    head = g.heads
-    cs = np.cumsum(weight)
-    head_pos = np.maximum.accumulate(np.where(head, np.arange(len(x)), 0))
-    c = cs - cs[head_pos]  # cumulative weight from the chain's head (weights at heads are 0)
     reached = x > UNREACHED
-    y = np.where(reached, x - c, 0)
-    lo = int(y[reached].min()) - 1 if reached.any() else -1
-    y = np.where(reached, y, lo)
+    y = x - ch.c
+    lo = int(np.min(y, where=reached, initial=np.iinfo(np.int64).max)) - 1 \
+        if reached.any() else -1
+    np.putmask(y, ~reached, lo)
+    del reached
     stride = int(y.max()) - lo + 1
-    chains = int(head.sum())
-    if stride * (chains + 1) + abs(lo) < 2**62:
-        offset = np.cumsum(head) * np.int64(stride)  # keeps each chain's running max to itself
-        run = np.maximum.accumulate(y + offset) - offset
+    if stride * (ch.chains + 1) + abs(lo) < 2**62:
+        offset = ch.number * np.int64(stride)  # keeps each chain's running max to itself
+        y += offset
+        np.maximum.accumulate(y, out=y)
+        y -= offset
+        del offset
     else:  # times too far apart for one pass: chain by chain
-        run = np.empty_like(y)
-        bounds = np.r_[np.flatnonzero(head), len(y)]
+        bounds = ch.bounds
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-            run[a:b] = np.maximum.accumulate(y[a:b])
-    return np.where(run > lo, c + run, UNREACHED)
+            np.maximum.accumulate(y[a:b], out=y[a:b])
+    unreached = y <= lo
+    y += ch.c
+    y[unreached] = UNREACHED
+    return y
 
 
 def replay(g: StepGraph, weight: np.ndarray | None = None,
@@ -52,14 +71,14 @@ def replay(g: StepGraph, weight: np.ndarray | None = None,
     """(time of every point, converged) with these chain weights (the graph's own by default),
     iterating from ``start`` (any times; the recorded ones or an earlier replay converge
     fastest)."""
-    w = g.weight if weight is None else weight
-    t = _chain_scan(g, w, g.anchor) if start is None else start
-    ok_src = np.ones(len(g.src), dtype=bool)
+    ch = _Chains(g, g.weight if weight is None else weight)
+    t = _chain_scan(ch, g.anchor) if start is None else start
     for _ in range(MAX_PASSES):
         x = g.anchor.copy()
         ok_src = t[g.src] > UNREACHED
         np.maximum.at(x, g.dst[ok_src], t[g.src[ok_src]] + g.lag[ok_src])
-        nxt = _chain_scan(g, w, x)
+        nxt = _chain_scan(ch, x)
+        del x
         if np.array_equal(nxt, t):
             return t, True
         t = nxt
