@@ -142,6 +142,7 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
     event = np.full(n, -1, dtype=np.int64)
     event[:h], event[h + 1::2] = owner, d.event
     event[h::2] = d.event
+    host.owner_event = event[:h]  # the same values, now: its own copy can go
     del owner, h_item
     anchor = np.full(n, UNREACHED, dtype=np.int64)
     anchor[:h][h_head] = host.time[h_head]

@@ -189,18 +189,25 @@ class WhatIfReplay:
         visit[g.dst] = True
         inside = np.ones(len(g.dst), dtype=bool)
         if steps is not None:
-            visit &= steps[g.chain_step[g.chain]]
-            inside = steps[g.chain_step[g.chain[g.dst]]]
+            chain_in = steps[g.chain_step]  # per chain, not per point
+            visit &= chain_in[g.chain]
+            inside = chain_in[g.chain[g.dst]]
         kept = np.flatnonzero(visit)
-        base = np.maximum.accumulate(np.where(visit | heads, np.arange(n), 0)) if n else kept
+        # Each point's latest visited point (or head) at or before it, on its chain.
+        base = np.arange(n)
+        base[~(visit | heads)] = 0
+        del visit, tails
+        np.maximum.accumulate(base, out=base)
         prev_in_chain = np.where(heads[kept], -1, np.r_[-1, kept[:-1]])
         index = np.full(n, -1, dtype=np.int64)
         index[kept] = np.arange(len(kept))
         linked = prev_in_chain >= 0
         self._cross_from = g.src[inside]  # the point each cross edge leaves from ...
         self._cross_base = base[self._cross_from]  # ... and the visited point before it
+        del base
         src = np.r_[index[prev_in_chain[linked]], index[self._cross_base]]
         dst = np.r_[np.flatnonzero(linked), index[g.dst[inside]]]
+        del index, heads
         order = _topological(len(kept), src, dst, np.lexsort((kept, t[kept])))
         rank = np.empty(len(kept), dtype=np.int64)
         rank[order] = np.arange(len(kept))
@@ -234,8 +241,8 @@ class WhatIfReplay:
         lag_all = self._lags(weight)
         sorted_lags = lag_all[self._by_dst]
         if not self._clean:
-            dst, src = self._dst_array.tolist(), self._src_array.tolist()
-            lags, t = sorted_lags.tolist(), self._anchor_array.tolist()
+            dst, src, lags = self._dst_array, self._src_array, sorted_lags
+            times = self._anchor_array.copy()
         else:  # start each step at its first changed edge: what precedes is as it was
             changed = sorted_lags != self._base_lags
             first = np.full(len(self.g.step_start), len(self._anchor_array), dtype=np.int64)
@@ -243,9 +250,11 @@ class WhatIfReplay:
             redo = self._edge_dst >= first[self._edge_step]
             times = self._base_times.copy()
             times[self._edge_dst[redo]] = self._anchor_array[self._edge_dst[redo]]
-            t = times.tolist()
-            dst, src = self._dst_array[redo].tolist(), self._src_array[redo].tolist()
-            lags = sorted_lags[redo].tolist()
+            dst, src, lags = self._dst_array[redo], self._src_array[redo], sorted_lags[redo]
+        # Memoryviews: Python ints read and written in place, without a list of them each.
+        t = memoryview(times)
+        dst, src, lags = (memoryview(np.ascontiguousarray(a, dtype=np.int64))
+                          for a in (dst, src, lags))
         back_src, back_dst, back_edge = self._back
         for _ in range(max_rounds):
             # Edges by destination in visiting order: every source is final when read.
@@ -253,7 +262,6 @@ class WhatIfReplay:
                 v = t[s] + lag
                 if v > t[d]:
                     t[d] = v
-            times = np.array(t, dtype=np.int64)
             if not (times[back_src] + lag_all[back_edge] > times[back_dst]).any():
                 break
         out = np.full(len(self.g.step_start), UNREACHED, dtype=np.int64)
