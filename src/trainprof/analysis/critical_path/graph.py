@@ -49,7 +49,7 @@ from trainprof.analysis.critical_path.waits import (
 from trainprof.analysis.overview.steps import StepWindows, launch_links
 from trainprof.trace.model import Trace
 
-__all__ = ["UNREACHED", "StepGraph", "build_graph"]
+__all__ = ["UNREACHED", "StepGraph", "build_graph", "index_dtype"]
 
 
 @dataclass
@@ -57,11 +57,11 @@ class StepGraph:
     """Every step's graph in one set of columns; points are grouped by chain, chains by step."""
 
     time: np.ndarray  # int64 ns, the recorded time of each point
-    chain: np.ndarray  # int64 chain of each point
+    chain: np.ndarray  # int32 (int64 past 2**31 points) chain of each point
     weight: np.ndarray  # int64 ns of the chain edge into each point (0 at a chain's head)
     category: np.ndarray  # uint8 Category of that edge
-    item: np.ndarray  # int64 index into ``items`` of that edge, -1 for none
-    event: np.ndarray  # int64 the trace event that owns that edge, -1 for none
+    item: np.ndarray  # int32 index into ``items`` of that edge, -1 for none
+    event: np.ndarray  # int32 (int64 past 2**31 events) the trace event owning that edge, or -1
     anchor: np.ndarray  # int64 ns a point cannot precede (its recorded time), or UNREACHED
     src: np.ndarray  # cross edges: int64 source point
     dst: np.ndarray  # int64 destination point
@@ -124,7 +124,7 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
     time = np.empty(n, dtype=np.int64)
     time[:h], time[h::2], time[h + 1::2] = host.time, d.start, d.end
     host.time = time[:h]  # the same values: one copy of them, not two
-    chain = np.empty(n, dtype=np.int64)
+    chain = np.empty(n, dtype=index_dtype(n))
     chain[:h] = h_chain
     h_chain = chain[:h]
     chain[h::2] = chain[h + 1::2] = len(h_keys) + d.chain_key
@@ -137,9 +137,9 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
     category = np.empty(n, dtype=np.uint8)
     category[:h], category[h::2], category[h + 1::2] = h_cat, Category.LAUNCH_OVERHEAD, d_cat
     h_cat = category[:h]
-    item = np.full(n, -1, dtype=np.int64)
+    item = np.full(n, -1, dtype=index_dtype(n))
     item[:h], item[h + 1::2] = h_item, d_item
-    event = np.full(n, -1, dtype=np.int64)
+    event = np.full(n, -1, dtype=index_dtype(len(ev)))
     event[:h], event[h + 1::2] = owner, d.event
     event[h::2] = d.event
     host.owner_event = event[:h]  # the same values, now: its own copy can go
@@ -184,6 +184,11 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
                      event=event, anchor=anchor, src=src, dst=dst, lag=lag,
                      cross_category=ccat, chain_step=chain_step, chain_lane=lanes,
                      step_start=starts, items=table.items, launch_lag_ns=lag0)
+
+
+def index_dtype(size: int) -> type[np.signedinteger]:
+    """The narrowest of int32 and int64 that holds every index into ``size`` things, and -1."""
+    return np.int32 if size < 2**31 else np.int64
 
 
 def _inside_loader(trace: Trace, owner: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ from collections import deque
 
 import numpy as np
 
-from trainprof.analysis.critical_path.graph import UNREACHED, StepGraph
+from trainprof.analysis.critical_path.graph import UNREACHED, StepGraph, index_dtype
 
 #: Passes after which a replay stops even if points still move (a graph this deep is unlikely:
 #: it would need about this many syncs in one step); the result then notes it.
@@ -96,8 +96,8 @@ def binding_inputs(g: StepGraph, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """Per point, what set its time: (-1, -1) an anchor; (previous point, -1) its chain edge;
     (source point, edge) a cross edge. Chain edges win ties."""
     n = len(t)
-    pred = np.full(n, -1, dtype=np.int64)
-    via = np.full(n, -1, dtype=np.int64)
+    pred = np.full(n, -1, dtype=index_dtype(n))
+    via = np.full(n, -1, dtype=index_dtype(len(g.src)))
     if not n:
         return pred, via
     arrive = t[g.src] + g.lag
@@ -105,9 +105,11 @@ def binding_inputs(g: StepGraph, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     edges = np.flatnonzero(hit)
     pred[g.dst[edges]] = g.src[edges]
     via[g.dst[edges]] = edges
-    prev = np.r_[-1, np.arange(n - 1)]
-    by_chain = ~g.heads & (t[np.maximum(prev, 0)] + g.weight == t) & (t > UNREACHED)
-    pred[by_chain], via[by_chain] = prev[by_chain], -1
+    by_chain = np.zeros(n, dtype=bool)  # the previous point on the chain plus the edge
+    by_chain[1:] = t[:-1] + g.weight[1:] == t[1:]
+    by_chain &= ~g.heads & (t > UNREACHED)
+    on_chain = np.flatnonzero(by_chain)
+    pred[on_chain], via[on_chain] = on_chain - 1, -1
     return pred, via
 
 
@@ -116,15 +118,16 @@ class PathWalker:
 
     def __init__(self, pred: np.ndarray) -> None:
         n = len(pred)
-        idx = np.arange(n)
-        by_chain = (pred == idx - 1) & (pred >= 0)
         # The first point of the run of chain-bound points that ends at each point.
-        run_start = np.where(by_chain, 0, idx)
-        del idx, by_chain
+        run_start = np.arange(n, dtype=index_dtype(n))
+        by_chain = np.zeros(n, dtype=bool)
+        by_chain[1:] = pred[1:] == run_start[:-1]
+        run_start[by_chain] = 0
+        del by_chain
         np.maximum.accumulate(run_start, out=run_start)
-        # Memoryviews read back Python ints as fast as lists, at 8 bytes a point, not ~36.
+        # Memoryviews read back Python ints as fast as lists, at 4 bytes a point, not ~36.
         self._run_start = memoryview(run_start)
-        self._pred = memoryview(np.ascontiguousarray(pred, dtype=np.int64))
+        self._pred = memoryview(np.ascontiguousarray(pred))
 
     def path(self, end: int) -> np.ndarray:
         """The points from ``end`` back to the anchor that started it, in time order."""

@@ -127,7 +127,7 @@ def _step_path(trace: Trace, g: StepGraph, t: np.ndarray, via: np.ndarray, pts: 
     split = {key: float(v) for key, v in zip(CATEGORY_KEYS, split_arr, strict=True)}
     event = np.where(cross, -1, g.event[b])
     name = np.where(event >= 0, trace.events.name[np.maximum(event, 0)], -1)
-    lane = g.chain[b]
+    lane = g.chain[b].astype(np.int64)  # the graph's narrower chains, as the result's lanes
     pieces = _merged(lane, from_ / 1000.0, t[b] / 1000.0, cat, name, us > 0)
     pieces.lanes, pieces.names = g.chain_lane, trace.events.names
     step_us = float(t[pts[-1]] - g.step_start[k]) / 1000.0
