@@ -229,19 +229,37 @@ class WhatIfReplay:
         # The unchanged replay: a what-if recomputes each step from its first changed edge on.
         self._edge_dst = edge_dst[self._by_dst]
         self._edge_step = self.step[self._edge_dst]
-        self._base_lags = self._lags(g.weight)[self._by_dst]
+        cs = np.cumsum(g.weight)  # the graph's cumulative weights where the lags read them
+        self._base_cs = tuple(cs[a] for a in (self._chain_to, self._chain_from,
+                                              self._cross_from, self._cross_base))
+        del cs
+        no_change = np.zeros(0, dtype=np.int64)
+        self._base_lags = self._lags(no_change, no_change)[self._by_dst]
         self._base_times = np.maximum(t[points], UNREACHED)
         self._clean = not len(self._back[0])
 
-    def _lags(self, weight: np.ndarray) -> np.ndarray:
+    def _lags(self, pos: np.ndarray, weight: np.ndarray) -> np.ndarray:
         """Every edge's lag (chain edges: the weights between their points), in build order."""
-        cs = np.cumsum(weight)
-        gain = cs[self._chain_to] - cs[self._chain_from]
-        return np.r_[gain, self._cross_lag + cs[self._cross_from] - cs[self._cross_base]]
+        # The cumulative weights at the points read: the graph's plus the changes before them
+        # (a what-if changes a few weights: no cumulative sum over every point).
+        shift = np.r_[0, np.cumsum(weight - self.g.weight[pos])]
+        to, from_, cross_from, cross_base = (
+            base + shift[np.searchsorted(pos, points, side="right")]
+            for base, points in zip(self._base_cs, (self._chain_to, self._chain_from,
+                                                     self._cross_from, self._cross_base),
+                                    strict=True))
+        return np.r_[to - from_, self._cross_lag + cross_from - cross_base]
 
     def step_ends(self, weight: np.ndarray, max_rounds: int = 8) -> np.ndarray:
         """The latest time of each step (ns) with these chain weights."""
-        lag_all = self._lags(weight)
+        pos = np.flatnonzero(weight != self.g.weight)
+        return self.changed_step_ends(pos, weight[pos], max_rounds)
+
+    def changed_step_ends(self, pos: np.ndarray, weight: np.ndarray,
+                          max_rounds: int = 8) -> np.ndarray:
+        """``step_ends`` with the graph's weights but at the points ``pos`` (sorted), whose
+        weights are ``weight``: no copy of every weight for a what-if that changes a few."""
+        lag_all = self._lags(pos, weight)
         sorted_lags = lag_all[self._by_dst]
         if not self._clean:
             dst, src, lags = self._dst_array, self._src_array, sorted_lags

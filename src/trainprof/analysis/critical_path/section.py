@@ -170,10 +170,9 @@ def _what_ifs(g: StepGraph, t: np.ndarray, ends: np.ndarray, item_us: np.ndarray
             if scaled and scaled[0] >= now:  # no saving at zero: none at any scale
                 scaled.append(now)
                 continue
-            w = g.weight.copy()
-            mask = g.item == i
-            w[mask] = np.rint(w[mask] * scale).astype(np.int64)
-            scaled.append(_mean_step_ms(fast.step_ends(w), g, reached))
+            pos = np.flatnonzero(g.item == i)
+            w = np.rint(g.weight[pos] * scale).astype(np.int64)
+            scaled.append(_mean_step_ms(fast.changed_step_ends(pos, w), g, reached))
         out.append(PathItem(kind=kind, name=name, on_path_us=float(item_us[i]),
                             on_path_pct=100.0 * float(item_us[i]) / total_us if total_us else 0.0,
                             step_ms=now, step_ms_if_zero=scaled[0], step_ms_if_half=scaled[1]))
