@@ -145,16 +145,19 @@ def thread_starts(host: HostPoints, chain: np.ndarray, head: np.ndarray,
     first = np.full(int(step.max()) + 1, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first, step, t)
     heads = np.flatnonzero(head & (t - first[step] >= THREAD_WAIT_MIN_NS))
-    span = np.int64(2**44)
-    key = step * span + t - t.min()
+    key = step * np.int64(2**44)
+    del step  # read again below at the points it is needed at only
+    key += t
+    key -= t.min()
     by_key = np.argsort(key, kind="stable")
-    keys = key[by_key]
-    hit = np.searchsorted(keys, key[heads], side="right") - 1
+    hit = np.searchsorted(key[by_key], key[heads], side="right") - 1
+    del key
+    head_step = host.chain_key[heads] // (n_threads + 1)
     found = np.full(len(heads), -1, dtype=np.int64)
     todo = np.ones(len(heads), dtype=bool)
     for _ in range(8):  # skip the head's own points at the same time
         cand = by_key[np.maximum(hit, 0)]
-        ok = todo & (hit >= 0) & (step[cand] == step[heads])
+        ok = todo & (hit >= 0) & (host.chain_key[cand] // (n_threads + 1) == head_step)
         other = ok & (chain[cand] != chain[heads])
         found[other] = cand[other]
         todo &= ok & ~other
