@@ -188,6 +188,12 @@ def test_replay_reproduces_the_recorded_times(path):
     heaviest = int(np.argmax(np.where(g.item >= 0, g.weight, -1)))
     w = np.where(g.item == g.item[heaviest], 0, g.weight)
     assert np.array_equal(fast.step_ends(w), step_ends(g, replay(g, w)[0]))
+    # ... also given only the changed weights (the what-ifs' way), at half their time.
+    pos = np.flatnonzero(g.item == g.item[heaviest])
+    half = np.rint(g.weight[pos] * 0.5).astype(np.int64)
+    w = g.weight.copy()
+    w[pos] = half
+    assert np.array_equal(fast.changed_step_ends(pos, half), step_ends(g, replay(g, w)[0]))
 
 
 def _window(path, name, instance):

@@ -46,12 +46,9 @@ class ItemTable:
 
     def ids(self, kind: str, codes: np.ndarray, label: Callable[[int], str]) -> np.ndarray:
         """Item ids for name ``codes``, each named ``label(code)``."""
-        out = np.full(len(codes), -1, dtype=np.int64)
         uniq, inverse = np.unique(codes, return_inverse=True)
         table = np.array([self.id(kind, label(c)) for c in uniq.tolist()], dtype=np.int64)
-        if len(uniq):
-            out[:] = table[inverse]
-        return out
+        return table[inverse.reshape(-1)]
 
     def id(self, kind: str, name: str) -> int:
         key = (kind, name)
@@ -71,6 +68,7 @@ def host_categories(trace: Trace, owner: np.ndarray, in_loader: np.ndarray,
     safe = np.maximum(owner, 0)
     kind = np.where(owner >= 0, ev.kind[safe], 255)
     name = ev.name[safe]
+    del safe
     runtime = np.isin(kind, np.array(list(LAUNCH_KINDS), dtype=np.int64))
     launch = runtime & np.isin(owner, launches)
     is_sync = runtime & np.isin(name, sync_name_codes(trace))

@@ -49,7 +49,7 @@ from trainprof.analysis.critical_path.waits import (
 from trainprof.analysis.overview.steps import StepWindows, launch_links
 from trainprof.trace.model import Trace
 
-__all__ = ["UNREACHED", "StepGraph", "build_graph"]
+__all__ = ["UNREACHED", "StepGraph", "build_graph", "index_dtype"]
 
 
 @dataclass
@@ -57,11 +57,11 @@ class StepGraph:
     """Every step's graph in one set of columns; points are grouped by chain, chains by step."""
 
     time: np.ndarray  # int64 ns, the recorded time of each point
-    chain: np.ndarray  # int64 chain of each point
+    chain: np.ndarray  # int32 (int64 past 2**31 points) chain of each point
     weight: np.ndarray  # int64 ns of the chain edge into each point (0 at a chain's head)
     category: np.ndarray  # uint8 Category of that edge
-    item: np.ndarray  # int64 index into ``items`` of that edge, -1 for none
-    event: np.ndarray  # int64 the trace event that owns that edge, -1 for none
+    item: np.ndarray  # int32 index into ``items`` of that edge, -1 for none
+    event: np.ndarray  # int32 (int64 past 2**31 events) the trace event owning that edge, or -1
     anchor: np.ndarray  # int64 ns a point cannot precede (its recorded time), or UNREACHED
     src: np.ndarray  # cross edges: int64 source point
     dst: np.ndarray  # int64 destination point
@@ -94,8 +94,12 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
     h_keys, h_chain = np.unique(host.chain_key, return_inverse=True)
     h_head = np.r_[True, h_chain[1:] != h_chain[:-1]] if h else np.zeros(0, dtype=bool)
     h_weight = np.where(h_head, 0, np.diff(host.time, prepend=host.time[:1]))
-    owner = np.r_[-1, host.owner_event[:-1]] if h else np.zeros(0, dtype=np.int64)
-    owner = np.where(h_head, -1, owner)
+    # The event owning the segment *into* each point: the owners shifted by one, in place (the
+    # host points' own column is read nowhere else).
+    owner = host.owner_event
+    if h:
+        owner[1:] = owner[:-1]
+    owner[h_head] = -1
     h_cat, h_item = host_categories(trace, owner, _inside_loader(trace, owner),
                                     launch_links(trace)[1], table)
 
@@ -119,21 +123,27 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
     n = h + 2 * m
     time = np.empty(n, dtype=np.int64)
     time[:h], time[h::2], time[h + 1::2] = host.time, d.start, d.end
-    chain = np.empty(n, dtype=np.int64)
+    host.time = time[:h]  # the same values: one copy of them, not two
+    chain = np.empty(n, dtype=index_dtype(n))
     chain[:h] = h_chain
+    h_chain = chain[:h]
     chain[h::2] = chain[h + 1::2] = len(h_keys) + d.chain_key
     weight = np.empty(n, dtype=np.int64)
     weight[:h] = h_weight
+    del h_weight
     weight[h::2] = np.where(binding == 0, np.maximum(d.start - prev_end, 0), 0)
     weight[h::2][d_head] = 0
     weight[h + 1::2] = d.end - d.start
     category = np.empty(n, dtype=np.uint8)
     category[:h], category[h::2], category[h + 1::2] = h_cat, Category.LAUNCH_OVERHEAD, d_cat
-    item = np.full(n, -1, dtype=np.int64)
+    h_cat = category[:h]
+    item = np.full(n, -1, dtype=index_dtype(n))
     item[:h], item[h + 1::2] = h_item, d_item
-    event = np.full(n, -1, dtype=np.int64)
+    event = np.full(n, -1, dtype=index_dtype(len(ev)))
     event[:h], event[h + 1::2] = owner, d.event
     event[h::2] = d.event
+    host.owner_event = event[:h]  # the same values, now: its own copy can go
+    del owner, h_item
     anchor = np.full(n, UNREACHED, dtype=np.int64)
     anchor[:h][h_head] = host.time[h_head]
     anchor[h::2][unexplained] = d.start[unexplained]
@@ -161,19 +171,24 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
     chain_step = np.r_[h_keys // (n_threads + 1), _chain_steps(d)]
     # What happened before the step began (the host running ahead of the device) belongs to
     # the step before's time: a what-if of this step cannot move it.
-    origin = starts[chain_step[chain]]
-    early = time <= origin
+    point_step = chain_step[chain]
+    early = time <= starts[point_step]
     anchor[early] = time[early]
     # ... and what follows it cannot move before the step's start.
     after_early = ~early & np.r_[False, early[:-1] & (chain[1:] == chain[:-1])]
     after_early[dst[early[src] & ~early[dst]]] = True
-    anchor[after_early] = np.maximum(anchor[after_early], origin[after_early])
+    anchor[after_early] = np.maximum(anchor[after_early], starts[point_step[after_early]])
     lanes = [f"host thread {trace.threads[k % (n_threads + 1)][1]}" for k in h_keys.tolist()]
     lanes += _device_lanes(trace, d)
     return StepGraph(time=time, chain=chain, weight=weight, category=category, item=item,
                      event=event, anchor=anchor, src=src, dst=dst, lag=lag,
                      cross_category=ccat, chain_step=chain_step, chain_lane=lanes,
                      step_start=starts, items=table.items, launch_lag_ns=lag0)
+
+
+def index_dtype(size: int) -> type[np.signedinteger]:
+    """The narrowest of int32 and int64 that holds every index into ``size`` things, and -1."""
+    return np.int32 if size < 2**31 else np.int64
 
 
 def _inside_loader(trace: Trace, owner: np.ndarray) -> np.ndarray:

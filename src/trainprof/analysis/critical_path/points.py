@@ -41,23 +41,26 @@ def host_points(trace: Trace, starts: np.ndarray, ends: np.ndarray) -> HostPoint
     ev = trace.events
     tree = call_tree(trace)
     n = len(tree)
-    pos = np.arange(n)
     nodes_ev = tree.event
     parent_ev = np.where(tree.parent >= 0, nodes_ev[np.maximum(tree.parent, 0)], -1)
     t = np.r_[to_ns(ev.ts[nodes_ev]), to_ns(ev.end[nodes_ev])]
-    is_start = np.r_[np.ones(n, dtype=bool), np.zeros(n, dtype=bool)]
-    tid = np.r_[ev.tid[nodes_ev], ev.tid[nodes_ev]].astype(np.int64)
-    # At one time: ends before starts; ends innermost first, starts outermost first.
-    tie = np.r_[n + pos, n - 1 - pos]  # starts after every end, each group in tree order
     step = step_of(t, starts, ends)
     keep = np.flatnonzero(step >= 0)
-    chain_key = step[keep] * (len(trace.threads) + 1) + tid[keep]
-    order = np.lexsort((tie[keep], t[keep], chain_key))
+    del step  # read again below at the kept points only
+    tid = ev.tid[nodes_ev].astype(np.int64)
+    chain_key = step_of(t[keep], starts, ends) * (len(trace.threads) + 1) + tid[keep % n]
+    del tid
+    # At one time: ends before starts; ends innermost first, starts outermost first.
+    tie = np.where(keep < n, n + keep, 2 * n - 1 - keep)  # starts after every end, in tree order
+    order = np.lexsort((tie, t[keep], chain_key))
+    del tie
     sel = keep[order]
-    owner = np.r_[nodes_ev, parent_ev][sel]
-    key = chain_key[order]
-    return HostPoints(time=t[sel], chain_key=key, owner_event=owner,
-                 event=np.r_[nodes_ev, nodes_ev][sel], is_start=is_start[sel])
+    del keep
+    is_start = sel < n
+    node = np.where(is_start, sel, sel - n)
+    owner = np.where(is_start, nodes_ev[node], parent_ev[node])
+    return HostPoints(time=t[sel], chain_key=chain_key[order], owner_event=owner,
+                      event=nodes_ev[node], is_start=is_start)
 
 
 @dataclass

@@ -15,36 +15,55 @@ from collections import deque
 
 import numpy as np
 
-from trainprof.analysis.critical_path.graph import UNREACHED, StepGraph
+from trainprof.analysis.critical_path.graph import UNREACHED, StepGraph, index_dtype
 
 #: Passes after which a replay stops even if points still move (a graph this deep is unlikely:
 #: it would need about this many syncs in one step); the result then notes it.
 MAX_PASSES = 2_000
 
 
-def _chain_scan(g: StepGraph, weight: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Times along every chain given the chain weights and the other inputs ``x``."""
+class _Chains:
+    """What a scan along every chain needs that depends on the chains and weights only (one
+    replay scans many times with the same weights)."""
+
+    def __init__(self, g: StepGraph, weight: np.ndarray) -> None:
+        head = g.heads
+        n = len(head)
+        self.chains = int(head.sum())
+        self.bounds = np.r_[np.flatnonzero(head), n]
+        self.number = np.cumsum(head, dtype=np.int64)  # each point's chain, counted from 1
+        head_pos = np.where(head, np.arange(n), 0)
+        np.maximum.accumulate(head_pos, out=head_pos)
+        cs = np.cumsum(weight)
+        # Cumulative weight from the chain's head (weights at heads are 0).
+        self.c = cs - cs[head_pos]
+
+
+def _chain_scan(ch: _Chains, x: np.ndarray) -> np.ndarray:
+    """Times along every chain given the chains' weights (``ch``) and the other inputs ``x``."""
     if not len(x):
         return x.copy()
-    head = g.heads
-    cs = np.cumsum(weight)
-    head_pos = np.maximum.accumulate(np.where(head, np.arange(len(x)), 0))
-    c = cs - cs[head_pos]  # cumulative weight from the chain's head (weights at heads are 0)
     reached = x > UNREACHED
-    y = np.where(reached, x - c, 0)
-    lo = int(y[reached].min()) - 1 if reached.any() else -1
-    y = np.where(reached, y, lo)
+    y = x - ch.c
+    lo = int(np.min(y, where=reached, initial=np.iinfo(np.int64).max)) - 1 \
+        if reached.any() else -1
+    np.putmask(y, ~reached, lo)
+    del reached
     stride = int(y.max()) - lo + 1
-    chains = int(head.sum())
-    if stride * (chains + 1) + abs(lo) < 2**62:
-        offset = np.cumsum(head) * np.int64(stride)  # keeps each chain's running max to itself
-        run = np.maximum.accumulate(y + offset) - offset
+    if stride * (ch.chains + 1) + abs(lo) < 2**62:
+        offset = ch.number * np.int64(stride)  # keeps each chain's running max to itself
+        y += offset
+        np.maximum.accumulate(y, out=y)
+        y -= offset
+        del offset
     else:  # times too far apart for one pass: chain by chain
-        run = np.empty_like(y)
-        bounds = np.r_[np.flatnonzero(head), len(y)]
+        bounds = ch.bounds
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-            run[a:b] = np.maximum.accumulate(y[a:b])
-    return np.where(run > lo, c + run, UNREACHED)
+            np.maximum.accumulate(y[a:b], out=y[a:b])
+    unreached = y <= lo
+    y += ch.c
+    y[unreached] = UNREACHED
+    return y
 
 
 def replay(g: StepGraph, weight: np.ndarray | None = None,
@@ -52,14 +71,14 @@ def replay(g: StepGraph, weight: np.ndarray | None = None,
     """(time of every point, converged) with these chain weights (the graph's own by default),
     iterating from ``start`` (any times; the recorded ones or an earlier replay converge
     fastest)."""
-    w = g.weight if weight is None else weight
-    t = _chain_scan(g, w, g.anchor) if start is None else start
-    ok_src = np.ones(len(g.src), dtype=bool)
+    ch = _Chains(g, g.weight if weight is None else weight)
+    t = _chain_scan(ch, g.anchor) if start is None else start
     for _ in range(MAX_PASSES):
         x = g.anchor.copy()
         ok_src = t[g.src] > UNREACHED
         np.maximum.at(x, g.dst[ok_src], t[g.src[ok_src]] + g.lag[ok_src])
-        nxt = _chain_scan(g, w, x)
+        nxt = _chain_scan(ch, x)
+        del x
         if np.array_equal(nxt, t):
             return t, True
         t = nxt
@@ -77,8 +96,8 @@ def binding_inputs(g: StepGraph, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """Per point, what set its time: (-1, -1) an anchor; (previous point, -1) its chain edge;
     (source point, edge) a cross edge. Chain edges win ties."""
     n = len(t)
-    pred = np.full(n, -1, dtype=np.int64)
-    via = np.full(n, -1, dtype=np.int64)
+    pred = np.full(n, -1, dtype=index_dtype(n))
+    via = np.full(n, -1, dtype=index_dtype(len(g.src)))
     if not n:
         return pred, via
     arrive = t[g.src] + g.lag
@@ -86,9 +105,11 @@ def binding_inputs(g: StepGraph, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     edges = np.flatnonzero(hit)
     pred[g.dst[edges]] = g.src[edges]
     via[g.dst[edges]] = edges
-    prev = np.r_[-1, np.arange(n - 1)]
-    by_chain = ~g.heads & (t[np.maximum(prev, 0)] + g.weight == t) & (t > UNREACHED)
-    pred[by_chain], via[by_chain] = prev[by_chain], -1
+    by_chain = np.zeros(n, dtype=bool)  # the previous point on the chain plus the edge
+    by_chain[1:] = t[:-1] + g.weight[1:] == t[1:]
+    by_chain &= ~g.heads & (t > UNREACHED)
+    on_chain = np.flatnonzero(by_chain)
+    pred[on_chain], via[on_chain] = on_chain - 1, -1
     return pred, via
 
 
@@ -97,11 +118,16 @@ class PathWalker:
 
     def __init__(self, pred: np.ndarray) -> None:
         n = len(pred)
-        idx = np.arange(n)
-        by_chain = (pred == idx - 1) & (pred >= 0)
         # The first point of the run of chain-bound points that ends at each point.
-        self._run_start = np.maximum.accumulate(np.where(by_chain, 0, idx)).tolist() if n else []
-        self._pred = pred.tolist()
+        run_start = np.arange(n, dtype=index_dtype(n))
+        by_chain = np.zeros(n, dtype=bool)
+        by_chain[1:] = pred[1:] == run_start[:-1]
+        run_start[by_chain] = 0
+        del by_chain
+        np.maximum.accumulate(run_start, out=run_start)
+        # Memoryviews read back Python ints as fast as lists, at 4 bytes a point, not ~36.
+        self._run_start = memoryview(run_start)
+        self._pred = memoryview(np.ascontiguousarray(pred))
 
     def path(self, end: int) -> np.ndarray:
         """The points from ``end`` back to the anchor that started it, in time order."""
@@ -166,18 +192,25 @@ class WhatIfReplay:
         visit[g.dst] = True
         inside = np.ones(len(g.dst), dtype=bool)
         if steps is not None:
-            visit &= steps[g.chain_step[g.chain]]
-            inside = steps[g.chain_step[g.chain[g.dst]]]
+            chain_in = steps[g.chain_step]  # per chain, not per point
+            visit &= chain_in[g.chain]
+            inside = chain_in[g.chain[g.dst]]
         kept = np.flatnonzero(visit)
-        base = np.maximum.accumulate(np.where(visit | heads, np.arange(n), 0)) if n else kept
+        # Each point's latest visited point (or head) at or before it, on its chain.
+        base = np.arange(n)
+        base[~(visit | heads)] = 0
+        del visit, tails
+        np.maximum.accumulate(base, out=base)
         prev_in_chain = np.where(heads[kept], -1, np.r_[-1, kept[:-1]])
         index = np.full(n, -1, dtype=np.int64)
         index[kept] = np.arange(len(kept))
         linked = prev_in_chain >= 0
         self._cross_from = g.src[inside]  # the point each cross edge leaves from ...
         self._cross_base = base[self._cross_from]  # ... and the visited point before it
+        del base
         src = np.r_[index[prev_in_chain[linked]], index[self._cross_base]]
         dst = np.r_[np.flatnonzero(linked), index[g.dst[inside]]]
+        del index, heads
         order = _topological(len(kept), src, dst, np.lexsort((kept, t[kept])))
         rank = np.empty(len(kept), dtype=np.int64)
         rank[order] = np.arange(len(kept))
@@ -188,43 +221,61 @@ class WhatIfReplay:
         self._by_dst = np.argsort(edge_dst, kind="stable")
         self._dst_array = edge_dst[self._by_dst]
         self._src_array = rank[src][self._by_dst]
-        self._dst, self._src = self._dst_array.tolist(), self._src_array.tolist()
         self._cross_lag = g.lag[inside]
         self._anchor_array = g.anchor[points]
-        self.anchor = self._anchor_array.tolist()
         self.step = g.chain_step[g.chain[points]]
         back = rank[src] > edge_dst  # only inside a cycle (clock skew)
         self._back = (rank[src][back], edge_dst[back], np.flatnonzero(back))
         # The unchanged replay: a what-if recomputes each step from its first changed edge on.
         self._edge_dst = edge_dst[self._by_dst]
         self._edge_step = self.step[self._edge_dst]
-        self._base_lags = self._lags(g.weight)[self._by_dst]
+        cs = np.cumsum(g.weight)  # the graph's cumulative weights where the lags read them
+        self._base_cs = tuple(cs[a] for a in (self._chain_to, self._chain_from,
+                                              self._cross_from, self._cross_base))
+        del cs
+        no_change = np.zeros(0, dtype=np.int64)
+        self._base_lags = self._lags(no_change, no_change)[self._by_dst]
         self._base_times = np.maximum(t[points], UNREACHED)
         self._clean = not len(self._back[0])
 
-    def _lags(self, weight: np.ndarray) -> np.ndarray:
+    def _lags(self, pos: np.ndarray, weight: np.ndarray) -> np.ndarray:
         """Every edge's lag (chain edges: the weights between their points), in build order."""
-        cs = np.cumsum(weight)
-        gain = cs[self._chain_to] - cs[self._chain_from]
-        return np.r_[gain, self._cross_lag + cs[self._cross_from] - cs[self._cross_base]]
+        # The cumulative weights at the points read: the graph's plus the changes before them
+        # (a what-if changes a few weights: no cumulative sum over every point).
+        shift = np.r_[0, np.cumsum(weight - self.g.weight[pos])]
+        to, from_, cross_from, cross_base = (
+            base + shift[np.searchsorted(pos, points, side="right")]
+            for base, points in zip(self._base_cs, (self._chain_to, self._chain_from,
+                                                     self._cross_from, self._cross_base),
+                                    strict=True))
+        return np.r_[to - from_, self._cross_lag + cross_from - cross_base]
 
     def step_ends(self, weight: np.ndarray, max_rounds: int = 8) -> np.ndarray:
         """The latest time of each step (ns) with these chain weights."""
-        lag_all = self._lags(weight)
+        pos = np.flatnonzero(weight != self.g.weight)
+        return self.changed_step_ends(pos, weight[pos], max_rounds)
+
+    def changed_step_ends(self, pos: np.ndarray, weight: np.ndarray,
+                          max_rounds: int = 8) -> np.ndarray:
+        """``step_ends`` with the graph's weights but at the points ``pos`` (sorted), whose
+        weights are ``weight``: no copy of every weight for a what-if that changes a few."""
+        lag_all = self._lags(pos, weight)
         sorted_lags = lag_all[self._by_dst]
         if not self._clean:
-            dst, src, lags = self._dst, self._src, sorted_lags.tolist()
-            t = list(self.anchor)
+            dst, src, lags = self._dst_array, self._src_array, sorted_lags
+            times = self._anchor_array.copy()
         else:  # start each step at its first changed edge: what precedes is as it was
             changed = sorted_lags != self._base_lags
-            first = np.full(len(self.g.step_start), len(self.anchor), dtype=np.int64)
+            first = np.full(len(self.g.step_start), len(self._anchor_array), dtype=np.int64)
             np.minimum.at(first, self._edge_step[changed], self._edge_dst[changed])
             redo = self._edge_dst >= first[self._edge_step]
             times = self._base_times.copy()
             times[self._edge_dst[redo]] = self._anchor_array[self._edge_dst[redo]]
-            t = times.tolist()
-            dst, src = self._dst_array[redo].tolist(), self._src_array[redo].tolist()
-            lags = sorted_lags[redo].tolist()
+            dst, src, lags = self._dst_array[redo], self._src_array[redo], sorted_lags[redo]
+        # Memoryviews: Python ints read and written in place, without a list of them each.
+        t = memoryview(times)
+        dst, src, lags = (memoryview(np.ascontiguousarray(a, dtype=np.int64))
+                          for a in (dst, src, lags))
         back_src, back_dst, back_edge = self._back
         for _ in range(max_rounds):
             # Edges by destination in visiting order: every source is final when read.
@@ -232,7 +283,6 @@ class WhatIfReplay:
                 v = t[s] + lag
                 if v > t[d]:
                     t[d] = v
-            times = np.array(t, dtype=np.int64)
             if not (times[back_src] + lag_all[back_edge] > times[back_dst]).any():
                 break
         out = np.full(len(self.g.step_start), UNREACHED, dtype=np.int64)

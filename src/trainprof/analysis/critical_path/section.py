@@ -65,6 +65,7 @@ def analyse(trace: Trace, steps: StepWindows, notes: list[str]) -> CriticalPath:
             continue
         path = walker.path(int(last[k]))
         paths.append(_step_path(trace, g, t, via, path, k, int(steps.numbers[k]), item_us))
+    del walker, pred, via, last  # the what-ifs below need none of them
     total = sum(p.step_us for p in paths)
     split = {key: sum(p.split_us[key] for p in paths) for key in CATEGORY_KEYS}
     pct = {key: (100.0 * v / total if total > 0 else 0.0) for key, v in split.items()}
@@ -126,7 +127,7 @@ def _step_path(trace: Trace, g: StepGraph, t: np.ndarray, via: np.ndarray, pts: 
     split = {key: float(v) for key, v in zip(CATEGORY_KEYS, split_arr, strict=True)}
     event = np.where(cross, -1, g.event[b])
     name = np.where(event >= 0, trace.events.name[np.maximum(event, 0)], -1)
-    lane = g.chain[b]
+    lane = g.chain[b].astype(np.int64)  # the graph's narrower chains, as the result's lanes
     pieces = _merged(lane, from_ / 1000.0, t[b] / 1000.0, cat, name, us > 0)
     pieces.lanes, pieces.names = g.chain_lane, trace.events.names
     step_us = float(t[pts[-1]] - g.step_start[k]) / 1000.0
@@ -169,10 +170,9 @@ def _what_ifs(g: StepGraph, t: np.ndarray, ends: np.ndarray, item_us: np.ndarray
             if scaled and scaled[0] >= now:  # no saving at zero: none at any scale
                 scaled.append(now)
                 continue
-            w = g.weight.copy()
-            mask = g.item == i
-            w[mask] = np.rint(w[mask] * scale).astype(np.int64)
-            scaled.append(_mean_step_ms(fast.step_ends(w), g, reached))
+            pos = np.flatnonzero(g.item == i)
+            w = np.rint(g.weight[pos] * scale).astype(np.int64)
+            scaled.append(_mean_step_ms(fast.changed_step_ends(pos, w), g, reached))
         out.append(PathItem(kind=kind, name=name, on_path_us=float(item_us[i]),
                             on_path_pct=100.0 * float(item_us[i]) / total_us if total_us else 0.0,
                             step_ms=now, step_ms_if_zero=scaled[0], step_ms_if_half=scaled[1]))

@@ -100,24 +100,31 @@ def thread_waits(host: HostPoints, chain: np.ndarray, category: np.ndarray,
     """(other thread's end point, point) for long idle gaps of a host thread that another
     thread's range ended inside: the later point waited for it (THREAD_WAIT_MIN_NS)."""
     t = host.time
-    gap = np.r_[0, np.diff(t)] if len(t) else np.zeros(0, dtype=np.int64)
-    head = np.r_[True, chain[1:] != chain[:-1]] if len(t) else np.zeros(0, dtype=bool)
-    idle = np.flatnonzero(~head & (category == Category.UNTRACED_HOST)
-                          & (gap >= THREAD_WAIT_MIN_NS))
+    # Points after a long gap, inside their chain (not its head), in no recorded range.
+    idle = np.zeros(len(t), dtype=bool)
+    if len(t):
+        idle[1:] = np.diff(t) >= THREAD_WAIT_MIN_NS
+        idle[1:] &= chain[1:] == chain[:-1]
+    idle &= category == Category.UNTRACED_HOST
+    idle = np.flatnonzero(idle)
     ends = np.flatnonzero(~host.is_start)
     if not len(idle) or not len(ends):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    step = host.chain_key // (n_threads + 1)
+
+    def step(points: np.ndarray) -> np.ndarray:
+        return host.chain_key[points] // (n_threads + 1)
+
     span = np.int64(2**44)
-    key = step[ends] * span + t[ends] - t.min()
+    key = step(ends) * span + t[ends] - t.min()
     by_key = np.argsort(key, kind="stable")
     keys, ends = key[by_key], ends[by_key]
-    hit = np.searchsorted(keys, step[idle] * span + t[idle] - t.min(), side="right") - 1
+    idle_step = step(idle)
+    hit = np.searchsorted(keys, idle_step * span + t[idle] - t.min(), side="right") - 1
     found = np.full(len(idle), -1, dtype=np.int64)
     todo = np.ones(len(idle), dtype=bool)
     for _ in range(8):  # skip the waiting thread's own ends
         cand = ends[np.maximum(hit, 0)]
-        ok = todo & (hit >= 0) & (step[cand] == step[idle])
+        ok = todo & (hit >= 0) & (step(cand) == idle_step)
         other = ok & (chain[cand] != chain[idle])
         found[other] = cand[other]
         todo &= ok & ~other
@@ -138,16 +145,19 @@ def thread_starts(host: HostPoints, chain: np.ndarray, head: np.ndarray,
     first = np.full(int(step.max()) + 1, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first, step, t)
     heads = np.flatnonzero(head & (t - first[step] >= THREAD_WAIT_MIN_NS))
-    span = np.int64(2**44)
-    key = step * span + t - t.min()
+    key = step * np.int64(2**44)
+    del step  # read again below at the points it is needed at only
+    key += t
+    key -= t.min()
     by_key = np.argsort(key, kind="stable")
-    keys = key[by_key]
-    hit = np.searchsorted(keys, key[heads], side="right") - 1
+    hit = np.searchsorted(key[by_key], key[heads], side="right") - 1
+    del key
+    head_step = host.chain_key[heads] // (n_threads + 1)
     found = np.full(len(heads), -1, dtype=np.int64)
     todo = np.ones(len(heads), dtype=bool)
     for _ in range(8):  # skip the head's own points at the same time
         cand = by_key[np.maximum(hit, 0)]
-        ok = todo & (hit >= 0) & (step[cand] == step[heads])
+        ok = todo & (hit >= 0) & (host.chain_key[cand] // (n_threads + 1) == head_step)
         other = ok & (chain[cand] != chain[heads])
         found[other] = cand[other]
         todo &= ok & ~other
