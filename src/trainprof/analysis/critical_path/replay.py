@@ -126,8 +126,8 @@ class PathWalker:
         del by_chain
         np.maximum.accumulate(run_start, out=run_start)
         # Memoryviews read back Python ints as fast as lists, at 4 bytes a point, not ~36.
-        self._run_start = memoryview(run_start)
-        self._pred = memoryview(np.ascontiguousarray(pred))
+        self._run_start = as_view(run_start)
+        self._pred = as_view(np.ascontiguousarray(pred))
 
     def path(self, end: int) -> np.ndarray:
         """The points from ``end`` back to the anchor that started it, in time order."""
@@ -273,13 +273,13 @@ class WhatIfReplay:
             times[self._edge_dst[redo]] = self._anchor_array[self._edge_dst[redo]]
             dst, src, lags = self._dst_array[redo], self._src_array[redo], sorted_lags[redo]
         # Memoryviews: Python ints read and written in place, without a list of them each.
-        t = memoryview(times)
-        dst, src, lags = (memoryview(np.ascontiguousarray(a, dtype=np.int64))
-                          for a in (dst, src, lags))
+        t = as_view(times)
+        dst_v, src_v, lag_v = (as_view(np.ascontiguousarray(a, dtype=np.int64))
+                               for a in (dst, src, lags))
         back_src, back_dst, back_edge = self._back
         for _ in range(max_rounds):
             # Edges by destination in visiting order: every source is final when read.
-            for d, s, lag in zip(dst, src, lags, strict=True):
+            for d, s, lag in zip(dst_v, src_v, lag_v, strict=True):
                 v = t[s] + lag
                 if v > t[d]:
                     t[d] = v
@@ -288,3 +288,9 @@ class WhatIfReplay:
         out = np.full(len(self.g.step_start), UNREACHED, dtype=np.int64)
         np.maximum.at(out, self.step, np.maximum(times, UNREACHED))
         return out
+
+
+def as_view(a: np.ndarray) -> memoryview:
+    """A memoryview of a contiguous array: Python ints read and written in place."""
+    return memoryview(a)  # type: ignore[arg-type]  # an ndarray is a buffer; numpy's stubs
+    # for Python 3.10 cannot say so (no collections.abc.Buffer before 3.12)
