@@ -31,14 +31,17 @@ from trainprof.analysis.sections.memory import memory
 from trainprof.analysis.sections.modules import module_tree
 from trainprof.analysis.sections.operators import operators_section
 from trainprof.analysis.sections.syncs import sync_stats
+from trainprof.analysis.streaming.windows import WindowedSection
 
 if TYPE_CHECKING:
     from trainprof.analysis.results import RankAnalysis
 from trainprof.trace.model import Trace
 
-Section = Callable[[Trace, StepWindows], Any]
+#: A section: called on a whole trace, or window by window when the trace is streamed
+#: (analysis/streaming/windows.py); every section streams.
+Section = WindowedSection[Any, Any]
 
-#: (name, function), in the order they run and are shown.
+#: (name, section), in the order they run and are shown.
 SECTIONS: list[tuple[str, Section]] = []
 SECTIONS += [
     ("idle", idle_time),
@@ -91,4 +94,8 @@ def _check_fields(registry: list[tuple[str, Any]], container: type[RankSections 
 
 
 _check_fields(SECTIONS, RankSections)
+for _name, _section in SECTIONS:
+    if not isinstance(_section, WindowedSection):
+        raise RuntimeError(f"the section {_name!r} does not stream: make it a WindowedSection "
+                           "(analysis/streaming/windows.py)")
 _check_fields(JOB_SECTIONS, JobSections)

@@ -3,9 +3,8 @@
 ``analyze_streamed`` reads the file once into a spill (trace/spill.py), finds the steps from the
 step markers kept in memory (re-timed to the device window by window, as ``find_steps`` does
 on the whole trace), then assembles one window of consecutive steps at a time and hands it to
-every section that is a ``WindowedSection`` (analysis/streaming/windows.py). The number of steps per
-window is the largest that keeps the biggest window within the memory budget. A section that
-does not stream yet is left out of the result, with a note that says so.
+every section (each a ``WindowedSection``, analysis/streaming/windows.py). The number of steps
+per window is the largest that keeps the biggest window within the memory budget.
 """
 
 from __future__ import annotations
@@ -76,8 +75,7 @@ def analyze_streamed(path: str | os.PathLike[str], max_memory: int | None = None
 
 
 def _analysis(spilled: SpilledTrace, steps: StepWindows, per: int) -> RankAnalysis:
-    windowed = {name: fn for name, fn in SECTIONS if isinstance(fn, WindowedSection)}
-    left_out = [name for name, fn in SECTIONS if name not in windowed]
+    windowed = dict(SECTIONS)
     sections: dict[str, WindowedSection] = {**OVERVIEW_SECTIONS, **windowed}
     # A planned section (the critical path) surveys every window, then reads again only the
     # time ranges its plan needs, so that it never holds more than those.
@@ -99,9 +97,6 @@ def _analysis(spilled: SpilledTrace, steps: StepWindows, per: int) -> RankAnalys
     if steps.source == TIME_WINDOWS:
         note += (f" Without steps the trace is cut into {len(steps)} time windows of "
                  f"{float(steps.durations[0]) / 1000:.1f} ms, each reported as a step.")
-    if left_out:
-        note += (" Sections not computed window by window yet are left out: "
-                 f"{', '.join(left_out)}.")
     head = spilled.window(math.inf, math.inf)
     head.__dict__["devices"] = spilled.devices
     return overview(head, steps, lambda section: results[by_section[section]],
