@@ -58,6 +58,29 @@ def test_gpu_bound_step(builder, tmp_path):
     assert result.saving_cap_pct("kernel", "gemm") == pytest.approx(100 * (1000 - 338) / 1000)
 
 
+def test_a_step_whose_work_ended_before_it_has_no_negative_time(tmp_path):
+    """Hypothesis found it: step 1 re-timed to an empty device span (its only kernel takes no
+    time while step 0's kernel runs on), so its path ends before it starts. The path takes no
+    time there, and the split still adds up to the steps (gpu_compute 100%, not 101%)."""
+    def x(cat, name, ts, dur, pid=100, tid=100, **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts,
+                "dur": dur, "args": args}
+    kernel = "volta_sgemm_128x64_nn"
+    events = [x("cpu_op", "ProfilerStep#0", 0.0, 50.0),
+              x("cuda_runtime", "cudaLaunchKernel", 0.0, 1.0, correlation=1000),
+              x("kernel", kernel, 0.0, 101.0, pid=0, tid=7, device=0, stream=7, correlation=1000),
+              x("cpu_op", "ProfilerStep#1", 50.0, 50.0),
+              x("cuda_runtime", "cudaLaunchKernel", 50.0, 1.0, correlation=1001),
+              x("kernel", kernel, 50.0, 0.0, pid=0, tid=7, device=0, stream=7, correlation=1001)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    trace = load_file(path)
+    result = critical_path(trace, find_steps(trace))
+    assert [s.step_us for s in result.steps] == [pytest.approx(101.0), 0.0]
+    assert sum(result.split_pct.values()) == pytest.approx(100.0)
+    assert result.split_pct["gpu_compute"] == pytest.approx(100.0)
+
+
 def test_host_bound_step(builder, tmp_path):
     # Two Python-heavy ops launch one small kernel each at their very end; the GPU idles.
     builder.step(1, 0, 1000)

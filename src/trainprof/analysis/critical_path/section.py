@@ -130,7 +130,9 @@ def _step_path(trace: Trace, g: StepGraph, t: np.ndarray, via: np.ndarray, pts: 
     lane = g.chain[b].astype(np.int64)  # the graph's narrower chains, as the result's lanes
     pieces = _merged(lane, from_ / 1000.0, t[b] / 1000.0, cat, name, us > 0)
     pieces.lanes, pieces.names = g.chain_lane, trace.events.names
-    step_us = float(t[pts[-1]] - g.step_start[k]) / 1000.0
+    # A step whose work all ended before it began (re-timed to an empty device span) has a
+    # path of no time, not a negative one.
+    step_us = max(float(t[pts[-1]] - g.step_start[k]) / 1000.0, 0.0)
     return StepPath(step=number, start_us=float(g.step_start[k]) / 1000.0, step_us=step_us,
                     split_us=split, pieces=pieces)
 
