@@ -24,7 +24,12 @@ def offline(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("WANDB_PROJECT", "trainprof-tests")
     monkeypatch.chdir(tmp_path)
+    if wandb.run is not None:  # a run left open by an earlier test would take these logs
+        wandb.run.finish()
+    wandb.teardown()
     yield tmp_path
+    if wandb.run is not None:
+        wandb.run.finish()
     wandb.teardown()  # W&B keeps its settings (WANDB_DIR) in a process-wide singleton
 
 
