@@ -129,3 +129,37 @@ def test_json_size_of_gzip_from_its_trailer(tmp_path):
     path.write_bytes(gzip.compress(data))
     assert json_bytes(path) == len(data)
     assert json_bytes(NCCL_TRACE) == len(gzip.decompress(NCCL_TRACE.read_bytes()))
+
+
+def test_the_processes_share_the_memory_budget(tmp_path):
+    """With --max-memory, two processes each get half (less a process's base): a trace that
+    fits the whole budget but not half of it is streamed in parallel and read whole serially."""
+    from trainprof.analysis.parallel.pool import worker_budget
+    from trainprof.analysis.streaming.memory_budget import in_memory_estimate
+
+    for rank in range(2):
+        gpu_rank(rank).write(tmp_path / f"rank{rank}.json")
+    files = sorted(tmp_path.iterdir())
+    estimate = max(in_memory_estimate(f) for f in files)
+    budget = 2 * (WORKER_BASE_BYTES + estimate) - 2
+    assert worker_budget(budget, 1) >= estimate > worker_budget(budget, 2)
+
+    def streamed(workers):
+        with using_table_options(TableOptions(max_memory=budget)):
+            ranks = analyze_files(files, workers=workers)
+        return [any(n.startswith("Streamed") for n in r.notes) for r in ranks]
+
+    assert streamed(1) == [False, False]
+    assert streamed(2) == [True, True]
+
+
+def test_a_process_budget_is_its_share_less_its_base():
+    assert worker_budget_of(8 * 2**30, 2) == 4 * 2**30 - WORKER_BASE_BYTES
+    assert worker_budget_of(8 * 2**30, 1) == 8 * 2**30  # one process: the whole budget
+    assert worker_budget_of(64 * MIB, 2) == 1  # a share below the base: stream in 1-step windows
+
+
+def worker_budget_of(budget, count):
+    from trainprof.analysis.parallel.pool import worker_budget
+
+    return worker_budget(budget, count)

@@ -18,13 +18,13 @@ import threading
 import warnings
 from collections import deque
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from trainprof.analysis.options import table_options
+from trainprof.analysis.options import table_options, using_table_options
 from trainprof.analysis.parallel.worker import analyse_file
-from trainprof.analysis.streaming.memory_budget import available_memory, json_bytes
+from trainprof.analysis.streaming.memory_budget import default_budget, json_bytes
 from trainprof.errors import TrainprofError
 from trainprof.pipes import read_frame, write_frame
 from trainprof.trace.load import Progress
@@ -61,12 +61,25 @@ def analyze_files(files: list[Path], progress: Progress | None = None,
 
         return _kept(outcomes_on_executor(files, executor, progress, from_folder))
     sizes = [json_bytes(f) for f in files]
-    count = worker_count(sizes, usable_cores(), available_memory()) if workers is None else workers
+    budget = table_options().max_memory or default_budget()
+    count = worker_count(sizes, usable_cores(), budget) if workers is None else workers
     if workers is None and sum(sizes) < PARALLEL_MIN_JSON_BYTES:
         count = 1
     count = max(1, min(count, len(files)))
-    outcomes = _serial(files, progress, from_folder) if count == 1 else _Pool(files, count, progress).run()
+    # The processes share the budget: each trace is analysed within its share (read whole when
+    # it fits, else streamed), so that together they stay within the whole.
+    with using_table_options(replace(table_options(), max_memory=worker_budget(budget, count))):
+        outcomes = (_serial(files, progress, from_folder) if count == 1
+                    else _Pool(files, count, progress).run())
     return _kept(outcomes)
+
+
+def worker_budget(budget: int, count: int) -> int:
+    """Each of ``count`` processes' share of ``budget`` bytes: all of it for one process, else
+    an equal share less a process's own base cost (``WORKER_BASE_BYTES``)."""
+    if count <= 1:
+        return budget
+    return max(budget // count - WORKER_BASE_BYTES, 1)
 
 
 def _kept(outcomes: list[tuple[str, Any]]) -> list[RankAnalysis]:
@@ -97,8 +110,8 @@ def _serial(files: list[Path], progress: Progress | None,
 
 
 def worker_count(json_sizes: list[int], cores: int, available: int | None) -> int:
-    """Processes to use: one per core, no more than the memory holds (the largest file's peak
-    per process), at least one."""
+    """Processes to use: one per core, no more than ``available`` bytes hold (the largest
+    file's peak per process), at least one."""
     by_memory = cores
     if available is not None and json_sizes:
         per_worker = WORKER_BASE_BYTES + PEAK_BYTES_PER_JSON_BYTE * max(json_sizes)
@@ -137,7 +150,8 @@ class _Pool:
             while self.pending or any(p.tasks for p in workers):
                 if self.pending:
                     i = self.pending.popleft()
-                    self._finish(i, analyse_file(self.files[i], self.options, False))
+                    # one decode process here: the workers take the other cores
+                    self._finish(i, analyse_file(self.files[i], self.options, False, 1))
                 self._collect(workers, block=not self.pending)
             finished = True
         finally:
