@@ -21,7 +21,7 @@ import os
 import sys
 from pathlib import Path
 
-from measure import OUT_DIR, REFERENCE_TRACE, machine_info, relative, run_measured
+from measure import OUT_DIR, REFERENCE_TRACE, cache_bytecode, machine_info, relative, run_measured
 
 CHILD = """
 import json, os, resource, sys, time
@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--out", type=Path, default=OUT_DIR / "decode.json")
     args = parser.parse_args(argv)
+    cache_bytecode()  # start-up as an installed package's (measure.py)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
     plan = [("load", 0)] + [("load", n) for n in args.workers]
