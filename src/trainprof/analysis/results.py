@@ -90,10 +90,15 @@ class Analysis(NotebookDisplay):
     job: JobSections = field(default_factory=JobSections)
 
     def to_dict(self) -> dict[str, Any]:
+        return {**self.to_dict_without_ranks(), "ranks": [r.to_dict() for r in self.ranks]}
+
+    def to_dict_without_ranks(self) -> dict[str, Any]:
+        """``to_dict()`` with ``ranks`` left empty, in the same key order (the JSON writer
+        adds the ranks one at a time: report/json.py)."""
         return {
             "schema": SCHEMA,
             "source": self.source,
-            "ranks": [r.to_dict() for r in self.ranks],
+            "ranks": [],
             "findings": [f.to_dict() if hasattr(f, "to_dict") else f for f in self.findings],
             "notes": self.notes,
             "job": self.job.to_dict(),

@@ -76,12 +76,12 @@ def _write_analysis(analysis: Any, args: argparse.Namespace) -> None:
         write_or_print(render_html(analysis, max(args.top, 25)), args.output)
     elif args.format == "json":
         from trainprof.fileio import announce_written
-        from trainprof.report.json import to_json_bytes, write_json
+        from trainprof.report.json import json_chunks, write_json
 
         if args.output:
             announce_written(write_json(analysis, args.output))
         else:
-            sys.stdout.buffer.write(to_json_bytes(analysis))
+            sys.stdout.buffer.writelines(json_chunks(analysis))  # a rank at a time
     else:
         from trainprof.fileio import print_or_save
         from trainprof.report.terminal.report import print_analysis
