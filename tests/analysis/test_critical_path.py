@@ -283,3 +283,19 @@ def test_no_what_if_saves_more_than_its_time_on_the_path(path):
     for item in result.items:
         assert item.saving_pct_if_zero <= item.on_path_pct + 1e-6, item
         assert item.step_ms_if_zero <= item.step_ms_if_half <= item.step_ms
+
+
+@pytest.mark.parametrize("codes", [[5, 3, 5, 0, 3, 9], [7], [], [-1, 4, -1, 2], [10**7, 3, 10**7]])
+def test_item_ids_match_a_sort(codes):
+    # Ids are handed out in sorted code order, each code's id at each of its places, whether
+    # the table looks codes up (small, non-negative) or sorts them (any others).
+    from trainprof.analysis.critical_path.categories import ItemTable
+
+    table = ItemTable()
+    table.id("op", "first")  # ids continue after what the table already holds
+    arr = np.array(codes, dtype=np.int32)
+    ids = table.ids("kernel", arr, lambda c: f"k{c}")
+    uniq = sorted(set(codes))
+    assert ids.dtype == np.int64
+    assert ids.tolist() == [1 + uniq.index(c) for c in codes]
+    assert table.items == [("op", "first")] + [("kernel", f"k{c}") for c in uniq]

@@ -46,9 +46,16 @@ class ItemTable:
 
     def ids(self, kind: str, codes: np.ndarray, label: Callable[[int], str]) -> np.ndarray:
         """Item ids for name ``codes``, each named ``label(code)``."""
-        uniq, inverse = np.unique(codes, return_inverse=True)
-        table = np.array([self.id(kind, label(c)) for c in uniq.tolist()], dtype=np.int64)
-        return table[inverse.reshape(-1)]
+        if not len(codes) or int(codes.min()) < 0 or int(codes.max()) > 4 * len(codes) + 1024:
+            uniq, inverse = np.unique(codes, return_inverse=True)
+            table = np.array([self.id(kind, label(c)) for c in uniq.tolist()], dtype=np.int64)
+            return table[inverse.reshape(-1)]
+        # Small non-negative codes (names): a lookup table, not a sort (same ids, same order).
+        lookup = np.zeros(int(codes.max()) + 1, dtype=np.int64)
+        lookup[codes] = 1
+        uniq = np.flatnonzero(lookup)
+        lookup[uniq] = [self.id(kind, label(c)) for c in uniq.tolist()]
+        return lookup[codes]
 
     def id(self, kind: str, name: str) -> int:
         key = (kind, name)

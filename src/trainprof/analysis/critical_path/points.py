@@ -105,9 +105,12 @@ def device_events(trace: Trace, host: HostPoints, starts: np.ndarray, ends: np.n
     idx, lp, le, s, e, step = idx[order], lp[order], le[order], s[order], e[order], step[order]
     before = before[order]
     dev, stream = dev[order], stream[order]
-    _, key = np.unique(np.stack([step, dev, stream]), axis=1, return_inverse=True)
+    # Sorted by (step, device, stream): a new chain wherever one of them changes.
+    change = np.ones(len(step), dtype=bool)
+    change[1:] = (step[1:] != step[:-1]) | (dev[1:] != dev[:-1]) | (stream[1:] != stream[:-1])
+    key = np.cumsum(change) - 1
     issued = np.where(lp >= 0, host.time[np.maximum(lp, 0)], s) if len(host.time) else s
-    return DeviceEvents(event=idx, step=step, start=s, end=e, chain_key=key.ravel(),
+    return DeviceEvents(event=idx, step=step, start=s, end=e, chain_key=key,
                         launch_point=lp, launch_end_point=le, issued=issued, before=before)
 
 
