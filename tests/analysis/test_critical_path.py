@@ -299,3 +299,24 @@ def test_item_ids_match_a_sort(codes):
     assert ids.dtype == np.int64
     assert ids.tolist() == [1 + uniq.index(c) for c in codes]
     assert table.items == [("op", "first")] + [("kernel", f"k{c}") for c in uniq]
+
+
+@pytest.mark.parametrize("stretches", [1, 3, 40, 2000])
+def test_step_counts_match_a_binary_search(stretches):
+    # Times in sorted stretches (a thread's ranges in call-tree order), steps starting on some
+    # of those times exactly: the counts per stretch are numpy's binary search's, ends too.
+    from trainprof.analysis.critical_path.points import ends_at_or_before, starts_at_or_before
+
+    rng = np.random.default_rng(stretches)
+    begin = np.concatenate([np.sort(rng.integers(0, 10**6, 20_000 // stretches))
+                            for _ in range(stretches)])
+    end = begin + rng.integers(-5, 3000, len(begin))  # a few ranges end before they begin
+    starts = np.unique(np.r_[rng.integers(0, 10**6, 30), begin[:5]])
+    at_begin = starts_at_or_before(starts, begin)
+    assert at_begin.tolist() == np.searchsorted(starts, begin, side="right").tolist()
+    at_end = ends_at_or_before(starts, begin, end, at_begin)
+    assert at_end.tolist() == np.searchsorted(starts, end, side="right").tolist()
+    # Unsorted starts: numpy's search as it is, whatever it makes of them.
+    shuffled = starts[::-1].copy()
+    assert starts_at_or_before(shuffled, begin).tolist() == \
+        np.searchsorted(shuffled, begin, side="right").tolist()

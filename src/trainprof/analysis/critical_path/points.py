@@ -19,11 +19,48 @@ def to_ns(us: np.ndarray) -> np.ndarray:
     return np.rint(np.asarray(us, dtype=np.float64) * 1000.0).astype(np.int64)
 
 
-def step_of(times_ns: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """The step each time falls in (the last one starting at or before it), -1 outside all."""
-    pos = np.searchsorted(starts, times_ns, side="right") - 1
+#: Sorted stretches a time column may run in for ``starts_at_or_before`` to count per stretch.
+MAX_STRETCHES = 1024
+
+
+def step_of(times_ns: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+            pos: np.ndarray | None = None) -> np.ndarray:
+    """The step each time falls in (the last one starting at or before it), -1 outside all;
+    ``pos``: the times' ``starts_at_or_before`` when already known."""
+    pos = (starts_at_or_before(starts, times_ns) if pos is None else pos) - 1
     ok = (pos >= 0) & (times_ns <= ends[np.maximum(pos, 0)])
     return np.where(ok, pos, -1)
+
+
+def starts_at_or_before(starts: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """How many of the sorted ``starts`` are at or before each time (``searchsorted``, side
+    right), counted per sorted stretch of ``times`` when they run in a few (a thread's ranges
+    in call-tree order): a pass over them, not a binary search each."""
+    n, k = len(times), len(starts)
+    if n < 4096 or not k or (k > 1 and bool((starts[1:] < starts[:-1]).any())):
+        return np.searchsorted(starts, times, side="right")
+    cuts = np.flatnonzero(times[1:] < times[:-1]) + 1
+    if len(cuts) >= MAX_STRETCHES:
+        return np.searchsorted(starts, times, side="right")
+    bounds = np.r_[0, cuts, n].tolist()
+    # Each stretch: +1 where each start is first reached, -k at its end (the next stretch
+    # counts from 0); the running sum is the count.
+    firsts = [a + np.searchsorted(times[a:b], starts, side="left")
+              for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    marks = np.bincount(np.concatenate(firsts), minlength=n + 1)
+    marks[bounds[1:]] -= k
+    return np.cumsum(marks[:n])
+
+
+def ends_at_or_before(starts: np.ndarray, begin: np.ndarray, end: np.ndarray,
+                      at_begin: np.ndarray) -> np.ndarray:
+    """``starts_at_or_before`` the ends of ranges from ``begin`` (``at_begin``: its count):
+    the same as at the begin for a range that no step starts inside, searched for the rest."""
+    nxt = np.append(starts, np.iinfo(np.int64).max)[at_begin]
+    out = at_begin.copy()
+    moved = np.flatnonzero(~((end >= begin) & (end < nxt)))
+    out[moved] = np.searchsorted(starts, end[moved], side="right")
+    return out
 
 
 @dataclass
@@ -43,13 +80,16 @@ def host_points(trace: Trace, starts: np.ndarray, ends: np.ndarray) -> HostPoint
     n = len(tree)
     nodes_ev = tree.event
     parent_ev = np.where(tree.parent >= 0, nodes_ev[np.maximum(tree.parent, 0)], -1)
-    t = np.r_[to_ns(ev.ts[nodes_ev]), to_ns(ev.end[nodes_ev])]
-    step = step_of(t, starts, ends)
+    t = np.r_[to_ns(ev.ts[nodes_ev]), to_ns(ev.ts[nodes_ev] + ev.dur[nodes_ev])]
+    # Starts run sorted per thread in tree order; most ranges end in the step they began in.
+    pos = starts_at_or_before(starts, t[:n])
+    pos = np.r_[pos, ends_at_or_before(starts, t[:n], t[n:], pos)]
+    step = step_of(t, starts, ends, pos)
+    del pos
     keep = np.flatnonzero(step >= 0)
-    del step  # read again below at the kept points only
     tid = ev.tid[nodes_ev].astype(np.int64)
-    chain_key = step_of(t[keep], starts, ends) * (len(trace.threads) + 1) + tid[keep % n]
-    del tid
+    chain_key = step[keep] * (len(trace.threads) + 1) + tid[keep % n]
+    del tid, step
     # At one time: ends before starts; ends innermost first, starts outermost first.
     tie = np.where(keep < n, n + keep, 2 * n - 1 - keep)  # starts after every end, in tree order
     order = np.lexsort((tie, t[keep], chain_key))
@@ -92,7 +132,7 @@ def device_events(trace: Trace, host: HostPoints, starts: np.ndarray, ends: np.n
     launch = launch_of[idx]
     lp = np.where(launch >= 0, start_point[np.maximum(launch, 0)], -1)
     le = np.where(launch >= 0, end_point[np.maximum(launch, 0)], -1)
-    s, e = to_ns(ev.ts[idx]), to_ns(ev.end[idx])
+    s, e = to_ns(ev.ts[idx]), to_ns(ev.ts[idx] + ev.dur[idx])
     before = _previous_ends(ev.device[idx].astype(np.int64), ev.stream[idx], s, e)
     by_time = step_of(s, starts, ends)
     step = (np.where(lp >= 0, host.chain_key[np.maximum(lp, 0)] // (n_threads + 1), by_time)
@@ -137,6 +177,7 @@ def host_windows(trace: Trace, steps: StepWindows) -> tuple[np.ndarray, np.ndarr
     numbers = {step_number(ev.names[ev.name[i]]): i for i in idx[::-1].tolist()}
     for k, n in enumerate(steps.numbers.tolist()):
         if n in numbers:
-            starts[k], ends[k] = to_ns(ev.ts[numbers[n]]), to_ns(ev.end[numbers[n]])
+            i = numbers[n]  # one event's end: not the whole column's (``ev.end``)
+            starts[k], ends[k] = to_ns(ev.ts[i]), to_ns(ev.ts[i:i + 1] + ev.dur[i:i + 1])[0]
     order_ok = np.all(np.diff(starts) >= 0) if len(starts) > 1 else True
     return (starts, ends) if order_ok else (to_ns(steps.starts), to_ns(steps.ends))
