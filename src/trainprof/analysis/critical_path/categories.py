@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from enum import IntEnum
 
 import numpy as np
@@ -76,9 +76,9 @@ def host_categories(trace: Trace, owner: np.ndarray, in_loader: np.ndarray,
     kind = np.where(owner >= 0, ev.kind[safe], 255)
     name = ev.name[safe]
     del safe
-    runtime = np.isin(kind, np.array(list(LAUNCH_KINDS), dtype=np.int64))
-    launch = runtime & np.isin(owner, launches)
-    is_sync = runtime & np.isin(name, sync_name_codes(trace))
+    runtime = kind_mask(kind, LAUNCH_KINDS)
+    launch = runtime & member_mask(owner, launches, len(ev))
+    is_sync = runtime & member_mask(name, sync_name_codes(trace), len(ev.names))
     compute = (kind == Kind.CPU_OP) | (kind == Kind.PYTHON) | runtime
     cat = np.full(len(owner), Category.UNTRACED_HOST, dtype=np.uint8)
     cat[compute] = Category.HOST_COMPUTE
@@ -120,7 +120,22 @@ def loader_mask(trace: Trace, events: np.ndarray) -> np.ndarray:
 def sync_name_codes(trace: Trace) -> np.ndarray:
     """The name codes of the runtime and driver calls that block on the device."""
     ev = trace.events
-    used = np.unique(ev.name[ev.of_kind(*LAUNCH_KINDS)])
+    used = np.unique(ev.name[kind_mask(ev.kind, LAUNCH_KINDS)])
     return np.array([c for c in used.tolist() if sync_call_kind(Kind.RUNTIME, ev.names[c])],
                     dtype=np.int64)
 
+
+
+def kind_mask(kinds: np.ndarray, of: Iterable[int]) -> np.ndarray:
+    """Whether each of ``kinds`` (Kind codes, 0 to 255) is one of ``of``: a table look-up."""
+    table = np.zeros(256, dtype=bool)
+    table[list(of)] = True
+    return table[kinds]
+
+
+def member_mask(values: np.ndarray, members: np.ndarray, size: int) -> np.ndarray:
+    """Whether each of ``values`` (indices below ``size``, or -1 for none) is in ``members``:
+    a table look-up, not a search."""
+    table = np.zeros(size + 1, dtype=bool)  # the last entry is -1's
+    table[members] = True
+    return table[values]

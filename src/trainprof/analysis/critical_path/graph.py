@@ -103,10 +103,11 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
     if h:
         owner[1:] = owner[:-1]
     owner[h_head] = -1
-    h_cat, h_item = host_categories(trace, owner, _inside_loader(trace, owner),
-                                    launch_links(trace)[1], table)
+    links = launch_links(trace)
+    h_cat, h_item = host_categories(trace, owner, _inside_loader(trace, owner), links[1], table)
 
-    d = device_events(trace, host, starts, ends, n_threads)
+    d = device_events(trace, host, starts, ends, n_threads, links)
+    del links
     m = len(d.event)
     d_head = np.r_[True, d.chain_key[1:] != d.chain_key[:-1]] if m else np.zeros(0, dtype=bool)
     prev_end = np.where(d_head, UNREACHED, np.r_[UNREACHED, d.end[:-1]])

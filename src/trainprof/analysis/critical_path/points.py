@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from trainprof.analysis.calls.calltree import call_tree
-from trainprof.analysis.overview.steps import StepWindows, launch_links
+from trainprof.analysis.critical_path.categories import kind_mask
+from trainprof.analysis.overview.steps import StepWindows
 from trainprof.trace.model import DEVICE_KINDS, Kind, Trace, step_number
 
 #: The sentinel time of a point that nothing reaches yet.
@@ -119,15 +120,16 @@ class DeviceEvents:
 
 
 def device_events(trace: Trace, host: HostPoints, starts: np.ndarray, ends: np.ndarray,
-                   n_threads: int) -> DeviceEvents:
+                   n_threads: int, links: tuple[np.ndarray, np.ndarray]) -> DeviceEvents:
+    """The device events of the steps (``links``: the trace's ``launch_links``)."""
     ev = trace.events
-    idx = np.flatnonzero(ev.of_kind(*DEVICE_KINDS) & (ev.device >= 0) & (ev.dur >= 0))
+    idx = np.flatnonzero(kind_mask(ev.kind, DEVICE_KINDS) & (ev.device >= 0) & (ev.dur >= 0))
     start_point = np.full(len(ev), -1, dtype=np.int64)
     end_point = np.full(len(ev), -1, dtype=np.int64)
     start_point[host.event[host.is_start]] = np.flatnonzero(host.is_start)
     end_point[host.event[~host.is_start]] = np.flatnonzero(~host.is_start)
     launch_of = np.full(len(ev), -1, dtype=np.int64)
-    devices, launches = launch_links(trace)
+    devices, launches = links
     launch_of[devices] = launches
     launch = launch_of[idx]
     lp = np.where(launch >= 0, start_point[np.maximum(launch, 0)], -1)
