@@ -58,7 +58,7 @@ def analyse(trace: Trace, steps: StepWindows, notes: list[str]) -> CriticalPath:
         notes.append("The graph replay stopped before it settled; the times are approximate.")
     pred, via = binding_inputs(g, t)
     ends = step_ends(g, t)
-    last = _last_points(g, t)
+    last = _last_points(g, t, ends)
     paths, item_us, walker = [], np.zeros(len(g.items)), PathWalker(pred)
     for k in range(len(g.step_start)):
         if last[k] < 0:
@@ -101,12 +101,13 @@ def sampled(steps: StepWindows,
                     f"spaced), to keep the analysis of this long trace fast."], keep
 
 
-def _last_points(g: StepGraph, t: np.ndarray) -> np.ndarray:
-    """The point that ends each step (the latest; the last in order among equals)."""
+def _last_points(g: StepGraph, t: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The point that ends each step (the latest, at ``ends``; the last in order among
+    equals)."""
     step = g.chain_step[g.chain]
-    order = np.lexsort((np.arange(len(t)), t, step))
+    at_end = np.flatnonzero(t == ends[step])
     out = np.full(len(g.step_start), -1, dtype=np.int64)
-    out[step[order]] = order  # the last write per step wins: its latest point
+    np.maximum.at(out, step[at_end], at_end)
     return out
 
 
