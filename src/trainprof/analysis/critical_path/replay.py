@@ -205,50 +205,49 @@ class WhatIfReplay:
         index = np.full(n, -1, dtype=np.int64)
         index[kept] = np.arange(len(kept))
         linked = prev_in_chain >= 0
-        self._cross_from = g.src[inside]  # the point each cross edge leaves from ...
-        self._cross_base = base[self._cross_from]  # ... and the visited point before it
+        cross_from = g.src[inside]  # the point each cross edge leaves from ...
+        cross_base = base[cross_from]  # ... and the visited point before it
         del base
-        src = np.r_[index[prev_in_chain[linked]], index[self._cross_base]]
+        src = np.r_[index[prev_in_chain[linked]], index[cross_base]]
         dst = np.r_[np.flatnonzero(linked), index[g.dst[inside]]]
         del index, heads
         order = _topological(len(kept), src, dst, np.lexsort((kept, t[kept])))
         rank = np.empty(len(kept), dtype=np.int64)
         rank[order] = np.arange(len(kept))
         points = kept[order]
-        # Chain edges in the order of ``src``/``dst`` above: visited point, its predecessor.
-        self._chain_to, self._chain_from = kept[linked], prev_in_chain[linked]
         edge_dst = rank[dst]
         self._by_dst = np.argsort(edge_dst, kind="stable")
         self._dst_array = edge_dst[self._by_dst]
         self._src_array = rank[src][self._by_dst]
-        self._cross_lag = g.lag[inside]
         self._anchor_array = g.anchor[points]
         self.step = g.chain_step[g.chain[points]]
-        back = rank[src] > edge_dst  # only inside a cycle (clock skew)
-        self._back = (rank[src][back], edge_dst[back], np.flatnonzero(back))
+        # Edges back (source visited after destination: only inside a cycle, clock skew).
+        back = self._src_array > self._dst_array
+        self._back = (self._src_array[back], self._dst_array[back], np.flatnonzero(back))
         # The unchanged replay: a what-if recomputes each step from its first changed edge on.
-        self._edge_dst = edge_dst[self._by_dst]
+        self._edge_dst = self._dst_array
         self._edge_step = self.step[self._edge_dst]
-        cs = np.cumsum(g.weight)  # the graph's cumulative weights where the lags read them
-        self._base_cs = tuple(cs[a] for a in (self._chain_to, self._chain_from,
-                                              self._cross_from, self._cross_base))
-        del cs
-        no_change = np.zeros(0, dtype=np.int64)
-        self._base_lags = self._lags(no_change, no_change)[self._by_dst]
+        # Each edge's lag is its own (a cross edge's) plus the chain weights after point
+        # ``_lag_b`` up to point ``_lag_a`` (chain edges: visited point and its predecessor;
+        # cross edges: the point left from and the visited point before it), in build order
+        # (the points nearly sorted: their searches are fast).
+        self._lag_a = np.r_[kept[linked], cross_from]
+        self._lag_b = np.r_[prev_in_chain[linked], cross_base]
+        del cross_from, cross_base
+        cs = np.cumsum(g.weight)  # the graph's cumulative weights
+        own = np.r_[np.zeros(int(linked.sum()), dtype=np.int64), g.lag[inside]]
+        self._base_lags = ((cs[self._lag_a] - cs[self._lag_b]) + own)[self._by_dst]
+        del cs, own
         self._base_times = np.maximum(t[points], UNREACHED)
         self._clean = not len(self._back[0])
 
-    def _lags(self, pos: np.ndarray, weight: np.ndarray) -> np.ndarray:
-        """Every edge's lag (chain edges: the weights between their points), in build order."""
-        # The cumulative weights at the points read: the graph's plus the changes before them
-        # (a what-if changes a few weights: no cumulative sum over every point).
+    def _lag_changes(self, pos: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        """How much every edge's lag changes (by destination) with these weights at ``pos``."""
+        # The changes summed up to each point read (a what-if changes a few weights: no
+        # cumulative sum over every point).
         shift = np.r_[0, np.cumsum(weight - self.g.weight[pos])]
-        to, from_, cross_from, cross_base = (
-            base + shift[np.searchsorted(pos, points, side="right")]
-            for base, points in zip(self._base_cs, (self._chain_to, self._chain_from,
-                                                     self._cross_from, self._cross_base),
-                                    strict=True))
-        return np.r_[to - from_, self._cross_lag + cross_from - cross_base]
+        return (shift[np.searchsorted(pos, self._lag_a, side="right")]
+                - shift[np.searchsorted(pos, self._lag_b, side="right")])[self._by_dst]
 
     def step_ends(self, weight: np.ndarray, max_rounds: int = 8) -> np.ndarray:
         """The latest time of each step (ns) with these chain weights."""
@@ -259,13 +258,13 @@ class WhatIfReplay:
                           max_rounds: int = 8) -> np.ndarray:
         """``step_ends`` with the graph's weights but at the points ``pos`` (sorted), whose
         weights are ``weight``: no copy of every weight for a what-if that changes a few."""
-        lag_all = self._lags(pos, weight)
-        sorted_lags = lag_all[self._by_dst]
+        change = self._lag_changes(pos, weight)
+        sorted_lags = self._base_lags + change
         if not self._clean:
             dst, src, lags = self._dst_array, self._src_array, sorted_lags
             times = self._anchor_array.copy()
         else:  # start each step at its first changed edge: what precedes is as it was
-            changed = sorted_lags != self._base_lags
+            changed = change != 0
             first = np.full(len(self.g.step_start), len(self._anchor_array), dtype=np.int64)
             np.minimum.at(first, self._edge_step[changed], self._edge_dst[changed])
             redo = self._edge_dst >= first[self._edge_step]
@@ -283,7 +282,7 @@ class WhatIfReplay:
                 v = t[s] + lag
                 if v > t[d]:
                     t[d] = v
-            if not (times[back_src] + lag_all[back_edge] > times[back_dst]).any():
+            if not (times[back_src] + sorted_lags[back_edge] > times[back_dst]).any():
                 break
         out = np.full(len(self.g.step_start), UNREACHED, dtype=np.int64)
         np.maximum.at(out, self.step, np.maximum(times, UNREACHED))
