@@ -17,7 +17,10 @@ UNREACHED = np.int64(-(2**62))
 
 
 def to_ns(us: np.ndarray) -> np.ndarray:
-    return np.rint(np.asarray(us, dtype=np.float64) * 1000.0).astype(np.int64)
+    ns = np.asarray(us, dtype=np.float64) * 1000.0
+    if isinstance(ns, np.ndarray) and ns.ndim:
+        return np.rint(ns, out=ns).astype(np.int64)  # rounded in place: one copy less
+    return np.rint(ns).astype(np.int64)
 
 
 #: Sorted stretches a time column may run in for ``starts_at_or_before`` to count per stretch.
@@ -28,9 +31,10 @@ def step_of(times_ns: np.ndarray, starts: np.ndarray, ends: np.ndarray,
             pos: np.ndarray | None = None) -> np.ndarray:
     """The step each time falls in (the last one starting at or before it), -1 outside all;
     ``pos``: the times' ``starts_at_or_before`` when already known."""
-    pos = (starts_at_or_before(starts, times_ns) if pos is None else pos) - 1
-    ok = (pos >= 0) & (times_ns <= ends[np.maximum(pos, 0)])
-    return np.where(ok, pos, -1)
+    pos = starts_at_or_before(starts, times_ns) if pos is None else pos
+    # The end of the step starting last at or before each time (none before the first).
+    last_end = np.r_[np.iinfo(np.int64).min, ends]
+    return np.where(times_ns <= last_end[pos], pos - 1, -1)
 
 
 def starts_at_or_before(starts: np.ndarray, times: np.ndarray) -> np.ndarray:
@@ -88,9 +92,11 @@ def host_points(trace: Trace, starts: np.ndarray, ends: np.ndarray) -> HostPoint
     step = step_of(t, starts, ends, pos)
     del pos
     keep = np.flatnonzero(step >= 0)
-    tid = ev.tid[nodes_ev].astype(np.int64)
-    chain_key = step[keep] * (len(trace.threads) + 1) + tid[keep % n]
-    del tid, step
+    tid = ev.tid[nodes_ev]
+    chain_key = step[keep] * (len(trace.threads) + 1)
+    del step
+    chain_key += np.r_[tid, tid][keep]  # each point's node's thread
+    del tid
     # At one time: ends before starts; ends innermost first, starts outermost first.
     tie = np.where(keep < n, n + keep, 2 * n - 1 - keep)  # starts after every end, in tree order
     order = np.lexsort((tie, t[keep], chain_key))
