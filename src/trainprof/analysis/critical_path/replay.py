@@ -28,15 +28,13 @@ class _Chains:
 
     def __init__(self, g: StepGraph, weight: np.ndarray) -> None:
         head = g.heads
-        n = len(head)
-        self.chains = int(head.sum())
-        self.bounds = np.r_[np.flatnonzero(head), n]
+        first = np.flatnonzero(head)
+        self.chains = len(first)
+        self.bounds = np.r_[first, len(head)]
         self.number = np.cumsum(head, dtype=np.int64)  # each point's chain, counted from 1
-        head_pos = np.where(head, np.arange(n), 0)
-        np.maximum.accumulate(head_pos, out=head_pos)
         cs = np.cumsum(weight)
         # Cumulative weight from the chain's head (weights at heads are 0).
-        self.c = cs - cs[head_pos]
+        self.c = cs - np.repeat(cs[first], np.diff(self.bounds))
 
 
 def _chain_scan(ch: _Chains, x: np.ndarray) -> np.ndarray:
@@ -119,12 +117,12 @@ class PathWalker:
     def __init__(self, pred: np.ndarray) -> None:
         n = len(pred)
         # The first point of the run of chain-bound points that ends at each point.
-        run_start = np.arange(n, dtype=index_dtype(n))
-        by_chain = np.zeros(n, dtype=bool)
-        by_chain[1:] = pred[1:] == run_start[:-1]
-        run_start[by_chain] = 0
-        del by_chain
-        np.maximum.accumulate(run_start, out=run_start)
+        starts_run = np.ones(n, dtype=bool)  # not bound by its chain edge
+        starts_run[1:] = pred[1:] != np.arange(n - 1, dtype=pred.dtype)
+        marks = np.flatnonzero(starts_run).astype(index_dtype(n))
+        del starts_run
+        run_start = np.repeat(marks, np.diff(np.r_[marks, n]))
+        del marks
         # Memoryviews read back Python ints as fast as lists, at 4 bytes a point, not ~36.
         self._run_start = as_view(run_start)
         self._pred = as_view(np.ascontiguousarray(pred))
@@ -196,11 +194,12 @@ class WhatIfReplay:
             visit &= chain_in[g.chain]
             inside = chain_in[g.chain[g.dst]]
         kept = np.flatnonzero(visit)
-        # Each point's latest visited point (or head) at or before it, on its chain.
-        base = np.arange(n)
-        base[~(visit | heads)] = 0
+        # Each point's latest visited point (or head) at or before it, on its chain (the
+        # first point is a head).
+        marks = np.flatnonzero(visit | heads)
         del visit, tails
-        np.maximum.accumulate(base, out=base)
+        base = np.repeat(marks, np.diff(np.r_[marks, n]))
+        del marks
         prev_in_chain = np.where(heads[kept], -1, np.r_[-1, kept[:-1]])
         index = np.full(n, -1, dtype=np.int64)
         index[kept] = np.arange(len(kept))

@@ -169,11 +169,11 @@ def _what_ifs(g: StepGraph, t: np.ndarray, ends: np.ndarray, item_us: np.ndarray
             break
         kind, name = g.items[i]
         scaled: list[float] = []
+        pos = np.flatnonzero(g.item == i)
         for scale in WHAT_IF_SCALES:
             if scaled and scaled[0] >= now:  # no saving at zero: none at any scale
                 scaled.append(now)
                 continue
-            pos = np.flatnonzero(g.item == i)
             w = np.rint(g.weight[pos] * scale).astype(np.int64)
             scaled.append(_mean_step_ms(fast.changed_step_ends(pos, w), g, reached))
         out.append(PathItem(kind=kind, name=name, on_path_us=float(item_us[i]),
