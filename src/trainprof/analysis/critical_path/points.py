@@ -23,6 +23,13 @@ def to_ns(us: np.ndarray) -> np.ndarray:
     return np.rint(ns).astype(np.int64)
 
 
+def _ns_into(out: np.ndarray, us: np.ndarray) -> None:
+    """``out[:] = to_ns(us)``, scaling and rounding ``us`` (float64) in place: no copies."""
+    us *= 1000.0
+    np.rint(us, out=us)
+    out[:] = us
+
+
 #: Sorted stretches a time column may run in for ``starts_at_or_before`` to count per stretch.
 MAX_STRETCHES = 1024
 
@@ -34,7 +41,9 @@ def step_of(times_ns: np.ndarray, starts: np.ndarray, ends: np.ndarray,
     pos = starts_at_or_before(starts, times_ns) if pos is None else pos
     # The end of the step starting last at or before each time (none before the first).
     last_end = np.r_[np.iinfo(np.int64).min, ends]
-    return np.where(times_ns <= last_end[pos], pos - 1, -1)
+    out = pos - 1
+    out[~(times_ns <= np.take(last_end, pos))] = -1
+    return out
 
 
 def starts_at_or_before(starts: np.ndarray, times: np.ndarray) -> np.ndarray:
@@ -85,7 +94,12 @@ def host_points(trace: Trace, starts: np.ndarray, ends: np.ndarray) -> HostPoint
     n = len(tree)
     nodes_ev = tree.event
     parent_ev = np.where(tree.parent >= 0, nodes_ev[np.maximum(tree.parent, 0)], -1)
-    t = np.r_[to_ns(ev.ts[nodes_ev]), to_ns(ev.ts[nodes_ev] + ev.dur[nodes_ev])]
+    t = np.empty(2 * n, dtype=np.int64)  # starts, then ends
+    begin_us = ev.ts[nodes_ev]
+    end_us = begin_us + ev.dur[nodes_ev]
+    _ns_into(t[:n], begin_us)
+    _ns_into(t[n:], end_us)
+    del begin_us, end_us
     # Starts run sorted per thread in tree order; most ranges end in the step they began in.
     pos = starts_at_or_before(starts, t[:n])
     pos = np.r_[pos, ends_at_or_before(starts, t[:n], t[n:], pos)]
