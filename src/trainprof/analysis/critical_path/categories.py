@@ -72,19 +72,23 @@ def host_categories(trace: Trace, owner: np.ndarray, in_loader: np.ndarray,
     that launched device work. Other runtime calls (cudaMalloc, cudaGetDevice...) count as host
     compute, named after the call."""
     ev = trace.events
+    inside = owner >= 0
     safe = np.maximum(owner, 0)
-    kind = np.where(owner >= 0, ev.kind[safe], 255)
+    kind = ev.kind[safe]
     name = ev.name[safe]
     del safe
-    runtime = kind_mask(kind, LAUNCH_KINDS)
+    runtime = kind_mask(kind, LAUNCH_KINDS) & inside
     launch = runtime & member_mask(owner, launches, len(ev))
     is_sync = runtime & member_mask(name, sync_name_codes(trace), len(ev.names))
-    compute = (kind == Kind.CPU_OP) | (kind == Kind.PYTHON) | runtime
-    cat = np.full(len(owner), Category.UNTRACED_HOST, dtype=np.uint8)
-    cat[compute] = Category.HOST_COMPUTE
+    # Ops, Python frames and runtime calls are host compute; the rest, and no range, untraced.
+    by_kind = np.full(256, Category.UNTRACED_HOST, dtype=np.uint8)
+    by_kind[[Kind.CPU_OP, Kind.PYTHON, *LAUNCH_KINDS]] = Category.HOST_COMPUTE
+    cat = by_kind[kind]
+    del kind
+    cat[~inside] = Category.UNTRACED_HOST
     cat[launch] = Category.LAUNCH_OVERHEAD
     cat[is_sync] = Category.SYNC_WAIT
-    cat[in_loader & (owner >= 0)] = Category.DATA_LOADING
+    cat[in_loader & inside] = Category.DATA_LOADING
     item = np.full(len(owner), -1, dtype=np.int64)
     op = cat == Category.HOST_COMPUTE
     item[op] = table.ids("op", name[op], ev.names.__getitem__)
@@ -120,7 +124,9 @@ def loader_mask(trace: Trace, events: np.ndarray) -> np.ndarray:
 def sync_name_codes(trace: Trace) -> np.ndarray:
     """The name codes of the runtime and driver calls that block on the device."""
     ev = trace.events
-    used = np.unique(ev.name[kind_mask(ev.kind, LAUNCH_KINDS)])
+    seen = np.zeros(len(ev.names), dtype=bool)  # the names used by these calls, in code order
+    seen[ev.name[kind_mask(ev.kind, LAUNCH_KINDS)]] = True
+    used = np.flatnonzero(seen)
     return np.array([c for c in used.tolist() if sync_call_kind(Kind.RUNTIME, ev.names[c])],
                     dtype=np.int64)
 
