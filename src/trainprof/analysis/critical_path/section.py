@@ -60,11 +60,13 @@ def analyse(trace: Trace, steps: StepWindows, notes: list[str]) -> CriticalPath:
     ends = step_ends(g, t)
     last = _last_points(g, t, ends)
     paths, item_us, walker = [], np.zeros(len(g.items)), PathWalker(pred)
+    cross_cat = np.append(g.cross_category, 0)  # via -1 (a chain edge) reads the 0 at the end
     for k in range(len(g.step_start)):
         if last[k] < 0:
             continue
         path = walker.path(int(last[k]))
-        paths.append(_step_path(trace, g, t, via, path, k, int(steps.numbers[k]), item_us))
+        paths.append(_step_path(trace, g, t, (via, cross_cat), path, k, int(steps.numbers[k]),
+                                item_us))
     del walker, pred, via, last  # the what-ifs below need none of them
     total = sum(p.step_us for p in paths)
     split = {key: sum(p.split_us[key] for p in paths) for key in CATEGORY_KEYS}
@@ -111,15 +113,19 @@ def _last_points(g: StepGraph, t: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return out
 
 
-def _step_path(trace: Trace, g: StepGraph, t: np.ndarray, via: np.ndarray, pts: np.ndarray,
-               k: int, number: int, item_us: np.ndarray) -> StepPath:
+def _step_path(trace: Trace, g: StepGraph, t: np.ndarray,
+               vias: tuple[np.ndarray, np.ndarray], pts: np.ndarray, k: int, number: int,
+               item_us: np.ndarray) -> StepPath:
+    """Step ``k``'s path through the points ``pts``; ``vias``: each point's binding cross
+    edge (``binding_inputs``) and the cross edges' categories, then a 0 (for via -1)."""
+    via, cross_cat = vias
     a, b = pts[:-1], pts[1:]
     origin = g.step_start[k]  # the path before the step began (the host ahead) is cut off
     from_ = np.maximum(t[a], origin)
     us = np.maximum(t[b] - from_, 0) / 1000.0
-    cross = via[b] >= 0
-    cross_cat = np.append(g.cross_category, 0)  # via -1 (a chain edge) reads the 0 at the end
-    cat = np.where(cross, cross_cat[via[b]], g.category[b]).astype(np.int64)
+    via_b = via[b]
+    cross = via_b >= 0
+    cat = np.where(cross, cross_cat[via_b], g.category[b]).astype(np.int64)
     item = np.where(cross, -1, g.item[b])
     np.add.at(item_us, item[item >= 0], us[item >= 0])
     split_arr = np.bincount(cat, weights=us, minlength=len(CATEGORY_KEYS))
