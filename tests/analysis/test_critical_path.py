@@ -318,5 +318,7 @@ def test_step_counts_match_a_binary_search(stretches):
     assert at_end.tolist() == np.searchsorted(starts, end, side="right").tolist()
     # Unsorted starts: numpy's search as it is, whatever it makes of them.
     shuffled = starts[::-1].copy()
-    assert starts_at_or_before(shuffled, begin).tolist() == \
-        np.searchsorted(shuffled, begin, side="right").tolist()
+    at_begin = starts_at_or_before(shuffled, begin)
+    assert at_begin.tolist() == np.searchsorted(shuffled, begin, side="right").tolist()
+    assert ends_at_or_before(shuffled, begin, end, at_begin).tolist() == \
+        np.searchsorted(shuffled, end, side="right").tolist()

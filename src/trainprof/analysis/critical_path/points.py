@@ -70,6 +70,8 @@ def ends_at_or_before(starts: np.ndarray, begin: np.ndarray, end: np.ndarray,
                       at_begin: np.ndarray) -> np.ndarray:
     """``starts_at_or_before`` the ends of ranges from ``begin`` (``at_begin``: its count):
     the same as at the begin for a range that no step starts inside, searched for the rest."""
+    if len(starts) > 1 and bool((starts[1:] < starts[:-1]).any()):
+        return np.searchsorted(starts, end, side="right")  # unsorted: numpy's search as is
     nxt = np.append(starts, np.iinfo(np.int64).max)[at_begin]
     out = at_begin.copy()
     moved = np.flatnonzero(~((end >= begin) & (end < nxt)))
