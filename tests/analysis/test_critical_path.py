@@ -322,3 +322,24 @@ def test_step_counts_match_a_binary_search(stretches):
     assert at_begin.tolist() == np.searchsorted(shuffled, begin, side="right").tolist()
     assert ends_at_or_before(shuffled, begin, end, at_begin).tolist() == \
         np.searchsorted(shuffled, end, side="right").tolist()
+
+
+@pytest.mark.parametrize("path", [RESNET_W0, NS_TRACE], ids=["resnet50", "gpu-bound-resnet"])
+def test_what_ifs_with_runs_folded_match_the_full_replay(path):
+    # Kernels queued from one stretch of host time are folded into runs (runs.py); with any
+    # weights lowered (an item at zero or half, random points at random fractions) the step
+    # ends are still those of the full replay of the unfolded graph from its anchors.
+    trace = load_file(path)
+    g = build_graph(trace, find_steps(trace))
+    t, _ = replay(g, start=g.time)
+    fast = WhatIfReplay(g, t)
+    assert fast._runs is not None and len(fast._runs) > 10
+    rng = np.random.default_rng(3)
+    launches = np.flatnonzero(g.category == 1)  # the launch calls: edges in every run
+    for pos, scale in [(launches, 0.0), (launches, 0.5),
+                       (np.flatnonzero(rng.random(len(g.time)) < 0.2), 0.3),
+                       (np.flatnonzero(g.item == g.item[np.argmax(g.weight)]), 0.0)]:
+        w = g.weight.copy()
+        w[pos] = np.rint(g.weight[pos] * scale).astype(np.int64)
+        assert np.array_equal(fast.changed_step_ends(pos, w[pos]),
+                              step_ends(g, replay(g, w)[0]))

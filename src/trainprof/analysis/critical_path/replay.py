@@ -16,6 +16,7 @@ from collections import deque
 import numpy as np
 
 from trainprof.analysis.critical_path.graph import UNREACHED, StepGraph, index_dtype
+from trainprof.analysis.critical_path.runs import LaunchRuns, launch_runs
 
 #: Passes after which a replay stops even if points still move (a graph this deep is unlikely:
 #: it would need about this many syncs in one step); the result then notes it.
@@ -239,6 +240,27 @@ class WhatIfReplay:
         del cs, own
         self._base_times = np.maximum(t[points], UNREACHED)
         self._clean = not len(self._back[0])
+        self._runs: LaunchRuns | None = None
+        if self._clean and bool((g.weight >= 0).all()):
+            sorted_at = np.empty(len(self._by_dst), dtype=np.int64)
+            sorted_at[self._by_dst] = np.arange(len(self._by_dst))
+            n_chain = int(linked.sum())
+            self._runs = launch_runs(linked, dst[n_chain:], src[n_chain:],
+                                     g.anchor[kept] > UNREACHED, rank, sorted_at)
+            del sorted_at
+        if self._runs is not None:
+            # The edges a replay visits with the runs folded: those not into a run, and two
+            # into each run's last point, by destination in visiting order.
+            runs = self._runs
+            fold_dst = np.r_[self._dst_array[runs.kept_edges], runs.end, runs.end]
+            fold_src = np.r_[self._src_array[runs.kept_edges], runs.before, runs.source]
+            self._fold_order = np.argsort(fold_dst, kind="stable")
+            self._fold_dst = fold_dst[self._fold_order]
+            self._fold_src = fold_src[self._fold_order]
+            self._fold_step = self.step[self._fold_dst]
+            timed = np.ones(len(points), dtype=bool)
+            timed[runs.inner] = False
+            self._timed = np.flatnonzero(timed)  # the points with a time of their own
 
     def _lag_changes(self, pos: np.ndarray, weight: np.ndarray) -> np.ndarray:
         """How much every edge's lag changes (by destination) with these weights at ``pos``."""
@@ -259,6 +281,8 @@ class WhatIfReplay:
         weights are ``weight``: no copy of every weight for a what-if that changes a few."""
         change = self._lag_changes(pos, weight)
         sorted_lags = self._base_lags + change
+        if self._runs is not None and bool((weight >= 0).all()):
+            return self._folded_step_ends(sorted_lags, change != 0)
         if not self._clean:
             dst, src, lags = self._dst_array, self._src_array, sorted_lags
             times = self._anchor_array.copy()
@@ -285,6 +309,36 @@ class WhatIfReplay:
                 break
         out = np.full(len(self.g.step_start), UNREACHED, dtype=np.int64)
         np.maximum.at(out, self.step, np.maximum(times, UNREACHED))
+        return out
+
+
+    def _folded_step_ends(self, lags: np.ndarray, changed: np.ndarray) -> np.ndarray:
+        """``changed_step_ends`` over the graph with its runs folded (``runs.py``), from every
+        edge's ``lags`` and whether it ``changed``, by destination: no cycle, no negative
+        weight."""
+        runs = self._runs
+        assert runs is not None
+        run_lags, touched = runs.folded(lags, changed)
+        kept = runs.kept_edges
+        lags = np.r_[lags[kept], run_lags[0], run_lags[1]][self._fold_order]
+        changed = np.r_[changed[kept], touched, touched][self._fold_order]
+        anchor = self._anchor_array.copy()
+        anchor[runs.end] = run_lags[2]
+        # Start each step at its first changed edge: what precedes is as it was.
+        first = np.full(len(self.g.step_start), len(anchor), dtype=np.int64)
+        np.minimum.at(first, self._fold_step[changed], self._fold_dst[changed])
+        redo = self._fold_dst >= first[self._fold_step]
+        times = self._base_times.copy()
+        times[self._fold_dst[redo]] = anchor[self._fold_dst[redo]]
+        t = as_view(times)
+        dst_v, src_v, lag_v = (as_view(np.ascontiguousarray(a[redo], dtype=np.int64))
+                               for a in (self._fold_dst, self._fold_src, lags))
+        for d, s, lag in zip(dst_v, src_v, lag_v, strict=True):
+            v = t[s] + lag
+            if v > t[d]:
+                t[d] = v
+        out = np.full(len(self.g.step_start), UNREACHED, dtype=np.int64)
+        np.maximum.at(out, self.step[self._timed], np.maximum(times[self._timed], UNREACHED))
         return out
 
 
