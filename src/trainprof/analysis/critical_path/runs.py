@@ -39,11 +39,10 @@ class LaunchRuns:
     def __len__(self) -> int:
         return len(self.end)
 
-    def folded(self, lags: np.ndarray, changed: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(lag from the point before, lag from the launches' point, reset time) of each run's
-        last point, and whether any of the run's edges changed, from every edge's ``lags``
-        and ``changed``."""
+    def folded(self, lags: np.ndarray, changed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Rows (lag from the point before, lag from the launches' point, reset time) of each
+        run's last point, and whether any of the run's edges changed, from every edge's
+        ``lags`` and ``changed``."""
         step = lags[self.chain_edges]
         total = np.cumsum(step)
         before_run = np.r_[0, total[self.offsets[1:] - 1]]
