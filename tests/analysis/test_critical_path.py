@@ -283,3 +283,63 @@ def test_no_what_if_saves_more_than_its_time_on_the_path(path):
     for item in result.items:
         assert item.saving_pct_if_zero <= item.on_path_pct + 1e-6, item
         assert item.step_ms_if_zero <= item.step_ms_if_half <= item.step_ms
+
+
+@pytest.mark.parametrize("codes", [[5, 3, 5, 0, 3, 9], [7], [], [-1, 4, -1, 2], [10**7, 3, 10**7]])
+def test_item_ids_match_a_sort(codes):
+    # Ids are handed out in sorted code order, each code's id at each of its places, whether
+    # the table looks codes up (small, non-negative) or sorts them (any others).
+    from trainprof.analysis.critical_path.categories import ItemTable
+
+    table = ItemTable()
+    table.id("op", "first")  # ids continue after what the table already holds
+    arr = np.array(codes, dtype=np.int32)
+    ids = table.ids("kernel", arr, lambda c: f"k{c}")
+    uniq = sorted(set(codes))
+    assert ids.dtype == np.int64
+    assert ids.tolist() == [1 + uniq.index(c) for c in codes]
+    assert table.items == [("op", "first")] + [("kernel", f"k{c}") for c in uniq]
+
+
+@pytest.mark.parametrize("stretches", [1, 3, 40, 2000])
+def test_step_counts_match_a_binary_search(stretches):
+    # Times in sorted stretches (a thread's ranges in call-tree order), steps starting on some
+    # of those times exactly: the counts per stretch are numpy's binary search's, ends too.
+    from trainprof.analysis.critical_path.points import ends_at_or_before, starts_at_or_before
+
+    rng = np.random.default_rng(stretches)
+    begin = np.concatenate([np.sort(rng.integers(0, 10**6, 20_000 // stretches))
+                            for _ in range(stretches)])
+    end = begin + rng.integers(-5, 3000, len(begin))  # a few ranges end before they begin
+    starts = np.unique(np.r_[rng.integers(0, 10**6, 30), begin[:5]])
+    at_begin = starts_at_or_before(starts, begin)
+    assert at_begin.tolist() == np.searchsorted(starts, begin, side="right").tolist()
+    at_end = ends_at_or_before(starts, begin, end, at_begin)
+    assert at_end.tolist() == np.searchsorted(starts, end, side="right").tolist()
+    # Unsorted starts: numpy's search as it is, whatever it makes of them.
+    shuffled = starts[::-1].copy()
+    at_begin = starts_at_or_before(shuffled, begin)
+    assert at_begin.tolist() == np.searchsorted(shuffled, begin, side="right").tolist()
+    assert ends_at_or_before(shuffled, begin, end, at_begin).tolist() == \
+        np.searchsorted(shuffled, end, side="right").tolist()
+
+
+@pytest.mark.parametrize("path", [RESNET_W0, NS_TRACE], ids=["resnet50", "gpu-bound-resnet"])
+def test_what_ifs_with_runs_folded_match_the_full_replay(path):
+    # Kernels queued from one stretch of host time are folded into runs (runs.py); with any
+    # weights lowered (an item at zero or half, random points at random fractions) the step
+    # ends are still those of the full replay of the unfolded graph from its anchors.
+    trace = load_file(path)
+    g = build_graph(trace, find_steps(trace))
+    t, _ = replay(g, start=g.time)
+    fast = WhatIfReplay(g, t)
+    assert fast._runs is not None and len(fast._runs) > 10
+    rng = np.random.default_rng(3)
+    launches = np.flatnonzero(g.category == 1)  # the launch calls: edges in every run
+    for pos, scale in [(launches, 0.0), (launches, 0.5),
+                       (np.flatnonzero(rng.random(len(g.time)) < 0.2), 0.3),
+                       (np.flatnonzero(g.item == g.item[np.argmax(g.weight)]), 0.0)]:
+        w = g.weight.copy()
+        w[pos] = np.rint(g.weight[pos] * scale).astype(np.int64)
+        assert np.array_equal(fast.changed_step_ends(pos, w[pos]),
+                              step_ends(g, replay(g, w)[0]))

@@ -107,3 +107,27 @@ def test_a_broken_clock_is_seen_across_windows(builder, tmp_path):
     got = critical_path.over(windows_of(trace, steps, 1), steps)
     assert got.steps == [] and "more than a day" in got.notes[0]
     assert as_json(got) == as_json(critical_path(trace, steps))
+
+
+@pytest.mark.parametrize("case", ["sorted", "unsorted", "overlapping", "nan", "two"])
+def test_times_within_ranges_match_a_check_of_every_range(case):
+    # Times sorted by start as events are (or not), ranges as plans make them (sorted,
+    # disjoint, open ends) or not: each time is in a range exactly when one holds it.
+    import numpy as np
+
+    from trainprof.analysis.critical_path.windowed import _within
+
+    rng = np.random.default_rng(7)
+    ts = np.sort(rng.uniform(0, 1000, 20_000))
+    ts[100:110] = [0.0, 10.0, 10.0, 20.0, 250.0, 250.0, 300.0, 999.0, 500.0, 510.0]  # edges
+    ranges = ((-np.inf, 10.0), (20.0, 250.0), (300.0, 500.0), (510.0, np.inf))
+    if case == "unsorted":
+        rng.shuffle(ts)
+    elif case == "overlapping":
+        ranges = ((0.0, 400.0), (100.0, 120.0), (300.0, 600.0))
+    elif case == "nan":
+        ts[5] = np.nan
+    elif case == "two":
+        ranges = ranges[1:3]
+    expected = [any(start <= x < end for start, end in ranges) for x in ts.tolist()]
+    assert _within(ts, ranges).tolist() == expected

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from enum import IntEnum
 
 import numpy as np
@@ -46,9 +46,16 @@ class ItemTable:
 
     def ids(self, kind: str, codes: np.ndarray, label: Callable[[int], str]) -> np.ndarray:
         """Item ids for name ``codes``, each named ``label(code)``."""
-        uniq, inverse = np.unique(codes, return_inverse=True)
-        table = np.array([self.id(kind, label(c)) for c in uniq.tolist()], dtype=np.int64)
-        return table[inverse.reshape(-1)]
+        if not len(codes) or int(codes.min()) < 0 or int(codes.max()) > 4 * len(codes) + 1024:
+            uniq, inverse = np.unique(codes, return_inverse=True)
+            table = np.array([self.id(kind, label(c)) for c in uniq.tolist()], dtype=np.int64)
+            return table[inverse.reshape(-1)]
+        # Small non-negative codes (names): a lookup table, not a sort (same ids, same order).
+        lookup = np.zeros(int(codes.max()) + 1, dtype=np.int64)
+        lookup[codes] = 1
+        uniq = np.flatnonzero(lookup)
+        lookup[uniq] = [self.id(kind, label(c)) for c in uniq.tolist()]
+        return lookup[codes]
 
     def id(self, kind: str, name: str) -> int:
         key = (kind, name)
@@ -65,19 +72,23 @@ def host_categories(trace: Trace, owner: np.ndarray, in_loader: np.ndarray,
     that launched device work. Other runtime calls (cudaMalloc, cudaGetDevice...) count as host
     compute, named after the call."""
     ev = trace.events
+    inside = owner >= 0
     safe = np.maximum(owner, 0)
-    kind = np.where(owner >= 0, ev.kind[safe], 255)
+    kind = ev.kind[safe]
     name = ev.name[safe]
     del safe
-    runtime = np.isin(kind, np.array(list(LAUNCH_KINDS), dtype=np.int64))
-    launch = runtime & np.isin(owner, launches)
-    is_sync = runtime & np.isin(name, sync_name_codes(trace))
-    compute = (kind == Kind.CPU_OP) | (kind == Kind.PYTHON) | runtime
-    cat = np.full(len(owner), Category.UNTRACED_HOST, dtype=np.uint8)
-    cat[compute] = Category.HOST_COMPUTE
+    runtime = kind_mask(kind, LAUNCH_KINDS) & inside
+    launch = runtime & member_mask(owner, launches, len(ev))
+    is_sync = runtime & member_mask(name, sync_name_codes(trace), len(ev.names))
+    # Ops, Python frames and runtime calls are host compute; the rest, and no range, untraced.
+    by_kind = np.full(256, Category.UNTRACED_HOST, dtype=np.uint8)
+    by_kind[[Kind.CPU_OP, Kind.PYTHON, *LAUNCH_KINDS]] = Category.HOST_COMPUTE
+    cat = by_kind[kind]
+    del kind
+    cat[~inside] = Category.UNTRACED_HOST
     cat[launch] = Category.LAUNCH_OVERHEAD
     cat[is_sync] = Category.SYNC_WAIT
-    cat[in_loader & (owner >= 0)] = Category.DATA_LOADING
+    cat[in_loader & inside] = Category.DATA_LOADING
     item = np.full(len(owner), -1, dtype=np.int64)
     op = cat == Category.HOST_COMPUTE
     item[op] = table.ids("op", name[op], ev.names.__getitem__)
@@ -113,7 +124,24 @@ def loader_mask(trace: Trace, events: np.ndarray) -> np.ndarray:
 def sync_name_codes(trace: Trace) -> np.ndarray:
     """The name codes of the runtime and driver calls that block on the device."""
     ev = trace.events
-    used = np.unique(ev.name[ev.of_kind(*LAUNCH_KINDS)])
+    seen = np.zeros(len(ev.names), dtype=bool)  # the names used by these calls, in code order
+    seen[ev.name[kind_mask(ev.kind, LAUNCH_KINDS)]] = True
+    used = np.flatnonzero(seen)
     return np.array([c for c in used.tolist() if sync_call_kind(Kind.RUNTIME, ev.names[c])],
                     dtype=np.int64)
 
+
+
+def kind_mask(kinds: np.ndarray, of: Iterable[int]) -> np.ndarray:
+    """Whether each of ``kinds`` (Kind codes, 0 to 255) is one of ``of``: a table look-up."""
+    table = np.zeros(256, dtype=bool)
+    table[list(of)] = True
+    return table[kinds]
+
+
+def member_mask(values: np.ndarray, members: np.ndarray, size: int) -> np.ndarray:
+    """Whether each of ``values`` (indices below ``size``, or -1 for none) is in ``members``:
+    a table look-up, not a search."""
+    table = np.zeros(size + 1, dtype=bool)  # the last entry is -1's
+    table[members] = True
+    return table[values]

@@ -91,8 +91,11 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
     table = ItemTable()
     host = host_points(trace, *host_windows(trace, steps))
     h = len(host.time)
-    h_keys, h_chain = np.unique(host.chain_key, return_inverse=True)
-    h_head = np.r_[True, h_chain[1:] != h_chain[:-1]] if h else np.zeros(0, dtype=bool)
+    # The host points are sorted by chain key: a chain starts wherever the key changes.
+    h_head = np.r_[True, host.chain_key[1:] != host.chain_key[:-1]] if h else \
+        np.zeros(0, dtype=bool)
+    h_keys = host.chain_key[h_head]
+    h_chain = np.cumsum(h_head) - 1
     h_weight = np.where(h_head, 0, np.diff(host.time, prepend=host.time[:1]))
     # The event owning the segment *into* each point: the owners shifted by one, in place (the
     # host points' own column is read nowhere else).
@@ -100,10 +103,11 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
     if h:
         owner[1:] = owner[:-1]
     owner[h_head] = -1
-    h_cat, h_item = host_categories(trace, owner, _inside_loader(trace, owner),
-                                    launch_links(trace)[1], table)
+    links = launch_links(trace)
+    h_cat, h_item = host_categories(trace, owner, _inside_loader(trace, owner), links[1], table)
 
-    d = device_events(trace, host, starts, ends, n_threads)
+    d = device_events(trace, host, starts, ends, n_threads, links)
+    del links
     m = len(d.event)
     d_head = np.r_[True, d.chain_key[1:] != d.chain_key[:-1]] if m else np.zeros(0, dtype=bool)
     prev_end = np.where(d_head, UNREACHED, np.r_[UNREACHED, d.end[:-1]])

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from trainprof.analysis.calls.calltree import call_tree
-from trainprof.analysis.overview.steps import StepWindows, launch_links
+from trainprof.analysis.critical_path.categories import kind_mask
+from trainprof.analysis.overview.steps import StepWindows
 from trainprof.trace.model import DEVICE_KINDS, Kind, Trace, step_number
 
 #: The sentinel time of a point that nothing reaches yet.
@@ -16,14 +17,66 @@ UNREACHED = np.int64(-(2**62))
 
 
 def to_ns(us: np.ndarray) -> np.ndarray:
-    return np.rint(np.asarray(us, dtype=np.float64) * 1000.0).astype(np.int64)
+    ns = np.asarray(us, dtype=np.float64) * 1000.0
+    if isinstance(ns, np.ndarray) and ns.ndim:
+        return np.rint(ns, out=ns).astype(np.int64)  # rounded in place: one copy less
+    return np.rint(ns).astype(np.int64)
 
 
-def step_of(times_ns: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """The step each time falls in (the last one starting at or before it), -1 outside all."""
-    pos = np.searchsorted(starts, times_ns, side="right") - 1
-    ok = (pos >= 0) & (times_ns <= ends[np.maximum(pos, 0)])
-    return np.where(ok, pos, -1)
+def _ns_into(out: np.ndarray, us: np.ndarray) -> None:
+    """``out[:] = to_ns(us)``, scaling and rounding ``us`` (float64) in place: no copies."""
+    us *= 1000.0
+    np.rint(us, out=us)
+    out[:] = us
+
+
+#: Sorted stretches a time column may run in for ``starts_at_or_before`` to count per stretch.
+MAX_STRETCHES = 1024
+
+
+def step_of(times_ns: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+            pos: np.ndarray | None = None) -> np.ndarray:
+    """The step each time falls in (the last one starting at or before it), -1 outside all;
+    ``pos``: the times' ``starts_at_or_before`` when already known."""
+    pos = starts_at_or_before(starts, times_ns) if pos is None else pos
+    # The end of the step starting last at or before each time (none before the first).
+    last_end = np.r_[np.iinfo(np.int64).min, ends]
+    out = pos - 1
+    out[~(times_ns <= np.take(last_end, pos))] = -1
+    return out
+
+
+def starts_at_or_before(starts: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """How many of the sorted ``starts`` are at or before each time (``searchsorted``, side
+    right), counted per sorted stretch of ``times`` when they run in a few (a thread's ranges
+    in call-tree order): a pass over them, not a binary search each."""
+    n, k = len(times), len(starts)
+    if n < 4096 or not k or (k > 1 and bool((starts[1:] < starts[:-1]).any())):
+        return np.searchsorted(starts, times, side="right")
+    cuts = np.flatnonzero(times[1:] < times[:-1]) + 1
+    if len(cuts) >= MAX_STRETCHES:
+        return np.searchsorted(starts, times, side="right")
+    bounds = np.r_[0, cuts, n].tolist()
+    # Each stretch: +1 where each start is first reached, -k at its end (the next stretch
+    # counts from 0); the running sum is the count.
+    firsts = [a + np.searchsorted(times[a:b], starts, side="left")
+              for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    marks = np.bincount(np.concatenate(firsts), minlength=n + 1)
+    marks[bounds[1:]] -= k
+    return np.cumsum(marks[:n])
+
+
+def ends_at_or_before(starts: np.ndarray, begin: np.ndarray, end: np.ndarray,
+                      at_begin: np.ndarray) -> np.ndarray:
+    """``starts_at_or_before`` the ends of ranges from ``begin`` (``at_begin``: its count):
+    the same as at the begin for a range that no step starts inside, searched for the rest."""
+    if len(starts) > 1 and bool((starts[1:] < starts[:-1]).any()):
+        return np.searchsorted(starts, end, side="right")  # unsorted: numpy's search as is
+    nxt = np.append(starts, np.iinfo(np.int64).max)[at_begin]
+    out = at_begin.copy()
+    moved = np.flatnonzero(~((end >= begin) & (end < nxt)))
+    out[moved] = np.searchsorted(starts, end[moved], side="right")
+    return out
 
 
 @dataclass
@@ -43,12 +96,22 @@ def host_points(trace: Trace, starts: np.ndarray, ends: np.ndarray) -> HostPoint
     n = len(tree)
     nodes_ev = tree.event
     parent_ev = np.where(tree.parent >= 0, nodes_ev[np.maximum(tree.parent, 0)], -1)
-    t = np.r_[to_ns(ev.ts[nodes_ev]), to_ns(ev.end[nodes_ev])]
-    step = step_of(t, starts, ends)
+    t = np.empty(2 * n, dtype=np.int64)  # starts, then ends
+    begin_us = ev.ts[nodes_ev]
+    end_us = begin_us + ev.dur[nodes_ev]
+    _ns_into(t[:n], begin_us)
+    _ns_into(t[n:], end_us)
+    del begin_us, end_us
+    # Starts run sorted per thread in tree order; most ranges end in the step they began in.
+    pos = starts_at_or_before(starts, t[:n])
+    pos = np.r_[pos, ends_at_or_before(starts, t[:n], t[n:], pos)]
+    step = step_of(t, starts, ends, pos)
+    del pos
     keep = np.flatnonzero(step >= 0)
-    del step  # read again below at the kept points only
-    tid = ev.tid[nodes_ev].astype(np.int64)
-    chain_key = step_of(t[keep], starts, ends) * (len(trace.threads) + 1) + tid[keep % n]
+    tid = ev.tid[nodes_ev]
+    chain_key = step[keep] * (len(trace.threads) + 1)
+    del step
+    chain_key += np.r_[tid, tid][keep]  # each point's node's thread
     del tid
     # At one time: ends before starts; ends innermost first, starts outermost first.
     tie = np.where(keep < n, n + keep, 2 * n - 1 - keep)  # starts after every end, in tree order
@@ -79,20 +142,21 @@ class DeviceEvents:
 
 
 def device_events(trace: Trace, host: HostPoints, starts: np.ndarray, ends: np.ndarray,
-                   n_threads: int) -> DeviceEvents:
+                   n_threads: int, links: tuple[np.ndarray, np.ndarray]) -> DeviceEvents:
+    """The device events of the steps (``links``: the trace's ``launch_links``)."""
     ev = trace.events
-    idx = np.flatnonzero(ev.of_kind(*DEVICE_KINDS) & (ev.device >= 0) & (ev.dur >= 0))
+    idx = np.flatnonzero(kind_mask(ev.kind, DEVICE_KINDS) & (ev.device >= 0) & (ev.dur >= 0))
     start_point = np.full(len(ev), -1, dtype=np.int64)
     end_point = np.full(len(ev), -1, dtype=np.int64)
     start_point[host.event[host.is_start]] = np.flatnonzero(host.is_start)
     end_point[host.event[~host.is_start]] = np.flatnonzero(~host.is_start)
     launch_of = np.full(len(ev), -1, dtype=np.int64)
-    devices, launches = launch_links(trace)
+    devices, launches = links
     launch_of[devices] = launches
     launch = launch_of[idx]
     lp = np.where(launch >= 0, start_point[np.maximum(launch, 0)], -1)
     le = np.where(launch >= 0, end_point[np.maximum(launch, 0)], -1)
-    s, e = to_ns(ev.ts[idx]), to_ns(ev.end[idx])
+    s, e = to_ns(ev.ts[idx]), to_ns(ev.ts[idx] + ev.dur[idx])
     before = _previous_ends(ev.device[idx].astype(np.int64), ev.stream[idx], s, e)
     by_time = step_of(s, starts, ends)
     step = (np.where(lp >= 0, host.chain_key[np.maximum(lp, 0)] // (n_threads + 1), by_time)
@@ -105,9 +169,12 @@ def device_events(trace: Trace, host: HostPoints, starts: np.ndarray, ends: np.n
     idx, lp, le, s, e, step = idx[order], lp[order], le[order], s[order], e[order], step[order]
     before = before[order]
     dev, stream = dev[order], stream[order]
-    _, key = np.unique(np.stack([step, dev, stream]), axis=1, return_inverse=True)
+    # Sorted by (step, device, stream): a new chain wherever one of them changes.
+    change = np.ones(len(step), dtype=bool)
+    change[1:] = (step[1:] != step[:-1]) | (dev[1:] != dev[:-1]) | (stream[1:] != stream[:-1])
+    key = np.cumsum(change) - 1
     issued = np.where(lp >= 0, host.time[np.maximum(lp, 0)], s) if len(host.time) else s
-    return DeviceEvents(event=idx, step=step, start=s, end=e, chain_key=key.ravel(),
+    return DeviceEvents(event=idx, step=step, start=s, end=e, chain_key=key,
                         launch_point=lp, launch_end_point=le, issued=issued, before=before)
 
 
@@ -134,6 +201,7 @@ def host_windows(trace: Trace, steps: StepWindows) -> tuple[np.ndarray, np.ndarr
     numbers = {step_number(ev.names[ev.name[i]]): i for i in idx[::-1].tolist()}
     for k, n in enumerate(steps.numbers.tolist()):
         if n in numbers:
-            starts[k], ends[k] = to_ns(ev.ts[numbers[n]]), to_ns(ev.end[numbers[n]])
+            i = numbers[n]  # one event's end: not the whole column's (``ev.end``)
+            starts[k], ends[k] = to_ns(ev.ts[i]), to_ns(ev.ts[i:i + 1] + ev.dur[i:i + 1])[0]
     order_ok = np.all(np.diff(starts) >= 0) if len(starts) > 1 else True
     return (starts, ends) if order_ok else (to_ns(steps.starts), to_ns(steps.ends))

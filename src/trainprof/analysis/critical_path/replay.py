@@ -16,6 +16,7 @@ from collections import deque
 import numpy as np
 
 from trainprof.analysis.critical_path.graph import UNREACHED, StepGraph, index_dtype
+from trainprof.analysis.critical_path.runs import LaunchRuns, launch_runs
 
 #: Passes after which a replay stops even if points still move (a graph this deep is unlikely:
 #: it would need about this many syncs in one step); the result then notes it.
@@ -28,15 +29,13 @@ class _Chains:
 
     def __init__(self, g: StepGraph, weight: np.ndarray) -> None:
         head = g.heads
-        n = len(head)
-        self.chains = int(head.sum())
-        self.bounds = np.r_[np.flatnonzero(head), n]
+        first = np.flatnonzero(head)
+        self.chains = len(first)
+        self.bounds = np.r_[first, len(head)]
         self.number = np.cumsum(head, dtype=np.int64)  # each point's chain, counted from 1
-        head_pos = np.where(head, np.arange(n), 0)
-        np.maximum.accumulate(head_pos, out=head_pos)
         cs = np.cumsum(weight)
         # Cumulative weight from the chain's head (weights at heads are 0).
-        self.c = cs - cs[head_pos]
+        self.c = cs - np.repeat(cs[first], np.diff(self.bounds))
 
 
 def _chain_scan(ch: _Chains, x: np.ndarray) -> np.ndarray:
@@ -119,12 +118,12 @@ class PathWalker:
     def __init__(self, pred: np.ndarray) -> None:
         n = len(pred)
         # The first point of the run of chain-bound points that ends at each point.
-        run_start = np.arange(n, dtype=index_dtype(n))
-        by_chain = np.zeros(n, dtype=bool)
-        by_chain[1:] = pred[1:] == run_start[:-1]
-        run_start[by_chain] = 0
-        del by_chain
-        np.maximum.accumulate(run_start, out=run_start)
+        starts_run = np.ones(n, dtype=bool)  # not bound by its chain edge
+        starts_run[1:] = pred[1:] != np.arange(n - 1, dtype=pred.dtype)
+        marks = np.flatnonzero(starts_run).astype(index_dtype(n))
+        del starts_run
+        run_start = np.repeat(marks, np.diff(np.r_[marks, n]))
+        del marks
         # Memoryviews read back Python ints as fast as lists, at 4 bytes a point, not ~36.
         self._run_start = as_view(run_start)
         self._pred = as_view(np.ascontiguousarray(pred))
@@ -196,59 +195,80 @@ class WhatIfReplay:
             visit &= chain_in[g.chain]
             inside = chain_in[g.chain[g.dst]]
         kept = np.flatnonzero(visit)
-        # Each point's latest visited point (or head) at or before it, on its chain.
-        base = np.arange(n)
-        base[~(visit | heads)] = 0
+        # Each point's latest visited point (or head) at or before it, on its chain (the
+        # first point is a head).
+        marks = np.flatnonzero(visit | heads)
         del visit, tails
-        np.maximum.accumulate(base, out=base)
+        base = np.repeat(marks, np.diff(np.r_[marks, n]))
+        del marks
         prev_in_chain = np.where(heads[kept], -1, np.r_[-1, kept[:-1]])
         index = np.full(n, -1, dtype=np.int64)
         index[kept] = np.arange(len(kept))
         linked = prev_in_chain >= 0
-        self._cross_from = g.src[inside]  # the point each cross edge leaves from ...
-        self._cross_base = base[self._cross_from]  # ... and the visited point before it
+        cross_from = g.src[inside]  # the point each cross edge leaves from ...
+        cross_base = base[cross_from]  # ... and the visited point before it
         del base
-        src = np.r_[index[prev_in_chain[linked]], index[self._cross_base]]
+        src = np.r_[index[prev_in_chain[linked]], index[cross_base]]
         dst = np.r_[np.flatnonzero(linked), index[g.dst[inside]]]
         del index, heads
         order = _topological(len(kept), src, dst, np.lexsort((kept, t[kept])))
         rank = np.empty(len(kept), dtype=np.int64)
         rank[order] = np.arange(len(kept))
         points = kept[order]
-        # Chain edges in the order of ``src``/``dst`` above: visited point, its predecessor.
-        self._chain_to, self._chain_from = kept[linked], prev_in_chain[linked]
         edge_dst = rank[dst]
         self._by_dst = np.argsort(edge_dst, kind="stable")
         self._dst_array = edge_dst[self._by_dst]
         self._src_array = rank[src][self._by_dst]
-        self._cross_lag = g.lag[inside]
         self._anchor_array = g.anchor[points]
         self.step = g.chain_step[g.chain[points]]
-        back = rank[src] > edge_dst  # only inside a cycle (clock skew)
-        self._back = (rank[src][back], edge_dst[back], np.flatnonzero(back))
+        # Edges back (source visited after destination: only inside a cycle, clock skew).
+        back = self._src_array > self._dst_array
+        self._back = (self._src_array[back], self._dst_array[back], np.flatnonzero(back))
         # The unchanged replay: a what-if recomputes each step from its first changed edge on.
-        self._edge_dst = edge_dst[self._by_dst]
+        self._edge_dst = self._dst_array
         self._edge_step = self.step[self._edge_dst]
-        cs = np.cumsum(g.weight)  # the graph's cumulative weights where the lags read them
-        self._base_cs = tuple(cs[a] for a in (self._chain_to, self._chain_from,
-                                              self._cross_from, self._cross_base))
-        del cs
-        no_change = np.zeros(0, dtype=np.int64)
-        self._base_lags = self._lags(no_change, no_change)[self._by_dst]
+        # Each edge's lag is its own (a cross edge's) plus the chain weights after point
+        # ``_lag_b`` up to point ``_lag_a`` (chain edges: visited point and its predecessor;
+        # cross edges: the point left from and the visited point before it), in build order
+        # (the points nearly sorted: their searches are fast).
+        self._lag_a = np.r_[kept[linked], cross_from]
+        self._lag_b = np.r_[prev_in_chain[linked], cross_base]
+        del cross_from, cross_base
+        cs = np.cumsum(g.weight)  # the graph's cumulative weights
+        own = np.r_[np.zeros(int(linked.sum()), dtype=np.int64), g.lag[inside]]
+        self._base_lags = ((cs[self._lag_a] - cs[self._lag_b]) + own)[self._by_dst]
+        del cs, own
         self._base_times = np.maximum(t[points], UNREACHED)
         self._clean = not len(self._back[0])
+        self._runs: LaunchRuns | None = None
+        if self._clean and bool((g.weight >= 0).all()):
+            sorted_at = np.empty(len(self._by_dst), dtype=np.int64)
+            sorted_at[self._by_dst] = np.arange(len(self._by_dst))
+            n_chain = int(linked.sum())
+            self._runs = launch_runs(linked, dst[n_chain:], src[n_chain:],
+                                     g.anchor[kept] > UNREACHED, rank, sorted_at)
+            del sorted_at
+        if self._runs is not None:
+            # The edges a replay visits with the runs folded: those not into a run, and two
+            # into each run's last point, by destination in visiting order.
+            runs = self._runs
+            fold_dst = np.r_[self._dst_array[runs.kept_edges], runs.end, runs.end]
+            fold_src = np.r_[self._src_array[runs.kept_edges], runs.before, runs.source]
+            self._fold_order = np.argsort(fold_dst, kind="stable")
+            self._fold_dst = fold_dst[self._fold_order]
+            self._fold_src = fold_src[self._fold_order]
+            self._fold_step = self.step[self._fold_dst]
+            timed = np.ones(len(points), dtype=bool)
+            timed[runs.inner] = False
+            self._timed = np.flatnonzero(timed)  # the points with a time of their own
 
-    def _lags(self, pos: np.ndarray, weight: np.ndarray) -> np.ndarray:
-        """Every edge's lag (chain edges: the weights between their points), in build order."""
-        # The cumulative weights at the points read: the graph's plus the changes before them
-        # (a what-if changes a few weights: no cumulative sum over every point).
+    def _lag_changes(self, pos: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        """How much every edge's lag changes (by destination) with these weights at ``pos``."""
+        # The changes summed up to each point read (a what-if changes a few weights: no
+        # cumulative sum over every point).
         shift = np.r_[0, np.cumsum(weight - self.g.weight[pos])]
-        to, from_, cross_from, cross_base = (
-            base + shift[np.searchsorted(pos, points, side="right")]
-            for base, points in zip(self._base_cs, (self._chain_to, self._chain_from,
-                                                     self._cross_from, self._cross_base),
-                                    strict=True))
-        return np.r_[to - from_, self._cross_lag + cross_from - cross_base]
+        return (shift[np.searchsorted(pos, self._lag_a, side="right")]
+                - shift[np.searchsorted(pos, self._lag_b, side="right")])[self._by_dst]
 
     def step_ends(self, weight: np.ndarray, max_rounds: int = 8) -> np.ndarray:
         """The latest time of each step (ns) with these chain weights."""
@@ -259,13 +279,15 @@ class WhatIfReplay:
                           max_rounds: int = 8) -> np.ndarray:
         """``step_ends`` with the graph's weights but at the points ``pos`` (sorted), whose
         weights are ``weight``: no copy of every weight for a what-if that changes a few."""
-        lag_all = self._lags(pos, weight)
-        sorted_lags = lag_all[self._by_dst]
+        change = self._lag_changes(pos, weight)
+        sorted_lags = self._base_lags + change
+        if self._runs is not None and bool((weight >= 0).all()):
+            return self._folded_step_ends(sorted_lags, change != 0)
         if not self._clean:
             dst, src, lags = self._dst_array, self._src_array, sorted_lags
             times = self._anchor_array.copy()
         else:  # start each step at its first changed edge: what precedes is as it was
-            changed = sorted_lags != self._base_lags
+            changed = change != 0
             first = np.full(len(self.g.step_start), len(self._anchor_array), dtype=np.int64)
             np.minimum.at(first, self._edge_step[changed], self._edge_dst[changed])
             redo = self._edge_dst >= first[self._edge_step]
@@ -283,10 +305,40 @@ class WhatIfReplay:
                 v = t[s] + lag
                 if v > t[d]:
                     t[d] = v
-            if not (times[back_src] + lag_all[back_edge] > times[back_dst]).any():
+            if not (times[back_src] + sorted_lags[back_edge] > times[back_dst]).any():
                 break
         out = np.full(len(self.g.step_start), UNREACHED, dtype=np.int64)
         np.maximum.at(out, self.step, np.maximum(times, UNREACHED))
+        return out
+
+
+    def _folded_step_ends(self, lags: np.ndarray, changed: np.ndarray) -> np.ndarray:
+        """``changed_step_ends`` over the graph with its runs folded (``runs.py``), from every
+        edge's ``lags`` and whether it ``changed``, by destination: no cycle, no negative
+        weight."""
+        runs = self._runs
+        assert runs is not None
+        run_lags, touched = runs.folded(lags, changed)
+        kept = runs.kept_edges
+        lags = np.r_[lags[kept], run_lags[0], run_lags[1]][self._fold_order]
+        changed = np.r_[changed[kept], touched, touched][self._fold_order]
+        anchor = self._anchor_array.copy()
+        anchor[runs.end] = run_lags[2]
+        # Start each step at its first changed edge: what precedes is as it was.
+        first = np.full(len(self.g.step_start), len(anchor), dtype=np.int64)
+        np.minimum.at(first, self._fold_step[changed], self._fold_dst[changed])
+        redo = self._fold_dst >= first[self._fold_step]
+        times = self._base_times.copy()
+        times[self._fold_dst[redo]] = anchor[self._fold_dst[redo]]
+        t = as_view(times)
+        dst_v, src_v, lag_v = (as_view(np.ascontiguousarray(a[redo], dtype=np.int64))
+                               for a in (self._fold_dst, self._fold_src, lags))
+        for d, s, lag in zip(dst_v, src_v, lag_v, strict=True):
+            v = t[s] + lag
+            if v > t[d]:
+                t[d] = v
+        out = np.full(len(self.g.step_start), UNREACHED, dtype=np.int64)
+        np.maximum.at(out, self.step[self._timed], np.maximum(times[self._timed], UNREACHED))
         return out
 
 

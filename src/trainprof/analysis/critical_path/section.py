@@ -58,13 +58,15 @@ def analyse(trace: Trace, steps: StepWindows, notes: list[str]) -> CriticalPath:
         notes.append("The graph replay stopped before it settled; the times are approximate.")
     pred, via = binding_inputs(g, t)
     ends = step_ends(g, t)
-    last = _last_points(g, t)
+    last = _last_points(g, t, ends)
     paths, item_us, walker = [], np.zeros(len(g.items)), PathWalker(pred)
+    cross_cat = np.append(g.cross_category, 0)  # via -1 (a chain edge) reads the 0 at the end
     for k in range(len(g.step_start)):
         if last[k] < 0:
             continue
         path = walker.path(int(last[k]))
-        paths.append(_step_path(trace, g, t, via, path, k, int(steps.numbers[k]), item_us))
+        paths.append(_step_path(trace, g, t, (via, cross_cat), path, k, int(steps.numbers[k]),
+                                item_us))
     del walker, pred, via, last  # the what-ifs below need none of them
     total = sum(p.step_us for p in paths)
     split = {key: sum(p.split_us[key] for p in paths) for key in CATEGORY_KEYS}
@@ -101,24 +103,29 @@ def sampled(steps: StepWindows,
                     f"spaced), to keep the analysis of this long trace fast."], keep
 
 
-def _last_points(g: StepGraph, t: np.ndarray) -> np.ndarray:
-    """The point that ends each step (the latest; the last in order among equals)."""
+def _last_points(g: StepGraph, t: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The point that ends each step (the latest, at ``ends``; the last in order among
+    equals)."""
     step = g.chain_step[g.chain]
-    order = np.lexsort((np.arange(len(t)), t, step))
+    at_end = np.flatnonzero(t == ends[step])
     out = np.full(len(g.step_start), -1, dtype=np.int64)
-    out[step[order]] = order  # the last write per step wins: its latest point
+    np.maximum.at(out, step[at_end], at_end)
     return out
 
 
-def _step_path(trace: Trace, g: StepGraph, t: np.ndarray, via: np.ndarray, pts: np.ndarray,
-               k: int, number: int, item_us: np.ndarray) -> StepPath:
+def _step_path(trace: Trace, g: StepGraph, t: np.ndarray,
+               vias: tuple[np.ndarray, np.ndarray], pts: np.ndarray, k: int, number: int,
+               item_us: np.ndarray) -> StepPath:
+    """Step ``k``'s path through the points ``pts``; ``vias``: each point's binding cross
+    edge (``binding_inputs``) and the cross edges' categories, then a 0 (for via -1)."""
+    via, cross_cat = vias
     a, b = pts[:-1], pts[1:]
     origin = g.step_start[k]  # the path before the step began (the host ahead) is cut off
     from_ = np.maximum(t[a], origin)
     us = np.maximum(t[b] - from_, 0) / 1000.0
-    cross = via[b] >= 0
-    cross_cat = np.append(g.cross_category, 0)  # via -1 (a chain edge) reads the 0 at the end
-    cat = np.where(cross, cross_cat[via[b]], g.category[b]).astype(np.int64)
+    via_b = via[b]
+    cross = via_b >= 0
+    cat = np.where(cross, cross_cat[via_b], g.category[b]).astype(np.int64)
     item = np.where(cross, -1, g.item[b])
     np.add.at(item_us, item[item >= 0], us[item >= 0])
     split_arr = np.bincount(cat, weights=us, minlength=len(CATEGORY_KEYS))
@@ -168,11 +175,11 @@ def _what_ifs(g: StepGraph, t: np.ndarray, ends: np.ndarray, item_us: np.ndarray
             break
         kind, name = g.items[i]
         scaled: list[float] = []
+        pos = np.flatnonzero(g.item == i)
         for scale in WHAT_IF_SCALES:
             if scaled and scaled[0] >= now:  # no saving at zero: none at any scale
                 scaled.append(now)
                 continue
-            pos = np.flatnonzero(g.item == i)
             w = np.rint(g.weight[pos] * scale).astype(np.int64)
             scaled.append(_mean_step_ms(fast.changed_step_ends(pos, w), g, reached))
         out.append(PathItem(kind=kind, name=name, on_path_us=float(item_us[i]),

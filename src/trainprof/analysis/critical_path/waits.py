@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from trainprof.analysis.critical_path.categories import Category, sync_name_codes
+from trainprof.analysis.critical_path.categories import (
+    Category,
+    kind_mask,
+    member_mask,
+    sync_name_codes,
+)
 from trainprof.analysis.critical_path.points import DeviceEvents, HostPoints
 from trainprof.trace.model import LAUNCH_KINDS, Trace
 
@@ -83,8 +88,8 @@ def sync_waits(trace: Trace, host: HostPoints, d: DeviceEvents, starts: np.ndarr
     ev = trace.events
     ends = np.flatnonzero(~host.is_start)
     e = host.event[ends]
-    launch = np.isin(ev.kind[e], np.array(list(LAUNCH_KINDS), dtype=np.uint8))
-    is_sync = launch & np.isin(ev.name[e], sync_name_codes(trace))
+    launch = kind_mask(ev.kind[e], LAUNCH_KINDS)
+    is_sync = launch & member_mask(ev.name[e], sync_name_codes(trace), len(ev.names))
     ends, e = ends[is_sync], e[is_sync]
     own = ends - 1  # the call's own start point, right before its end
     elastic = (own >= 0) & (host.event[np.maximum(own, 0)] == e) & host.is_start[np.maximum(own, 0)]

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from trainprof.analysis.critical_path import section
+from trainprof.analysis.critical_path.points import starts_at_or_before
 from trainprof.analysis.critical_path.result import CriticalPath
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.windows import Window, WindowedSection, owns, window_bounds
@@ -60,7 +61,7 @@ def _survey(window: Window) -> Survey:
         np.zeros(0, dtype=np.int64)
     n = int(own.sum())
     return Survey(per_step, n, float(ev.ts[own].min()) if n else math.inf,
-                  float(ev.end[own].max()) if n else -math.inf)
+                  float((ev.ts[own] + ev.dur[own]).max()) if n else -math.inf)  # own ends only
 
 
 def _plan(surveys: list[Survey], steps: StepWindows) -> Plan:
@@ -133,6 +134,13 @@ def _combine(parts: list[PathPart], steps: StepWindows, plan: Plan | None = None
 
 
 def _within(ts: np.ndarray, ranges: tuple[tuple[float, float], ...]) -> np.ndarray:
+    """Which times fall in one of the ranges (start included, end not)."""
+    starts = np.array([start for start, _ in ranges], dtype=np.float64)
+    ends = np.array([end for _, end in ranges], dtype=np.float64)
+    if len(ranges) > 2 and bool((starts[1:] > ends[:-1]).all()) and not np.isnan(ts).any():
+        # Sorted, disjoint ranges: only the last starting at or before a time can hold it
+        # (counted in one pass over times sorted by start, as events are).
+        return ts < np.r_[-np.inf, ends][starts_at_or_before(starts, ts)]
     out = np.zeros(len(ts), dtype=bool)
     for start, end in ranges:
         out |= (ts >= start) & (ts < end)
