@@ -1,0 +1,209 @@
+"""A loaded trace's sections on every core: forked children share the trace copy-on-write.
+
+The sections of one trace (the overview's windowed ones and the deep ones of
+analysis/sections/registry.py) are independent of each other given the trace and its steps.
+For a big trace this process forks children (``os.fork``: they inherit the loaded trace
+without copying it), each computes a share of the sections, whole, in the serial order, and
+writes each result, pickled, to a file of its own (memory, where the system has /dev/shm)
+while this process computes its share. The results are the serial run's to the bit: each
+section runs whole in one process. A child that dies or raises leaves its missing sections to
+this process, which computes them itself (a section that raises then raises here, as in a
+serial run). Ctrl-C here kills the children; a child ends with ``os._exit`` (no atexit
+handlers, no second flush of this process's stdio buffers). docs/performance.md ("Sections
+on every core").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from trainprof.pipes import read_frame, write_frame
+from trainprof.trace.model import Trace
+from trainprof.trace.parallel_decode import SHARED_DIR, usable_cores
+
+#: Set to a number of processes (1: serial) to override the choice; the analysis pool's
+#: workers set it to 1 (the files already share the cores).
+WORKERS_ENV = "TRAINPROF_SECTION_WORKERS"
+#: Traces with fewer events are analysed in one process: forking, the children's
+#: copy-on-write faults and the pickles cost more than a second core saves below it
+#: (docs/performance.md, "Sections on every core").
+PARALLEL_MIN_EVENTS = 150_000
+#: Seconds each section took on the 1.1 GB trace (benchmarks/make_big_trace.py), serially;
+#: the shares are balanced by these. A section not listed counts as DEFAULT_COST.
+COSTS: dict[str, float] = {
+    "breakdown": 2.2, "host": 1.3, "operators": 1.05, "timeline": 0.85, "kernels": 0.76,
+    "critical_path": 0.7, "launch": 0.65, "idle": 0.53, "memory": 0.47, "copies": 0.42,
+    "compilation": 0.25, "gpus": 0.21, "communication": 0.16, "syncs": 0.1, "phases": 0.09,
+    "collectives": 0.04, "roofline": 0.03, "modules": 0.02,
+}
+DEFAULT_COST = 0.1
+
+#: A section as run here: (name, function of the trace and its steps).
+Job = tuple[str, Callable[[Trace, Any], Any]]
+
+
+def section_workers(trace: Trace) -> int:
+    """Processes to compute this trace's sections: one per core for a big trace, else 1;
+    ``TRAINPROF_SECTION_WORKERS`` overrides the count, but never where forking is unsafe."""
+    if not fork_is_safe():
+        return 1
+    forced = os.environ.get(WORKERS_ENV, "")
+    if forced.isdigit() and int(forced) >= 1:
+        return int(forced)
+    return usable_cores() if len(trace.events) >= PARALLEL_MIN_EVENTS else 1
+
+
+def fork_is_safe() -> bool:
+    """Whether this process may fork children that run Python: a system whose start method
+    is fork (Linux, macOS), no other thread (one holding a lock would leave it held in the
+    child), and not a daemonic multiprocessing worker or a Dask worker."""
+    if not hasattr(os, "fork") or sys.platform not in ("linux", "darwin"):
+        return False
+    if threading.active_count() != 1:
+        return False
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None and mp.current_process().daemon:
+        return False
+    return not _in_dask_worker()
+
+
+def _in_dask_worker() -> bool:
+    if "distributed" not in sys.modules:
+        return False
+    try:
+        from distributed import get_worker
+
+        get_worker()
+    except Exception:  # ValueError outside a worker; any failure: not in one
+        return False
+    return True
+
+
+def run_jobs(trace: Trace, steps: Any, jobs: Sequence[Job], workers: int) -> list[Any]:
+    """Each job's result, in the order of ``jobs``, computed by ``workers`` processes (this
+    one and ``workers - 1`` forked children; 1: all here, in order)."""
+    if workers <= 1 or len(jobs) < 2:
+        return [fn(trace, steps) for _, fn in jobs]
+    shares = plan_shares([name for name, _ in jobs], workers)
+    results: dict[int, Any] = {}
+    failure: tuple[int, Exception] | None = None
+    children: list[_Child] = []
+    try:
+        gc.freeze()  # the children's collections then leave this process's objects unwritten
+        try:
+            children = [_Child.fork(trace, steps, jobs, share) for share in shares[1:]]
+        finally:
+            gc.unfreeze()
+        for i in shares[0]:
+            try:
+                results[i] = jobs[i][1](trace, steps)
+            except Exception as exc:  # raised below, where a serial run would raise it
+                failure = (i, exc)
+                break
+        for child in children:
+            results.update(child.collect())
+    finally:
+        for child in children:
+            child.stop()
+    out = []
+    for i, (_, fn) in enumerate(jobs):
+        if failure is not None and failure[0] == i:
+            raise failure[1]
+        # a child's missing result (it died or raised) is computed here, in the serial order
+        out.append(results[i] if i in results else fn(trace, steps))
+    return out
+
+
+def plan_shares(names: Sequence[str], workers: int) -> list[list[int]]:
+    """The jobs' indexes in ``workers`` shares balanced by COSTS (the longest first, each to
+    the lightest share), each in the serial order; the lightest share first (this process's:
+    it also forks and reads the others' results)."""
+    shares: list[list[int]] = [[] for _ in range(min(workers, len(names)))]
+    loads = [0.0] * len(shares)
+    for i in sorted(range(len(names)), key=lambda i: -COSTS.get(names[i], DEFAULT_COST)):
+        lightest = loads.index(min(loads))
+        shares[lightest].append(i)
+        loads[lightest] += COSTS.get(names[i], DEFAULT_COST)
+    order = sorted(range(len(shares)), key=lambda s: loads[s])
+    return [sorted(shares[s]) for s in order]
+
+
+@dataclass
+class _Child:
+    """A forked child and the file it writes its results to, one frame per section."""
+
+    pid: int
+    results: IO[bytes]
+    reaped: bool = False
+
+    @staticmethod
+    def fork(trace: Trace, steps: Any, jobs: Sequence[Job], share: list[int]) -> _Child:
+        folder = SHARED_DIR if os.path.isdir(SHARED_DIR) else None
+        results = tempfile.TemporaryFile(dir=folder)  # unlinked: nothing is left behind
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            _child_main(trace, steps, jobs, share, results.fileno(), parent)
+        return _Child(pid, results)
+
+    def collect(self) -> dict[int, Any]:
+        """Wait for the child to end; the results it wrote whole (a frame cut short or that
+        does not load is left out, computed again by the caller)."""
+        os.waitpid(self.pid, 0)
+        self.reaped = True
+        out: dict[int, Any] = {}
+        self.results.seek(0)
+        while True:
+            try:
+                i, result = read_frame(self.results)
+            except Exception:  # the end, or a frame cut short by the child's death
+                return out
+            out[i] = result
+
+    def stop(self) -> None:
+        """Kill the child if it still runs (after an error or Ctrl-C here), reap it, close."""
+        if not self.reaped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+            self.reaped = True
+        self.results.close()
+
+
+def _child_main(trace: Trace, steps: Any, jobs: Sequence[Job], share: list[int], fd: int,
+                parent: int) -> None:
+    """Compute the share, writing each result as it is done; end with ``os._exit``: 0 when
+    every result was written, 1 when a section raised or a result would not pickle."""
+    code = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent kills the children
+        _die_with(parent)
+        with os.fdopen(os.dup(fd), "wb") as stream:
+            for i in share:
+                write_frame(stream, (i, jobs[i][1](trace, steps)))
+        code = 0
+    except BaseException:  # the parent computes what is missing, and raises it as serial would
+        pass
+    finally:
+        os._exit(code)
+
+
+def _die_with(parent: int) -> None:
+    """On Linux, have the kernel kill this child when the parent dies (e.g. SIGKILL)."""
+    if sys.platform == "linux":
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # it died before that took effect
+        os._exit(1)
