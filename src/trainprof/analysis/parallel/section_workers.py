@@ -3,9 +3,9 @@
 The sections of one trace (the overview's windowed ones and the deep ones of
 analysis/sections/registry.py) are independent of each other given the trace and its steps.
 For a big trace this process forks children (``os.fork``: they inherit the loaded trace
-without copying it), each computes a share of the sections, whole, in the serial order, and
-writes each result, pickled, to a file of its own (memory, where the system has /dev/shm)
-while this process computes its share. The results are the serial run's to the bit: each
+without copying it); each process, this one included, takes the next section from a shared
+queue (the costliest first) whenever it is free and computes it whole, and the children write
+each result, pickled, to a file of their own (memory, where the system has /dev/shm). The results are the serial run's to the bit: each
 section runs whole in one process. A child that dies or raises leaves its missing sections to
 this process, which computes them itself (a section that raises then raises here, as in a
 serial run). Ctrl-C here kills the children; a child ends with ``os._exit`` (no atexit
@@ -22,7 +22,7 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -37,8 +37,8 @@ WORKERS_ENV = "TRAINPROF_SECTION_WORKERS"
 #: copy-on-write faults and the pickles cost more than a second core saves below it
 #: (docs/performance.md, "Sections on every core").
 PARALLEL_MIN_EVENTS = 150_000
-#: Seconds each section took on the 1.1 GB trace (benchmarks/make_big_trace.py), serially;
-#: the shares are balanced by these. A section not listed counts as DEFAULT_COST.
+#: Seconds each section took on the 1.1 GB trace (benchmarks/make_big_trace.py), serially:
+#: the sections are taken the costliest first. A section not listed counts as DEFAULT_COST.
 COSTS: dict[str, float] = {
     "breakdown": 2.2, "host": 1.3, "operators": 1.05, "timeline": 0.85, "kernels": 0.76,
     "critical_path": 0.7, "launch": 0.65, "idle": 0.53, "memory": 0.47, "copies": 0.42,
@@ -90,20 +90,29 @@ def _in_dask_worker() -> bool:
 
 def run_jobs(trace: Trace, steps: Any, jobs: Sequence[Job], workers: int) -> list[Any]:
     """Each job's result, in the order of ``jobs``, computed by ``workers`` processes (this
-    one and ``workers - 1`` forked children; 1: all here, in order)."""
+    one and ``workers - 1`` forked children; 1: all here, in order).
+
+    The jobs wait in a pipe, the longest (by COSTS) first; each process takes the next one
+    (one byte, its index) whenever it is free, so the shares balance themselves whatever
+    the costs on this trace."""
     if workers <= 1 or len(jobs) < 2:
         return [fn(trace, steps) for _, fn in jobs]
-    shares = plan_shares([name for name, _ in jobs], workers)
+    if len(jobs) > 255:
+        raise ValueError(f"{len(jobs)} sections: at most 255 can be shared among processes")
+    queue_r, queue_w = os.pipe()
+    os.write(queue_w, bytes(longest_first([name for name, _ in jobs])))  # < a pipe's buffer
+    os.close(queue_w)  # once every job is taken, a read gets the end
     results: dict[int, Any] = {}
     failure: tuple[int, Exception] | None = None
     children: list[_Child] = []
     try:
         gc.freeze()  # the children's collections then leave this process's objects unwritten
         try:
-            children = [_Child.fork(trace, steps, jobs, share) for share in shares[1:]]
+            for _ in range(min(workers, len(jobs)) - 1):
+                children.append(_Child.fork(trace, steps, jobs, queue_r))
         finally:
             gc.unfreeze()
-        for i in shares[0]:
+        for i in _taken(queue_r):
             try:
                 results[i] = jobs[i][1](trace, steps)
             except Exception as exc:  # raised below, where a serial run would raise it
@@ -114,6 +123,7 @@ def run_jobs(trace: Trace, steps: Any, jobs: Sequence[Job], workers: int) -> lis
     finally:
         for child in children:
             child.stop()
+        os.close(queue_r)
     out = []
     for i, (_, fn) in enumerate(jobs):
         if failure is not None and failure[0] == i:
@@ -123,18 +133,18 @@ def run_jobs(trace: Trace, steps: Any, jobs: Sequence[Job], workers: int) -> lis
     return out
 
 
-def plan_shares(names: Sequence[str], workers: int) -> list[list[int]]:
-    """The jobs' indexes in ``workers`` shares balanced by COSTS (the longest first, each to
-    the lightest share), each in the serial order; the lightest share first (this process's:
-    it also forks and reads the others' results)."""
-    shares: list[list[int]] = [[] for _ in range(min(workers, len(names)))]
-    loads = [0.0] * len(shares)
-    for i in sorted(range(len(names)), key=lambda i: -COSTS.get(names[i], DEFAULT_COST)):
-        lightest = loads.index(min(loads))
-        shares[lightest].append(i)
-        loads[lightest] += COSTS.get(names[i], DEFAULT_COST)
-    order = sorted(range(len(shares)), key=lambda s: loads[s])
-    return [sorted(shares[s]) for s in order]
+def longest_first(names: Sequence[str]) -> list[int]:
+    """The jobs' indexes, the costliest (by COSTS) first, ties in the serial order."""
+    return sorted(range(len(names)), key=lambda i: -COSTS.get(names[i], DEFAULT_COST))
+
+
+def _taken(queue: int) -> Iterator[int]:
+    """The jobs this process takes from the queue, one at a time, until none is left."""
+    while True:
+        token = os.read(queue, 1)
+        if not token:
+            return
+        yield token[0]
 
 
 @dataclass
@@ -146,13 +156,13 @@ class _Child:
     reaped: bool = False
 
     @staticmethod
-    def fork(trace: Trace, steps: Any, jobs: Sequence[Job], share: list[int]) -> _Child:
+    def fork(trace: Trace, steps: Any, jobs: Sequence[Job], queue: int) -> _Child:
         folder = SHARED_DIR if os.path.isdir(SHARED_DIR) else None
         results = tempfile.TemporaryFile(dir=folder)  # unlinked: nothing is left behind
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: never returns
-            _child_main(trace, steps, jobs, share, results.fileno(), parent)
+            _child_main(trace, steps, jobs, queue, results.fileno(), parent)
         return _Child(pid, results)
 
     def collect(self) -> dict[int, Any]:
@@ -180,16 +190,17 @@ class _Child:
         self.results.close()
 
 
-def _child_main(trace: Trace, steps: Any, jobs: Sequence[Job], share: list[int], fd: int,
+def _child_main(trace: Trace, steps: Any, jobs: Sequence[Job], queue: int, fd: int,
                 parent: int) -> None:
-    """Compute the share, writing each result as it is done; end with ``os._exit``: 0 when
-    every result was written, 1 when a section raised or a result would not pickle."""
+    """Take jobs from the queue until none is left, writing each result as it is done; end
+    with ``os._exit``: 0 when every result was written, 1 when a section raised or a result
+    would not pickle (its job, and any taken after, are then the parent's)."""
     code = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent kills the children
         _die_with(parent)
         with os.fdopen(os.dup(fd), "wb") as stream:
-            for i in share:
+            for i in _taken(queue):
                 write_frame(stream, (i, jobs[i][1](trace, steps)))
         code = 0
     except BaseException:  # the parent computes what is missing, and raises it as serial would
