@@ -158,7 +158,7 @@ class _Child:
     @staticmethod
     def fork(trace: Trace, steps: Any, jobs: Sequence[Job], queue: int) -> _Child:
         folder = SHARED_DIR if os.path.isdir(SHARED_DIR) else None
-        results = tempfile.TemporaryFile(dir=folder)  # unlinked: nothing is left behind
+        results = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (closed by stop; unlinked)
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: never returns
