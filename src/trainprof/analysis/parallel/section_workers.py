@@ -36,7 +36,7 @@ WORKERS_ENV = "TRAINPROF_SECTION_WORKERS"
 #: Traces with fewer events are analysed in one process: forking, the children's
 #: copy-on-write faults and the pickles cost more than a second core saves below it
 #: (docs/performance.md, "Sections on every core").
-PARALLEL_MIN_EVENTS = 150_000
+PARALLEL_MIN_EVENTS = 100_000
 #: Seconds each section took on the 1.1 GB trace (benchmarks/make_big_trace.py), serially:
 #: the sections are taken the costliest first. A section not listed counts as DEFAULT_COST.
 COSTS: dict[str, float] = {
@@ -106,12 +106,17 @@ def run_jobs(trace: Trace, steps: Any, jobs: Sequence[Job], workers: int) -> lis
     failure: tuple[int, Exception] | None = None
     children: list[_Child] = []
     try:
-        gc.freeze()  # the children's collections then leave this process's objects unwritten
+        # frozen, this process's objects are left unwritten by the children's collections
+        # (unless the caller froze some for its own forks: then as it left them)
+        freeze = gc.get_freeze_count() == 0
+        if freeze:
+            gc.freeze()
         try:
             for _ in range(min(workers, len(jobs)) - 1):
                 children.append(_Child.fork(trace, steps, jobs, queue_r))
         finally:
-            gc.unfreeze()
+            if freeze:
+                gc.unfreeze()
         for i in _taken(queue_r):
             try:
                 results[i] = jobs[i][1](trace, steps)
