@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
@@ -234,6 +235,40 @@ def test_ctrl_c_stops_the_children(small):
     with pytest.raises(KeyboardInterrupt):
         sw.run_jobs(trace, None, [("a", job), ("b", job)], workers=2)
     assert time.monotonic() - start < 10
+
+
+def test_a_real_ctrl_c_stops_every_process():
+    """SIGINT to the whole process group, as a terminal sends it: the analysis stops with
+    KeyboardInterrupt and takes its children with it."""
+    script = (
+        "import time\n"
+        "from trainprof.analysis.parallel.section_workers import run_jobs\n"
+        "def job(trace, steps):\n"
+        "    print('started', flush=True)\n"
+        "    time.sleep(120)\n"
+        "run_jobs(None, None, [('a', job), ('b', job), ('c', job)], workers=3)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        assert "started" in proc.stdout.readline()
+        deadline = time.monotonic() + 30
+        kids: list[psutil.Process] = []
+        while len(kids) < 2 and time.monotonic() < deadline:
+            kids = psutil.Process(proc.pid).children()
+            time.sleep(0.05)
+        assert len(kids) == 2
+        time.sleep(0.3)  # the children are in their jobs too
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
+    _, alive = psutil.wait_procs(kids, timeout=5)
+    assert alive == []
 
 
 def test_a_child_neither_flushes_stdio_nor_runs_atexit():
