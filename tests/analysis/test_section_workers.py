@@ -341,3 +341,18 @@ def test_longest_first():
     names = ["modules", "breakdown", "unknown", "host", "idle"]
     order = [names[i] for i in sw.longest_first(names)]
     assert order == ["breakdown", "host", "idle", "unknown", "modules"]
+
+
+def test_children_must_fit_in_memory(small, monkeypatch):
+    trace, _ = small
+    monkeypatch.setenv(sw.WORKERS_ENV, "4")
+    resident = sw.resident_bytes()
+    assert resident == pytest.approx(psutil.Process().memory_info().rss, rel=0.05)
+    assert sw.section_workers(trace) == 4  # this machine has room for 3 small children
+    share = resident * sw.CHILD_MEMORY_SHARE
+    monkeypatch.setattr(sw, "available_memory", lambda: int(2.5 * share))
+    assert sw.section_workers(trace) == 3
+    monkeypatch.setattr(sw, "available_memory", lambda: int(0.5 * share))
+    assert sw.section_workers(trace) == 1
+    monkeypatch.setattr(sw, "available_memory", lambda: None)
+    assert sw.section_workers(trace) == 4
