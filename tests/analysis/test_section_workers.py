@@ -356,3 +356,28 @@ def test_children_must_fit_in_memory(small, monkeypatch):
     assert sw.section_workers(trace) == 1
     monkeypatch.setattr(sw, "available_memory", lambda: None)
     assert sw.section_workers(trace) == 4
+
+
+def test_a_fork_refused_leaves_the_work_here(small, monkeypatch):
+    """No process left to fork (EAGAIN): this process computes every section."""
+    trace, want = small
+
+    def refuse():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(sw.os, "fork", refuse)
+    assert exact(analyze_trace(trace, workers=2)) == want
+
+
+def test_children_reaped_by_the_system(small):
+    """With SIGCHLD ignored the system reaps the children itself: their results still count."""
+    trace, _ = small
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        jobs = [(f"job{i}", whose(f"job{i}")) for i in range(4)]
+        jobs[0] = ("job0", lambda t, s: (time.sleep(0.3), ("job0", os.getpid()))[1])
+        results = sw.run_jobs(trace, None, jobs, workers=2)
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
+    assert [name for name, _ in results] == [f"job{i}" for i in range(4)]
+    assert len({pid for _, pid in results}) == 2

@@ -139,7 +139,10 @@ def run_jobs(trace: Trace, steps: Any, jobs: Sequence[Job], workers: int) -> lis
             gc.freeze()
         try:
             for _ in range(min(workers, len(jobs)) - 1):
-                children.append(_Child.fork(trace, steps, jobs, queue_r))
+                child = _Child.fork(trace, steps, jobs, queue_r)
+                if child is None:  # the system would not fork: fewer processes do the work
+                    break
+                children.append(child)
         finally:
             if freeze:
                 gc.unfreeze()
@@ -187,11 +190,20 @@ class _Child:
     reaped: bool = False
 
     @staticmethod
-    def fork(trace: Trace, steps: Any, jobs: Sequence[Job], queue: int) -> _Child:
+    def fork(trace: Trace, steps: Any, jobs: Sequence[Job], queue: int) -> _Child | None:
+        """A child taking jobs from ``queue``; None when the system cannot start one (no
+        memory or processes left, no room for its results file)."""
         folder = SHARED_DIR if os.path.isdir(SHARED_DIR) else None
-        results = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (closed by stop; unlinked)
         parent = os.getpid()
-        pid = os.fork()
+        try:
+            results = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (closed by stop)
+        except OSError:
+            return None
+        try:
+            pid = os.fork()
+        except OSError:
+            results.close()
+            return None
         if pid == 0:  # the child: never returns
             _child_main(trace, steps, jobs, queue, results.fileno(), parent)
         return _Child(pid, results)
@@ -199,7 +211,8 @@ class _Child:
     def collect(self) -> dict[int, Any]:
         """Wait for the child to end; the results it wrote whole (a frame cut short or that
         does not load is left out, computed again by the caller)."""
-        os.waitpid(self.pid, 0)
+        with contextlib.suppress(ChildProcessError):  # reaped already (SIGCHLD ignored)
+            os.waitpid(self.pid, 0)
         self.reaped = True
         out: dict[int, Any] = {}
         self.results.seek(0)
