@@ -98,7 +98,7 @@ def whose(name: str):
 
 
 def test_children_compute_a_share(small):
-    """More workers than jobs, so that every process computes at least one job at once."""
+    """Three processes, eight jobs of 0.2 s each: every process computes some."""
     trace, _ = small
     names = [f"job{i}" for i in range(8)]
 
