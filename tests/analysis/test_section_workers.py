@@ -381,3 +381,39 @@ def test_children_reaped_by_the_system(small):
         signal.signal(signal.SIGCHLD, previous)
     assert [name for name, _ in results] == [f"job{i}" for i in range(4)]
     assert len({pid for _, pid in results}) == 2
+
+
+def test_what_prepare_caches_the_children_inherit(small):
+    trace, _ = small
+    key = "_test_prepared"
+
+    def prepare(t, s):
+        t.__dict__[key] = os.getpid()
+
+    def job(t, s):
+        time.sleep(0.1)
+        return t.__dict__.get(key), os.getpid()
+
+    try:
+        results = sw.run_jobs(trace, None, [(f"job{i}", job) for i in range(6)], 2, prepare)
+    finally:
+        trace.__dict__.pop(key, None)
+    assert {prepared for prepared, _ in results} == {os.getpid()}
+    assert len({pid for _, pid in results}) == 2  # read in the child as well
+
+
+def test_a_failing_prepare_is_met_again_by_the_sections(small):
+    """``prepare`` raising is no error of its own: the sections raise it in the serial order."""
+    trace, _ = small
+
+    def prepare(t, s):
+        raise TraceError("a fact several sections need")
+
+    def needs_it(t, s):
+        prepare(t, s)
+
+    jobs = [("a", whose("a")), ("b", needs_it), ("c", whose("c"))]
+    with pytest.raises(TraceError, match="several sections"):
+        sw.run_jobs(trace, None, jobs, 2, prepare)
+    ok = [("a", whose("a")), ("c", whose("c"))]
+    assert [name for name, _ in sw.run_jobs(trace, None, ok, 2, prepare)] == ["a", "c"]

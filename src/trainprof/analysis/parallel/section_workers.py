@@ -114,9 +114,11 @@ def _in_dask_worker() -> bool:
     return True
 
 
-def run_jobs(trace: Trace, steps: Any, jobs: Sequence[Job], workers: int) -> list[Any]:
+def run_jobs(trace: Trace, steps: Any, jobs: Sequence[Job], workers: int,
+             prepare: Callable[[Trace, Any], Any] | None = None) -> list[Any]:
     """Each job's result, in the order of ``jobs``, computed by ``workers`` processes (this
-    one and ``workers - 1`` forked children; 1: all here, in order).
+    one and ``workers - 1`` forked children; 1: all here, in order). ``prepare(trace, steps)``
+    runs here first when there are children: what it caches on the trace, they inherit.
 
     The jobs wait in a pipe, the longest (by COSTS) first; each process takes the next one
     (one byte, its index) whenever it is free, so the shares balance themselves whatever
@@ -125,6 +127,10 @@ def run_jobs(trace: Trace, steps: Any, jobs: Sequence[Job], workers: int) -> lis
         return [fn(trace, steps) for _, fn in jobs]
     if len(jobs) > 255:
         raise ValueError(f"{len(jobs)} sections: at most 255 can be shared among processes")
+    if prepare is not None:
+        # a failure here is met again, in the serial order, by the section that needs it
+        with contextlib.suppress(Exception):
+            prepare(trace, steps)
     queue_r, queue_w = os.pipe()
     os.write(queue_w, bytes(longest_first([name for name, _ in jobs])))  # < a pipe's buffer
     os.close(queue_w)  # once every job is taken, a read gets the end
