@@ -2,11 +2,12 @@
 
 The sections of one trace (the overview's windowed ones and the deep ones of
 analysis/sections/registry.py) are independent of each other given the trace and its steps.
-For a big trace this process forks children (``os.fork``: they inherit the loaded trace
-without copying it); each process, this one included, takes the next section from a shared
+For a big trace this process computes the facts several sections share (cached on the
+trace), then forks children (``os.fork``: they inherit the loaded trace and those facts
+without copying them); each process, this one included, takes the next section from a shared
 queue (the costliest first) whenever it is free and computes it whole, and the children write
-each result, pickled, to a file of their own (memory, where the system has /dev/shm). The results are the serial run's to the bit: each
-section runs whole in one process. A child that dies or raises leaves its missing sections to
+each result, pickled, to a file of their own (memory, where the system has /dev/shm). The
+results are the serial run's to the bit: each section runs whole in one process. A child that dies or raises leaves its missing sections to
 this process, which computes them itself (a section that raises then raises here, as in a
 serial run). Ctrl-C here kills the children; a child ends with ``os._exit`` (no atexit
 handlers, no second flush of this process's stdio buffers). docs/performance.md ("Sections
