@@ -12,6 +12,7 @@ workers too). Figures go to ``benchmarks/out/section_workers.json``.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import sys
@@ -75,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--out", type=Path, default=OUT_DIR / "section_workers.json")
     args = parser.parse_args(argv)
+    # start-up as an installed package's: where PYTHONDONTWRITEBYTECODE is set, every fresh
+    # process would otherwise compile trainprof's modules from source
+    compileall.compile_dir(Path(__file__).resolve().parent.parent / "src", quiet=1)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
     runs: dict[str, list[dict]] = {}

@@ -3,6 +3,7 @@ result to the bit, whatever a child does, and no child left behind."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pickle
@@ -62,11 +63,19 @@ def small():
     return trace, exact(analyze_trace(trace, workers=1))
 
 
+@functools.cache
+def loaded(path: Path):
+    """The shared trace, read once for the tests below."""
+    try:
+        return load_file(path, workers=1)
+    except TraceError:
+        return None
+
+
 @pytest.mark.parametrize("path", SHARED_TRACE_FILES, ids=lambda p: p.name)
 def test_two_workers_equal_serial_on_every_shared_trace(path):
-    try:
-        trace = load_file(path, workers=1)
-    except TraceError:
+    trace = loaded(path)
+    if trace is None:
         pytest.skip("not a trace")
     assert exact(analyze_trace(trace, workers=2)) == exact(analyze_trace(trace, workers=1))
 
@@ -79,9 +88,8 @@ def round_trip(result):
 def test_every_result_pickles_to_the_same_figures(path):
     """What a child sends back: the analysis made of every section's result, each pickled
     and loaded, is the serial one (whichever process computes what)."""
-    try:
-        trace = load_file(path, workers=1)
-    except TraceError:
+    trace = loaded(path)
+    if trace is None:
         pytest.skip("not a trace")
     steps = find_steps(trace)
     sections = RankSections(**{name: round_trip(fn(trace, steps))
