@@ -211,6 +211,7 @@ class _Worker:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         env.setdefault("TRAINPROF_DECODE_WORKERS", "1")  # the files already share the cores
+        env.setdefault("TRAINPROF_SECTION_WORKERS", "1")
         return _Worker(subprocess.Popen([sys.executable, "-m", "trainprof.analysis.parallel.worker"],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env))
 

@@ -22,8 +22,9 @@ from trainprof.pipes import read_frame, write_frame
 def analyse_file(path: Path, options: TableOptions, single: bool,
                  decode_workers: int | None = None) -> tuple[str, Any]:
     """("ok", RankAnalysis), ("skipped", reason) for a file that is not a trace among several,
-    or ("error", exception). ``decode_workers``: processes decoding the file (None: as
-    trace/parallel_decode.py chooses; 1 where the files already share the cores)."""
+    or ("error", exception). ``decode_workers``: processes decoding the file and computing its
+    sections (None: as trace/parallel_decode.py and analysis/parallel/section_workers.py
+    choose; 1 where the files already share the cores)."""
     from trainprof.analysis.overview.rank import analyze_trace
     from trainprof.analysis.streaming.memory_budget import default_budget, needs_streaming
     from trainprof.trace.load import is_not_a_trace, load_file
@@ -35,7 +36,8 @@ def analyse_file(path: Path, options: TableOptions, single: bool,
                 from trainprof.analysis.streaming.streamed import analyze_streamed
 
                 return "ok", analyze_streamed(path, budget)
-            return "ok", analyze_trace(load_file(path, workers=decode_workers))
+            return "ok", analyze_trace(load_file(path, workers=decode_workers),
+                                       workers=decode_workers)
     except TraceError as exc:
         if not single and is_not_a_trace(exc):
             return "skipped", str(exc)
