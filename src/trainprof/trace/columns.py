@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from trainprof.errors import TraceError
 from trainprof.trace import model
 from trainprof.trace.decode import _Args, _Event
 from trainprof.trace.model import Events, Flows, Kind, MemoryEvents
+from trainprof.trace.scan import ScannedPiece
 
 _NO_ARGS = _Args()
 #: The longest duration read as one: a profiled window is seconds to hours; a number past this
@@ -106,12 +107,18 @@ class ColumnBuilder:
     _memory: list[dict[str, np.ndarray]] = field(default_factory=list)
     _flows: list[dict[str, np.ndarray]] = field(default_factory=list)
 
-    def add(self, events: list[_Event]) -> None:
+    def add(self, events: list[_Event] | ScannedPiece) -> None:
+        """One piece's events: typed events, or the columns the compiled scanner read."""
+        if isinstance(events, ScannedPiece):
+            from trainprof.trace.piece_columns import add_scanned
+
+            add_scanned(self, events)
+            return
         complete = [e for e in events if e.ph == "X"]
         memory = [e for e in events if e.name == "[memory]" and e.ph in ("i", "I")]
         flows = [e for e in events if e.ph in ("s", "f", "t")]
         if self.t0 is None and (complete or memory or flows):
-            self.t0 = self._first_ts(complete or memory or flows)
+            self.t0 = self._first_ts([e.ts for e in complete or memory or flows])
         if complete:
             self._events.append(self._complete(complete))
         if memory:
@@ -119,7 +126,7 @@ class ColumnBuilder:
         if flows:
             self._flows.append(self._flow_columns(flows))
 
-    def add_all(self, chunks: Iterable[list[_Event]]) -> ColumnBuilder:
+    def add_all(self, chunks: Iterable[list[_Event] | ScannedPiece]) -> ColumnBuilder:
         for chunk in chunks:
             self.add(chunk)
             del chunk
@@ -168,10 +175,11 @@ class ColumnBuilder:
 
     # -- one chunk -------------------------------------------------------------------------
 
-    def _first_ts(self, events: list[_Event]) -> float:
+    def _first_ts(self, times: Sequence[float | None] | np.ndarray) -> float:
+        """The time origin of the first events read: the floor of their earliest ``ts``."""
         try:
             # A None ts raises the TypeError below (no check per event on this path).
-            return float(math.floor(min(e.ts for e in events)))  # type: ignore[type-var, arg-type]
+            return float(math.floor(min(times)))  # type: ignore[type-var, arg-type]
         except TypeError:
             raise TraceError(f"{self.path} has events without a numeric 'ts' timestamp.") from None
         except (OverflowError, ValueError):
