@@ -110,10 +110,21 @@ typedef struct {
     Buffer order;  /* (start, len) of each code, in order of first occurrence */
 } Table;
 
+/* A hash of n bytes, eight at a time (the texts hashed are names tens to hundreds long). */
 static uint64_t hash_bytes(const unsigned char *p, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL;  /* FNV-1a */
-    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
-    return h;
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p, (size_t)n);
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
+    return h ^ (h >> 29);
 }
 
 static int table_init(Table *t) {
@@ -233,12 +244,27 @@ static int utf8_length(const unsigned char *p, const unsigned char *end) {
     return n;
 }
 
+/* Whether any of 8 bytes at p ends a plain run of string characters: '"', '\\', a control
+ * character (< 0x20) or a byte >= 0x80 (the start of a multi-byte character). */
+static int special_in_word(const unsigned char *p) {
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t w;
+    memcpy(&w, p, 8);
+    uint64_t quote = w ^ (ones * '"'), backslash = w ^ (ones * '\\');
+    /* A zero byte in x shows as a high bit in (x - ones) & ~x; bytes >= 0x80 are caught by
+     * w's own high bits, so the subtractions' false hits on them do not matter. */
+    uint64_t hits = ((quote - ones) & ~quote) | ((backslash - ones) & ~backslash) |
+                    ((w - ones * 0x20) & ~w) | w;
+    return (hits & highs) != 0;
+}
+
 /* A string from its opening quote; *escaped tells whether it held an escape. 0, or -1 to
  * refuse. A \u escape must not leave a surrogate unpaired. */
 static int scan_string(Scanner *s, int *escaped) {
     const unsigned char *p = s->p + 1, *end = s->end;
     *escaped = 0;
     for (;;) {
+        while (end - p >= 8 && !special_in_word(p)) p += 8;
         while (p < end && *p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80) p++;
         if (p >= end || *p < 0x20) return -1;  /* unterminated, or a raw control character */
         if (*p == '"') break;
@@ -269,6 +295,48 @@ static int scan_string(Scanner *s, int *escaped) {
     }
     s->p = p + 1;
     return 0;
+}
+
+static const double POWERS_OF_TEN[] = {
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+    1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+};
+
+/* The value of the unsigned decimal [p, end) (digits, an optional fraction and exponent, the
+ * grammar already checked) when one IEEE operation gives it correctly rounded: the digits form
+ * an integer m < 2**53 and the power of ten is 10**-22 to 10**22, both exact, so m * 10**e or
+ * m / 10**-e is rounded once (Clinger's fast path). 0 when it is not so: PyOS_string_to_double
+ * reads it instead. */
+static int exact_float(const unsigned char *p, const unsigned char *end, double *out) {
+    uint64_t m = 0;
+    int digits = 0, exponent = 0;
+    for (; p < end && *p >= '0' && *p <= '9'; p++) {
+        if (digits || *p != '0') digits++;
+        m = m * 10 + (uint64_t)(*p - '0');
+        if (digits > 15) return 0;
+    }
+    if (p < end && *p == '.') {
+        for (p++; p < end && *p >= '0' && *p <= '9'; p++) {
+            if (digits || *p != '0') digits++;
+            m = m * 10 + (uint64_t)(*p - '0');
+            exponent--;
+            if (digits > 15) return 0;
+        }
+    }
+    if (p < end) {  /* 'e' or 'E' */
+        int sign = 1, e = 0;
+        p++;
+        if (*p == '+' || *p == '-') sign = *p++ == '-' ? -1 : 1;
+        for (; p < end; p++) {
+            e = e * 10 + (*p - '0');
+            if (e > 400) return 0;
+        }
+        exponent += sign * e;
+    }
+    if (exponent < -22 || exponent > 22) return 0;
+    *out = exponent < 0 ? (double)m / POWERS_OF_TEN[-exponent]
+                        : (double)m * POWERS_OF_TEN[exponent];
+    return 1;
 }
 
 typedef struct {
@@ -321,6 +389,10 @@ static int scan_number(Scanner *s, Number *out) {
         }
         out->integer = v;
         out->value = (double)v;  /* as msgspec turns an integer into a float: exactly rounded */
+        return 0;
+    }
+    if (exact_float(start + negative, p, &out->value)) {
+        if (negative) out->value = -out->value;
         return 0;
     }
     char text[64];
@@ -437,7 +509,8 @@ static int read_field(Scanner *s, const Field *f, Event *ev) {
 static const Field *find_field(const Field *fields, size_t n, const unsigned char *key,
                                Py_ssize_t len, size_t *index) {
     for (size_t i = 0; i < n; i++) {
-        if ((Py_ssize_t)strlen(fields[i].key) == len && memcmp(fields[i].key, key, len) == 0) {
+        if (len > 0 && fields[i].key[0] == key[0] && (Py_ssize_t)strlen(fields[i].key) == len &&
+            memcmp(fields[i].key, key, len) == 0) {
             *index = i;
             return &fields[i];
         }

@@ -46,9 +46,14 @@ class _Piece:
         codes = self.p.spans[rows, column]
         return np.where(codes < 0, self.absent, codes)
 
-    def table(self, rule: Callable[[Any], Any], default: Any, dtype: Any = bool) -> np.ndarray:
-        """``rule`` of each unique value, then of the column's default (for an absent one)."""
-        return np.array([rule(v) for v in self.values] + [rule(default)], dtype=dtype)
+    def mapped(self, index: np.ndarray, rule: Callable[[Any], Any], default: Any,
+               dtype: Any = bool) -> np.ndarray:
+        """``rule`` of each event's value (``index`` from ``index()``; ``default`` when absent),
+        computed once per distinct value."""
+        present = np.flatnonzero(np.bincount(index, minlength=self.absent + 1))
+        out = np.zeros(self.absent + 1, dtype=dtype)
+        out[present] = [rule(self.value(i, default)) for i in present.tolist()]
+        return out[index]
 
     def value(self, index: int, default: Any) -> Any:
         return default if index == self.absent else self.values[index]
@@ -58,10 +63,10 @@ def add_scanned(builder: ColumnBuilder, piece: sc.ScannedPiece) -> None:
     """``builder.add`` for the scanned piece."""
     p = _Piece(piece)
     ph = p.index(sc.PH)
-    complete = np.flatnonzero(p.table(lambda v: v == "X", "")[ph])
-    memory = np.flatnonzero(p.table(lambda v: v in ("i", "I"), "")[ph]
-                            & p.table(lambda v: v == "[memory]", "")[p.index(sc.NAME)])
-    flows = np.flatnonzero(p.table(lambda v: v in ("s", "f", "t"), "")[ph])
+    complete = np.flatnonzero(p.mapped(ph, lambda v: v == "X", ""))
+    memory = np.flatnonzero(p.mapped(ph, lambda v: v in ("i", "I"), "")
+                            & p.mapped(p.index(sc.NAME), lambda v: v == "[memory]", ""))
+    flows = np.flatnonzero(p.mapped(ph, lambda v: v in ("s", "f", "t"), ""))
     if not _modelled(builder, p, complete, memory, flows):
         sc.SCAN_STATS["redecoded"] += 1
         builder.add(piece.events())
@@ -92,8 +97,8 @@ def _modelled(builder: ColumnBuilder, p: _Piece, complete: np.ndarray, memory: n
         return False  # a null duration, or one add() refuses
     used = np.concatenate([complete, memory, flows])
     for column in (sc.CAT, sc.NAME, sc.PID, sc.TID):
-        codes = np.unique(p.p.spans[used, column])
-        if any(isinstance(p.values[c], list | dict) for c in codes.tolist() if c >= 0):
+        present = np.flatnonzero(np.bincount(p.index(column, used), minlength=p.absent + 1))
+        if any(isinstance(p.value(i, None), list | dict) for i in present.tolist()):
             return False
     return True
 
@@ -188,9 +193,10 @@ def _either(p: _Piece, rows: np.ndarray, column: int, instead: int,
             rule: Callable[[Any], int]) -> np.ndarray:
     """``rule`` of the args value in ``column``, or of the event's ``instead`` value (default
     0) when that one is null or absent."""
-    is_none = p.table(lambda v: v is None, None)[p.index(column, rows)]
-    own = p.table(lambda v: 0 if v is None else rule(v), None, np.int64)[p.index(column, rows)]
-    other = p.table(rule, 0, np.int64)[p.index(instead, rows)]
+    index = p.index(column, rows)
+    is_none = p.mapped(index, lambda v: v is None, None)
+    own = p.mapped(index, lambda v: 0 if v is None else rule(v), None, np.int64)
+    other = p.mapped(p.index(instead, rows), rule, 0, np.int64)
     return np.where(is_none, other, own)
 
 
@@ -295,9 +301,9 @@ def _flow_columns(builder: ColumnBuilder, p: _Piece, rows: np.ndarray, ph: np.nd
     """``ColumnBuilder._flow_columns``."""
     return {
         "id": _ids(p.p.ids[rows, sc.ID]),
-        "phase": p.table(lambda v: v != "s", "", np.uint8)[ph],
+        "phase": p.mapped(ph, lambda v: v != "s", "", np.uint8),
         "ts": p.p.numbers[rows, sc.TS] - builder.t0,
         "tid": _thread_ids(builder, p, rows),
-        "forward_backward": p.table(lambda v: v == "fwdbwd" or v == "forward_backward",
-                                    "")[p.index(sc.CAT, rows)],
+        "forward_backward": p.mapped(p.index(sc.CAT, rows),
+                                     lambda v: v == "fwdbwd" or v == "forward_backward", ""),
     }
