@@ -179,7 +179,7 @@ class ColumnBuilder:
         """The time origin of the first events read: the floor of their earliest ``ts``."""
         try:
             # A None ts raises the TypeError below (no check per event on this path).
-            return float(math.floor(min(times)))  # type: ignore[type-var, arg-type]
+            return float(math.floor(min(times)))
         except TypeError:
             raise TraceError(f"{self.path} has events without a numeric 'ts' timestamp.") from None
         except (OverflowError, ValueError):

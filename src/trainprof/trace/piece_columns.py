@@ -267,7 +267,7 @@ def _details(builder: ColumnBuilder, p: _Piece, rows: np.ndarray, on_device: np.
         return
     start = len(builder.details)
     detail[at[has]] = np.arange(start, start + int(has.sum()), dtype=np.int32)
-    builder.details.extend([dict(made[k]) for k in inverse[has].tolist()])  # type: ignore[arg-type]
+    builder.details.extend([dict(made[k] or {}) for k in inverse[has].tolist()])
 
 
 def _detail(p: _Piece, codes: list[int], on_device: bool) -> dict[str, Any] | None:
