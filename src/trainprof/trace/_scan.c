@@ -11,6 +11,8 @@
  *   - "id" fields (id, args.correlation, args["External id"], args["external id"]): an int64;
  *     INT64_MIN for null or absent.
  *   - whether the event has an args object.
+ *   - the codes of its (cat, name), (pid, tid) and launch-detail tuples of span codes, in
+ *     tables of the piece's unique tuples: Python maps each unique tuple once.
  *
  * It returns None (and the caller decodes the piece with msgspec, which names any problem or
  * repairs it) whenever it cannot be sure that msgspec would decode the piece into exactly these
@@ -35,7 +37,7 @@
 #include <string.h>
 
 /* Bumped whenever the result's layout changes; trace/scan.py refuses a build of another. */
-#define SCAN_VERSION 1
+#define SCAN_VERSION 2
 #define MAX_DEPTH 64
 
 /* ---- the fields read -------------------------------------------------------------------- */
@@ -73,6 +75,11 @@ static const Field ARGS_FIELDS[] = {
 #define N_ARGS_FIELDS (sizeof(ARGS_FIELDS) / sizeof(Field))
 
 #define N_SPAN 22
+/* Tuples of span codes interned per event (columns of "tuples"): (cat, name), (pid, tid), and
+ * the launch and collective fields (grid ... Process Group Ranks), -1 when it has none. */
+#define N_TUPLES 3
+#define DETAIL_FIRST 11
+#define N_DETAIL 11
 #define N_NUMBER 12
 #define N_ID 4
 #define NO_ID INT64_MIN
@@ -180,6 +187,36 @@ static int32_t table_code(Table *t, const unsigned char *base, Py_ssize_t start,
     return code;
 }
 
+/* A table of unique fixed-size tuples of codes (an event's category and name, say): each code's
+ * tuple is at keys + code * size, and the table above indexes them. */
+typedef struct {
+    Table index;
+    Buffer keys;
+    Py_ssize_t size;  /* bytes */
+} Tuples;
+
+static int tuples_init(Tuples *t, Py_ssize_t count) {
+    t->keys = (Buffer){NULL, 0, 0};
+    t->size = count * (Py_ssize_t)sizeof(int32_t);
+    return table_init(&t->index);
+}
+
+static void tuples_free(Tuples *t) {
+    table_free(&t->index);
+    PyMem_Free(t->keys.data);
+}
+
+/* The code of the tuple `key` (added when new); -1 on memory error. */
+static int32_t tuple_code(Tuples *t, const int32_t *key) {
+    if (buffer_grow(&t->keys, (size_t)t->size) < 0) return -1;
+    Py_ssize_t start = (Py_ssize_t)t->keys.used;
+    memcpy(t->keys.data + start, key, (size_t)t->size);  /* a candidate, kept when new */
+    int32_t before = t->index.count;
+    int32_t code = table_code(&t->index, (const unsigned char *)t->keys.data, start, t->size);
+    if (code >= 0 && t->index.count > before) t->keys.used += (size_t)t->size;
+    return code;
+}
+
 /* ---- the scanner -------------------------------------------------------------------------- */
 
 typedef struct {
@@ -187,6 +224,7 @@ typedef struct {
     int depth;
     int failed;  /* a memory error (an exception is set), as opposed to a refusal */
     Table table;
+    Tuples tuples[N_TUPLES];
 } Scanner;
 
 /* One event's fields while it is read. */
@@ -589,7 +627,7 @@ static void event_reset(Event *ev) {
 }
 
 typedef struct {
-    Buffer spans, numbers, ids, has_args;
+    Buffer spans, numbers, ids, has_args, tuples;
     Py_ssize_t count;
 } Columns;
 
@@ -600,8 +638,28 @@ static int append(Buffer *b, const void *data, size_t n) {
     return 0;
 }
 
-static int store_event(Columns *c, const Event *ev) {
-    if (append(&c->spans, ev->spans, sizeof(ev->spans)) < 0 ||
+/* The codes of the event's (cat, name), (pid, tid) and launch details; -1 on memory error. */
+static int tuple_codes(Scanner *s, const Event *ev, int32_t *out) {
+    int32_t pair[2] = {ev->spans[1], ev->spans[2]};
+    if ((out[0] = tuple_code(&s->tuples[0], pair)) < 0) return -1;
+    pair[0] = ev->spans[3];
+    pair[1] = ev->spans[4];
+    if ((out[1] = tuple_code(&s->tuples[1], pair)) < 0) return -1;
+    out[2] = -1;
+    for (int i = DETAIL_FIRST; i < DETAIL_FIRST + N_DETAIL; i++) {
+        if (ev->spans[i] >= 0) {
+            if ((out[2] = tuple_code(&s->tuples[2], ev->spans + DETAIL_FIRST)) < 0) return -1;
+            break;
+        }
+    }
+    return 0;
+}
+
+static int store_event(Scanner *s, Columns *c, const Event *ev) {
+    int32_t tuples[N_TUPLES];
+    if (tuple_codes(s, ev, tuples) < 0 ||
+        append(&c->tuples, tuples, sizeof(tuples)) < 0 ||
+        append(&c->spans, ev->spans, sizeof(ev->spans)) < 0 ||
         append(&c->numbers, ev->numbers, sizeof(ev->numbers)) < 0 ||
         append(&c->ids, ev->ids, sizeof(ev->ids)) < 0 ||
         append(&c->has_args, &ev->has_args, 1) < 0)
@@ -625,7 +683,7 @@ static int scan_piece(Scanner *s, Columns *c) {
             s->p++;
             event_reset(&ev);
             if (scan_members(s, &ev, 0) < 0) return -1;
-            if (store_event(c, &ev) < 0) { s->failed = 1; return -1; }
+            if (store_event(s, c, &ev) < 0) { s->failed = 1; return -1; }
             skip_ws(s);
             if (s->p >= s->end) return -1;
             if (*s->p == ',') {
@@ -665,10 +723,13 @@ static PyObject *as_bytes(const Buffer *b) {
 }
 
 PyDoc_STRVAR(scan_doc,
-"scan(piece) -> (count, spans, numbers, ids, has_args, texts) or None\n\n"
+"scan(piece) -> (count, spans, numbers, ids, has_args, texts, tuples, cat_names, threads,\n"
+"details) or None\n\n"
 "The fields of a piece's events (see the module's C source), or None when the piece must be\n"
 "decoded by msgspec. spans: int32 [count, 22]; numbers: float64 [count, 12]; ids: int64\n"
-"[count, 4]; has_args: uint8 [count]; texts: the unique value texts the spans index.");
+"[count, 4]; has_args: uint8 [count]; texts: the unique value texts the spans index;\n"
+"tuples: int32 [count, 3], codes into cat_names (int32 [k, 2]: cat and name span codes),\n"
+"threads (int32 [k, 2]: pid, tid) and details (int32 [k, 11]; -1: no such field).");
 
 static PyObject *scan(PyObject *module, PyObject *arg) {
     Py_buffer view;
@@ -678,7 +739,8 @@ static PyObject *scan(PyObject *module, PyObject *arg) {
     PyObject *result = NULL;
     s.base = s.p = view.buf;
     s.end = s.base + view.len;
-    if (table_init(&s.table) < 0) {
+    if (table_init(&s.table) < 0 || tuples_init(&s.tuples[0], 2) < 0 ||
+        tuples_init(&s.tuples[1], 2) < 0 || tuples_init(&s.tuples[2], N_DETAIL) < 0) {
         PyErr_NoMemory();
         goto done;
     }
@@ -689,10 +751,14 @@ static PyObject *scan(PyObject *module, PyObject *arg) {
     }
     PyObject *texts = unique_texts(&s);
     if (texts == NULL) goto done;
-    result = Py_BuildValue("nNNNNN", c.count, as_bytes(&c.spans), as_bytes(&c.numbers),
-                           as_bytes(&c.ids), as_bytes(&c.has_args), texts);
+    result = Py_BuildValue("nNNNNNNNNN", c.count, as_bytes(&c.spans), as_bytes(&c.numbers),
+                           as_bytes(&c.ids), as_bytes(&c.has_args), texts, as_bytes(&c.tuples),
+                           as_bytes(&s.tuples[0].keys), as_bytes(&s.tuples[1].keys),
+                           as_bytes(&s.tuples[2].keys));
 done:
     table_free(&s.table);
+    for (int i = 0; i < N_TUPLES; i++) tuples_free(&s.tuples[i]);
+    PyMem_Free(c.tuples.data);
     PyMem_Free(c.spans.data);
     PyMem_Free(c.numbers.data);
     PyMem_Free(c.ids.data);
@@ -715,6 +781,7 @@ PyMODINIT_FUNC PyInit__scan(void) {
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "VERSION", SCAN_VERSION) < 0 ||
+        PyModule_AddIntConstant(m, "N_DETAIL", N_DETAIL) < 0 ||
         PyModule_AddIntConstant(m, "N_SPAN", N_SPAN) < 0 ||
         PyModule_AddIntConstant(m, "N_NUMBER", N_NUMBER) < 0 ||
         PyModule_AddIntConstant(m, "N_ID", N_ID) < 0) {

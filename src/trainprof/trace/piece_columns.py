@@ -56,7 +56,8 @@ class _Piece:
         return out[index]
 
     def value(self, index: int, default: Any) -> Any:
-        return default if index == self.absent else self.values[index]
+        """The value at ``index`` (a code, or ``absent`` for an absent value, as is -1)."""
+        return default if index < 0 or index == self.absent else self.values[index]
 
 
 def add_scanned(builder: ColumnBuilder, piece: sc.ScannedPiece) -> None:
@@ -103,29 +104,28 @@ def _modelled(builder: ColumnBuilder, p: _Piece, complete: np.ndarray, memory: n
     return True
 
 
-def _first_seen(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The unique keys, their order of first occurrence, and each key's unique index."""
-    uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    return uniq, np.argsort(first, kind="stable"), inverse.reshape(-1)
-
-
-def _pairs(p: _Piece, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return a.astype(np.int64) * (p.absent + 1) + b
+def _first_seen(codes: np.ndarray, count: int) -> list[int]:
+    """The distinct ``codes`` (each in 0..count-1) in order of first occurrence."""
+    first = np.full(count, len(codes), dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(len(codes)))
+    present = np.flatnonzero(first < len(codes))
+    return present[np.argsort(first[present], kind="stable")].tolist()
 
 
 def _thread_ids(builder: ColumnBuilder, p: _Piece, rows: np.ndarray) -> np.ndarray:
     """``ColumnBuilder._thread_ids`` for the events ``rows``."""
-    uniq, order, inverse = _first_seen(_pairs(p, p.index(sc.PID, rows), p.index(sc.TID, rows)))
+    codes = p.p.tuples[rows, sc.THREAD]
+    table = p.p.threads
     raw, threads = builder._raw_threads, builder.threads
-    out = np.empty(len(uniq), dtype=np.int32)
-    for k in order.tolist():
-        pid, tid = divmod(int(uniq[k]), p.absent + 1)
+    out = np.empty(len(table), dtype=np.int32)
+    for k in _first_seen(codes, len(table)):
+        pid, tid = table[k].tolist()
         key = (p.value(pid, 0), p.value(tid, 0))
         if key not in raw:
             canonical = (_canonical_id(key[0]), _canonical_id(key[1]))
             raw[key] = threads.setdefault(canonical, len(threads))
         out[k] = raw[key]
-    return out[inverse]
+    return out[codes]
 
 
 def _ids(values: np.ndarray) -> np.ndarray:
@@ -134,14 +134,15 @@ def _ids(values: np.ndarray) -> np.ndarray:
 
 def _complete(builder: ColumnBuilder, p: _Piece, rows: np.ndarray) -> dict[str, np.ndarray]:
     """``ColumnBuilder._complete`` for the events ``rows``."""
-    uniq, order, inverse = _first_seen(_pairs(p, p.index(sc.CAT, rows), p.index(sc.NAME, rows)))
-    hits: list[Any] = [None] * len(uniq)
+    codes = p.p.tuples[rows, sc.CAT_NAME]
+    table = p.p.cat_names
+    hits = np.zeros((len(table), 3), dtype=np.int64)
     kinds = builder._kinds
-    for k in order.tolist():
-        cat, name = divmod(int(uniq[k]), p.absent + 1)
+    for k in _first_seen(codes, len(table)):
+        cat, name = table[k].tolist()
         key = (p.value(cat, ""), p.value(name, ""))
         hits[k] = kinds.get(key) or builder._describe(key)
-    hit = np.array(hits, dtype=np.int64).reshape(-1, 3)[inverse]
+    hit = hits[codes]
     kind = hit[:, 0].astype(np.uint8)
     nums, ids = p.p.numbers[rows], p.p.ids[rows]
     dur = nums[:, sc.DUR]
@@ -200,19 +201,18 @@ def _either(p: _Piece, rows: np.ndarray, column: int, instead: int,
     return np.where(is_none, other, own)
 
 
-def _interned(table: dict[bytes, int], p: _Piece, keys: np.ndarray,
+def _interned(table: dict[bytes, int], keys: np.ndarray, count: int,
               text: Callable[[int], bytes]) -> np.ndarray:
-    """``columns._interned``: each key's index in ``table`` (new texts added in order of first
-    occurrence); -1 for the key -1 (absent)."""
+    """``columns._interned``: each key's index in ``table`` (the new ``text(key)`` added in
+    order of first occurrence); -1 for the key -1 (absent). Keys are 0..count-1."""
     out = np.full(len(keys), -1, dtype=np.int32)
     present = np.flatnonzero(keys >= 0)
     if not len(present):
         return out
-    uniq, order, inverse = _first_seen(keys[present])
-    codes = np.empty(len(uniq), dtype=np.int32)
-    for k in order.tolist():
-        codes[k] = table.setdefault(text(int(uniq[k])), len(table))
-    out[present] = codes[inverse]
+    codes = np.empty(count, dtype=np.int32)
+    for k in _first_seen(keys[present], count):
+        codes[k] = table.setdefault(text(k), len(table))
+    out[present] = codes[keys[present]]
     return out
 
 
@@ -230,20 +230,25 @@ def _op_fields(builder: ColumnBuilder, p: _Piece, rows: np.ndarray, kind: np.nda
     ops = np.flatnonzero(np.isin(kind, _HOST_OP_KINDS) & has_args)
     if len(ops):
         spans = p.p.spans[rows[ops]]
-        shape[ops] = _interned(builder._shapes, p, spans[:, sc.INPUT_DIMS], texts.__getitem__)
-        stack[ops] = _interned(builder._stacks, p, spans[:, sc.CALL_STACK], texts.__getitem__)
+        shape[ops] = _interned(builder._shapes, spans[:, sc.INPUT_DIMS], len(texts),
+                               texts.__getitem__)
+        stack[ops] = _interned(builder._stacks, spans[:, sc.CALL_STACK], len(texts),
+                               texts.__getitem__)
         shaped = shape[ops] >= 0
         types, values = spans[shaped, sc.INPUT_TYPES], spans[shaped, sc.CONCRETE]
-        both = _pairs(p, np.where(types < 0, p.absent, types), np.where(values < 0, p.absent,
-                                                                       values))
-        both[(types < 0) & (values < 0)] = -1  # neither: no text (columns._types_and_values)
+        # (types, values) numbered densely; neither: no text (columns._types_and_values)
+        pairs, both = np.unique(np.where(types < 0, p.absent, types).astype(np.int64)
+                                * (p.absent + 1) + np.where(values < 0, p.absent, values),
+                                return_inverse=True)
+        both = both.reshape(-1)
+        both[(types < 0) & (values < 0)] = -1
 
-        def joined(key: int) -> bytes:
-            t, v = divmod(key, p.absent + 1)
+        def joined(k: int) -> bytes:
+            t, v = divmod(int(pairs[k]), p.absent + 1)
             return (b"[" + (b"null" if t == p.absent else texts[t]) + b"," +
                     (b"null" if v == p.absent else texts[v]) + b"]")
 
-        op_args[ops[shaped]] = _interned(builder._op_args, p, both, joined)
+        op_args[ops[shaped]] = _interned(builder._op_args, both, len(pairs), joined)
         flops[ops] = nums[ops, sc.FLOPS]
     is_kernel = kind == Kind.KERNEL
     wanted = np.flatnonzero((is_kernel | ((flags & model.FLAG_COMM) != 0)) & has_args)
@@ -257,17 +262,19 @@ def _details(builder: ColumnBuilder, p: _Piece, rows: np.ndarray, on_device: np.
              at: np.ndarray, detail: np.ndarray) -> None:
     """``_Args.kernel_detail`` (kernels) or ``_Args.detail`` of each event, appended to the
     builder's details (one dict per event, as ``add`` makes) and indexed in ``detail``."""
-    keys = np.column_stack([p.p.spans[rows][:, list(sc.DETAIL_COLUMNS)],
-                            on_device.astype(np.int32)])
-    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-    made = [_detail(p, row[:-1].tolist(), bool(row[-1])) for row in uniq]
-    inverse = inverse.reshape(-1)
-    has = np.array([d is not None for d in made], dtype=bool)[inverse]
+    codes = p.p.tuples[rows, sc.DETAIL]
+    has_some = codes >= 0  # an event without any of these fields has no detail
+    at = at[has_some]
+    keys = codes[has_some].astype(np.int64) * 2 + on_device[has_some]
+    made: list[dict[str, Any] | None] = [None] * (2 * len(p.p.details))
+    for k in np.flatnonzero(np.bincount(keys, minlength=len(made))).tolist():
+        made[k] = _detail(p, p.p.details[k // 2].tolist(), bool(k % 2))
+    has = np.array([d is not None for d in made], dtype=bool)[keys]
     if not has.any():
         return
     start = len(builder.details)
     detail[at[has]] = np.arange(start, start + int(has.sum()), dtype=np.int32)
-    builder.details.extend([dict(made[k] or {}) for k in inverse[has].tolist()])
+    builder.details.extend([dict(made[k] or {}) for k in keys[has].tolist()])
 
 
 def _detail(p: _Piece, codes: list[int], on_device: bool) -> dict[str, Any] | None:

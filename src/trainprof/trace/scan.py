@@ -20,7 +20,7 @@ from trainprof.trace import decode
 from trainprof.trace.decode import _Event
 
 #: The layout this module reads; the C module's VERSION must match (else: pure Python).
-SCAN_VERSION = 1
+SCAN_VERSION = 2
 
 # Columns of ``ScannedPiece.spans`` (codes into ``texts``; -1: absent), in _scan.c's order.
 PH, CAT, NAME, PID, TID, DEVICE, STREAM = range(7)
@@ -30,6 +30,8 @@ DETAIL_COLUMNS = range(11, 22)
 # Columns of ``numbers`` (NaN: null or absent; dur is 0.0 when absent).
 TS, DUR, BLOCKS_PER_SM, OCCUPANCY, BYTES, FLOPS = range(6)
 DEVICE_TYPE, DEVICE_ID, MEM_BYTES, TOTAL_ALLOCATED, TOTAL_RESERVED, ADDR = range(6, 12)
+# Columns of ``tuples``: codes into ``cat_names``, ``threads`` and ``details`` (-1: none).
+CAT_NAME, THREAD, DETAIL = range(3)
 # Columns of ``ids`` (NO_ID: null or absent).
 ID, CORRELATION, EXTERNAL_ID, EXTERNAL_ID_OLD = range(4)
 NO_ID = np.iinfo(np.int64).min
@@ -68,6 +70,10 @@ class ScannedPiece:
     ids: np.ndarray  # int64 [n, 4]
     has_args: np.ndarray  # bool [n]: args is an object
     texts: list[bytes]
+    tuples: np.ndarray  # int32 [n, 3]
+    cat_names: np.ndarray  # int32 [k, 2]: the (cat, name) span codes of each CAT_NAME code
+    threads: np.ndarray  # int32 [k, 2]: (pid, tid)
+    details: np.ndarray  # int32 [k, 11]: the span codes of DETAIL_COLUMNS
     _values: list[Any] | None = None
 
     def __len__(self) -> int:
@@ -96,7 +102,7 @@ def scan_piece(piece: bytes) -> ScannedPiece | None:
         SCAN_STATS["refused"] += 1
         return None
     SCAN_STATS["accepted"] += 1
-    n, spans, numbers, ids, has_args, texts = found
+    n, spans, numbers, ids, has_args, texts, tuples, cat_names, threads, details = found
     return ScannedPiece(
         piece=piece,
         spans=np.frombuffer(spans, dtype=np.int32).reshape(n, _SCANNER.N_SPAN),
@@ -104,6 +110,10 @@ def scan_piece(piece: bytes) -> ScannedPiece | None:
         ids=np.frombuffer(ids, dtype=np.int64).reshape(n, _SCANNER.N_ID),
         has_args=np.frombuffer(has_args, dtype=np.uint8).astype(bool),
         texts=texts,
+        tuples=np.frombuffer(tuples, dtype=np.int32).reshape(n, 3),
+        cat_names=np.frombuffer(cat_names, dtype=np.int32).reshape(-1, 2),
+        threads=np.frombuffer(threads, dtype=np.int32).reshape(-1, 2),
+        details=np.frombuffer(details, dtype=np.int32).reshape(-1, _SCANNER.N_DETAIL),
     )
 
 
