@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,58 +14,25 @@ import numpy as np
 from trainprof.errors import TraceError
 from trainprof.trace import model
 from trainprof.trace.decode import _Args, _Event
+from trainprof.trace.event_values import DEVICE_KINDS as _DEVICE_KINDS
+from trainprof.trace.event_values import HOST_OP_KINDS as _HOST_OP_KINDS
+from trainprof.trace.event_values import MAX_DURATION_US
+from trainprof.trace.event_values import canonical_id as _canonical_id
+from trainprof.trace.event_values import device_id as _device_id
+from trainprof.trace.event_values import int_or as _int_or
 from trainprof.trace.model import Events, Flows, Kind, MemoryEvents
+from trainprof.trace.piece_columns import add_scanned
 from trainprof.trace.scan import ScannedPiece
 
 _NO_ARGS = _Args()
-#: The longest duration read as one: a profiled window is seconds to hours; a number past this
-#: (11.6 days) is damage, and sums of numbers near 1e308 would overflow to infinity.
-MAX_DURATION_US = 1e12
 #: The name shown for an event whose name is null or empty.
 UNNAMED = "(unnamed)"
-_DEVICE_KINDS = [Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET]
-_HOST_OP_KINDS = [Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON]
 _EVENT_FIELDS = ("kind", "name", "ts", "dur", "tid", "device", "stream", "correlation",
                  "external_id", "blocks_per_sm", "occupancy", "nbytes", "flags", "flops", "shape",
                  "stack", "detail", "op_args")
 _MEMORY_FIELDS = ("ts", "device_type", "device_id", "nbytes", "total_allocated",
                   "total_reserved", "addr", "tid")
 _FLOW_FIELDS = ("id", "phase", "ts", "tid", "forward_backward")
-
-
-def _int_or(value: Any, default: int, limit: int = 2**62) -> int:
-    """``value`` as an int ("stream 7" gives 7), or ``default`` when it is none or out of range
-    (|value| >= ``limit``)."""
-    out = default
-    if type(value) is int:
-        out = value
-    elif isinstance(value, float) and math.isfinite(value) and value == int(value):
-        out = int(value)
-    elif isinstance(value, str):
-        digits = value.rsplit(" ", 1)[-1]
-        if digits.lstrip("-").isdigit():
-            out = int(digits)
-    return out if -limit < out < limit else default
-
-
-_TRAILING_NUMBER = re.compile(r"(\d{1,4})\D*$")
-
-
-def _device_id(value: Any) -> int:
-    """A device event's device number: an int, the number ending a label ("mtia:1" gives 1,
-    for accelerators whose pid is a name), or 0 when the label has none."""
-    out = _int_or(value, -1, 2**15)
-    if out < 0 and isinstance(value, str):
-        match = _TRAILING_NUMBER.search(value)
-        out = int(match.group(1)) if match else 0
-    return out
-
-
-def _canonical_id(value: Any) -> Any:
-    """A pid or tid as an int when it is one written as a string."""
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return value
 
 
 def _hashable(value: Any) -> Any:
@@ -110,8 +76,6 @@ class ColumnBuilder:
     def add(self, events: list[_Event] | ScannedPiece) -> None:
         """One piece's events: typed events, or the columns the compiled scanner read."""
         if isinstance(events, ScannedPiece):
-            from trainprof.trace.piece_columns import add_scanned
-
             add_scanned(self, events)
             return
         complete = [e for e in events if e.ph == "X"]

@@ -18,15 +18,15 @@ import numpy as np
 
 from trainprof.trace import model
 from trainprof.trace import scan as sc
-from trainprof.trace.columns import (
-    _DEVICE_KINDS,
-    _HOST_OP_KINDS,
-    MAX_DURATION_US,
-    _canonical_id,
-    _device_id,
-    _int_or,
-)
 from trainprof.trace.decode import _DETAIL_FIELDS
+from trainprof.trace.event_values import (
+    DEVICE_KINDS,
+    HOST_OP_KINDS,
+    MAX_DURATION_US,
+    canonical_id,
+    device_id,
+    int_or,
+)
 from trainprof.trace.model import Kind
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ def _thread_ids(builder: ColumnBuilder, p: _Piece, rows: np.ndarray) -> np.ndarr
         pid, tid = table[k].tolist()
         key = (p.value(pid, 0), p.value(tid, 0))
         if key not in raw:
-            canonical = (_canonical_id(key[0]), _canonical_id(key[1]))
+            canonical = (canonical_id(key[0]), canonical_id(key[1]))
             raw[key] = threads.setdefault(canonical, len(threads))
         out[k] = raw[key]
     return out[codes]
@@ -178,12 +178,12 @@ def _device_fields(p: _Piece, rows: np.ndarray, kind: np.ndarray, nums: np.ndarr
         "occupancy": np.full(n, np.nan, dtype=np.float32),
         "nbytes": np.full(n, np.nan, dtype=np.float64),
     }
-    idx = np.flatnonzero(np.isin(kind, _DEVICE_KINDS))
+    idx = np.flatnonzero(np.isin(kind, DEVICE_KINDS))
     if not len(idx):
         return out
     at = rows[idx]
-    out["device"][idx] = _either(p, at, sc.DEVICE, sc.PID, _device_id)
-    out["stream"][idx] = _either(p, at, sc.STREAM, sc.TID, lambda v: _int_or(v, -1))
+    out["device"][idx] = _either(p, at, sc.DEVICE, sc.PID, device_id)
+    out["stream"][idx] = _either(p, at, sc.STREAM, sc.TID, lambda v: int_or(v, -1))
     out["blocks_per_sm"][idx] = nums[idx, sc.BLOCKS_PER_SM]
     out["occupancy"][idx] = nums[idx, sc.OCCUPANCY]
     out["nbytes"][idx] = nums[idx, sc.BYTES]
@@ -227,7 +227,7 @@ def _op_fields(builder: ColumnBuilder, p: _Piece, rows: np.ndarray, kind: np.nda
     op_args = np.full(n, -1, dtype=np.int32)
     has_args = p.p.has_args[rows]
     texts = p.p.texts
-    ops = np.flatnonzero(np.isin(kind, _HOST_OP_KINDS) & has_args)
+    ops = np.flatnonzero(np.isin(kind, HOST_OP_KINDS) & has_args)
     if len(ops):
         spans = p.p.spans[rows[ops]]
         shape[ops] = _interned(builder._shapes, spans[:, sc.INPUT_DIMS], len(texts),
