@@ -48,17 +48,18 @@ typedef struct {
     const char *key;
     enum kind kind;
     int column;  /* index among the fields of its kind */
+    Py_ssize_t len;  /* strlen(key), set when the module loads */
 } Field;
 
 /* Event-level keys. The order of each kind's columns is the layout trace/scan.py reads. */
-static const Field EVENT_FIELDS[] = {
+static Field EVENT_FIELDS[] = {
     {"ph", SPAN, 0}, {"cat", SPAN, 1}, {"name", SPAN, 2}, {"pid", SPAN, 3}, {"tid", SPAN, 4},
     {"ts", NUMBER, 0}, {"dur", NUMBER, 1}, {"id", ID, 0},
 };
 #define N_EVENT_FIELDS (sizeof(EVENT_FIELDS) / sizeof(Field))
 
 /* Keys of "args" (decode._Args). */
-static const Field ARGS_FIELDS[] = {
+static Field ARGS_FIELDS[] = {
     {"device", SPAN, 5}, {"stream", SPAN, 6},
     {"Input Dims", SPAN, 7}, {"Input type", SPAN, 8}, {"Concrete Inputs", SPAN, 9},
     {"Call stack", SPAN, 10},
@@ -193,11 +194,13 @@ typedef struct {
     Table index;
     Buffer keys;
     Py_ssize_t size;  /* bytes */
+    int32_t last_code;  /* the code of the last tuple looked up (-1: none yet) */
 } Tuples;
 
 static int tuples_init(Tuples *t, Py_ssize_t count) {
     t->keys = (Buffer){NULL, 0, 0};
     t->size = count * (Py_ssize_t)sizeof(int32_t);
+    t->last_code = -1;
     return table_init(&t->index);
 }
 
@@ -208,12 +211,16 @@ static void tuples_free(Tuples *t) {
 
 /* The code of the tuple `key` (added when new); -1 on memory error. */
 static int32_t tuple_code(Tuples *t, const int32_t *key) {
+    if (t->last_code >= 0 &&
+        memcmp(t->keys.data + (size_t)t->last_code * (size_t)t->size, key, (size_t)t->size) == 0)
+        return t->last_code;  /* the same as the last event's */
     if (buffer_grow(&t->keys, (size_t)t->size) < 0) return -1;
     Py_ssize_t start = (Py_ssize_t)t->keys.used;
     memcpy(t->keys.data + start, key, (size_t)t->size);  /* a candidate, kept when new */
     int32_t before = t->index.count;
     int32_t code = table_code(&t->index, (const unsigned char *)t->keys.data, start, t->size);
     if (code >= 0 && t->index.count > before) t->keys.used += (size_t)t->size;
+    t->last_code = code;
     return code;
 }
 
@@ -225,6 +232,10 @@ typedef struct {
     int failed;  /* a memory error (an exception is set), as opposed to a refusal */
     Table table;
     Tuples tuples[N_TUPLES];
+    /* Each span column's last text and code: consecutive events mostly repeat their ph,
+     * cat, pid and tid, which then need no hashing. */
+    Py_ssize_t last_start[N_SPAN], last_len[N_SPAN];
+    int32_t last_code[N_SPAN];
 } Scanner;
 
 /* One event's fields while it is read. */
@@ -519,9 +530,17 @@ static int read_field(Scanner *s, const Field *f, Event *ev) {
     if (f->kind == SPAN) {
         Py_ssize_t start = s->p - s->base;
         if (scan_value(s) < 0) return -1;
-        int32_t code = table_code(&s->table, s->base, start, (s->p - s->base) - start);
-        if (code < 0) { s->failed = 1; return -1; }
-        ev->spans[f->column] = code;
+        Py_ssize_t len = (s->p - s->base) - start;
+        int c = f->column;
+        if (len != s->last_len[c] ||
+            memcmp(s->base + start, s->base + s->last_start[c], (size_t)len) != 0) {
+            int32_t code = table_code(&s->table, s->base, start, len);
+            if (code < 0) { s->failed = 1; return -1; }
+            s->last_start[c] = start;
+            s->last_len[c] = len;
+            s->last_code[c] = code;
+        }
+        ev->spans[c] = s->last_code[c];
         return 0;
     }
     if (at_null(s)) {
@@ -547,8 +566,8 @@ static int read_field(Scanner *s, const Field *f, Event *ev) {
 static const Field *find_field(const Field *fields, size_t n, const unsigned char *key,
                                Py_ssize_t len, size_t *index) {
     for (size_t i = 0; i < n; i++) {
-        if (len > 0 && fields[i].key[0] == key[0] && (Py_ssize_t)strlen(fields[i].key) == len &&
-            memcmp(fields[i].key, key, len) == 0) {
+        if (fields[i].len == len && fields[i].key[0] == key[0] &&
+            memcmp(fields[i].key, key, (size_t)len) == 0) {
             *index = i;
             return &fields[i];
         }
@@ -739,6 +758,7 @@ static PyObject *scan(PyObject *module, PyObject *arg) {
     PyObject *result = NULL;
     s.base = s.p = view.buf;
     s.end = s.base + view.len;
+    for (int i = 0; i < N_SPAN; i++) s.last_len[i] = -1;
     if (table_init(&s.table) < 0 || tuples_init(&s.tuples[0], 2) < 0 ||
         tuples_init(&s.tuples[1], 2) < 0 || tuples_init(&s.tuples[2], N_DETAIL) < 0) {
         PyErr_NoMemory();
@@ -778,6 +798,10 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__scan(void) {
+    for (size_t i = 0; i < N_EVENT_FIELDS; i++)
+        EVENT_FIELDS[i].len = (Py_ssize_t)strlen(EVENT_FIELDS[i].key);
+    for (size_t i = 0; i < N_ARGS_FIELDS; i++)
+        ARGS_FIELDS[i].len = (Py_ssize_t)strlen(ARGS_FIELDS[i].key);
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "VERSION", SCAN_VERSION) < 0 ||
