@@ -425,12 +425,18 @@ static int scan_number(Scanner *s, Number *out) {
     s->p = p;
     out->is_integer = is_integer;
     if (is_integer) {
-        /* Accumulate as a negative number: -2**63 fits, 2**63 does not. */
+        /* Accumulate as a negative number: -2**63 fits, 2**63 does not. Up to 18 digits
+         * cannot overflow; only longer ones are checked digit by digit. */
         int64_t v = 0;
-        for (const unsigned char *d = start + negative; d < int_end; d++) {
-            int digit = *d - '0';
-            if (v < (INT64_MIN + digit) / 10) return -1;
-            v = v * 10 - digit;
+        const unsigned char *d = start + negative;
+        if (int_end - d <= 18) {
+            for (; d < int_end; d++) v = v * 10 - (*d - '0');
+        } else {
+            for (; d < int_end; d++) {
+                int digit = *d - '0';
+                if (v < (INT64_MIN + digit) / 10) return -1;
+                v = v * 10 - digit;
+            }
         }
         if (!negative) {
             if (v == INT64_MIN) return -1;
