@@ -86,6 +86,12 @@ def test_the_extension_is_built_and_current(monkeypatch):
     assert not scan.available()
 
 
+def test_a_build_of_another_layout_is_not_used(monkeypatch):
+    assert scan._load() is not None
+    monkeypatch.setattr(scan, "SCAN_VERSION", scan.SCAN_VERSION + 1)
+    assert scan._load() is None  # a stale build: every piece takes the msgspec path
+
+
 @pytest.mark.parametrize("path", SHARED_TRACE_FILES, ids=lambda p: p.name)
 def test_every_shared_trace_reads_the_same(path, monkeypatch):
     pure, scanned, stats = load_both(path, monkeypatch)
