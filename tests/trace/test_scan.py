@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from invariants.strategies import job, write_job
 from trainprof.errors import TraceError
 from trainprof.trace import scan, stream
 from trainprof.trace.load import load_file
@@ -298,6 +299,21 @@ def test_generated_traces_read_the_same(tmp_path, monkeypatch, data, chunk):
     path.write_bytes(data)
     pure, scanned, _ = load_both(path, monkeypatch)
     assert_same(pure, scanned)
+
+
+@settings(max_examples=40, deadline=None, database=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                 HealthCheck.data_too_large])
+@given(job(), st.sampled_from([2048, 1 << 20]))
+def test_generated_jobs_read_the_same(tmp_path_factory, monkeypatch, builders, chunk):
+    """The invariants suite's realistic jobs (kernels, copies, memory events, flows,
+    collectives, several ranks): mostly scanned, and read the same."""
+    monkeypatch.setattr(stream, "CHUNK_BYTES", chunk)
+    root = write_job(builders, tmp_path_factory.mktemp("job") / "job")
+    for path in [root] if root.is_file() else sorted(root.rglob("*.json*")):
+        pure, scanned, stats = load_both(path, monkeypatch)
+        assert_same(pure, scanned)
+        assert stats.get("accepted", 0) >= stats.get("refused", 0)
 
 
 def test_generated_traces_are_often_scanned(tmp_path, monkeypatch):
