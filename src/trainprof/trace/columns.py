@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,57 +14,25 @@ import numpy as np
 from trainprof.errors import TraceError
 from trainprof.trace import model
 from trainprof.trace.decode import _Args, _Event
+from trainprof.trace.event_values import DEVICE_KINDS as _DEVICE_KINDS
+from trainprof.trace.event_values import HOST_OP_KINDS as _HOST_OP_KINDS
+from trainprof.trace.event_values import MAX_DURATION_US
+from trainprof.trace.event_values import canonical_id as _canonical_id
+from trainprof.trace.event_values import device_id as _device_id
+from trainprof.trace.event_values import int_or as _int_or
 from trainprof.trace.model import Events, Flows, Kind, MemoryEvents
+from trainprof.trace.piece_columns import add_scanned
+from trainprof.trace.scan import ScannedPiece
 
 _NO_ARGS = _Args()
-#: The longest duration read as one: a profiled window is seconds to hours; a number past this
-#: (11.6 days) is damage, and sums of numbers near 1e308 would overflow to infinity.
-MAX_DURATION_US = 1e12
 #: The name shown for an event whose name is null or empty.
 UNNAMED = "(unnamed)"
-_DEVICE_KINDS = [Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET]
-_HOST_OP_KINDS = [Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON]
 _EVENT_FIELDS = ("kind", "name", "ts", "dur", "tid", "device", "stream", "correlation",
                  "external_id", "blocks_per_sm", "occupancy", "nbytes", "flags", "flops", "shape",
                  "stack", "detail", "op_args")
 _MEMORY_FIELDS = ("ts", "device_type", "device_id", "nbytes", "total_allocated",
                   "total_reserved", "addr", "tid")
 _FLOW_FIELDS = ("id", "phase", "ts", "tid", "forward_backward")
-
-
-def _int_or(value: Any, default: int, limit: int = 2**62) -> int:
-    """``value`` as an int ("stream 7" gives 7), or ``default`` when it is none or out of range
-    (|value| >= ``limit``)."""
-    out = default
-    if type(value) is int:
-        out = value
-    elif isinstance(value, float) and math.isfinite(value) and value == int(value):
-        out = int(value)
-    elif isinstance(value, str):
-        digits = value.rsplit(" ", 1)[-1]
-        if digits.lstrip("-").isdigit():
-            out = int(digits)
-    return out if -limit < out < limit else default
-
-
-_TRAILING_NUMBER = re.compile(r"(\d{1,4})\D*$")
-
-
-def _device_id(value: Any) -> int:
-    """A device event's device number: an int, the number ending a label ("mtia:1" gives 1,
-    for accelerators whose pid is a name), or 0 when the label has none."""
-    out = _int_or(value, -1, 2**15)
-    if out < 0 and isinstance(value, str):
-        match = _TRAILING_NUMBER.search(value)
-        out = int(match.group(1)) if match else 0
-    return out
-
-
-def _canonical_id(value: Any) -> Any:
-    """A pid or tid as an int when it is one written as a string."""
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return value
 
 
 def _hashable(value: Any) -> Any:
@@ -106,12 +73,16 @@ class ColumnBuilder:
     _memory: list[dict[str, np.ndarray]] = field(default_factory=list)
     _flows: list[dict[str, np.ndarray]] = field(default_factory=list)
 
-    def add(self, events: list[_Event]) -> None:
+    def add(self, events: list[_Event] | ScannedPiece) -> None:
+        """One piece's events: typed events, or the columns the compiled scanner read."""
+        if isinstance(events, ScannedPiece):
+            add_scanned(self, events)
+            return
         complete = [e for e in events if e.ph == "X"]
         memory = [e for e in events if e.name == "[memory]" and e.ph in ("i", "I")]
         flows = [e for e in events if e.ph in ("s", "f", "t")]
         if self.t0 is None and (complete or memory or flows):
-            self.t0 = self._first_ts(complete or memory or flows)
+            self.t0 = self._first_ts([e.ts for e in complete or memory or flows])
         if complete:
             self._events.append(self._complete(complete))
         if memory:
@@ -119,7 +90,7 @@ class ColumnBuilder:
         if flows:
             self._flows.append(self._flow_columns(flows))
 
-    def add_all(self, chunks: Iterable[list[_Event]]) -> ColumnBuilder:
+    def add_all(self, chunks: Iterable[list[_Event] | ScannedPiece]) -> ColumnBuilder:
         for chunk in chunks:
             self.add(chunk)
             del chunk
@@ -168,10 +139,11 @@ class ColumnBuilder:
 
     # -- one chunk -------------------------------------------------------------------------
 
-    def _first_ts(self, events: list[_Event]) -> float:
+    def _first_ts(self, times: Sequence[float | None] | np.ndarray) -> float:
+        """The time origin of the first events read: the floor of their earliest ``ts``."""
         try:
             # A None ts raises the TypeError below (no check per event on this path).
-            return float(math.floor(min(e.ts for e in events)))  # type: ignore[type-var, arg-type]
+            return float(math.floor(min(times)))
         except TypeError:
             raise TraceError(f"{self.path} has events without a numeric 'ts' timestamp.") from None
         except (OverflowError, ValueError):

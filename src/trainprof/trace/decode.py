@@ -115,6 +115,8 @@ METADATA_KEYS = (
 FILE_DECODER = msgspec.json.Decoder(_TraceFile)
 LIST_DECODER = msgspec.json.Decoder(list[_Event])
 _ONE_EVENT = msgspec.json.Decoder(_Event)
+#: Values typed Any, as msgspec decodes them inside an event (trace/scan.py).
+ANY_DECODER = msgspec.json.Decoder()
 
 #: Each repair's note, for one event and for several ({n}: how many), in the order said.
 _REPAIR_NOTES = {

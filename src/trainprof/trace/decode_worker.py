@@ -13,6 +13,7 @@ import os
 import pickle
 import signal
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from trainprof.pipes import read_frame, write_frame
 from trainprof.trace import decode, stream
 from trainprof.trace.columns import ColumnBuilder
 from trainprof.trace.decode import _Event
+from trainprof.trace.scan import ScannedPiece, events_or_scanned, scan_piece
 
 
 class Redo(Exception):
@@ -58,9 +60,9 @@ class _SegmentBuilder(ColumnBuilder):
 
     first: float | TraceError | None = None
 
-    def _first_ts(self, events: list[_Event]) -> float:
+    def _first_ts(self, times: Sequence[float | None] | np.ndarray) -> float:
         try:
-            self.first = super()._first_ts(events)
+            self.first = super()._first_ts(times)
         except TraceError as exc:
             self.first = exc
         return 0.0
@@ -74,11 +76,11 @@ def decode_segment(path: Path, seg: stream.Segment, builder: _SegmentBuilder) ->
     if seg.prefix:
         try:
             if seg.prefix == b"[":
-                events = decode.LIST_DECODER.decode(seg.prefix + seg.data)
+                events = events_or_scanned(seg.prefix + seg.data)
             else:
                 parsed = decode.FILE_DECODER.decode(seg.prefix + seg.data)
                 metadata = decode.metadata_of(parsed)
-                events = decode.LIST_DECODER.decode(parsed.traceEvents)
+                events = events_or_scanned(bytes(parsed.traceEvents))
         except (msgspec.ValidationError, msgspec.DecodeError):
             raise Redo from None  # the serial read names the problem
         builder.add(events)
@@ -93,7 +95,10 @@ def decode_segment(path: Path, seg: stream.Segment, builder: _SegmentBuilder) ->
     )
 
 
-def _decode_piece(path: Path, piece: bytes) -> list[_Event]:
+def _decode_piece(path: Path, piece: bytes) -> list[_Event] | ScannedPiece:
+    scanned = scan_piece(piece)
+    if scanned is not None:
+        return scanned
     try:
         return decode.LIST_DECODER.decode(piece)
     except msgspec.ValidationError:

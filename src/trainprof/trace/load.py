@@ -18,7 +18,7 @@ from trainprof.trace.decode import repair_notes
 from trainprof.trace.kernel_context import apply_launch_context
 from trainprof.trace.model import Trace
 from trainprof.trace.parallel_decode import ByteProgress, decode_parallel, decode_workers
-from trainprof.trace.stream import EventReader
+from trainprof.trace.stream import Chunk, EventReader
 
 #: Called as ``progress(files_done, files_total, current_file)`` while loading.
 Progress = Callable[[int, int, Path], None]
@@ -91,7 +91,7 @@ def load_file(path: str | os.PathLike[str], rank: int = 0, window: int = 0,
     return trace
 
 
-def _reporting(reader: EventReader, progress: ByteProgress | None) -> Iterator[list]:
+def _reporting(reader: EventReader, progress: ByteProgress | None) -> Iterator[Chunk]:
     """The reader's chunks, telling ``progress`` the bytes read after each."""
     for chunk in reader.chunks():
         if progress:

@@ -23,6 +23,10 @@ import msgspec
 from trainprof.errors import NotATraceError, TraceError
 from trainprof.trace import decode
 from trainprof.trace.decode import _Event
+from trainprof.trace.scan import ScannedPiece, scan_piece
+
+#: One piece's events: typed by msgspec, or as columns by the compiled scanner (trace/scan.py).
+Chunk = list[_Event] | ScannedPiece
 
 #: Size of the pieces the event array is decoded in. Each piece's typed events live until its
 #: columns are built, so this bounds the loader's peak memory; 1 MiB (about 4k events) is also
@@ -135,12 +139,17 @@ class EventReader:
         except msgspec.DecodeError as exc:
             raise decode.trace_error(self.path, exc) from None
 
+    def _events(self, data: bytes | bytearray | msgspec.Raw) -> Chunk:
+        """A whole event array (the tail, or a document read whole), scanned or decoded."""
+        scanned = scan_piece(bytes(data))
+        return self._decode(data, decode.LIST_DECODER) if scanned is None else scanned
+
     def _lenient(self, piece: bytes | bytearray) -> list[_Event]:
         events, repairs = decode.decode_leniently(self.path, piece)
         self.repairs.update(repairs)
         return events
 
-    def chunks(self) -> Iterator[list[_Event]]:
+    def chunks(self) -> Iterator[Chunk]:
         start = self._array_start()
         if start is None:  # no event array found: decode the whole document for the error
             yield from self._whole_document()
@@ -196,7 +205,7 @@ class EventReader:
                                   "object with a 'traceEvents' list.")
         return NotATraceError(f"{self.path} is not JSON (it starts with {sample!r}).")
 
-    def _whole_document(self) -> Iterator[list[_Event]]:
+    def _whole_document(self) -> Iterator[Chunk]:
         while self._more():
             pass
         parsed = self._decode(self._buf, decode.FILE_DECODER)
@@ -209,9 +218,9 @@ class EventReader:
         if first is None or first.group(0) != b"[":
             raise TraceError(f"{self.path} is not a Kineto trace: 'traceEvents' is not a list.")
         self.metadata.update(decode.metadata_of(parsed))
-        yield self._decode(events, decode.LIST_DECODER)
+        yield self._events(events)
 
-    def _array_pieces(self, pos: int) -> Iterator[list[_Event]]:
+    def _array_pieces(self, pos: int) -> Iterator[Chunk]:
         while True:
             while len(self._buf) - pos < CHUNK_BYTES and self._more():
                 pass
@@ -225,13 +234,13 @@ class EventReader:
         tail = bytes(self._buf[pos:])
         self._buf = bytearray()
         if self._bare:
-            yield self._decode(b"[" + tail, decode.LIST_DECODER)
+            yield self._events(b"[" + tail)
             return
         parsed = self._decode(b'{"traceEvents": [' + tail, decode.FILE_DECODER)
         self.metadata.update(decode.metadata_of(parsed))
-        yield self._decode(parsed.traceEvents, decode.LIST_DECODER)
+        yield self._events(parsed.traceEvents)
 
-    def _decodable_piece(self, pos: int) -> tuple[list[_Event], int] | None:
+    def _decodable_piece(self, pos: int) -> tuple[Chunk, int] | None:
         """The next piece of at least CHUNK_BYTES ending at a real event boundary, decoded,
         and where the following piece starts; None when the rest is the tail."""
         search_from = pos + CHUNK_BYTES
@@ -247,6 +256,9 @@ class EventReader:
                     return None
                 continue
             piece = b"[" + bytes(self._buf[pos:match.start() + 1]) + b"]"
+            scanned = scan_piece(piece)  # valid JSON: the cut is at an event boundary
+            if scanned is not None:
+                return scanned, match.end() - 1
             try:
                 return decode.LIST_DECODER.decode(piece), match.end() - 1
             except msgspec.ValidationError:  # a DecodeError too: caught first
