@@ -404,7 +404,11 @@ class Events:
         """Boolean mask of events of any of these kinds."""
         if len(kinds) == 1:
             return self.kind == kinds[0]
-        return np.isin(self.kind, np.array(kinds, dtype=np.uint8))
+        if self.kind.dtype != np.uint8:
+            return np.isin(self.kind, np.array(kinds, dtype=np.uint8))
+        wanted = np.zeros(256, dtype=bool)  # a lookup per kind value: cheaper than np.isin
+        wanted[np.array(kinds, dtype=np.uint8)] = True
+        return wanted[self.kind]
 
     def flagged(self, flag: int) -> np.ndarray:
         return (self.flags & flag) != 0
