@@ -100,3 +100,4 @@ def test_touching_intervals_merge_into_one():
     assert got.starts.tolist() == [5.0] and got.ends.tolist() == [15.0]
     got = iv.subtract(iv.Intervals(np.array([0.0]), np.array([30.0])), halves)
     assert got.starts.tolist() == [20.0] and got.ends.tolist() == [30.0]
+

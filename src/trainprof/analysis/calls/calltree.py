@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trainprof.analysis.calls.cache import per_trace
+from trainprof.analysis.event_columns import event_ends
 from trainprof.trace.model import CALL_TREE_KINDS, LAUNCH_KINDS, Events, Kind, Trace
 
 #: Nodes whose parent is repaired one by one when ranges overlap (see _adopt_orphans); a trace
@@ -64,9 +65,9 @@ def call_tree(trace: Trace) -> CallTree:
     ev = trace.events
     idx = np.flatnonzero(ev.of_kind(*CALL_TREE_KINDS))
     launch = np.isin(ev.kind[idx], np.array(list(LAUNCH_KINDS), dtype=np.uint8))
-    order = _tree_order(ev.tid[idx], ev.ts[idx], ev.end[idx], launch)
+    order = _tree_order(ev.tid[idx], ev.ts[idx], event_ends(ev)[idx], launch)
     idx, launch = idx[order], launch[order]
-    tid, ts, end_ts = ev.tid[idx], ev.ts[idx], ev.end[idx]
+    tid, ts, end_ts = ev.tid[idx], ev.ts[idx], event_ends(ev)[idx]
     n = len(idx)
     pos = np.arange(n)
 

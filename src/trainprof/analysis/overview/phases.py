@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from trainprof.analysis import intervals as iv
+from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.windows import Window, WindowedSection
 from trainprof.trace.model import (
@@ -45,17 +46,17 @@ def step_phases(trace: Trace, steps: StepWindows) -> dict[str, np.ndarray]:
     if not n:
         return {p: np.zeros(0) for p in PHASES}
     data_mask = ev.flagged(FLAG_DATALOADER)
-    data = iv.union(ev.ts[data_mask], ev.end[data_mask])
+    data = iv.union(ev.ts[data_mask], event_ends(ev)[data_mask])
     opt_mask = ev.flagged(FLAG_OPTIMIZER)
-    optimizer = iv.union(ev.ts[opt_mask], ev.end[opt_mask])
+    optimizer = iv.union(ev.ts[opt_mask], event_ends(ev)[opt_mask])
 
     bwd_mask = ev.flagged(FLAG_BACKWARD)
-    bwd_first, bwd_last = _per_step_span(steps, ev.ts[bwd_mask], ev.end[bwd_mask])
+    bwd_first, bwd_last = _per_step_span(steps, ev.ts[bwd_mask], event_ends(ev)[bwd_mask])
     has_bwd = np.isfinite(bwd_first)
     backward = iv.union(bwd_first[has_bwd], bwd_last[has_bwd])
 
     host = ev.of_kind(Kind.CPU_OP, Kind.PYTHON, Kind.USER_ANNOTATION) & ~data_mask
-    _, host_last = _per_step_span(steps, ev.ts[host], ev.end[host])
+    _, host_last = _per_step_span(steps, ev.ts[host], event_ends(ev)[host])
     # Forward runs from the end of this step's data wait (or the step start) to backward.
     data_end = _last_end_before(data, steps.starts, np.where(has_bwd, bwd_first, steps.ends))
     fwd_start = np.maximum(steps.starts, data_end)

@@ -19,6 +19,7 @@ from trainprof.analysis import intervals as iv
 from trainprof.analysis import tabular
 from trainprof.analysis.calls.nesting import HostRanges, enclosing_chain, innermost_on_any_thread
 from trainprof.analysis.dataframes import data_frame
+from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.sections.memory_series import downsample, trend
 from trainprof.analysis.streaming.parts import Carried, Part, carried, carried_over, part_of
@@ -396,10 +397,10 @@ def _allocator_part(trace: Trace, steps: StepWindows, part: Part
     ok[ok] &= ev.ts[idx[ok]] < steps.ends[which[ok]]
     idx = idx[ok]
     margin = np.flatnonzero(calls & (ev.ts < part.start))
-    over = carried(part, ev.ts[idx], ev.end[idx], ev.ts[margin], ev.end[margin])
+    over = carried(part, ev.ts[idx], event_ends(ev)[idx], ev.ts[margin], event_ends(ev)[margin])
     if not len(idx):
         return AllocatorCalls(), over
-    time = iv.intersect(iv.union(ev.ts[idx], ev.end[idx]),
+    time = iv.intersect(iv.union(ev.ts[idx], event_ends(ev)[idx]),
                         iv.union(steps.starts, steps.ends)).total()
     return (AllocatorCalls(calls=len(idx), time_us=time,
                            names=sorted({ev.names[n] for n in ev.name[idx]})), over)
@@ -435,7 +436,7 @@ def _host_ranges(trace: Trace) -> HostRanges:
     ev = trace.events
     alloc = np.array([is_allocation_op(n) for n in ev.names], dtype=bool)
     idx = np.flatnonzero(ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION) & ~alloc[ev.name])
-    return HostRanges.of(ev.ts[idx], ev.end[idx], ev.tid[idx], idx)
+    return HostRanges.of(ev.ts[idx], event_ends(ev)[idx], ev.tid[idx], idx)
 
 
 def _allocating_op(trace: Trace, ranges: HostRanges) -> np.ndarray:

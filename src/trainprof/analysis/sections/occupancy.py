@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from trainprof.analysis import intervals as iv
+from trainprof.analysis.event_columns import event_ends
 from trainprof.trace.kernel_class import KernelClass, is_persistent_kernel
 from trainprof.trace.kernel_context import kernel_classes
 from trainprof.trace.model import Kind, Trace
@@ -173,13 +174,13 @@ def _comm_sms_held(trace: Trace, kernels: np.ndarray) -> np.ndarray:
         return held
     comm_blocks = np.minimum(_launch_shapes(trace, comm_all)[0],
                              sm_counts(trace, comm_all, np.inf))
-    starts, ends, device = ev.ts[kernels], ev.end[kernels], ev.device[kernels]
+    starts, ends, device = ev.ts[kernels], event_ends(ev)[kernels], ev.device[kernels]
     for dev in np.unique(ev.device[comm_all]).tolist():
         comm = comm_all[(ev.device[comm_all] == dev) & np.isfinite(comm_blocks)]
         if not len(comm):
             continue
         points, level = iv.weighted_union(
-            ev.ts[comm], ev.end[comm],
+            ev.ts[comm], event_ends(ev)[comm],
             comm_blocks[(ev.device[comm_all] == dev) & np.isfinite(comm_blocks)], cap=np.inf)
         mine = (device == dev) & ~is_comm[kernels]
         lo = np.searchsorted(points, starts[mine], side="right") - 1
