@@ -136,9 +136,16 @@ def _shapes_of(details: list[dict[str, Any]]) -> np.ndarray:
             product = np.prod(dims, axis=1)
             ok = (dims > 0).all(axis=1) & np.isfinite(product)
             shapes[:, col] = np.where(ok, product, np.nan)
-    shapes[:, 2] = [_number(d.get("registers")) for d in details]
-    shapes[:, 3] = [_number(d.get("shared_memory")) for d in details]
+    shapes[:, 2] = _numbers([d.get("registers") for d in details])
+    shapes[:, 3] = _numbers([d.get("shared_memory") for d in details])
     return shapes
+
+
+def _numbers(values: list[Any]) -> np.ndarray | list[float]:
+    """``_number`` of each value: converted as one array when all are ints and floats."""
+    if set(map(type, values)) <= {int, float}:
+        return np.array(values, dtype=np.float64)
+    return [_number(x) for x in values]
 
 
 def _launch_shape(detail: dict[str, Any]) -> tuple[float, float, float, float]:
