@@ -11,6 +11,8 @@ from functools import cached_property
 
 import numpy as np
 
+from trainprof.analysis.sorting import group_time_order
+
 
 @dataclass
 class HostRanges:
@@ -23,7 +25,7 @@ class HostRanges:
 
     @staticmethod
     def of(ts: np.ndarray, end: np.ndarray, thread: np.ndarray, index: np.ndarray) -> HostRanges:
-        order = np.lexsort((-(end - ts), ts, thread))
+        order = group_time_order(thread, ts, -(end - ts))
         return HostRanges(index[order], ts[order], end[order], thread[order])
 
     def __len__(self) -> int:
