@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainprof.analysis.sorting import group_time_order, stable_argsort
+from trainprof.analysis.sorting import (
+    group_order,
+    group_time_order,
+    stable_argsort,
+    unique_below,
+)
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -22,6 +27,11 @@ def test_orders_equal_numpys(seed):
     assert stable_argsort(group).tolist() == np.argsort(group, kind="stable").tolist()
     want = np.lexsort((tiebreak, ts, group))
     assert group_time_order(group, ts, tiebreak).tolist() == want.tolist()
+    assert group_order(group, ts).tolist() == np.lexsort((ts, group)).tolist()
+    values = rng.integers(0, 60, n)
+    uniq, inverse = unique_below(values, 60)
+    want_uniq, want_inverse = np.unique(values, return_inverse=True)
+    assert uniq.tolist() == want_uniq.tolist() and inverse.tolist() == want_inverse.tolist()
 
 
 def test_group_time_order_puts_the_longer_of_equal_starts_first():

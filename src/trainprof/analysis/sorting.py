@@ -36,3 +36,19 @@ def group_time_order(group: np.ndarray, ts: np.ndarray, tiebreak: np.ndarray) ->
         run = np.cumsum(np.r_[True, (np.diff(members) > 1) | (ts[members[1:]] != ts[members[:-1]])])
         order[members] = members[np.lexsort((tiebreak[members], run))]
     return order[stable_argsort(group[order])]
+
+
+def group_order(group: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """``np.lexsort((ts, group))``; a stable sort by group alone when ``ts`` is sorted."""
+    if len(ts) < 2 or not np.all(ts[1:] >= ts[:-1]):
+        return np.lexsort((ts, group))
+    return stable_argsort(group)
+
+
+def unique_below(values: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` for integers in ``[0, size)`` (event
+    indices): marked in a table of ``size`` instead of sorted."""
+    seen = np.zeros(size, dtype=bool)
+    seen[values] = True
+    rank = np.cumsum(seen) - 1
+    return np.flatnonzero(seen), rank[values]

@@ -18,6 +18,7 @@ from trainprof.analysis.calls.attribution import DeviceLinks, device_links
 from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.steps import StepWindows
+from trainprof.analysis.sorting import group_order, unique_below
 from trainprof.analysis.streaming.parts import ValueCounts
 from trainprof.analysis.streaming.windows import Window, WindowedSection
 from trainprof.analysis.tabular import share
@@ -217,7 +218,7 @@ def _graph_launches(trace: Trace, launch: np.ndarray) -> np.ndarray:
 def _per_launch(trace: Trace, kern: np.ndarray, launch: np.ndarray) -> dict[str, np.ndarray]:
     """One entry per launch call (a graph launch starts many kernels): its first kernel."""
     ev = trace.events
-    uniq, inverse = np.unique(launch, return_inverse=True)
+    uniq, inverse = unique_below(launch, len(ev))
     n = len(uniq)
     first_ts = np.full(n, np.inf)
     np.minimum.at(first_ts, inverse, ev.ts[kern])
@@ -255,10 +256,10 @@ def _inside(s: iv.Intervals, points: np.ndarray) -> np.ndarray:
 def _launch_runs(trace: Trace, links: DeviceLinks, start: float, end: float) -> iv.Intervals:
     """Spans during which a host thread launches device work back to back."""
     ev = trace.events
-    launches = np.unique(links.launch[links.launch >= 0])
+    launches, _ = unique_below(links.launch[links.launch >= 0], len(ev))
     if len(launches) < 2:
         return iv.Intervals.empty()
-    order = np.lexsort((ev.ts[launches], ev.tid[launches]))
+    order = group_order(ev.tid[launches], ev.ts[launches])
     launches = launches[order]
     same_thread = ev.tid[launches[1:]] == ev.tid[launches[:-1]]
     gap_start, gap_end = event_ends(ev)[launches[:-1]], ev.ts[launches[1:]]

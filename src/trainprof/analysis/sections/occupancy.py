@@ -19,6 +19,7 @@ import numpy as np
 
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.event_columns import event_ends
+from trainprof.analysis.sorting import unique_below
 from trainprof.trace.kernel_class import KernelClass, is_persistent_kernel
 from trainprof.trace.kernel_context import kernel_classes
 from trainprof.trace.model import Kind, Trace
@@ -98,7 +99,7 @@ def _detail_shapes(trace: Trace, wanted: np.ndarray) -> np.ndarray:
         cached = (np.full((max(len(details), 1), 4), np.nan), np.zeros(len(details), dtype=bool))
         trace.__dict__[_SHAPES] = cached
     shapes, done = cached
-    need = np.unique(wanted[wanted >= 0])
+    need = unique_below(wanted[wanted >= 0], len(details))[0]
     need = need[~done[need]]
     if len(need):
         shapes[need] = _shapes_of([details[i] for i in need.tolist()])[:len(need)]
