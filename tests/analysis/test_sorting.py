@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from trainprof.analysis.sorting import (
+    group_min_max,
     group_order,
     group_time_order,
     stable_argsort,
@@ -39,3 +40,18 @@ def test_group_time_order_puts_the_longer_of_equal_starts_first():
     ts = np.array([0.0, 0.0, 0.0, 5.0])
     longest_first = -np.array([1.0, 2.0, 9.0, 1.0])
     assert group_time_order(group, ts, longest_first).tolist() == [1, 3, 2, 0]
+
+
+def test_group_min_max_equals_ufunc_at():
+    rng = np.random.default_rng(3)
+    group = rng.integers(0, 9, 500)  # group 9 is never drawn: stays inf / -inf
+    values = rng.normal(size=500)
+    values[7] = np.nan  # propagates into its group, as np.minimum.at does
+    low, high = group_min_max(group, values, 10)
+    want_low, want_high = np.full(10, np.inf), np.full(10, -np.inf)
+    with np.errstate(invalid="ignore"):
+        np.minimum.at(want_low, group, values)
+        np.maximum.at(want_high, group, values)
+    assert np.array_equal(low, want_low, equal_nan=True)
+    assert np.array_equal(high, want_high, equal_nan=True)
+    assert low[9] == np.inf and high[9] == -np.inf

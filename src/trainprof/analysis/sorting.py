@@ -52,3 +52,17 @@ def unique_below(values: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]
     seen[values] = True
     rank = np.cumsum(seen) - 1
     return np.flatnonzero(seen), rank[values]
+
+
+def group_min_max(group: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per group id in ``[0, n)``: the least and the greatest value (inf and -inf for a group
+    with none), as ``np.minimum.at``/``np.maximum.at`` give them, by sorting on the group."""
+    low, high = np.full(n, np.inf), np.full(n, -np.inf)
+    if not len(group):
+        return low, high
+    order = stable_argsort(group)
+    g, v = group[order], values[order]
+    heads = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    low[g[heads]] = np.minimum.reduceat(v, heads)
+    high[g[heads]] = np.maximum.reduceat(v, heads)
+    return low, high

@@ -34,8 +34,15 @@ def _per_step_span(steps: StepWindows, ts: np.ndarray, te: np.ndarray
     which = np.searchsorted(steps.starts, ts, side="right") - 1
     ok = which >= 0
     ok[ok] &= ts[ok] < steps.ends[which[ok]]
-    np.minimum.at(first, which[ok], ts[ok])
-    np.maximum.at(last, which[ok], np.minimum(te[ok], steps.ends[which[ok]]))
+    which, ts, te = which[ok], ts[ok], np.minimum(te[ok], steps.ends[which[ok]])
+    if len(which) and np.all(which[1:] >= which[:-1]):
+        # Events sorted by start fall in their steps in order: each step's events are one run.
+        heads = np.flatnonzero(np.r_[True, which[1:] != which[:-1]])
+        first[which[heads]] = np.minimum.reduceat(ts, heads)
+        last[which[heads]] = np.maximum.reduceat(te, heads)
+        return first, last
+    np.minimum.at(first, which, ts)
+    np.maximum.at(last, which, te)
     return first, last
 
 
