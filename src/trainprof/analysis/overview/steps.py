@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 
 import numpy as np
 
+from trainprof.analysis.calls.cache import per_trace
 from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.step_spread import step_spread
 from trainprof.trace.model import DEVICE_KINDS, FLAG_OPTIMIZER, LAUNCH_KINDS, Kind, Trace
@@ -59,8 +60,10 @@ class StepWindows:
 _Steps = tuple[np.ndarray, np.ndarray, np.ndarray, str]
 
 
+@per_trace
 def launch_links(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """(device event index, launch event index) pairs joined on the correlation id."""
+    """(device event index, launch event index) pairs joined on the correlation id (worked
+    out once per trace, read-only: several sections and the step finder share them)."""
     ev = trace.events
     launches = np.flatnonzero(ev.of_kind(*LAUNCH_KINDS) & (ev.correlation >= 0))
     devices = np.flatnonzero(ev.of_kind(*DEVICE_KINDS) & (ev.correlation >= 0))
@@ -72,7 +75,9 @@ def launch_links(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     pos = np.searchsorted(sorted_corr, ev.correlation[devices])
     pos = np.minimum(pos, len(sorted_corr) - 1)
     hit = sorted_corr[pos] == ev.correlation[devices]
-    return devices[hit], launches[order[pos[hit]]]
+    device, launch = devices[hit], launches[order[pos[hit]]]
+    device.flags.writeable = launch.flags.writeable = False
+    return device, launch
 
 
 def find_steps(trace: Trace) -> StepWindows:
