@@ -260,11 +260,15 @@ def _device_part(trace: Trace, steps: StepWindows, ranges: HostRanges, owner: np
     who = owner[idx][alloc]
     name = np.full(len(who), -1, dtype=np.int64)
     name[who >= 0] = ev.name[ranges.index[who[who >= 0]]]
+    # Calls and bytes per op name, in order of first allocation (bincount adds each name's
+    # sizes in event order, as a running sum would).
     ops: dict[tuple[int, str], list[float]] = {}
-    for n, size in zip(name.tolist(), nbytes[alloc].tolist(), strict=True):
-        entry = ops.setdefault((n, ev.names[n] if n >= 0 else _NO_OP), [0, 0.0])
-        entry[0] += 1
-        entry[1] += size
+    names, first, which = np.unique(name, return_index=True, return_inverse=True)
+    calls = np.bincount(which, minlength=len(names))
+    sizes = np.bincount(which, weights=nbytes[alloc], minlength=len(names))
+    for g in np.argsort(first, kind="stable").tolist():
+        n = int(names[g])
+        ops[(n, ev.names[n] if n >= 0 else _NO_OP)] = [int(calls[g]), float(sizes[g])]
     finite = bool(np.isfinite(reserved).all())
     return _DevicePart(
         has_totals=has_totals, events=len(idx), start_level=start_level,
