@@ -43,3 +43,4 @@ def test_of_kind_matches_a_comparison_per_kind(trace):
         want |= ev.kind == k
     assert ev.of_kind(*HOST_KINDS).tolist() == want.tolist()
     assert ev.of_kind(Kind.KERNEL, Kind.MEMCPY).sum() == 0
+    assert ev.of_kind(Kind.CPU_OP, Kind.CPU_OP).sum() == 2 and not ev.of_kind().any()

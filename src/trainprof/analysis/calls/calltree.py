@@ -65,7 +65,7 @@ def call_tree(trace: Trace) -> CallTree:
     """The call tree of a trace's host threads (cached on the trace)."""
     ev = trace.events
     idx = np.flatnonzero(ev.of_kind(*CALL_TREE_KINDS))
-    launch = np.isin(ev.kind[idx], np.array(list(LAUNCH_KINDS), dtype=np.uint8))
+    launch = ev.of_kind(*LAUNCH_KINDS)[idx]
     order = _tree_order(ev.tid[idx], ev.ts[idx], event_ends(ev)[idx], launch)
     idx, launch = idx[order], launch[order]
     tid, ts, end_ts = ev.tid[idx], ev.ts[idx], event_ends(ev)[idx]
