@@ -1,8 +1,9 @@
 """Stable orders of event columns, cheaper than a general sort where the data allow it.
 
-Both functions return exactly what ``np.argsort(kind="stable")`` and ``np.lexsort`` return:
-small integers (thread numbers, depths) are ordered by a radix sort on 16 bits, and columns
-already sorted by start time (as events are) only have their ties sorted.
+Each returns exactly what the numpy call it names returns (``np.argsort(kind="stable")``,
+``np.lexsort``, ``np.unique``, ``np.minimum.at``): small integers (thread numbers, depths, name
+groups) are ordered by a radix sort on 16 bits, columns already sorted by start time (as events
+are) only have their ties sorted, and event indices are marked in a table instead of sorted.
 """
 
 from __future__ import annotations
