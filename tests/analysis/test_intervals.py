@@ -88,6 +88,13 @@ def test_set_operations_return_the_exact_boundaries(seed):
         want_s, want_e = sweep_reference(a, b, op)
         assert got.starts.tolist() == want_s.tolist() and got.ends.tolist() == want_e.tolist()
         assert np.all(got.starts[1:] > got.ends[:-1]) and np.all(got.ends > got.starts)
+    # split is intersect and subtract at once, to the last bit.
+    for x, y in ((a, b), (b, a), (a, iv.Intervals.empty())):
+        inside, outside = iv.split(x, y)
+        assert inside.starts.tolist() == iv.intersect(x, y).starts.tolist()
+        assert inside.ends.tolist() == iv.intersect(x, y).ends.tolist()
+        assert outside.starts.tolist() == iv.subtract(x, y).starts.tolist()
+        assert outside.ends.tolist() == iv.subtract(x, y).ends.tolist()
 
 
 def test_touching_intervals_merge_into_one():

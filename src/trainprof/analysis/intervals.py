@@ -61,12 +61,17 @@ def _merge_sorted(starts: np.ndarray, ends: np.ndarray) -> Intervals:
 def _pieces(a: Intervals, b: Intervals) -> Intervals:
     """``a`` and ``b`` intersected: the overlap of every pair of their intervals that meet,
     in order, with touching pieces merged into one (so no two intervals of the result touch)."""
+    _, starts, ends = _overlaps(a, b)
+    return _untouched(starts, ends)
+
+
+def _overlaps(a: Intervals, b: Intervals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The non-empty overlaps of every pair of intervals of ``a`` and ``b`` that meet, in
+    order: (the ``a`` interval each lies in, starts, ends)."""
     first = np.searchsorted(b.ends, a.starts, side="right")  # b's first interval ending after
     after = np.searchsorted(b.starts, a.ends, side="left")  # b's intervals starting before end
     counts = np.maximum(after - first, 0)
     total = int(counts.sum())
-    if not total:
-        return Intervals.empty()
     if total == len(a) and np.all(counts == 1):
         ia, jb = np.arange(len(a)), first
     else:
@@ -77,7 +82,12 @@ def _pieces(a: Intervals, b: Intervals) -> Intervals:
     ends = np.minimum(a.ends[ia], b.ends[jb])
     keep = ends > starts
     if not keep.all():
-        starts, ends = starts[keep], ends[keep]
+        ia, starts, ends = ia[keep], starts[keep], ends[keep]
+    return ia, starts, ends
+
+
+def _untouched(starts: np.ndarray, ends: np.ndarray) -> Intervals:
+    """Sorted, disjoint intervals with each run of touching ones merged into one."""
     if not len(starts):
         return Intervals.empty()
     apart = starts[1:] != ends[:-1]
@@ -88,6 +98,26 @@ def _pieces(a: Intervals, b: Intervals) -> Intervals:
     finish[:-1] = apart
     finish[-1] = True
     return Intervals(starts[begin], ends[finish])
+
+
+def split(a: Intervals, b: Intervals) -> tuple[Intervals, Intervals]:
+    """``(intersect(a, b), subtract(a, b))`` from one pass over the overlaps: what of ``a``
+    ``b`` claims, and the gaps around those pieces in each interval of ``a``."""
+    if not len(a) or not len(b):
+        return Intervals.empty(), a
+    ia, starts, ends = _overlaps(a, b)
+    # Per interval of a: its start, then each piece's end, against each piece's start, then
+    # its end; interval i's run begins after the pieces of the intervals before it.
+    n, k = len(a), len(ia)
+    head = np.arange(n) + (np.cumsum(np.bincount(ia, minlength=n)) - np.bincount(ia, minlength=n))
+    piece = np.arange(k) + ia
+    gap_starts, gap_ends = np.empty(n + k), np.empty(n + k)
+    gap_starts[head] = a.starts
+    gap_starts[piece + 1] = ends
+    gap_ends[piece] = starts
+    gap_ends[np.r_[head[1:], n + k] - 1] = a.ends
+    keep = gap_ends > gap_starts
+    return _untouched(starts, ends), _untouched(gap_starts[keep], gap_ends[keep])
 
 
 def _complement(s: Intervals) -> Intervals:

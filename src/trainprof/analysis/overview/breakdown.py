@@ -65,9 +65,8 @@ def step_breakdown(trace: Trace, steps: StepWindows) -> Breakdown:
     per_step: dict[str, np.ndarray] = {}
     for name, mask in role_masks(trace).items():
         role = iv.union(ev.ts[mask], event_ends(ev)[mask])
-        claimed = iv.intersect(slots, role)
+        claimed, slots = iv.split(slots, role)
         per_step[name] = iv.covered_in_windows(claimed, steps.starts, steps.ends)
-        slots = iv.subtract(slots, claimed)
     per_step["other"] = iv.covered_in_windows(slots, steps.starts, steps.ends)
     step_us = steps.durations if n else np.zeros(0)
     return Breakdown(per_step=per_step, step_us=step_us)

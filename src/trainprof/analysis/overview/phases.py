@@ -78,9 +78,8 @@ def step_phases(trace: Trace, steps: StepWindows) -> dict[str, np.ndarray]:
         ("backward", backward),
         ("forward", forward),
     ):
-        claimed = iv.intersect(slots, role)
+        claimed, slots = iv.split(slots, role)
         out[name] = iv.covered_in_windows(claimed, steps.starts, steps.ends)
-        slots = iv.subtract(slots, claimed)
     out["other"] = iv.covered_in_windows(slots, steps.starts, steps.ends)
     return {p: out[p] for p in PHASES}
 

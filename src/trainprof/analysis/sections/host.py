@@ -247,8 +247,7 @@ def _host_slice(window: Window, gpu: bool, after_window: iv.Intervals) -> HostSl
     if gpu:
         for name, mask in (("data", ev.flagged(FLAG_DATALOADER)),
                            ("communication", ev.flagged(FLAG_COMM) & ev.of_kind(*HOST_KINDS))):
-            parts[name] = iv.intersect(rest, _set(trace, mask))
-            rest = iv.subtract(rest, parts[name])
+            parts[name], rest = iv.split(rest, _set(trace, mask))
     parts["after_optimizer"] = iv.subtract(iv.intersect(rest, after_window), ops)
     rest = iv.subtract(rest, parts["after_optimizer"])
     if gpu:
