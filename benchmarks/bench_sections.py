@@ -33,7 +33,8 @@ BASE = "trainprof_base"
 def import_copy(src: Path, into: Path) -> str:
     """``src/trainprof`` copied as the package ``trainprof_base`` (its imports rewritten)."""
     target = into / BASE
-    shutil.copytree(src / "trainprof", target)
+    shutil.copytree(src / "trainprof", target, symlinks=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
     for f in target.rglob("*.py"):
         text = f.read_text()
         text = re.sub(r"\b(from|import) trainprof([. ])", rf"\1 {BASE}\2", text)
