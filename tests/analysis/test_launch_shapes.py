@@ -30,3 +30,15 @@ def test_odd_shapes_fall_back_and_agree():
     for part in (details[:3], details):
         assert np.array_equal(_shapes_of(part), one_by_one(part), equal_nan=True)
     assert _shapes_of(details)[0].tolist() == [6.0, 128.0, 32.0, 0.0]
+
+
+def test_registers_and_shared_memory_read_as_one_array_agree():
+    # All ints and floats: read as one array; a bool, a string or None anywhere: one by one.
+    plain = [{"grid": [1, 1, 1], "block": [32, 1, 1], "registers": r, "shared_memory": m}
+             for r, m in ((16, 0), (255, 2**70), (1.5, 49152.0))]
+    odd = [*plain, {"grid": [1, 1, 1], "block": [1, 1, 1], "registers": True,
+                    "shared_memory": None}]
+    for part in (plain, odd):
+        assert np.array_equal(_shapes_of(part), one_by_one(part), equal_nan=True)
+    assert _shapes_of(plain)[:, 2].tolist() == [16.0, 255.0, 1.5]
+    assert np.isnan(_shapes_of(odd)[3, 2])

@@ -33,70 +33,113 @@ def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
     starts = np.asarray(starts, dtype=np.float64)
     ends = np.asarray(ends, dtype=np.float64)
     keep = ends > starts
-    starts, ends = starts[keep], ends[keep]
+    if not keep.all():
+        starts, ends = starts[keep], ends[keep]
     if not len(starts):
         return Intervals.empty()
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], ends[order]
+    # Event columns come sorted by start: skip the sort then (a stable sort keeps them as they are).
+    if not np.all(starts[1:] >= starts[:-1]):
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+    return _merge_sorted(starts, ends)
+
+
+def _merge_sorted(starts: np.ndarray, ends: np.ndarray) -> Intervals:
+    """Merge non-empty intervals sorted by start into a disjoint set."""
     reach = np.maximum.accumulate(ends)
-    # A new run starts where an interval begins after everything before it has ended.
+    # A new run starts where an interval begins after everything before it has ended; a run
+    # ends where the next one starts, at the furthest end reached so far.
     new_run = np.empty(len(starts), dtype=bool)
     new_run[0] = True
-    new_run[1:] = starts[1:] > reach[:-1]
-    run_ids = np.cumsum(new_run) - 1
-    out_starts = starts[new_run]
-    out_ends = np.full(len(out_starts), -np.inf)
-    np.maximum.at(out_ends, run_ids, ends)
-    return Intervals(out_starts, out_ends)
+    np.greater(starts[1:], reach[:-1], out=new_run[1:])
+    last = np.empty(len(starts), dtype=bool)
+    last[:-1] = new_run[1:]
+    last[-1] = True
+    return Intervals(starts[new_run], reach[last])
 
 
-def _combine(a: Intervals, b: Intervals, op: str) -> Intervals:
-    points = np.unique(np.concatenate([a.starts, a.ends, b.starts, b.ends]))
-    if len(points) < 2:
-        return Intervals.empty()
-    left = points[:-1]
-    in_a = _contains(a, left)
-    in_b = _contains(b, left)
-    if op == "and":
-        inside = in_a & in_b
-    elif op == "sub":
-        inside = in_a & ~in_b
+def _pieces(a: Intervals, b: Intervals) -> Intervals:
+    """``a`` and ``b`` intersected: the overlap of every pair of their intervals that meet,
+    in order, with touching pieces merged into one (so no two intervals of the result touch)."""
+    _, starts, ends = _overlaps(a, b)
+    return _untouched(starts, ends)
+
+
+def _overlaps(a: Intervals, b: Intervals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The non-empty overlaps of every pair of intervals of ``a`` and ``b`` that meet, in
+    order: (the ``a`` interval each lies in, starts, ends)."""
+    first = np.searchsorted(b.ends, a.starts, side="right")  # b's first interval ending after
+    after = np.searchsorted(b.starts, a.ends, side="left")  # b's intervals starting before end
+    counts = np.maximum(after - first, 0)
+    total = int(counts.sum())
+    if total == len(a) and np.all(counts == 1):
+        ia, jb = np.arange(len(a)), first
     else:
-        inside = in_a | in_b
-    return _runs(points, inside)
+        ia = np.repeat(np.arange(len(a)), counts)
+        offsets = np.cumsum(counts) - counts
+        jb = np.arange(total) - np.repeat(offsets - first, counts)
+    starts = np.maximum(a.starts[ia], b.starts[jb])
+    ends = np.minimum(a.ends[ia], b.ends[jb])
+    keep = ends > starts
+    if not keep.all():
+        ia, starts, ends = ia[keep], starts[keep], ends[keep]
+    return ia, starts, ends
 
 
-def _contains(s: Intervals, points: np.ndarray) -> np.ndarray:
-    """Whether each point lies in [start, end) of some interval of ``s``."""
-    if not len(s.starts):
-        return np.zeros(len(points), dtype=bool)
-    idx = np.searchsorted(s.starts, points, side="right") - 1
-    ok = idx >= 0
-    out = np.zeros(len(points), dtype=bool)
-    out[ok] = points[ok] < s.ends[idx[ok]]
-    return out
-
-
-def _runs(points: np.ndarray, inside: np.ndarray) -> Intervals:
-    """Elementary segments [points[i], points[i+1]) marked inside, merged into intervals."""
-    if not inside.any():
+def _untouched(starts: np.ndarray, ends: np.ndarray) -> Intervals:
+    """Sorted, disjoint intervals with each run of touching ones merged into one."""
+    if not len(starts):
         return Intervals.empty()
-    edges = np.diff(np.concatenate([[False], inside, [False]]).astype(np.int8))
-    begin = np.flatnonzero(edges == 1)
-    finish = np.flatnonzero(edges == -1)
-    return Intervals(points[begin], points[finish])
+    apart = starts[1:] != ends[:-1]
+    begin = np.empty(len(starts), dtype=bool)
+    begin[0] = True
+    begin[1:] = apart
+    finish = np.empty(len(starts), dtype=bool)
+    finish[:-1] = apart
+    finish[-1] = True
+    return Intervals(starts[begin], ends[finish])
+
+
+def split(a: Intervals, b: Intervals) -> tuple[Intervals, Intervals]:
+    """``(intersect(a, b), subtract(a, b))`` from one pass over the overlaps: what of ``a``
+    ``b`` claims, and the gaps around those pieces in each interval of ``a``."""
+    if not len(a) or not len(b):
+        return Intervals.empty(), a
+    ia, starts, ends = _overlaps(a, b)
+    # Per interval of a: its start, then each piece's end, against each piece's start, then
+    # its end; interval i's run begins after the pieces of the intervals before it.
+    n, k = len(a), len(ia)
+    head = np.arange(n) + (np.cumsum(np.bincount(ia, minlength=n)) - np.bincount(ia, minlength=n))
+    piece = np.arange(k) + ia
+    gap_starts, gap_ends = np.empty(n + k), np.empty(n + k)
+    gap_starts[head] = a.starts
+    gap_starts[piece + 1] = ends
+    gap_ends[piece] = starts
+    gap_ends[np.r_[head[1:], n + k] - 1] = a.ends
+    keep = gap_ends > gap_starts
+    return _untouched(starts, ends), _untouched(gap_starts[keep], gap_ends[keep])
+
+
+def _complement(s: Intervals) -> Intervals:
+    """Everything outside ``s``, from -inf to +inf."""
+    if not np.all(s.ends > s.starts):
+        s = Intervals(s.starts[s.ends > s.starts], s.ends[s.ends > s.starts])
+    starts = np.concatenate([[-np.inf], s.ends])
+    ends = np.concatenate([s.starts, [np.inf]])
+    keep = ends > starts
+    return Intervals(starts[keep], ends[keep])
 
 
 def intersect(a: Intervals, b: Intervals) -> Intervals:
     if not len(a) or not len(b):
         return Intervals.empty()
-    return _combine(a, b, "and")
+    return _pieces(a, b)
 
 
 def subtract(a: Intervals, b: Intervals) -> Intervals:
     if not len(a) or not len(b):
         return a
-    return _combine(a, b, "sub")
+    return _pieces(a, _complement(b))
 
 
 def join(a: Intervals, b: Intervals) -> Intervals:
@@ -104,7 +147,14 @@ def join(a: Intervals, b: Intervals) -> Intervals:
         return b
     if not len(b):
         return a
-    return _combine(a, b, "or")
+    starts = np.concatenate([a.starts, b.starts])
+    ends = np.concatenate([a.ends, b.ends])
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    if not len(starts):
+        return Intervals.empty()
+    order = np.argsort(starts, kind="stable")
+    return _merge_sorted(starts[order], ends[order])
 
 
 def clip(s: Intervals, start: float, end: float) -> Intervals:

@@ -402,9 +402,15 @@ class Events:
 
     def of_kind(self, *kinds: Kind) -> np.ndarray:
         """Boolean mask of events of any of these kinds."""
+        if not kinds:
+            return np.zeros(len(self.kind), dtype=bool)
         if len(kinds) == 1:
             return self.kind == kinds[0]
-        return np.isin(self.kind, np.array(kinds, dtype=np.uint8))
+        # One comparison per kind, or'ed: much cheaper than np.isin on millions of events.
+        mask = self.kind == kinds[0]
+        for k in kinds[1:]:
+            mask |= self.kind == k
+        return mask
 
     def flagged(self, flag: int) -> np.ndarray:
         return (self.flags & flag) != 0

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from trainprof.analysis.calls.cache import per_trace
+from trainprof.analysis.event_columns import event_ends
+from trainprof.analysis.sorting import stable_argsort
 from trainprof.trace.model import CALL_TREE_KINDS, LAUNCH_KINDS, Events, Kind, Trace
 
 #: Nodes whose parent is repaired one by one when ranges overlap (see _adopt_orphans); a trace
@@ -63,16 +65,17 @@ def call_tree(trace: Trace) -> CallTree:
     """The call tree of a trace's host threads (cached on the trace)."""
     ev = trace.events
     idx = np.flatnonzero(ev.of_kind(*CALL_TREE_KINDS))
-    launch = np.isin(ev.kind[idx], np.array(list(LAUNCH_KINDS), dtype=np.uint8))
-    order = _tree_order(ev.tid[idx], ev.ts[idx], ev.end[idx], launch)
+    launch = ev.of_kind(*LAUNCH_KINDS)[idx]
+    order = _tree_order(ev.tid[idx], ev.ts[idx], event_ends(ev)[idx], launch)
     idx, launch = idx[order], launch[order]
-    tid, ts, end_ts = ev.tid[idx], ev.ts[idx], ev.end[idx]
+    tid, ts, end_ts = ev.tid[idx], ev.ts[idx], event_ends(ev)[idx]
     n = len(idx)
     pos = np.arange(n)
 
     end = _subtree_ends(tid, ts, end_ts)
     # Depth: earlier nodes of the thread whose run still covers this one.
-    depth = pos - np.searchsorted(np.sort(end), pos, side="right")
+    # (the number of runs ending at or before each position: a count per end, summed)
+    depth = pos - np.cumsum(np.bincount(end, minlength=n + 1))[:n]
     parent = _parents(depth, end)
     _adopt_orphans(parent, depth, end, tid)
     # Launch calls are leaves: a call recorded inside another call hangs off the op around both.
@@ -92,7 +95,7 @@ def _tree_order(tid: np.ndarray, ts: np.ndarray, end: np.ndarray,
                 launch: np.ndarray) -> np.ndarray:
     """Order by (thread, start); equal starts put the longer range first (it encloses) and a
     launch after an op of the same span. Events come sorted by start, so only ties are sorted."""
-    order = np.argsort(tid, kind="stable")
+    order = stable_argsort(tid)
     t, s = tid[order], ts[order]
     tie = np.flatnonzero((t[1:] == t[:-1]) & (s[1:] == s[:-1]))
     if len(tie):
@@ -118,7 +121,7 @@ def _parents(depth: np.ndarray, end: np.ndarray) -> np.ndarray:
     if not n:
         return np.empty(0, dtype=np.int64)
     # Nodes by (depth, position); queried in that same order, so the search runs sorted.
-    by_key = np.argsort(depth, kind="stable")
+    by_key = stable_argsort(depth)
     key = depth[by_key] * (n + 1) + by_key
     hit = np.searchsorted(key, key - (n + 1), side="left") - 1
     cand = by_key[np.maximum(hit, 0)]

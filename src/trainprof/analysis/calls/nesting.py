@@ -1,7 +1,7 @@
 """Which host range encloses a moment on a thread: top-level ranges and the innermost enclosing one.
 
 Host ranges (ops, annotations, launch calls) nest on their thread. Both questions are answered
-with sorting, a running maximum and a sparse table of range maxima; no Python loop per event.
+with sorting, a running maximum and a binary tree of range maxima; no Python loop per event.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+
+from trainprof.analysis.sorting import group_time_order
 
 
 @dataclass
@@ -23,15 +25,15 @@ class HostRanges:
 
     @staticmethod
     def of(ts: np.ndarray, end: np.ndarray, thread: np.ndarray, index: np.ndarray) -> HostRanges:
-        order = np.lexsort((-(end - ts), ts, thread))
+        order = group_time_order(thread, ts, -(end - ts))
         return HostRanges(index[order], ts[order], end[order], thread[order])
 
     def __len__(self) -> int:
         return len(self.ts)
 
     @cached_property
-    def _table(self) -> list[np.ndarray]:
-        return _sparse_max(self.end)
+    def _tree(self) -> np.ndarray:
+        return _max_tree(self.end)
 
     def top_level(self) -> np.ndarray:
         """Mask of ranges that no earlier range on their thread encloses."""
@@ -54,16 +56,10 @@ class HostRanges:
             return out
         starts, q = _lifted(self.ts, self.thread, t, thread)
         # The last range starting at or before t on the same thread, then leftwards to the
-        # last one still open at t: a "previous greater" search on a sparse table of ends.
+        # last one still open at t: a "previous greater" search on a tree of range maxima.
         pos = np.searchsorted(starts, q, side="right")
         first = np.searchsorted(self.thread, thread, side="left")
-        table = self._table
-        for k in range(len(table) - 1, -1, -1):
-            step = 1 << k
-            can = pos - step >= first
-            idx = np.where(can, pos - step, 0)  # pos <= n, so idx indexes table[k]
-            pos = np.where(can & (table[k][idx] <= t), pos - step, pos)
-        cand = pos - 1
+        cand = _last_above(self._tree, pos - 1, t)
         ok = cand >= first
         ok[ok] &= (self.end[cand[ok]] > t[ok]) & (self.ts[cand[ok]] <= t[ok])
         out[ok] = cand[ok]
@@ -109,16 +105,52 @@ def _lift_unit(ts: np.ndarray, end: np.ndarray, extra: np.ndarray | None = None)
     return hi - lo + 1.0
 
 
-def _sparse_max(values: np.ndarray) -> list[np.ndarray]:
-    """table[k][i] = max(values[i : i + 2**k]) (only where the block fits)."""
-    table = [values]
-    k = 1
-    while (1 << k) <= len(values):
-        prev = table[-1]
-        half = 1 << (k - 1)
-        table.append(np.maximum(prev[:-half], prev[half:]))
-        k += 1
-    return table
+def _max_tree(values: np.ndarray) -> np.ndarray:
+    """A binary tree of maxima in one array: the leaves ``values`` (padded with -inf to a power
+    of two) from position ``len(tree) // 2``, and node i holding the maximum of nodes 2i, 2i+1."""
+    size = 1 << max(len(values) - 1, 0).bit_length()
+    tree = np.full(2 * size, -np.inf)
+    tree[size:size + len(values)] = np.where(np.isnan(values), np.inf, values)  # nan: a wall
+    level = size
+    while level > 1:
+        tree[level // 2:level] = np.maximum(tree[level:2 * level:2], tree[level + 1:2 * level:2])
+        level //= 2
+    return tree
+
+
+def _last_above(tree: np.ndarray, last: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per query, the largest leaf position ``<= last`` whose value exceeds ``t``, or -1.
+
+    Up from the leaf while the left neighbours of the path hold nothing above ``t``, then down
+    the first such neighbour, always into its right child when that holds a value above ``t``.
+    Each step works only on the queries still moving (most stop within a few levels)."""
+    size = len(tree) // 2
+    out = np.full(len(last), -1, dtype=np.int64)
+    node = np.where(last >= 0, last + size, 0)
+    here = (last >= 0) & (tree[node] > t)
+    out[here] = last[here]
+    climbing = np.flatnonzero((last >= 0) & ~here)
+    descending = []
+    while len(climbing):
+        at = node[climbing]
+        left = at - 1
+        turn = ((at & 1) == 1) & (tree[left] > t[climbing])
+        descending.append((climbing[turn], left[turn]))
+        up = at[~turn] >> 1
+        keep = up > 1  # the root: nothing on the left
+        climbing = climbing[~turn][keep]
+        node[climbing] = up[keep]
+    if not descending:
+        return out
+    which = np.concatenate([d[0] for d in descending])
+    at = np.concatenate([d[1] for d in descending])
+    while len(which):
+        inner = at < size
+        out[which[~inner]] = at[~inner] - size
+        which, at = which[inner], at[inner]
+        right = 2 * at + 1
+        at = np.where(tree[right] > t[which], right, right - 1)
+    return out
 
 
 def innermost_on_any_thread(ranges: HostRanges, t: np.ndarray) -> np.ndarray:

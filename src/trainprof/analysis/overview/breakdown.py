@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trainprof.analysis import intervals as iv
+from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.windows import Window, WindowedSection
 from trainprof.trace.model import FLAG_COMM, FLAG_DATALOADER, HOST_KINDS, LAUNCH_KINDS, Kind, Trace
@@ -63,10 +64,9 @@ def step_breakdown(trace: Trace, steps: StepWindows) -> Breakdown:
     slots = iv.union(steps.starts, steps.ends)
     per_step: dict[str, np.ndarray] = {}
     for name, mask in role_masks(trace).items():
-        role = iv.union(ev.ts[mask], ev.end[mask])
-        claimed = iv.intersect(slots, role)
+        role = iv.union(ev.ts[mask], event_ends(ev)[mask])
+        claimed, slots = iv.split(slots, role)
         per_step[name] = iv.covered_in_windows(claimed, steps.starts, steps.ends)
-        slots = iv.subtract(slots, claimed)
     per_step["other"] = iv.covered_in_windows(slots, steps.starts, steps.ends)
     step_us = steps.durations if n else np.zeros(0)
     return Breakdown(per_step=per_step, step_us=step_us)

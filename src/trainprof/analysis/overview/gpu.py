@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from trainprof.analysis import intervals as iv
+from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.windows import Window, WindowedSection
 from trainprof.trace.kernel_class import KernelClass, uses_tensor_cores
@@ -63,7 +64,7 @@ def _gpu_part(window: Window) -> dict[int, _DevicePart]:
         if not (mine & owned).any():
             continue
         part = out[device] = _DevicePart()
-        ts, te = ev.ts[mine], ev.end[mine]
+        ts, te = ev.ts[mine], event_ends(ev)[mine]
         if hi > lo:
             part.busy = iv.clip(iv.union(ts, te), lo, hi).total()
         bps = ev.blocks_per_sm[mine].astype(np.float64)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from trainprof.analysis import intervals as iv
+from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.windows import Window, WindowedSection
 from trainprof.trace.model import (
@@ -33,8 +34,15 @@ def _per_step_span(steps: StepWindows, ts: np.ndarray, te: np.ndarray
     which = np.searchsorted(steps.starts, ts, side="right") - 1
     ok = which >= 0
     ok[ok] &= ts[ok] < steps.ends[which[ok]]
-    np.minimum.at(first, which[ok], ts[ok])
-    np.maximum.at(last, which[ok], np.minimum(te[ok], steps.ends[which[ok]]))
+    which, ts, te = which[ok], ts[ok], np.minimum(te[ok], steps.ends[which[ok]])
+    if len(which) and np.all(which[1:] >= which[:-1]):
+        # Events sorted by start fall in their steps in order: each step's events are one run.
+        heads = np.flatnonzero(np.r_[True, which[1:] != which[:-1]])
+        first[which[heads]] = np.minimum.reduceat(ts, heads)
+        last[which[heads]] = np.maximum.reduceat(te, heads)
+        return first, last
+    np.minimum.at(first, which, ts)
+    np.maximum.at(last, which, te)
     return first, last
 
 
@@ -45,17 +53,17 @@ def step_phases(trace: Trace, steps: StepWindows) -> dict[str, np.ndarray]:
     if not n:
         return {p: np.zeros(0) for p in PHASES}
     data_mask = ev.flagged(FLAG_DATALOADER)
-    data = iv.union(ev.ts[data_mask], ev.end[data_mask])
+    data = iv.union(ev.ts[data_mask], event_ends(ev)[data_mask])
     opt_mask = ev.flagged(FLAG_OPTIMIZER)
-    optimizer = iv.union(ev.ts[opt_mask], ev.end[opt_mask])
+    optimizer = iv.union(ev.ts[opt_mask], event_ends(ev)[opt_mask])
 
     bwd_mask = ev.flagged(FLAG_BACKWARD)
-    bwd_first, bwd_last = _per_step_span(steps, ev.ts[bwd_mask], ev.end[bwd_mask])
+    bwd_first, bwd_last = _per_step_span(steps, ev.ts[bwd_mask], event_ends(ev)[bwd_mask])
     has_bwd = np.isfinite(bwd_first)
     backward = iv.union(bwd_first[has_bwd], bwd_last[has_bwd])
 
     host = ev.of_kind(Kind.CPU_OP, Kind.PYTHON, Kind.USER_ANNOTATION) & ~data_mask
-    _, host_last = _per_step_span(steps, ev.ts[host], ev.end[host])
+    _, host_last = _per_step_span(steps, ev.ts[host], event_ends(ev)[host])
     # Forward runs from the end of this step's data wait (or the step start) to backward.
     data_end = _last_end_before(data, steps.starts, np.where(has_bwd, bwd_first, steps.ends))
     fwd_start = np.maximum(steps.starts, data_end)
@@ -70,9 +78,8 @@ def step_phases(trace: Trace, steps: StepWindows) -> dict[str, np.ndarray]:
         ("backward", backward),
         ("forward", forward),
     ):
-        claimed = iv.intersect(slots, role)
+        claimed, slots = iv.split(slots, role)
         out[name] = iv.covered_in_windows(claimed, steps.starts, steps.ends)
-        slots = iv.subtract(slots, claimed)
     out["other"] = iv.covered_in_windows(slots, steps.starts, steps.ends)
     return {p: out[p] for p in PHASES}
 

@@ -15,6 +15,8 @@ from typing import Any, TypedDict
 
 import numpy as np
 
+from trainprof.analysis.calls.cache import per_trace
+from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.step_spread import step_spread
 from trainprof.trace.model import DEVICE_KINDS, FLAG_OPTIMIZER, LAUNCH_KINDS, Kind, Trace
 
@@ -58,8 +60,10 @@ class StepWindows:
 _Steps = tuple[np.ndarray, np.ndarray, np.ndarray, str]
 
 
+@per_trace
 def launch_links(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """(device event index, launch event index) pairs joined on the correlation id."""
+    """(device event index, launch event index) pairs joined on the correlation id (worked
+    out once per trace, read-only: several sections and the step finder share them)."""
     ev = trace.events
     launches = np.flatnonzero(ev.of_kind(*LAUNCH_KINDS) & (ev.correlation >= 0))
     devices = np.flatnonzero(ev.of_kind(*DEVICE_KINDS) & (ev.correlation >= 0))
@@ -71,7 +75,9 @@ def launch_links(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     pos = np.searchsorted(sorted_corr, ev.correlation[devices])
     pos = np.minimum(pos, len(sorted_corr) - 1)
     hit = sorted_corr[pos] == ev.correlation[devices]
-    return devices[hit], launches[order[pos[hit]]]
+    device, launch = devices[hit], launches[order[pos[hit]]]
+    device.flags.writeable = launch.flags.writeable = False
+    return device, launch
 
 
 def find_steps(trace: Trace) -> StepWindows:
@@ -84,7 +90,7 @@ def find_steps(trace: Trace) -> StepWindows:
         host = ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON, Kind.RUNTIME)
         pick = host if host.any() else np.ones(len(ev), dtype=bool)
         start = float(ev.ts[pick].min()) if pick.any() else 0.0
-        end = float(max(ev.end[pick].max(), ev.end.max())) if pick.any() else 0.0
+        end = float(max(event_ends(ev)[pick].max(), event_ends(ev).max())) if pick.any() else 0.0
         return StepWindows(
             numbers=np.array([0]),
             starts=np.array([start]),
@@ -110,7 +116,7 @@ def _profiler_steps(trace: Trace) -> _Steps | None:
     idx, numbers = idx[first], numbers[first]
     order = np.argsort(ev.ts[idx], kind="stable")
     idx, numbers = idx[order], numbers[order]
-    return numbers, ev.ts[idx].copy(), ev.end[idx].copy(), "ProfilerStep"
+    return numbers, ev.ts[idx].copy(), event_ends(ev)[idx].copy(), "ProfilerStep"
 
 
 def _optimizer_steps(trace: Trace) -> _Steps | None:
@@ -122,7 +128,7 @@ def _optimizer_steps(trace: Trace) -> _Steps | None:
         return None
     # Nested annotations of one step (e.g. Optimizer.step# around optimizer.step) end together;
     # keep the outermost per step by taking distinct, non-nested spans.
-    ends = ev.end[idx]
+    ends = event_ends(ev)[idx]
     starts = ev.ts[idx]
     keep = np.ones(len(idx), dtype=bool)
     reach = -np.inf
@@ -163,13 +169,13 @@ def device_spans(trace: Trace, w: StepWindows, lo: int = 0, hi: int | None = Non
     dev_idx, launch_idx = launch_links(trace)
     if not len(dev_idx):
         return empty
-    l_start, l_end = ev.ts[launch_idx], ev.end[launch_idx]
+    l_start, l_end = ev.ts[launch_idx], event_ends(ev)[launch_idx]
     # The step a launch falls in: the last step starting at or before it, if it ends inside it.
     step_of = np.searchsorted(w.starts, l_start, side="right") - 1
     inside = step_of >= 0
     inside[inside] &= l_end[inside] <= w.ends[step_of[inside]]
     own = inside & (step_of >= lo) & (step_of < hi)
-    d_start, d_end = ev.ts[dev_idx], ev.end[dev_idx]
+    d_start, d_end = ev.ts[dev_idx], event_ends(ev)[dev_idx]
     out = DeviceSpans(np.bincount(step_of[own] - lo, minlength=hi - lo), empty.first,
                       empty.last)
     np.minimum.at(out.first, step_of[own] - lo, d_start[own])
@@ -179,7 +185,7 @@ def device_spans(trace: Trace, w: StepWindows, lo: int = 0, hi: int | None = Non
         matched = np.zeros(len(ev), dtype=bool)
         matched[dev_idx[inside]] = True
         device_mask = ev.of_kind(*DEVICE_KINDS) & ~matched
-        early = ev.end[device_mask]
+        early = event_ends(ev)[device_mask]
         early = early[early < out.first[0]]
         if len(early):
             out.early_end = float(early.max())

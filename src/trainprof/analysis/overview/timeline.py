@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from trainprof.analysis import intervals as iv
+from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.windows import Window, WindowedSection
 from trainprof.trace.model import FLAG_COMM, Kind, Trace
@@ -59,7 +60,7 @@ def device_sets(trace: Trace, start: float, end: float) -> DeviceSets:
     copies = ev.of_kind(Kind.MEMCPY, Kind.MEMSET)
 
     def merged(mask: np.ndarray) -> iv.Intervals:
-        return iv.clip(iv.union(ev.ts[mask], ev.end[mask]), start, end)
+        return iv.clip(iv.union(ev.ts[mask], event_ends(ev)[mask]), start, end)
 
     compute, communication, memcpy = merged(kernels & ~comm), merged(kernels & comm), merged(copies)
     busy = iv.join(iv.join(compute, communication), memcpy)
@@ -75,7 +76,7 @@ def device_span_sets(trace: Trace, start: float, end: float) -> DeviceSets:
     copies = ev.of_kind(Kind.MEMCPY, Kind.MEMSET) & inside
 
     def merged(mask: np.ndarray) -> iv.Intervals:
-        return iv.union(ev.ts[mask], ev.end[mask])
+        return iv.union(ev.ts[mask], event_ends(ev)[mask])
 
     compute, communication, memcpy = merged(kernels & ~comm), merged(kernels & comm), merged(copies)
     busy = iv.join(iv.join(compute, communication), memcpy)

@@ -20,6 +20,7 @@ import numpy as np
 
 from trainprof.analysis.calls.nesting import HostRanges
 from trainprof.analysis.dataframes import data_frame
+from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.steps import StepWindows, launch_links
 from trainprof.analysis.roofline.peaks import trace_device
 from trainprof.analysis.streaming.windows import Window, WindowedSection, owned_step_span
@@ -181,7 +182,7 @@ def _sizes(trace: Trace, kernels: np.ndarray) -> _Sizes:
     # The host communication op around each kernel's launch (record_param_comms, nccl:*).
     host = np.flatnonzero(ev.of_kind(*_HOST_KINDS) & ev.flagged(FLAG_COMM) & (ev.detail >= 0))
     if len(host) and n:
-        ranges = HostRanges.of(ev.ts[host], ev.end[host], ev.tid[host], host)
+        ranges = HostRanges.of(ev.ts[host], event_ends(ev)[host], ev.tid[host], host)
         dev, launch = launch_links(trace)
         launch_of = np.full(len(ev), -1, dtype=np.int64)
         launch_of[dev] = launch

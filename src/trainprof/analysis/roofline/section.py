@@ -21,6 +21,7 @@ import numpy as np
 from trainprof.analysis.calls.attribution import device_links
 from trainprof.analysis.calls.calltree import CallTree, call_tree
 from trainprof.analysis.dataframes import data_frame
+from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.roofline.models import MATRIX_CLASSES, OP_CLASSES, OpCost, op_cost
 from trainprof.analysis.roofline.peaks import trace_device
@@ -249,7 +250,7 @@ def _modelled_calls(trace: Trace, start: float, end: float
     names = [ev.names[ev.name[node_ev[idx[p]]]] for p in pos]
     costs = [unique[which[p]] for p in pos]
     e = node_ev[idx[pos]]
-    order = list(zip(ev.tid[e].tolist(), ev.ts[e].tolist(), (-ev.end[e]).tolist(), strict=True))
+    order = list(zip(ev.tid[e].tolist(), ev.ts[e].tolist(), (-event_ends(ev)[e]).tolist(), strict=True))
     return names, costs, times[idx[pos]], order
 
 

@@ -19,6 +19,7 @@ from trainprof.analysis import intervals as iv
 from trainprof.analysis import tabular
 from trainprof.analysis.calls.nesting import HostRanges
 from trainprof.analysis.dataframes import data_frame
+from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.exposure import exposed, span_sets
 from trainprof.analysis.overview.steps import StepWindows, launch_links
 from trainprof.analysis.streaming.parts import Part, part_of
@@ -163,8 +164,8 @@ def _partial(window: Window) -> _Part:
     ev = trace.events
     info = trace.metadata.get("distributedInfo")
     backend = info.get("backend") if isinstance(info, dict) else None
-    covering = part.covering(ev.ts, ev.end)
-    owned = part.owns(ev.ts, ev.end)
+    covering = part.covering(ev.ts, event_ends(ev))
+    owned = part.owns(ev.ts, event_ends(ev))
     comm_kernels = (ev.kind == Kind.KERNEL) & ev.flagged(FLAG_COMM)
     host = _HostComm.of(trace)
     kernels = host_found = None
@@ -208,7 +209,7 @@ def _found(window: Window, part: Part, idx: np.ndarray, own: np.ndarray, types: 
     ev = trace.events
     start, end = part.start, part.end
     ts = np.maximum(ev.ts[idx], start)
-    te = np.minimum(ev.end[idx], end) if part.last else ev.end[idx]
+    te = np.minimum(event_ends(ev)[idx], end) if part.last else event_ends(ev)[idx]
     rows = {}
     by_threads: dict[int | None, dict[frozenset[int], float]] = {}
     for code in np.unique(types).tolist():
@@ -308,9 +309,9 @@ def _ops_by_thread(trace: Trace, start: float, end: float) -> dict[int, iv.Inter
     """Per thread, its CPU ops (not communication) inside ``[start, end)``."""
     ev = trace.events
     busy = np.flatnonzero(ev.of_kind(Kind.CPU_OP) & ~ev.flagged(FLAG_COMM) & (ev.ts < end)
-                          & (ev.end > start))
+                          & (event_ends(ev) > start))
     return {int(t): iv.clip(iv.union(ev.ts[busy[ev.tid[busy] == t]],
-                                     ev.end[busy[ev.tid[busy] == t]]), start, end)
+                                     event_ends(ev)[busy[ev.tid[busy] == t]]), start, end)
             for t in np.unique(ev.tid[busy]).tolist()}
 
 
@@ -367,7 +368,7 @@ def _host_compute(trace: Trace, threads: np.ndarray, start: float, end: float) -
     ev = trace.events
     busy = ev.of_kind(Kind.CPU_OP) & ~ev.flagged(FLAG_COMM)
     busy &= ~np.isin(ev.tid, threads)
-    return iv.clip(iv.union(ev.ts[busy], ev.end[busy]), start, end)
+    return iv.clip(iv.union(ev.ts[busy], event_ends(ev)[busy]), start, end)
 
 
 @dataclass
@@ -382,7 +383,7 @@ class _HostComm:
     def of(trace: Trace) -> _HostComm:
         ev = trace.events
         idx = np.flatnonzero(ev.of_kind(*_HOST_KINDS) & ev.flagged(FLAG_COMM))
-        ranges = HostRanges.of(ev.ts[idx], ev.end[idx], ev.tid[idx], idx)
+        ranges = HostRanges.of(ev.ts[idx], event_ends(ev)[idx], ev.tid[idx], idx)
         # Type and size depend only on the (name, args) pair: work them out once per pair.
         e = ranges.index
         first, which = tabular.group_ids(ev.name[e], ev.detail[e])

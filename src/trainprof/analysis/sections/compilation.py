@@ -23,6 +23,7 @@ import numpy as np
 
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.dataframes import data_frame
+from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.exposure import window_sets
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.windows import Window, WindowedSection, owns
@@ -131,7 +132,7 @@ def compilation_part(window: Window) -> CompilationPart:
     host = ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION)
     name_compiles = np.array([is_compile(s) for s in ev.names], dtype=bool)
     compiling = host & name_compiles[ev.name] if len(ev) else host
-    ranges = iv.union(ev.ts[compiling], ev.end[compiling])
+    ranges = iv.union(ev.ts[compiling], event_ends(ev)[compiling])
     marker, markers = _marker_verdicts(trace, ranges)
     backward = _backward(trace, ranges)
     covered = iv.covered_in_windows(slots, ranges.starts, ranges.ends)
@@ -230,7 +231,7 @@ def _frame_parts(window: Window, gaps: iv.Intervals) -> dict[str, Any]:
     step_of = np.searchsorted(steps.starts, ev.ts, side="right") - 1
     in_step = (step_of >= 0) & (ev.ts < steps.ends[np.maximum(step_of, 0)])
     idx = np.flatnonzero((ev.kind == Kind.PYTHON) & (ev.dur > 0) & in_step & owns(window, ev.ts))
-    ts, end = ev.ts[idx], ev.end[idx]
+    ts, end = ev.ts[idx], event_ends(ev)[idx]
     crossing = end > window.region[1]
     for k in sorted({0, len(gaps) - 1}):  # the edge gaps
         g0, g1 = float(gaps.starts[k]), float(gaps.ends[k])
@@ -240,11 +241,11 @@ def _frame_parts(window: Window, gaps: iv.Intervals) -> dict[str, Any]:
         totals = np.bincount(which, weights=ev.dur[idx[within]], minlength=len(names))
         out["edge_frames"][(g0, g1)] = dict(zip(names.tolist(), totals.tolist(), strict=True))
         idx, ts, end, crossing = idx[~within], ts[~within], end[~within], crossing[~within]
-    out["open_frames"] = [(int(ev.name[i]), float(ev.ts[i]), float(ev.end[i]), float(ev.dur[i]))
+    out["open_frames"] = [(int(ev.name[i]), float(ev.ts[i]), float(event_ends(ev)[i]), float(ev.dur[i]))
                           for i in idx[crossing]]
     interior = _long_gaps(iv.Intervals(gaps.starts[1:-1], gaps.ends[1:-1]))
     idx = idx[~crossing]
-    inside = iv.covered_in_windows(interior, ev.ts[idx], ev.end[idx])
+    inside = iv.covered_in_windows(interior, ev.ts[idx], event_ends(ev)[idx])
     keep = inside >= FRAME_INSIDE_SHARE * ev.dur[idx]
     names, which = np.unique(ev.name[idx[keep]], return_inverse=True)
     totals = np.bincount(which, weights=inside[keep], minlength=len(names))
@@ -285,11 +286,11 @@ def _recorded(trace: Trace, steps: StepWindows) -> iv.Intervals:
     """Time covered by a recorded host op on any thread, or by device work."""
     ev = trace.events
     mask = ev.of_kind(*_RECORDED_KINDS)
-    host = iv.union(ev.ts[mask], ev.end[mask])
+    host = iv.union(ev.ts[mask], event_ends(ev)[mask])
     if trace.has_gpu and len(steps):
         return iv.join(host, window_sets(trace, steps).busy)
     dev = ev.of_kind(*DEVICE_KINDS)
-    return iv.join(host, iv.union(ev.ts[dev], ev.end[dev]))
+    return iv.join(host, iv.union(ev.ts[dev], event_ends(ev)[dev]))
 
 
 def _long_gaps(gaps: iv.Intervals, keep_ends: bool = False) -> iv.Intervals:

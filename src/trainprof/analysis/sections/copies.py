@@ -15,6 +15,7 @@ import numpy as np
 
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.dataframes import data_frame
+from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.exposure import cover, exposed, span_sets
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.parts import part_of
@@ -115,17 +116,17 @@ def _partial(window: Window) -> _Part:
     trace, part = window.trace, part_of(window)
     start, end = part.start, part.end
     ev = trace.events
-    seen = np.flatnonzero(ev.of_kind(Kind.MEMCPY, Kind.MEMSET) & part.covering(ev.ts, ev.end))
+    seen = np.flatnonzero(ev.of_kind(Kind.MEMCPY, Kind.MEMSET) & part.covering(ev.ts, event_ends(ev)))
     if not len(seen) or end <= start:
         return _Part({}, 0.0, 0.0, [], False)
-    own = part.owns(ev.ts[seen], ev.end[seen])
+    own = part.owns(ev.ts[seen], event_ends(ev)[seen])
     used, which = np.unique(ev.name[seen], return_inverse=True)
     direction = np.array([memcpy_direction(ev.names[n]) for n in used], dtype=object)
     host_mem = np.array([memcpy_host_memory(ev.names[n]) for n in used], dtype=object)
     kind = np.where(ev.kind[seen] == Kind.MEMSET, "memset", direction[which])
     memory = host_mem[which]
     ts = np.maximum(ev.ts[seen], start)
-    te = np.minimum(ev.end[seen], end) if part.last else ev.end[seen]
+    te = np.minimum(event_ends(ev)[seen], end) if part.last else event_ends(ev)[seen]
     nbytes = ev.nbytes[seen]
     sets = span_sets(trace, start, end)
     hidden_by = cover(sets.compute, sets.communication)

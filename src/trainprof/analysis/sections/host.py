@@ -27,6 +27,7 @@ import numpy as np
 
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.dataframes import data_frame
+from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.exposure import window_sets
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.windows import Window, WindowedSection, owns
@@ -116,7 +117,7 @@ class HostTime:
 
 def _set(trace: Trace, mask: np.ndarray) -> iv.Intervals:
     ev = trace.events
-    return iv.union(ev.ts[mask], ev.end[mask])
+    return iv.union(ev.ts[mask], event_ends(ev)[mask])
 
 
 def _after_optimizer(trace: Trace, steps: StepWindows) -> iv.Intervals:
@@ -129,7 +130,7 @@ def _after_optimizer(trace: Trace, steps: StepWindows) -> iv.Intervals:
     ok = which >= 0
     ok[ok] &= ev.ts[opt[ok]] < steps.ends[which[ok]]
     last = np.full(len(steps), -np.inf)
-    np.maximum.at(last, which[ok], ev.end[opt[ok]])
+    np.maximum.at(last, which[ok], event_ends(ev)[opt[ok]])
     has = np.isfinite(last)
     return iv.union(np.minimum(last[has], steps.ends[has]), steps.ends[has])
 
@@ -246,8 +247,7 @@ def _host_slice(window: Window, gpu: bool, after_window: iv.Intervals) -> HostSl
     if gpu:
         for name, mask in (("data", ev.flagged(FLAG_DATALOADER)),
                            ("communication", ev.flagged(FLAG_COMM) & ev.of_kind(*HOST_KINDS))):
-            parts[name] = iv.intersect(rest, _set(trace, mask))
-            rest = iv.subtract(rest, parts[name])
+            parts[name], rest = iv.split(rest, _set(trace, mask))
     parts["after_optimizer"] = iv.subtract(iv.intersect(rest, after_window), ops)
     rest = iv.subtract(rest, parts["after_optimizer"])
     if gpu:
@@ -323,10 +323,10 @@ def _spot_part(window: Window, gaps: iv.Intervals) -> SpotPart:
     source = np.array([is_source_frame(s) for s in ev.names], dtype=bool)
     candidates = (ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION)
                   | ((ev.kind == Kind.PYTHON) & source[ev.name]))
-    idx = np.flatnonzero(candidates & (ev.dur > 0) & (ev.end > gaps.starts[0])
+    idx = np.flatnonzero(candidates & (ev.dur > 0) & (event_ends(ev) > gaps.starts[0])
                          & (ev.ts < gaps.ends[-1]))
-    inside = iv.covered_in_windows(gaps, ev.ts[idx], ev.end[idx])
-    whole = owns(window, ev.ts[idx]) & (ev.end[idx] <= window.region[1])
+    inside = iv.covered_in_windows(gaps, ev.ts[idx], event_ends(ev)[idx])
+    whole = owns(window, ev.ts[idx]) & (event_ends(ev)[idx] <= window.region[1])
     keep = whole & (inside >= SPOT_INSIDE_SHARE * ev.dur[idx])
     names, which = np.unique(ev.name[idx[keep]], return_inverse=True)
     totals = np.bincount(which, weights=inside[keep], minlength=len(names))

@@ -21,6 +21,7 @@ import numpy as np
 from trainprof.analysis import tabular
 from trainprof.analysis.calls.nesting import HostRanges, grouped_running_max
 from trainprof.analysis.dataframes import data_frame
+from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.intervals import union
 from trainprof.analysis.overview.steps import StepWindows, launch_links
 from trainprof.analysis.streaming.parts import part_of
@@ -212,11 +213,11 @@ def _partial(window: Window) -> _Part:
     ev = trace.events
     rel = ev.of_kind(*DEVICE_KINDS) & (ev.device >= 0) & (ev.ts < end)
     if part.first:
-        rel &= ev.end > start
+        rel &= event_ends(ev) > start
     idx = np.flatnonzero(rel)
     ts = np.maximum(ev.ts[idx], start)
-    te = np.minimum(ev.end[idx], end) if part.last else ev.end[idx]
-    own = part.owns(ev.ts[idx], ev.end[idx])
+    te = np.minimum(event_ends(ev)[idx], end) if part.last else event_ends(ev)[idx]
+    own = part.owns(ev.ts[idx], event_ends(ev)[idx])
     launch_ts = np.full(len(ev), np.nan)
     dev, launch = launch_links(trace)
     launch_ts[dev] = ev.ts[launch]
@@ -313,7 +314,7 @@ def _top_host_ranges(trace: Trace) -> _TopRanges:
     ev = trace.events
     roles = (ev.kind == Kind.USER_ANNOTATION) & ((ev.flags & _ROLE_FLAGS) != 0)
     host = np.flatnonzero(ev.of_kind(*_HOST_KINDS) | roles)
-    ranges = HostRanges.of(ev.ts[host], ev.end[host], ev.tid[host], host)
+    ranges = HostRanges.of(ev.ts[host], event_ends(ev)[host], ev.tid[host], host)
     top = ranges.top_level()
     return _TopRanges(trace, ranges.ts[top], ranges.end[top], ranges.thread[top],
                       ranges.index[top])

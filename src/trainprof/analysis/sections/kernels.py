@@ -24,6 +24,7 @@ from trainprof.analysis.sections.kernel_shares import (
     combine_class_parts,
 )
 from trainprof.analysis.sections.occupancy import FULL_FILL, launch_fill, sm_counts
+from trainprof.analysis.sorting import group_min_max
 from trainprof.analysis.streaming.parts import no_steps
 from trainprof.analysis.streaming.windows import Window, WindowedSection, owns
 from trainprof.analysis.tabular import group_ids, share
@@ -162,10 +163,7 @@ def kernel_part(window: Window) -> KernelPart:
     first, group = group_ids(canon[ev.name[kernels]])
     n = len(first)
     dur = ev.dur[kernels]
-    low = np.full(n, np.inf)
-    high = np.full(n, -np.inf)
-    np.minimum.at(low, group, dur)
-    np.maximum.at(high, group, dur)
+    low, high = group_min_max(group, dur, n)
     classes = kernel_classes(trace)
     heads = kernels[first]
     op_event = _kernel_op_events(trace, kernels)

@@ -16,7 +16,9 @@ import numpy as np
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.calls.attribution import DeviceLinks, device_links
 from trainprof.analysis.dataframes import data_frame
+from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.steps import StepWindows
+from trainprof.analysis.sorting import group_order, unique_below
 from trainprof.analysis.streaming.parts import ValueCounts
 from trainprof.analysis.streaming.windows import Window, WindowedSection
 from trainprof.analysis.tabular import share
@@ -151,7 +153,7 @@ def launch_part(window: Window) -> LaunchPart:
         kernels=len(kern), single_kernels=len(single_kern),
         small=int((k_dur < SMALL_KERNEL_US).sum()),
         shorter_than_launch=int((k_dur < l_dur).sum()),
-        starved=int((~_inside(busy, ev.end[single_launch])).sum()),
+        starved=int((~_inside(busy, event_ends(ev)[single_launch])).sum()),
         busy_us=owned_busy.total(), cpu_bound_us=cpu_bound_us,
         graph_launches=len(np.unique(launch[graph])), graph_kernels=int(graph.sum()),
         api_name=api_name, api_calls=np.bincount(group, minlength=len(api_name)),
@@ -216,7 +218,7 @@ def _graph_launches(trace: Trace, launch: np.ndarray) -> np.ndarray:
 def _per_launch(trace: Trace, kern: np.ndarray, launch: np.ndarray) -> dict[str, np.ndarray]:
     """One entry per launch call (a graph launch starts many kernels): its first kernel."""
     ev = trace.events
-    uniq, inverse = np.unique(launch, return_inverse=True)
+    uniq, inverse = unique_below(launch, len(ev))
     n = len(uniq)
     first_ts = np.full(n, np.inf)
     np.minimum.at(first_ts, inverse, ev.ts[kern])
@@ -226,7 +228,7 @@ def _per_launch(trace: Trace, kern: np.ndarray, launch: np.ndarray) -> dict[str,
     return {
         "launch": uniq,
         "launch_us": ev.dur[uniq],
-        "delay_us": np.maximum(first_ts - ev.end[uniq], 0.0),
+        "delay_us": np.maximum(first_ts - event_ends(ev)[uniq], 0.0),
         "first_kernel": first_kernel,
         "kernels": np.bincount(inverse, minlength=n),
         "kernel_us": np.bincount(inverse, weights=ev.dur[kern], minlength=n),
@@ -237,7 +239,7 @@ def _device_busy(trace: Trace, start: float, end: float) -> iv.Intervals:
     """When any device of the rank runs a kernel, copy or memset, inside [start, end)."""
     ev = trace.events
     mask = ev.of_kind(*DEVICE_KINDS)
-    return iv.clip(iv.union(ev.ts[mask], ev.end[mask]), start, end)
+    return iv.clip(iv.union(ev.ts[mask], event_ends(ev)[mask]), start, end)
 
 
 def _inside(s: iv.Intervals, points: np.ndarray) -> np.ndarray:
@@ -254,16 +256,16 @@ def _inside(s: iv.Intervals, points: np.ndarray) -> np.ndarray:
 def _launch_runs(trace: Trace, links: DeviceLinks, start: float, end: float) -> iv.Intervals:
     """Spans during which a host thread launches device work back to back."""
     ev = trace.events
-    launches = np.unique(links.launch[links.launch >= 0])
+    launches, _ = unique_below(links.launch[links.launch >= 0], len(ev))
     if len(launches) < 2:
         return iv.Intervals.empty()
-    order = np.lexsort((ev.ts[launches], ev.tid[launches]))
+    order = group_order(ev.tid[launches], ev.ts[launches])
     launches = launches[order]
     same_thread = ev.tid[launches[1:]] == ev.tid[launches[:-1]]
-    gap_start, gap_end = ev.end[launches[:-1]], ev.ts[launches[1:]]
+    gap_start, gap_end = event_ends(ev)[launches[:-1]], ev.ts[launches[1:]]
     close = same_thread & (gap_end - gap_start <= BACK_TO_BACK_US)
     # Each close pair spans from the first launch's start to the second launch's end.
-    runs = iv.union(ev.ts[launches[:-1]][close], ev.end[launches[1:]][close])
+    runs = iv.union(ev.ts[launches[:-1]][close], event_ends(ev)[launches[1:]][close])
     return iv.clip(runs, start, end)
 
 

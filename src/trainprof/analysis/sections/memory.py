@@ -19,6 +19,7 @@ from trainprof.analysis import intervals as iv
 from trainprof.analysis import tabular
 from trainprof.analysis.calls.nesting import HostRanges, enclosing_chain, innermost_on_any_thread
 from trainprof.analysis.dataframes import data_frame
+from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.sections.memory_series import downsample, trend
 from trainprof.analysis.streaming.parts import Carried, Part, carried, carried_over, part_of
@@ -259,11 +260,15 @@ def _device_part(trace: Trace, steps: StepWindows, ranges: HostRanges, owner: np
     who = owner[idx][alloc]
     name = np.full(len(who), -1, dtype=np.int64)
     name[who >= 0] = ev.name[ranges.index[who[who >= 0]]]
+    # Calls and bytes per op name, in order of first allocation (bincount adds each name's
+    # sizes in event order, as a running sum would).
     ops: dict[tuple[int, str], list[float]] = {}
-    for n, size in zip(name.tolist(), nbytes[alloc].tolist(), strict=True):
-        entry = ops.setdefault((n, ev.names[n] if n >= 0 else _NO_OP), [0, 0.0])
-        entry[0] += 1
-        entry[1] += size
+    names, first, which = np.unique(name, return_index=True, return_inverse=True)
+    calls = np.bincount(which, minlength=len(names))
+    sizes = np.bincount(which, weights=nbytes[alloc], minlength=len(names))
+    for g in np.argsort(first, kind="stable").tolist():
+        n = int(names[g])
+        ops[(n, ev.names[n] if n >= 0 else _NO_OP)] = [int(calls[g]), float(sizes[g])]
     finite = bool(np.isfinite(reserved).all())
     return _DevicePart(
         has_totals=has_totals, events=len(idx), start_level=start_level,
@@ -396,10 +401,10 @@ def _allocator_part(trace: Trace, steps: StepWindows, part: Part
     ok[ok] &= ev.ts[idx[ok]] < steps.ends[which[ok]]
     idx = idx[ok]
     margin = np.flatnonzero(calls & (ev.ts < part.start))
-    over = carried(part, ev.ts[idx], ev.end[idx], ev.ts[margin], ev.end[margin])
+    over = carried(part, ev.ts[idx], event_ends(ev)[idx], ev.ts[margin], event_ends(ev)[margin])
     if not len(idx):
         return AllocatorCalls(), over
-    time = iv.intersect(iv.union(ev.ts[idx], ev.end[idx]),
+    time = iv.intersect(iv.union(ev.ts[idx], event_ends(ev)[idx]),
                         iv.union(steps.starts, steps.ends)).total()
     return (AllocatorCalls(calls=len(idx), time_us=time,
                            names=sorted({ev.names[n] for n in ev.name[idx]})), over)
@@ -435,7 +440,7 @@ def _host_ranges(trace: Trace) -> HostRanges:
     ev = trace.events
     alloc = np.array([is_allocation_op(n) for n in ev.names], dtype=bool)
     idx = np.flatnonzero(ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION) & ~alloc[ev.name])
-    return HostRanges.of(ev.ts[idx], ev.end[idx], ev.tid[idx], idx)
+    return HostRanges.of(ev.ts[idx], event_ends(ev)[idx], ev.tid[idx], idx)
 
 
 def _allocating_op(trace: Trace, ranges: HostRanges) -> np.ndarray:

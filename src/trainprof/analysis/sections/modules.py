@@ -18,6 +18,7 @@ import numpy as np
 
 from trainprof.analysis.calls.calltree import CallTree, call_tree, canonical_names, nearest_marked
 from trainprof.analysis.dataframes import data_frame
+from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.sections.modules_backward import backward_nodes, enclosing
 from trainprof.analysis.sections.operators import node_times
@@ -232,7 +233,7 @@ def _first_calls(trace: Trace, tree: CallTree, nodes: np.ndarray, path_of_node: 
     out = {}
     for i in first.tolist():
         p = int(path[i])
-        key = (float(ev.tid[e[i]]), float(ev.ts[e[i]]), -float(ev.end[e[i]]), len(chains[p]))
+        key = (float(ev.tid[e[i]]), float(ev.ts[e[i]]), -float(event_ends(ev)[e[i]]), len(chains[p]))
         up = int(parents[p])
         out[chains[p]] = (key, names[p][0], chains[up] if up >= 0 else None)
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from trainprof.analysis.calls.calltree import CallTree
+from trainprof.analysis.event_columns import event_ends
 from trainprof.trace.model import Trace
 
 
@@ -70,7 +71,7 @@ def node_at(trace: Trace, tree: CallTree, tid: np.ndarray, ts: np.ndarray) -> np
         return out
     node_tid = ev.tid[tree.event].astype(np.float64)
     node_ts = ev.ts[tree.event]
-    node_end = ev.end[tree.event]
+    node_end = event_ends(ev)[tree.event]
     unit = float(max(node_end.max(), ts.max()) - min(node_ts.min(), ts.min())) + 1.0
     key = node_tid * unit + node_ts
     pos = np.searchsorted(key, tid.astype(np.float64) * unit + ts, side="right") - 1

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 
 from trainprof.analysis import intervals as iv
+from trainprof.analysis.event_columns import event_ends
+from trainprof.analysis.sorting import unique_below
 from trainprof.trace.kernel_class import KernelClass, is_persistent_kernel
 from trainprof.trace.kernel_context import kernel_classes
 from trainprof.trace.model import Kind, Trace
@@ -97,7 +99,7 @@ def _detail_shapes(trace: Trace, wanted: np.ndarray) -> np.ndarray:
         cached = (np.full((max(len(details), 1), 4), np.nan), np.zeros(len(details), dtype=bool))
         trace.__dict__[_SHAPES] = cached
     shapes, done = cached
-    need = np.unique(wanted[wanted >= 0])
+    need = unique_below(wanted[wanted >= 0], len(details))[0]
     need = need[~done[need]]
     if len(need):
         shapes[need] = _shapes_of([details[i] for i in need.tolist()])[:len(need)]
@@ -135,9 +137,16 @@ def _shapes_of(details: list[dict[str, Any]]) -> np.ndarray:
             product = np.prod(dims, axis=1)
             ok = (dims > 0).all(axis=1) & np.isfinite(product)
             shapes[:, col] = np.where(ok, product, np.nan)
-    shapes[:, 2] = [_number(d.get("registers")) for d in details]
-    shapes[:, 3] = [_number(d.get("shared_memory")) for d in details]
+    shapes[:, 2] = _numbers([d.get("registers") for d in details])
+    shapes[:, 3] = _numbers([d.get("shared_memory") for d in details])
     return shapes
+
+
+def _numbers(values: list[Any]) -> np.ndarray | list[float]:
+    """``_number`` of each value: converted as one array when all are ints and floats."""
+    if set(map(type, values)) <= {int, float}:
+        return np.array(values, dtype=np.float64)
+    return [_number(x) for x in values]
 
 
 def _launch_shape(detail: dict[str, Any]) -> tuple[float, float, float, float]:
@@ -173,13 +182,13 @@ def _comm_sms_held(trace: Trace, kernels: np.ndarray) -> np.ndarray:
         return held
     comm_blocks = np.minimum(_launch_shapes(trace, comm_all)[0],
                              sm_counts(trace, comm_all, np.inf))
-    starts, ends, device = ev.ts[kernels], ev.end[kernels], ev.device[kernels]
+    starts, ends, device = ev.ts[kernels], event_ends(ev)[kernels], ev.device[kernels]
     for dev in np.unique(ev.device[comm_all]).tolist():
         comm = comm_all[(ev.device[comm_all] == dev) & np.isfinite(comm_blocks)]
         if not len(comm):
             continue
         points, level = iv.weighted_union(
-            ev.ts[comm], ev.end[comm],
+            ev.ts[comm], event_ends(ev)[comm],
             comm_blocks[(ev.device[comm_all] == dev) & np.isfinite(comm_blocks)], cap=np.inf)
         mine = (device == dev) & ~is_comm[kernels]
         lo = np.searchsorted(points, starts[mine], side="right") - 1

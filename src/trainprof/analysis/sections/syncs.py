@@ -19,6 +19,7 @@ from trainprof.analysis import intervals as iv
 from trainprof.analysis.calls.callsites import node_sources
 from trainprof.analysis.calls.calltree import CallTree, call_tree
 from trainprof.analysis.dataframes import data_frame
+from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.exposure import span_sets
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.parts import Carried, carried, carried_over, part_of
@@ -156,7 +157,7 @@ def _partial(window: Window) -> _Part:
     tree = call_tree(trace)
     node = tree.node_of[seen]
     op, caller, cause = _op_chain(trace, tree, node)
-    op_ends = ev.end[ev.kind == Kind.CPU_OP]
+    op_ends = event_ends(ev)[ev.kind == Kind.CPU_OP]
     last_op_end = float(op_ends.max()) if len(op_ends) else -np.inf
     outside = np.array([o is None and k == "device" for o, k in zip(op, kinds, strict=True)],
                        dtype=bool)
@@ -168,13 +169,13 @@ def _partial(window: Window) -> _Part:
     sources = [s if n >= 0 else None for s, n in zip(sources, node, strict=True)]
     step_of = _step_of(steps, ev.ts[seen])
     sets = span_sets(trace, part.start, part.end)
-    idle_after = _idle_after(sets.busy, steps, ev.end[seen], step_of)
+    idle_after = _idle_after(sets.busy, steps, event_ends(ev)[seen], step_of)
     own = part.owns_instants(ev.ts[seen])
     loop = (step_of >= 0) & ~undecided
     # Time blocked inside the own steps; a sync still running at the part's end is carried
     # into the steps after it.
     mine = own & loop
-    blocked = iv.covered_in_windows(iv.union(ev.ts[seen[mine]], ev.end[seen[mine]]),
+    blocked = iv.covered_in_windows(iv.union(ev.ts[seen[mine]], event_ends(ev)[seen[mine]]),
                                     steps.starts, steps.ends)
     entries: list[tuple[_SiteKey, _Figures] | _Undecided] = []
     sites: dict[_SiteKey, _Figures] = {}
@@ -183,7 +184,7 @@ def _partial(window: Window) -> _Part:
         call = ev.names[ev.name[e]]
         if undecided[k]:
             step = int(steps.numbers[step_of[k]]) if step_of[k] >= 0 else None
-            entries.append(_Undecided(float(ev.ts[e]), float(ev.end[e]), float(ev.dur[e]),
+            entries.append(_Undecided(float(ev.ts[e]), float(event_ends(ev)[e]), float(ev.dur[e]),
                                       float(idle_after[k]), step, call, sources[k]))
             continue
         key = (call, kinds[k], op[k], caller[k], cause[k], sources[k])
@@ -207,8 +208,8 @@ def _partial(window: Window) -> _Part:
         loop_gpu_idle_after_us=float(idle_after[mine].sum()),
         loop_avoidable_us=float(np.minimum(ev.dur[counted], idle_after[mine]).sum()),
         any_busy=bool(len(sets.busy)),
-        running=carried(part, ev.ts[seen[mine]], ev.end[seen[mine]],
-                        ev.ts[seen[~own]], ev.end[seen[~own]]),
+        running=carried(part, ev.ts[seen[mine]], event_ends(ev)[seen[mine]],
+                        ev.ts[seen[~own]], event_ends(ev)[seen[~own]]),
     )
 
 
