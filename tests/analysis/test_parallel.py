@@ -163,3 +163,10 @@ def worker_budget_of(budget, count):
     from trainprof.analysis.parallel.pool import worker_budget
 
     return worker_budget(budget, count)
+
+
+def test_available_memory_is_the_kernels_figure_as_psutil_reads_it():
+    from trainprof.analysis.streaming.memory_budget import available_memory
+
+    ours, theirs = available_memory(), psutil.virtual_memory().available
+    assert ours is not None and abs(ours - theirs) < 0.05 * theirs

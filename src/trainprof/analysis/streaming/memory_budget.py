@@ -64,18 +64,20 @@ def needs_streaming(path: Path, budget: int) -> bool:
 
 
 def available_memory() -> int | None:
-    """Bytes of memory available to new work (psutil's figure, else the kernel's)."""
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().available)
-    except ImportError:
-        pass
+    """Bytes of memory available to new work: the kernel's ``MemAvailable`` (read in
+    microseconds; psutil, which reads the same, takes 10 ms to import), else psutil's figure,
+    else the free pages."""
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except ImportError:
         pass
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
