@@ -46,3 +46,13 @@ def builder():
     from tracegen import TraceBuilder
 
     return TraceBuilder()
+
+
+def pytest_collection_modifyitems(config, items):
+    """The forked-section tests run first: the sections fork only in a process with no other
+    thread (analysis/parallel/section_workers.py), and a Dask client leaves its IO loop thread
+    running for the rest of the process (tests/analysis/test_on_dask.py)."""
+    first = [item for item in items if item.path.name == "test_section_workers.py"]
+    if first:
+        rest = [item for item in items if item.path.name != "test_section_workers.py"]
+        items[:] = first + rest

@@ -43,7 +43,8 @@ def children() -> list[psutil.Process]:
 def no_child_left():
     """Every test ends with no process of its own left, running or unreaped."""
     if threading.active_count() != 1:
-        pytest.skip("another thread runs in this test process: it would not fork")
+        pytest.skip("another thread runs in this test process: it would not fork: "
+                    + ", ".join(t.name for t in threading.enumerate()))
     before = {p.pid for p in children()}
     yield
     assert {p.pid for p in children()} == before
