@@ -21,7 +21,14 @@ import os
 import sys
 from pathlib import Path
 
-from measure import OUT_DIR, REFERENCE_TRACE, cache_bytecode, machine_info, relative, run_measured
+from measure import (
+    OUT_DIR,
+    REFERENCE_TRACE,
+    cache_bytecode,
+    machine_info,
+    relative,
+    run_child_script,
+)
 
 CHILD = """
 import json, os, resource, sys, time
@@ -65,18 +72,7 @@ PROJECT_AT = 16
 
 
 def run_child(mode: str, workers: int, trace: Path, timeout: float) -> dict:
-    out = OUT_DIR / f".decode-{os.getpid()}.json"
-    out.unlink(missing_ok=True)
-    env_src = str(Path(__file__).resolve().parent.parent / "src")
-    cmd = [sys.executable, "-c", f"import sys; sys.path.insert(0, {env_src!r})\n" + CHILD,
-           mode, str(workers), str(trace), str(out)]
-    done = run_measured(cmd, timeout_s=timeout)
-    if done.returncode != 0 or not out.exists():
-        raise SystemExit(f"{mode} with {workers} failed: {done.stderr_tail[-800:]}")
-    figures = json.loads(out.read_text())
-    out.unlink()
-    figures.update(process_s=done.wall_s, peak_rss_mib=done.max_rss_mib)
-    return figures
+    return run_child_script(CHILD, "decode", mode, workers, trace, timeout)
 
 
 def amdahl(t1: float, t2: float, serial_s: float) -> dict:

@@ -12,13 +12,19 @@ workers too). Figures go to ``benchmarks/out/section_workers.json``.
 from __future__ import annotations
 
 import argparse
-import compileall
 import json
 import os
 import sys
 from pathlib import Path
 
-from measure import OUT_DIR, REFERENCE_TRACE, machine_info, relative, run_measured
+from measure import (
+    OUT_DIR,
+    REFERENCE_TRACE,
+    cache_bytecode,
+    machine_info,
+    relative,
+    run_child_script,
+)
 
 CHILD = """
 import json, os, resource, sys, time
@@ -54,18 +60,7 @@ out.write_text(json.dumps(figures))
 
 
 def run_child(mode: str, workers: int, trace: Path, timeout: float) -> dict:
-    out = OUT_DIR / f".sections-{os.getpid()}.json"
-    out.unlink(missing_ok=True)
-    src = str(Path(__file__).resolve().parent.parent / "src")
-    cmd = [sys.executable, "-c", f"import sys; sys.path.insert(0, {src!r})\n" + CHILD,
-           mode, str(workers), str(trace), str(out)]
-    done = run_measured(cmd, timeout_s=timeout)
-    if done.returncode != 0 or not out.exists():
-        raise SystemExit(f"{mode} with {workers} failed: {done.stderr_tail[-800:]}")
-    figures = json.loads(out.read_text())
-    out.unlink()
-    figures.update(process_s=done.wall_s, peak_rss_mib=done.max_rss_mib)
-    return figures
+    return run_child_script(CHILD, "sections", mode, workers, trace, timeout)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,9 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--out", type=Path, default=OUT_DIR / "section_workers.json")
     args = parser.parse_args(argv)
-    # start-up as an installed package's: where PYTHONDONTWRITEBYTECODE is set, every fresh
-    # process would otherwise compile trainprof's modules from source
-    compileall.compile_dir(Path(__file__).resolve().parent.parent / "src", quiet=1)
+    cache_bytecode()  # start-up as an installed package's (measure.py)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
     runs: dict[str, list[dict]] = {}

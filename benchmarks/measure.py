@@ -153,3 +153,24 @@ def site_dirs(python: str) -> list[str]:
     out = subprocess.run([python, "-c", "import site; print(*site.getsitepackages(), sep='\\n')"],
                          capture_output=True, text=True, check=False).stdout
     return [line for line in out.splitlines() if line]
+
+
+def run_child_script(code: str, tag: str, mode: str, workers: int, trace: Path,
+                     timeout: float) -> dict:
+    """Run ``code`` (a script that writes its figures as JSON to ``sys.argv[4]``) in a fresh
+    interpreter on this checkout's ``src/`` with ``mode workers trace out`` as arguments; its
+    figures with the process's wall time and peak RSS added."""
+    import json
+
+    out = OUT_DIR / f".{tag}-{os.getpid()}.json"
+    out.unlink(missing_ok=True)
+    src = str(REPO_ROOT / "src")
+    cmd = [sys.executable, "-c", f"import sys; sys.path.insert(0, {src!r})\n" + code,
+           mode, str(workers), str(trace), str(out)]
+    done = run_measured(cmd, timeout_s=timeout)
+    if done.returncode != 0 or not out.exists():
+        raise SystemExit(f"{mode} with {workers} failed: {done.stderr_tail[-800:]}")
+    figures = json.loads(out.read_text())
+    out.unlink()
+    figures.update(process_s=done.wall_s, peak_rss_mib=done.max_rss_mib)
+    return figures
