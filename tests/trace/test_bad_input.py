@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import subprocess
 import sys
 
@@ -233,3 +234,18 @@ def test_a_repair_in_a_big_trace_keeps_every_other_event(tmp_path):
     odd = load_file(write(tmp_path, "odd.json", json.dumps(doc).encode()))
     assert len(odd.events.ts) == len(good.events.ts)
     assert odd.notes[0].startswith("1 event had 'args' that are not an object")
+
+
+@pytest.mark.parametrize("ids", [[[1], [2], [1]], [1.5, 1.7, 1.5], [True, 2, True]],
+                         ids=["lists", "floats", "bools"])
+def test_ids_that_are_not_integers_stay_distinct_and_equal(tmp_path, ids):
+    """numpy would cut 1.5 and 1.7 both to 1 (a false join) and make lists a second axis."""
+    from trainprof.trace.load import load_file
+
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": 10 * i,
+               "dur": 5, "args": {"External id": v}} for i, v in enumerate(ids)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    ext = load_file(path, workers=1).events.external_id
+    assert ext.ndim == 1 and len(ext) == 3
+    assert ext[0] == ext[2] and ext[0] != ext[1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -163,18 +164,19 @@ class ColumnBuilder:
 
     def _ids(self, values: list[Any]) -> np.ndarray:
         """int64 ids (-1 when absent); ids beyond 62 bits, or not integers, get distinct codes
-        from 2**62 up, so that equal ids stay equal and joins still work."""
-        try:
-            return np.array(values, dtype=np.int64)
-        except (OverflowError, TypeError, ValueError):
-            codes = self._id_codes
-            out = np.empty(len(values), dtype=np.int64)
-            for i, v in enumerate(values):
-                if type(v) is int and -1 <= v < 2**62:
-                    out[i] = v
-                else:
-                    out[i] = codes.setdefault(_hashable(v), 2**62 + len(codes))
-            return out
+        from 2**62 up, so that equal ids stay equal and joins still work. (numpy alone would
+        cut a float id 1.5 to 1 and make a list of ids a second axis.)"""
+        if all(type(v) is int for v in values):
+            with contextlib.suppress(OverflowError):
+                return np.array(values, dtype=np.int64)
+        codes = self._id_codes
+        out = np.empty(len(values), dtype=np.int64)
+        for i, v in enumerate(values):
+            if type(v) is int and -1 <= v < 2**62:
+                out[i] = v
+            else:
+                out[i] = codes.setdefault(_hashable(v), 2**62 + len(codes))
+        return out
 
     def _thread_ids(self, events: list[_Event]) -> np.ndarray:
         """Index of each event's thread; "25738" and 25738 are one thread (old traces write
