@@ -17,7 +17,7 @@ import re
 import threading
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -131,21 +131,32 @@ def _prefetched(blocks: Iterator[bytes]) -> Iterator[bytes]:
             thread.join(0.05)
 
 
+def _inflater() -> tuple[Callable[[int], Any], tuple[type[Exception], ...]]:
+    """``decompressobj`` and the errors of the fastest inflater here: ISA-L's (the ``isal``
+    package, about 5x zlib's speed on trace JSON), else the standard library's zlib."""
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        return zlib.decompressobj, (zlib.error,)
+    return isal_zlib.decompressobj, (isal_zlib.error, zlib.error)
+
+
 def _gunzip(path: Path, handle: BinaryIO, first: bytes) -> Iterator[bytes]:
-    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    decompressobj, errors = _inflater()
+    inflate = decompressobj(16 + zlib.MAX_WBITS)
     block = first
     try:
         while block:
             out = inflate.decompress(block)
             while inflate.eof and inflate.unused_data:  # another gzip member follows
                 rest = inflate.unused_data
-                inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                inflate = decompressobj(16 + zlib.MAX_WBITS)
                 out += inflate.decompress(rest)
             if out:
                 yield out
             block = handle.read(BLOCK_BYTES)
         tail = inflate.flush()
-    except zlib.error as exc:
+    except errors as exc:
         raise TraceError(f"{path} is not a readable gzip file ({exc}).") from None
     if tail:
         yield tail
