@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import msgspec
 
@@ -131,14 +131,15 @@ def _prefetched(blocks: Iterator[bytes]) -> Iterator[bytes]:
             thread.join(0.05)
 
 
-def _inflater() -> tuple[Callable[[int], Any], tuple[type[Exception], ...]]:
+def _inflater() -> tuple[Callable[[int], Any], tuple[type[BaseException], ...]]:
     """``decompressobj`` and the errors of the fastest inflater here: ISA-L's (the ``isal``
     package, about 5x zlib's speed on trace JSON), else the standard library's zlib."""
     try:
         from isal import isal_zlib
     except ImportError:
         return zlib.decompressobj, (zlib.error,)
-    return isal_zlib.decompressobj, (isal_zlib.error, zlib.error)
+    isal_error = cast("type[BaseException]", isal_zlib.error)  # its stub calls it an instance
+    return isal_zlib.decompressobj, (isal_error, zlib.error)
 
 
 def _gunzip(path: Path, handle: BinaryIO, first: bytes) -> Iterator[bytes]:
