@@ -27,7 +27,8 @@ import msgspec
 from trainprof.errors import NotATraceError, TraceError
 from trainprof.trace import decode
 from trainprof.trace.decode import _Event
-from trainprof.trace.scan import ScannedPiece, scan_piece
+from trainprof.trace.scan import ScannedPiece, scan_piece, scan_range
+from trainprof.trace.scan import available as scan_available
 
 #: One piece's events: typed by msgspec, or as columns by the compiled scanner (trace/scan.py).
 Chunk = list[_Event] | ScannedPiece
@@ -36,6 +37,9 @@ Chunk = list[_Event] | ScannedPiece
 #: columns are built, so this bounds the loader's peak memory; 1 MiB (about 4k events) is also
 #: faster than larger pieces (the lists stay in cache). docs/performance.md.
 CHUNK_BYTES = 1024 * 1024
+#: Bytes read past a piece's CHUNK_BYTES before the scanner cuts it in place: the event that
+#: straddles the mark must end in the buffer (else the piece is cut by searching, as without it).
+CUT_MARGIN = 64 * 1024
 #: Size of the blocks read from disk. A gzipped block inflates 10 to 20 times, so blocks are
 #: small enough that one never outgrows a piece.
 BLOCK_BYTES = 64 * 1024
@@ -295,7 +299,7 @@ class EventReader:
                 break
             events, next_pos = piece_end
             yield events
-            del self._buf[:next_pos]
+            self._buf = self._buf[next_pos:]  # a new buffer: a scanned piece may refer to the old
             pos = 0
         tail = bytes(self._buf[pos:])
         self._buf = bytearray()
@@ -309,6 +313,22 @@ class EventReader:
     def _decodable_piece(self, pos: int) -> tuple[Chunk, int] | None:
         """The next piece of at least CHUNK_BYTES ending at a real event boundary, decoded,
         and where the following piece starts; None when the rest is the tail."""
+        scanned = self._scanned_piece(pos)
+        return scanned if scanned is not None else self._searched_piece(pos)
+
+    def _scanned_piece(self, pos: int) -> tuple[ScannedPiece, int] | None:
+        """The piece cut and read in place by the compiled scanner: it ends at the first event
+        that closes at or after CHUNK_BYTES, which is where the search below cuts a piece it
+        can decode (the earlier boundaries it finds are inside that event, and give pieces cut
+        inside it). None when the scanner cannot (off, refused, no cut in the buffer)."""
+        if not scan_available():
+            return None
+        while len(self._buf) - pos < CHUNK_BYTES + CUT_MARGIN and self._more():
+            pass
+        return scan_range(self._buf, pos, pos + CHUNK_BYTES)
+
+    def _searched_piece(self, pos: int) -> tuple[Chunk, int] | None:
+        """``_decodable_piece`` by searching for a boundary and decoding the piece before it."""
         search_from = pos + CHUNK_BYTES
         while True:
             if search_from >= len(self._buf) and not self._more():
