@@ -339,14 +339,12 @@ def test_generated_traces_are_often_scanned(tmp_path, monkeypatch):
 def _pieces(path: Path, in_place: bool, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Each chunk of the trace as (its text, whether the scanner cut it in place), or the number
     of events of a chunk decoded by msgspec."""
-    monkeypatch.delenv("TRAINPROF_PURE_PYTHON", raising=False)
-    if not in_place:
-        monkeypatch.setattr(stream, "scan_range", lambda *args: None)
-    out: list[Any] = [
-        (chunk.text(), chunk.span is not None) if isinstance(chunk, scan.ScannedPiece)
-        else len(chunk) for chunk in stream.EventReader(path).chunks()]
-    monkeypatch.undo()
-    return out
+    with monkeypatch.context() as patch:
+        patch.delenv("TRAINPROF_PURE_PYTHON", raising=False)
+        if not in_place:
+            patch.setattr(stream, "scan_range", lambda *args: None)
+        return [(chunk.text(), chunk.span is not None) if isinstance(chunk, scan.ScannedPiece)
+                else len(chunk) for chunk in stream.EventReader(path).chunks()]
 
 
 @pytest.mark.parametrize("chunk", [4096, 1 << 20])
@@ -354,13 +352,29 @@ def _pieces(path: Path, in_place: bool, monkeypatch: pytest.MonkeyPatch) -> list
 def test_pieces_cut_in_place_are_the_pieces_found_by_searching(path, chunk, monkeypatch):
     monkeypatch.setattr(stream, "CHUNK_BYTES", chunk)
     in_place = _pieces(path, True, monkeypatch)
-    monkeypatch.setattr(stream, "CHUNK_BYTES", chunk)
     searched = _pieces(path, False, monkeypatch)
     assert [p[0] if isinstance(p, tuple) else p for p in in_place] == [
         p[0] if isinstance(p, tuple) else p for p in searched]
     cut_in_place = [p[1] for p in in_place if isinstance(p, tuple)]
     assert sum(cut_in_place) >= len(in_place) - 1  # all but the tail
     assert not any(p[1] for p in searched if isinstance(p, tuple))
+
+
+def test_pieces_cut_in_place_keep_their_text_across_small_blocks(tmp_path, monkeypatch):
+    """A piece's text is kept as the blocks it spans (here dozens of 64-byte blocks)."""
+    events = [f'{{"ph": "X", "name": "op{i % 7}", "ts": {i}, "dur": 1, "args": {{"External id": '
+              f'{i}, "Input Dims": [[{i % 4}]]}}}}' for i in range(400)]
+    path = tmp_path / "t.json"
+    path.write_text('{"schemaVersion": 1, "traceEvents": [\n' + ",\n".join(events) + "\n]}")
+    monkeypatch.setattr(stream, "BLOCK_BYTES", 64)
+    monkeypatch.setattr(stream, "CUT_MARGIN", 256)
+    for chunk in (300, 1024, 4096):
+        monkeypatch.setattr(stream, "CHUNK_BYTES", chunk)
+        in_place = _pieces(path, True, monkeypatch)
+        searched = _pieces(path, False, monkeypatch)
+        assert [p[0] for p in in_place] == [p[0] for p in searched]
+        assert sum(p[1] for p in in_place) == len(in_place) - 1 > 3
+        assert all(len(json.loads(p[0])) for p in in_place)
 
 
 _RUN = b'[ {"ph": "X", "ts": 1},\n {"ph": "i", "ts": 2} , {"name": "a}, {b", "ts": 3},{"ts": 4}]'

@@ -64,9 +64,10 @@ def available() -> bool:
 class ScannedPiece:
     """One piece's events as columns (one row per event, in order) and the unique JSON texts
     of their typed-Any and raw values, which ``spans`` index. The piece's text is ``piece``, or
-    ``[`` + ``piece[start:end]`` + ``]`` when it has a ``span`` (start, end)."""
+    when it has a ``span`` (start, end): ``[`` + ``piece[start:end]`` + ``]``, ``piece`` being
+    bytes or blocks of bytes to join."""
 
-    piece: bytes | bytearray
+    piece: bytes | bytearray | tuple[bytes, ...]
     spans: np.ndarray  # int32 [n, 22]
     numbers: np.ndarray  # float64 [n, 12]
     ids: np.ndarray  # int64 [n, 4]
@@ -96,11 +97,11 @@ class ScannedPiece:
 
     def text(self) -> bytes:
         """The piece's JSON text, ``[`` ... ``]``."""
+        data = b"".join(self.piece) if isinstance(self.piece, tuple) else bytes(self.piece)
         if self.span is None:
-            return bytes(self.piece)
+            return data
         start, end = self.span
-        with memoryview(self.piece) as view:
-            return b"[" + view[start:end] + b"]"
+        return b"[" + data[start:end] + b"]"
 
 
 def scan_piece(piece: bytes) -> ScannedPiece | None:
@@ -120,8 +121,8 @@ def scan_range(buffer: bytearray, start: int, cut_after: int) -> tuple[ScannedPi
     """The events from ``buffer[start]`` on up to the first whose closing ``}`` is at or after
     ``cut_after`` and which ``,`` and another event follow, read in place as ``scan_piece``
     reads that piece, and where the next event starts; None when the scanner refuses that piece
-    or finds no such cut in ``buffer`` (cut and decode it as before). ``buffer`` must not be
-    changed afterwards: the piece refers to it."""
+    or finds no such cut in ``buffer`` (cut and decode it as before). The piece's text is
+    ``buffer`` and its ``span``: replace them if ``buffer`` is to change."""
     if not available():
         return None
     assert _SCANNER is not None

@@ -16,7 +16,7 @@ import queue
 import re
 import threading
 import zlib
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,6 +176,10 @@ class EventReader:
         self.metadata: dict[str, Any] = {}
         self._blocks = byte_blocks(path)
         self._buf = bytearray()
+        #: The blocks whose bytes are in ``_buf`` (the first may start before it), with the
+        #: offset of each in the file's JSON: a piece scanned in place keeps its text as blocks.
+        self._blocks_held: deque[tuple[int, bytes]] = deque()
+        self._dropped = 0  # bytes of JSON dropped from the front of ``_buf`` so far
         self._eof = False
         self._bare = False  # the file is a bare event array, not an object
         #: Entries read leniently (decode.decode_leniently), by kind; see decode.repair_notes.
@@ -191,8 +195,29 @@ class EventReader:
             self._eof = True
             return False
         self._buf += block
+        self._blocks_held.append((self._read, block))
         self._read += len(block)
         return True
+
+    def _drop(self, n: int) -> None:
+        """Drop ``_buf[:n]``, and the blocks that only held it."""
+        del self._buf[:n]
+        self._dropped += n
+        held = self._blocks_held
+        while len(held) > 1 and held[1][0] <= self._dropped:
+            held.popleft()
+
+    def _clear(self) -> None:
+        """Drop the whole buffer (the rest is read)."""
+        self._buf = bytearray()
+        self._blocks_held.clear()
+
+    def _held_text(self, start: int, end: int) -> tuple[tuple[bytes, ...], tuple[int, int]]:
+        """``_buf[start:end]`` as the blocks that hold it and its span in their
+        concatenation (no copy)."""
+        first, last = self._dropped + start, self._dropped + end
+        blocks = [(at, b) for at, b in self._blocks_held if at < last and at + len(b) > first]
+        return tuple(b for _, b in blocks), (first - blocks[0][0], last - blocks[0][0])
 
     @property
     def bytes_read(self) -> int:
@@ -279,7 +304,7 @@ class EventReader:
         while self._more():
             pass
         parsed = self._decode(self._buf, decode.FILE_DECODER)
-        self._buf = bytearray()
+        self._clear()
         events = parsed.traceEvents
         if not len(events):
             raise NotATraceError(f"{self.path} is JSON but not a trace: it has no 'traceEvents' "
@@ -299,10 +324,10 @@ class EventReader:
                 break
             events, next_pos = piece_end
             yield events
-            self._buf = self._buf[next_pos:]  # a new buffer: a scanned piece may refer to the old
+            self._drop(next_pos)
             pos = 0
         tail = bytes(self._buf[pos:])
-        self._buf = bytearray()
+        self._clear()
         if self._bare:
             yield self._events(b"[" + tail)
             return
@@ -325,7 +350,13 @@ class EventReader:
             return None
         while len(self._buf) - pos < CHUNK_BYTES + CUT_MARGIN and self._more():
             pass
-        return scan_range(self._buf, pos, pos + CHUNK_BYTES)
+        found = scan_range(self._buf, pos, pos + CHUNK_BYTES)
+        if found is None:
+            return None
+        scanned, next_pos = found
+        assert scanned.span is not None
+        scanned.piece, scanned.span = self._held_text(*scanned.span)  # _buf changes next
+        return scanned, next_pos
 
     def _searched_piece(self, pos: int) -> tuple[Chunk, int] | None:
         """``_decodable_piece`` by searching for a boundary and decoding the piece before it."""
@@ -388,12 +419,12 @@ class SegmentReader(EventReader):
             pos = cut[1]
             if pos - spans[0][0] >= segment_bytes:
                 yield self._segment(spans)
-                del self._buf[:pos]
+                self._drop(pos)
                 pos, spans = 0, []
         if spans:
             yield self._segment(spans)
         tail = bytes(self._buf[pos:])
-        self._buf = bytearray()
+        self._clear()
         yield Segment(tail, [], b"[" if self._bare else b'{"traceEvents": [')
 
     def _segment(self, spans: list[tuple[int, int]]) -> Segment:
