@@ -651,7 +651,7 @@ static int scan_fraction(Scanner *s, const unsigned char *start, const unsigned 
 /* A number (grammar above). Refused: an integer outside int64 (msgspec would make it a Python
  * int of any size, or a float), a float that overflows or underflows to 0 or a subnormal.
  * An integer's digits are read once (times and ids mostly are integers). */
-static int scan_number(Scanner *s, Number *out) {
+static inline __attribute__((always_inline)) int scan_number(Scanner *s, Number *out) {
     const unsigned char *start = s->p, *p = s->p, *end = s->end;
     int negative = 0;
     if (p < end && *p == '-') { negative = 1; p++; }
@@ -742,8 +742,8 @@ static inline int at_word4(const unsigned char *p, const unsigned char *end, con
            p[3] == word[3];
 }
 
-/* Any JSON value, checked and skipped. */
-static int scan_value(Scanner *s) {
+/* Any JSON value, checked and skipped (inline where it is read: a scalar, mostly). */
+static inline __attribute__((always_inline)) int scan_value_inline(Scanner *s) {
     if (s->p >= s->end) return -1;
     switch (*s->p) {
     case '{': case '[': return scan_container(s);
@@ -762,6 +762,10 @@ static int scan_value(Scanner *s) {
         return 0;
     default: { Number num; return scan_number(s, &num); }
     }
+}
+
+static int scan_value(Scanner *s) {
+    return scan_value_inline(s);
 }
 
 /* The code of a short text (1 to 16 bytes, with 16 readable at start), from the column's
@@ -786,7 +790,7 @@ static int32_t short_code(Scanner *s, int c, const unsigned char *start, Py_ssiz
 /* A span field's value: the code of its text. */
 static int read_span(Scanner *s, int c, Event *ev) {
     const unsigned char *start = s->p;
-    if (scan_value(s) < 0) return -1;
+    if (scan_value_inline(s) < 0) return -1;
     Py_ssize_t len = s->p - start;
     if (len <= 16 && s->end - start >= 16) {
         int32_t code = short_code(s, c, start, len);
@@ -891,7 +895,7 @@ static int scan_members(Scanner *s, Event *ev, int is_args) {
                 if (f->kind == SPAN && f->column >= DETAIL_FIRST) ev->has_detail = 1;
                 if (read_field(s, f, ev) < 0) return -1;
             }
-        } else if (scan_value(s) < 0) {
+        } else if (scan_value_inline(s) < 0) {
             return -1;
         }
         skip_ws(s);
