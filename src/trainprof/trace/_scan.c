@@ -44,6 +44,18 @@
 #define SCAN_VERSION 3
 #define MAX_DEPTH 64
 
+/* The index of the lowest bit set in x (x != 0). */
+#if defined(_MSC_VER)
+#include <intrin.h>
+static inline int lowest_bit(uint64_t x) {
+    unsigned long i;
+    _BitScanForward64(&i, x);
+    return (int)i;
+}
+#else
+#define lowest_bit(x) __builtin_ctzll(x)
+#endif
+
 /* ---- the fields read -------------------------------------------------------------------- */
 
 enum kind { SPAN, NUMBER, ID, ARGS };
@@ -518,7 +530,7 @@ static inline int first_special(uint64_t w, int *quote) {
     if (special == 0) return 8;
     uint64_t first = special & (0 - special);
     *quote = (first & ~nonzero_bytes(w ^ (0x0101010101010101ULL * '"'))) != 0;
-    return __builtin_ctzll(first) >> 3;
+    return lowest_bit(first) >> 3;
 }
 
 /* A string from its opening quote; *escaped tells whether it held an escape. 0, or -1 to
