@@ -332,3 +332,87 @@ def test_generated_traces_are_often_scanned(tmp_path, monkeypatch):
     pure, scanned, stats = load_both(path, monkeypatch)
     assert_same(pure, scanned)
     assert stats["accepted"] > 5 and stats.get("refused", 0) == 0
+
+
+# -- pieces cut in place (scan_range) -----------------------------------------------------------
+
+def _pieces(path: Path, in_place: bool, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Each chunk of the trace as (its text, whether the scanner cut it in place), or the number
+    of events of a chunk decoded by msgspec."""
+    with monkeypatch.context() as patch:
+        patch.delenv("TRAINPROF_PURE_PYTHON", raising=False)
+        if not in_place:
+            patch.setattr(stream, "scan_range", lambda *args: None)
+        return [(chunk.text(), chunk.span is not None) if isinstance(chunk, scan.ScannedPiece)
+                else len(chunk) for chunk in stream.EventReader(path).chunks()]
+
+
+@pytest.mark.parametrize("chunk", [4096, 1 << 20])
+@pytest.mark.parametrize("path", [BIG_TRACE, BERT], ids=["pretty", "minified"])
+def test_pieces_cut_in_place_are_the_pieces_found_by_searching(path, chunk, monkeypatch):
+    monkeypatch.setattr(stream, "CHUNK_BYTES", chunk)
+    in_place = _pieces(path, True, monkeypatch)
+    searched = _pieces(path, False, monkeypatch)
+    assert [p[0] if isinstance(p, tuple) else p for p in in_place] == [
+        p[0] if isinstance(p, tuple) else p for p in searched]
+    cut_in_place = [p[1] for p in in_place if isinstance(p, tuple)]
+    assert sum(cut_in_place) >= len(in_place) - 1  # all but the tail
+    assert not any(p[1] for p in searched if isinstance(p, tuple))
+
+
+def test_pieces_cut_in_place_keep_their_text_across_small_blocks(tmp_path, monkeypatch):
+    """A piece's text is kept as the blocks it spans (here dozens of 64-byte blocks)."""
+    events = [f'{{"ph": "X", "name": "op{i % 7}", "ts": {i}, "dur": 1, "args": {{"External id": '
+              f'{i}, "Input Dims": [[{i % 4}]]}}}}' for i in range(400)]
+    path = tmp_path / "t.json"
+    path.write_text('{"schemaVersion": 1, "traceEvents": [\n' + ",\n".join(events) + "\n]}")
+    monkeypatch.setattr(stream, "BLOCK_BYTES", 64)
+    monkeypatch.setattr(stream, "CUT_MARGIN", 256)
+    for chunk in (300, 1024, 4096):
+        monkeypatch.setattr(stream, "CHUNK_BYTES", chunk)
+        in_place = _pieces(path, True, monkeypatch)
+        searched = _pieces(path, False, monkeypatch)
+        assert [p[0] for p in in_place] == [p[0] for p in searched]
+        assert sum(p[1] for p in in_place) == len(in_place) - 1 > 3
+        assert all(len(json.loads(p[0])) for p in in_place)
+
+
+_RUN = b'[ {"ph": "X", "ts": 1},\n {"ph": "i", "ts": 2} , {"name": "a}, {b", "ts": 3},{"ts": 4}]'
+
+
+@pytest.mark.parametrize(("cut_after", "expected_end"), [
+    (0, b'{"ph": "X", "ts": 1}'),
+    (21, b'{"ph": "X", "ts": 1}'),  # its closing brace is at 21
+    (22, b'{"ph": "i", "ts": 2}'),
+    (45, b'{"name": "a}, {b", "ts": 3}'),  # the "}, {" inside the string (59) is no cut
+    (59, b'{"name": "a}, {b", "ts": 3}'),
+])
+def test_scan_range_cuts_after_the_first_event_closing_at_the_mark(cut_after, expected_end):
+    assert scan._SCANNER is not None
+    buffer = bytearray(_RUN)
+    found = scan.scan_range(buffer, 1, cut_after)
+    assert found is not None
+    piece, next_start = found
+    start, end = piece.span or (0, 0)
+    assert (start, bytes(buffer[end - len(expected_end):end])) == (1, expected_end)
+    assert buffer[next_start:next_start + 1] == b"{"
+    assert buffer[end:next_start].strip(b" \n,") == b""
+    events = json.loads(piece.text())
+    assert [e["ts"] for e in events] == [e["ts"] for e in json.loads(_RUN)][:len(events)]
+    assert piece.numbers[:, scan.TS].tolist() == [e["ts"] for e in events]
+    assert scan.scan_piece(piece.text()) is not None
+    assert scan.scan_piece(piece.text()).texts == piece.texts  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("text", "cut_after"), [
+    (_RUN, 75),  # the last event is followed by the array's end, not another event
+    (_RUN[:60], 45),  # the buffer ends inside the event that closes past the mark
+    (_RUN[:76], 45),  # ... or before the next event starts
+    (b'[{"ts": 1}\x0c, {"ts": 2}]', 0),  # a separator that is not JSON whitespace
+    (b'[{"ts": 1},\n]', 0),
+    (b'[{"ph": "X", "ph": "X"}, {"ts": 2}]', 0),  # what scan() refuses
+    (b'[5, {"ts": 2}]', 0),
+])
+def test_scan_range_refuses(text, cut_after):
+    assert scan._SCANNER is not None
+    assert scan.scan_range(bytearray(text), 1, cut_after) is None

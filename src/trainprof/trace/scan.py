@@ -4,6 +4,7 @@
 as arrays) or None, and then the piece is decoded with msgspec as before: when the extension is
 not built (or is a stale build), when ``TRAINPROF_PURE_PYTHON=1``, or when the scanner cannot be
 sure its result is exactly msgspec's (docs/performance.md, "The compiled scanner").
+``scan_range(buffer, start, cut_after)`` also finds where the piece ends, and reads it in place.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from trainprof.trace import decode
 from trainprof.trace.decode import _Event
 
 #: The layout this module reads; the C module's VERSION must match (else: pure Python).
-SCAN_VERSION = 2
+SCAN_VERSION = 3
 
 # Columns of ``ScannedPiece.spans`` (codes into ``texts``; -1: absent), in _scan.c's order.
 PH, CAT, NAME, PID, TID, DEVICE, STREAM = range(7)
@@ -62,9 +63,11 @@ def available() -> bool:
 @dataclass
 class ScannedPiece:
     """One piece's events as columns (one row per event, in order) and the unique JSON texts
-    of their typed-Any and raw values, which ``spans`` index."""
+    of their typed-Any and raw values, which ``spans`` index. The piece's text is ``piece``, or
+    when it has a ``span`` (start, end): ``[`` + ``piece[start:end]`` + ``]``, ``piece`` being
+    bytes or blocks of bytes to join."""
 
-    piece: bytes
+    piece: bytes | bytearray | tuple[bytes, ...]
     spans: np.ndarray  # int32 [n, 22]
     numbers: np.ndarray  # float64 [n, 12]
     ids: np.ndarray  # int64 [n, 4]
@@ -74,6 +77,7 @@ class ScannedPiece:
     cat_names: np.ndarray  # int32 [k, 2]: the (cat, name) span codes of each CAT_NAME code
     threads: np.ndarray  # int32 [k, 2]: (pid, tid)
     details: np.ndarray  # int32 [k, 11]: the span codes of DETAIL_COLUMNS
+    span: tuple[int, int] | None = None
     _values: list[Any] | None = None
 
     def __len__(self) -> int:
@@ -89,7 +93,15 @@ class ScannedPiece:
     def events(self) -> list[_Event]:
         """The events as msgspec decodes them (the scanner accepted the piece, so this
         succeeds)."""
-        return decode.LIST_DECODER.decode(self.piece)
+        return decode.LIST_DECODER.decode(self.text())
+
+    def text(self) -> bytes:
+        """The piece's JSON text, ``[`` ... ``]``."""
+        data = b"".join(self.piece) if isinstance(self.piece, tuple) else bytes(self.piece)
+        if self.span is None:
+            return data
+        start, end = self.span
+        return b"[" + data[start:end] + b"]"
 
 
 def scan_piece(piece: bytes) -> ScannedPiece | None:
@@ -102,6 +114,31 @@ def scan_piece(piece: bytes) -> ScannedPiece | None:
         SCAN_STATS["refused"] += 1
         return None
     SCAN_STATS["accepted"] += 1
+    return _scanned(piece, found)
+
+
+def scan_range(buffer: bytearray, start: int, cut_after: int) -> tuple[ScannedPiece, int] | None:
+    """The events from ``buffer[start]`` on up to the first whose closing ``}`` is at or after
+    ``cut_after`` and which ``,`` and another event follow, read in place as ``scan_piece``
+    reads that piece, and where the next event starts; None when the scanner refuses that piece
+    or finds no such cut in ``buffer`` (cut and decode it as before). The piece's text is
+    ``buffer`` and its ``span``: replace them if ``buffer`` is to change."""
+    if not available():
+        return None
+    assert _SCANNER is not None
+    found = _SCANNER.scan_range(buffer, start, cut_after)
+    if found is None:
+        return None
+    SCAN_STATS["accepted"] += 1
+    end, next_start = found[:2]
+    scanned = _scanned(buffer, found[2:])
+    scanned.span = (start, end)
+    return scanned, next_start
+
+
+def _scanned(piece: bytes | bytearray, found: tuple[Any, ...]) -> ScannedPiece:
+    """The scanner's result as arrays."""
+    assert _SCANNER is not None
     n, spans, numbers, ids, has_args, texts, tuples, cat_names, threads, details = found
     return ScannedPiece(
         piece=piece,

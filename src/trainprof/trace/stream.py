@@ -16,7 +16,7 @@ import queue
 import re
 import threading
 import zlib
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +27,8 @@ import msgspec
 from trainprof.errors import NotATraceError, TraceError
 from trainprof.trace import decode
 from trainprof.trace.decode import _Event
-from trainprof.trace.scan import ScannedPiece, scan_piece
+from trainprof.trace.scan import ScannedPiece, scan_piece, scan_range
+from trainprof.trace.scan import available as scan_available
 
 #: One piece's events: typed by msgspec, or as columns by the compiled scanner (trace/scan.py).
 Chunk = list[_Event] | ScannedPiece
@@ -36,6 +37,9 @@ Chunk = list[_Event] | ScannedPiece
 #: columns are built, so this bounds the loader's peak memory; 1 MiB (about 4k events) is also
 #: faster than larger pieces (the lists stay in cache). docs/performance.md.
 CHUNK_BYTES = 1024 * 1024
+#: Bytes read past a piece's CHUNK_BYTES before the scanner cuts it in place: the event that
+#: straddles the mark must end in the buffer (else the piece is cut by searching, as without it).
+CUT_MARGIN = 64 * 1024
 #: Size of the blocks read from disk. A gzipped block inflates 10 to 20 times, so blocks are
 #: small enough that one never outgrows a piece.
 BLOCK_BYTES = 64 * 1024
@@ -173,6 +177,10 @@ class EventReader:
         self.metadata: dict[str, Any] = {}
         self._blocks = byte_blocks(path)
         self._buf = bytearray()
+        #: The blocks whose bytes are in ``_buf`` (the first may start before it), with the
+        #: offset of each in the file's JSON: a piece scanned in place keeps its text as blocks.
+        self._blocks_held: deque[tuple[int, bytes]] = deque()
+        self._dropped = 0  # bytes of JSON dropped from the front of ``_buf`` so far
         self._eof = False
         self._bare = False  # the file is a bare event array, not an object
         #: Entries read leniently (decode.decode_leniently), by kind; see decode.repair_notes.
@@ -188,8 +196,29 @@ class EventReader:
             self._eof = True
             return False
         self._buf += block
+        self._blocks_held.append((self._read, block))
         self._read += len(block)
         return True
+
+    def _drop(self, n: int) -> None:
+        """Drop ``_buf[:n]``, and the blocks that only held it."""
+        del self._buf[:n]
+        self._dropped += n
+        held = self._blocks_held
+        while len(held) > 1 and held[1][0] <= self._dropped:
+            held.popleft()
+
+    def _clear(self) -> None:
+        """Drop the whole buffer (the rest is read)."""
+        self._buf = bytearray()
+        self._blocks_held.clear()
+
+    def _held_text(self, start: int, end: int) -> tuple[tuple[bytes, ...], tuple[int, int]]:
+        """``_buf[start:end]`` as the blocks that hold it and its span in their
+        concatenation (no copy)."""
+        first, last = self._dropped + start, self._dropped + end
+        blocks = [(at, b) for at, b in self._blocks_held if at < last and at + len(b) > first]
+        return tuple(b for _, b in blocks), (first - blocks[0][0], last - blocks[0][0])
 
     @property
     def bytes_read(self) -> int:
@@ -276,7 +305,7 @@ class EventReader:
         while self._more():
             pass
         parsed = self._decode(self._buf, decode.FILE_DECODER)
-        self._buf = bytearray()
+        self._clear()
         events = parsed.traceEvents
         if not len(events):
             raise NotATraceError(f"{self.path} is JSON but not a trace: it has no 'traceEvents' "
@@ -296,10 +325,10 @@ class EventReader:
                 break
             events, next_pos = piece_end
             yield events
-            del self._buf[:next_pos]
+            self._drop(next_pos)
             pos = 0
         tail = bytes(self._buf[pos:])
-        self._buf = bytearray()
+        self._clear()
         if self._bare:
             yield self._events(b"[" + tail)
             return
@@ -310,6 +339,28 @@ class EventReader:
     def _decodable_piece(self, pos: int) -> tuple[Chunk, int] | None:
         """The next piece of at least CHUNK_BYTES ending at a real event boundary, decoded,
         and where the following piece starts; None when the rest is the tail."""
+        scanned = self._scanned_piece(pos)
+        return scanned if scanned is not None else self._searched_piece(pos)
+
+    def _scanned_piece(self, pos: int) -> tuple[ScannedPiece, int] | None:
+        """The piece cut and read in place by the compiled scanner: it ends at the first event
+        that closes at or after CHUNK_BYTES, which is where the search below cuts a piece it
+        can decode (the earlier boundaries it finds are inside that event, and give pieces cut
+        inside it). None when the scanner cannot (off, refused, no cut in the buffer)."""
+        if not scan_available():
+            return None
+        while len(self._buf) - pos < CHUNK_BYTES + CUT_MARGIN and self._more():
+            pass
+        found = scan_range(self._buf, pos, pos + CHUNK_BYTES)
+        if found is None:
+            return None
+        scanned, next_pos = found
+        assert scanned.span is not None
+        scanned.piece, scanned.span = self._held_text(*scanned.span)  # _buf changes next
+        return scanned, next_pos
+
+    def _searched_piece(self, pos: int) -> tuple[Chunk, int] | None:
+        """``_decodable_piece`` by searching for a boundary and decoding the piece before it."""
         search_from = pos + CHUNK_BYTES
         while True:
             if search_from >= len(self._buf) and not self._more():
@@ -369,12 +420,12 @@ class SegmentReader(EventReader):
             pos = cut[1]
             if pos - spans[0][0] >= segment_bytes:
                 yield self._segment(spans)
-                del self._buf[:pos]
+                self._drop(pos)
                 pos, spans = 0, []
         if spans:
             yield self._segment(spans)
         tail = bytes(self._buf[pos:])
-        self._buf = bytearray()
+        self._clear()
         yield Segment(tail, [], b"[" if self._bare else b'{"traceEvents": [')
 
     def _segment(self, spans: list[tuple[int, int]]) -> Segment:
