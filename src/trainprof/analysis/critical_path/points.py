@@ -119,11 +119,11 @@ def host_points(trace: Trace, starts: np.ndarray, ends: np.ndarray) -> HostPoint
     del tie
     sel = keep[order]
     del keep
-    is_start = sel < n
-    node = np.where(is_start, sel, sel - n)
-    owner = np.where(is_start, nodes_ev[node], parent_ev[node])
+    # Per point (starts, then ends, as ``t``): its event, and the event owning what follows.
+    owner = np.concatenate([nodes_ev, parent_ev])[sel]
+    event = np.concatenate([nodes_ev, nodes_ev])[sel]
     return HostPoints(time=t[sel], chain_key=chain_key[order], owner_event=owner,
-                      event=nodes_ev[node], is_start=is_start)
+                      event=event, is_start=sel < n)
 
 
 @dataclass

@@ -107,8 +107,8 @@ def binding_inputs(g: StepGraph, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     by_chain = np.zeros(n, dtype=bool)  # the previous point on the chain plus the edge
     by_chain[1:] = t[:-1] + g.weight[1:] == t[1:]
     by_chain &= ~g.heads & (t > UNREACHED)
-    on_chain = np.flatnonzero(by_chain)
-    pred[on_chain], via[on_chain] = on_chain - 1, -1
+    np.copyto(pred, np.arange(-1, n - 1, dtype=pred.dtype), where=by_chain)
+    via[by_chain] = -1
     return pred, via
 
 
@@ -231,13 +231,15 @@ class WhatIfReplay:
         # ``_lag_b`` up to point ``_lag_a`` (chain edges: visited point and its predecessor;
         # cross edges: the point left from and the visited point before it), in build order
         # (the points nearly sorted: their searches are fast).
-        self._lag_a = np.r_[kept[linked], cross_from]
-        self._lag_b = np.r_[prev_in_chain[linked], cross_base]
+        lag_a = np.r_[kept[linked], cross_from]
+        lag_b = np.r_[prev_in_chain[linked], cross_base]
         del cross_from, cross_base
         cs = np.cumsum(g.weight)  # the graph's cumulative weights
         own = np.r_[np.zeros(int(linked.sum()), dtype=np.int64), g.lag[inside]]
-        self._base_lags = ((cs[self._lag_a] - cs[self._lag_b]) + own)[self._by_dst]
+        self._base_lags = ((cs[lag_a] - cs[lag_b]) + own)[self._by_dst]
         del cs, own
+        self._lag_a: np.ndarray = lag_a
+        self._lag_b: np.ndarray = lag_b
         self._base_times = np.maximum(t[points], UNREACHED)
         self._clean = not len(self._back[0])
         self._runs: LaunchRuns | None = None
@@ -262,24 +264,34 @@ class WhatIfReplay:
             timed[runs.inner] = False
             self._timed = np.flatnonzero(timed)  # the points with a time of their own
 
-    def _lag_changes(self, pos: np.ndarray, weight: np.ndarray) -> np.ndarray:
-        """How much every edge's lag changes (by destination) with these weights at ``pos``."""
+    def reads(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where the two points each edge's lag is read between fall among the sorted points
+        ``pos`` (by destination): what ``changed_step_ends`` needs of ``pos`` whatever the
+        weights there, found once for the what-ifs that change the same points."""
+        a = np.searchsorted(pos, self._lag_a, side="right")
+        b = np.searchsorted(pos, self._lag_b, side="right")
+        return a[self._by_dst], b[self._by_dst]
+
+    def _lag_changes(self, pos: np.ndarray, weight: np.ndarray,
+                     reads: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """How much every edge's lag changes (by destination) with these weights at ``pos``
+        (``reads``: ``self.reads(pos)``)."""
         # The changes summed up to each point read (a what-if changes a few weights: no
         # cumulative sum over every point).
         shift = np.r_[0, np.cumsum(weight - self.g.weight[pos])]
-        return (shift[np.searchsorted(pos, self._lag_a, side="right")]
-                - shift[np.searchsorted(pos, self._lag_b, side="right")])[self._by_dst]
+        return shift[reads[0]] - shift[reads[1]]
 
     def step_ends(self, weight: np.ndarray, max_rounds: int = 8) -> np.ndarray:
         """The latest time of each step (ns) with these chain weights."""
         pos = np.flatnonzero(weight != self.g.weight)
         return self.changed_step_ends(pos, weight[pos], max_rounds)
 
-    def changed_step_ends(self, pos: np.ndarray, weight: np.ndarray,
-                          max_rounds: int = 8) -> np.ndarray:
+    def changed_step_ends(self, pos: np.ndarray, weight: np.ndarray, max_rounds: int = 8,
+                          reads: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """``step_ends`` with the graph's weights but at the points ``pos`` (sorted), whose
-        weights are ``weight``: no copy of every weight for a what-if that changes a few."""
-        change = self._lag_changes(pos, weight)
+        weights are ``weight``: no copy of every weight for a what-if that changes a few.
+        ``reads``: ``self.reads(pos)``, when already found."""
+        change = self._lag_changes(pos, weight, self.reads(pos) if reads is None else reads)
         sorted_lags = self._base_lags + change
         if self._runs is not None and bool((weight >= 0).all()):
             return self._folded_step_ends(sorted_lags, change != 0)

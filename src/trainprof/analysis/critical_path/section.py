@@ -127,7 +127,8 @@ def _step_path(trace: Trace, g: StepGraph, t: np.ndarray,
     cross = via_b >= 0
     cat = np.where(cross, cross_cat[via_b], g.category[b]).astype(np.int64)
     item = np.where(cross, -1, g.item[b])
-    np.add.at(item_us, item[item >= 0], us[item >= 0])
+    has_item = item >= 0
+    np.add.at(item_us, item[has_item], us[has_item])
     split_arr = np.bincount(cat, weights=us, minlength=len(CATEGORY_KEYS))
     lead = float(max(t[pts[0]] - origin, 0)) / 1000.0
     split_arr[Category.UNTRACED_HOST] += lead
@@ -176,12 +177,14 @@ def _what_ifs(g: StepGraph, t: np.ndarray, ends: np.ndarray, item_us: np.ndarray
         kind, name = g.items[i]
         scaled: list[float] = []
         pos = np.flatnonzero(g.item == i)
+        reads = fast.reads(pos)  # the same for every scale
         for scale in WHAT_IF_SCALES:
             if scaled and scaled[0] >= now:  # no saving at zero: none at any scale
                 scaled.append(now)
                 continue
             w = np.rint(g.weight[pos] * scale).astype(np.int64)
-            scaled.append(_mean_step_ms(fast.changed_step_ends(pos, w), g, reached))
+            ends_if = fast.changed_step_ends(pos, w, reads=reads)
+            scaled.append(_mean_step_ms(ends_if, g, reached))
         out.append(PathItem(kind=kind, name=name, on_path_us=float(item_us[i]),
                             on_path_pct=100.0 * float(item_us[i]) / total_us if total_us else 0.0,
                             step_ms=now, step_ms_if_zero=scaled[0], step_ms_if_half=scaled[1]))
