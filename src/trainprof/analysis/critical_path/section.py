@@ -122,7 +122,8 @@ def _step_path(trace: Trace, g: StepGraph, t: np.ndarray,
     a, b = pts[:-1], pts[1:]
     origin = g.step_start[k]  # the path before the step began (the host ahead) is cut off
     from_ = np.maximum(t[a], origin)
-    us = np.maximum(t[b] - from_, 0) / 1000.0
+    till = t[b]
+    us = np.maximum(till - from_, 0) / 1000.0
     via_b = via[b]
     cross = via_b >= 0
     cat = np.where(cross, cross_cat[via_b], g.category[b]).astype(np.int64)
@@ -133,10 +134,13 @@ def _step_path(trace: Trace, g: StepGraph, t: np.ndarray,
     lead = float(max(t[pts[0]] - origin, 0)) / 1000.0
     split_arr[Category.UNTRACED_HOST] += lead
     split = {key: float(v) for key, v in zip(CATEGORY_KEYS, split_arr, strict=True)}
+    # The pieces: the stretches of some time, named and laned (read for those only).
+    timed = us > 0
+    b, cross = b[timed], cross[timed]
     event = np.where(cross, -1, g.event[b])
     name = np.where(event >= 0, trace.events.name[np.maximum(event, 0)], -1)
     lane = g.chain[b].astype(np.int64)  # the graph's narrower chains, as the result's lanes
-    pieces = _merged(lane, from_ / 1000.0, t[b] / 1000.0, cat, name, us > 0)
+    pieces = _merged(lane, from_[timed] / 1000.0, till[timed] / 1000.0, cat[timed], name)
     pieces.lanes, pieces.names = g.chain_lane, trace.events.names
     # A step whose work all ended before it began (re-timed to an empty device span) has a
     # path of no time, not a negative one.
@@ -146,9 +150,8 @@ def _step_path(trace: Trace, g: StepGraph, t: np.ndarray,
 
 
 def _merged(lane: np.ndarray, start: np.ndarray, end: np.ndarray, cat: np.ndarray,
-            name: np.ndarray, keep: np.ndarray) -> PathPieces:
+            name: np.ndarray) -> PathPieces:
     """Stretches of time with one lane, category and name merged into one piece."""
-    lane, start, end, cat, name = lane[keep], start[keep], end[keep], cat[keep], name[keep]
     if not len(start):
         return PathPieces(lane=lane, start_us=start, end_us=end, category=cat, name=name,
                           lanes=[], categories=CATEGORY_KEYS, names=[])
