@@ -87,7 +87,11 @@ def replay(g: StepGraph, weight: np.ndarray | None = None,
 def step_ends(g: StepGraph, t: np.ndarray) -> np.ndarray:
     """The latest point of each step (ns), UNREACHED for a step without points."""
     out = np.full(len(g.step_start), UNREACHED, dtype=np.int64)
-    np.maximum.at(out, g.chain_step[g.chain], t)
+    if not len(t):
+        return out
+    # Each chain's latest (its points are contiguous), then each step's of its chains.
+    firsts = np.flatnonzero(g.heads)
+    np.maximum.at(out, g.chain_step[g.chain[firsts]], np.maximum.reduceat(t, firsts))
     return out
 
 
@@ -190,7 +194,7 @@ class WhatIfReplay:
         visit = heads | tails | (g.anchor > UNREACHED)
         visit[g.dst] = True
         inside = np.ones(len(g.dst), dtype=bool)
-        if steps is not None:
+        if steps is not None and not steps.all():
             chain_in = steps[g.chain_step]  # per chain, not per point
             visit &= chain_in[g.chain]
             inside = chain_in[g.chain[g.dst]]

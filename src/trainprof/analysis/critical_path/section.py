@@ -196,6 +196,8 @@ def _what_ifs(g: StepGraph, t: np.ndarray, ends: np.ndarray, item_us: np.ndarray
 
 def _replayed_steps(g: StepGraph, reached: np.ndarray) -> np.ndarray:
     """The steps the what-ifs replay: all, or evenly spaced ones within WHAT_IF_POINTS."""
+    if 2 * len(g.src) <= WHAT_IF_POINTS:  # no more points are touched than the edges' ends
+        return reached
     touched = np.zeros(len(g.time), dtype=bool)
     touched[g.src] = touched[g.dst] = True
     per_step = np.bincount(g.chain_step[g.chain[touched]], minlength=len(reached))
