@@ -396,3 +396,18 @@ def test_other_stream_ends_match_a_search_per_group(seed, m):
                      launch_point=np.full(m, -1), launch_end_point=np.full(m, -1),
                      issued=start, before=np.full(m, -1))
     assert np.array_equal(other_stream_ends(d, dev), _other_stream_ends_by_group(d, dev))
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(0, 50), st.sampled_from([10, 10**6, 2**61]))
+@settings(max_examples=80, deadline=None)
+def test_chain_time_order_matches_a_lexsort(seed, m, span):
+    # Host points by (chain, time, tie): one sort of a packed key, or the lexsort itself where
+    # the three do not fit in one integer (a span of 2**61 ns).
+    from trainprof.analysis.critical_path.points import _chain_time_order
+
+    rng = np.random.default_rng(seed)
+    chain_key = rng.integers(0, 7, m)
+    t = rng.integers(0, 4, m) * (span // 4) - span // 8
+    tie = rng.permutation(2 * m + 3)[:m]
+    assert np.array_equal(_chain_time_order(chain_key, t, tie, 2 * m + 3),
+                          np.lexsort((tie, t, chain_key)))

@@ -115,7 +115,7 @@ def host_points(trace: Trace, starts: np.ndarray, ends: np.ndarray) -> HostPoint
     del tid
     # At one time: ends before starts; ends innermost first, starts outermost first.
     tie = np.where(keep < n, n + keep, 2 * n - 1 - keep)  # starts after every end, in tree order
-    order = np.lexsort((tie, t[keep], chain_key))
+    order = _chain_time_order(chain_key, t[keep], tie, 2 * n)
     del tie
     sel = keep[order]
     del keep
@@ -124,6 +124,24 @@ def host_points(trace: Trace, starts: np.ndarray, ends: np.ndarray) -> HostPoint
     event = np.concatenate([nodes_ev, nodes_ev])[sel]
     return HostPoints(time=t[sel], chain_key=chain_key[order], owner_event=owner,
                       event=event, is_start=sel < n)
+
+
+def _chain_time_order(chain_key: np.ndarray, t: np.ndarray, tie: np.ndarray,
+                      ties: int) -> np.ndarray:
+    """``np.lexsort((tie, t, chain_key))`` for non-negative chain keys and distinct ties below
+    ``ties``: one sort of the three in one integer where they fit (most traces), a lexsort
+    where they do not."""
+    if not len(t):
+        return np.lexsort((tie, t, chain_key))
+    t_min = int(t.min())
+    span = (int(t.max()) - t_min + 1) * ties
+    if int(chain_key.min()) < 0 or (int(chain_key.max()) + 1) * span >= 2**63:
+        return np.lexsort((tie, t, chain_key))
+    key = t - t_min
+    key *= ties
+    key += tie
+    key += chain_key * np.int64(span)
+    return np.argsort(key, kind="stable")  # distinct keys: the lexsort's order
 
 
 @dataclass
