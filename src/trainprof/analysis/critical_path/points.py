@@ -164,16 +164,18 @@ def device_events(trace: Trace, host: HostPoints, starts: np.ndarray, ends: np.n
     """The device events of the steps (``links``: the trace's ``launch_links``)."""
     ev = trace.events
     idx = np.flatnonzero(kind_mask(ev.kind, DEVICE_KINDS) & (ev.device >= 0) & (ev.dur >= 0))
-    start_point = np.full(len(ev), -1, dtype=np.int64)
-    end_point = np.full(len(ev), -1, dtype=np.int64)
-    start_point[host.event[host.is_start]] = np.flatnonzero(host.is_start)
-    end_point[host.event[~host.is_start]] = np.flatnonzero(~host.is_start)
+    # Each event's start point at 2 * event, its end point at 2 * event + 1; -1 for none (the
+    # two slots at the end: an event -1's).
+    point_of = np.full(2 * len(ev) + 2, -1, dtype=np.int64)
+    slot = host.event * 2
+    slot += ~host.is_start
+    point_of[slot] = np.arange(len(slot))
+    del slot
     launch_of = np.full(len(ev), -1, dtype=np.int64)
     devices, launches = links
     launch_of[devices] = launches
-    launch = launch_of[idx]
-    lp = np.where(launch >= 0, start_point[np.maximum(launch, 0)], -1)
-    le = np.where(launch >= 0, end_point[np.maximum(launch, 0)], -1)
+    launch = launch_of[idx] * 2
+    lp, le = point_of[launch], point_of[launch + 1]
     s, e = to_ns(ev.ts[idx]), to_ns(ev.ts[idx] + ev.dur[idx])
     before = _previous_ends(ev.device[idx].astype(np.int64), ev.stream[idx], s, e)
     by_time = step_of(s, starts, ends)

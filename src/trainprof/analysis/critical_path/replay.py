@@ -233,8 +233,7 @@ class WhatIfReplay:
         self._edge_step = self.step[self._edge_dst]
         # Each edge's lag is its own (a cross edge's) plus the chain weights after point
         # ``_lag_b`` up to point ``_lag_a`` (chain edges: visited point and its predecessor;
-        # cross edges: the point left from and the visited point before it), in build order
-        # (the points nearly sorted: their searches are fast).
+        # cross edges: the point left from and the visited point before it), in build order.
         lag_a = np.r_[kept[linked], cross_from]
         lag_b = np.r_[prev_in_chain[linked], cross_base]
         del cross_from, cross_base
@@ -242,8 +241,8 @@ class WhatIfReplay:
         own = np.r_[np.zeros(int(linked.sum()), dtype=np.int64), g.lag[inside]]
         self._base_lags = ((cs[lag_a] - cs[lag_b]) + own)[self._by_dst]
         del cs, own
-        self._lag_a: np.ndarray = lag_a
-        self._lag_b: np.ndarray = lag_b
+        self._lag_a: np.ndarray = lag_a[self._by_dst]  # by destination, as the lags
+        self._lag_b: np.ndarray = lag_b[self._by_dst]
         self._base_times = np.maximum(t[points], UNREACHED)
         self._clean = not len(self._back[0])
         self._runs: LaunchRuns | None = None
@@ -272,9 +271,11 @@ class WhatIfReplay:
         """Where the two points each edge's lag is read between fall among the sorted points
         ``pos`` (by destination): what ``changed_step_ends`` needs of ``pos`` whatever the
         weights there, found once for the what-ifs that change the same points."""
-        a = np.searchsorted(pos, self._lag_a, side="right")
-        b = np.searchsorted(pos, self._lag_b, side="right")
-        return a[self._by_dst], b[self._by_dst]
+        # How many of ``pos`` are at or before each point (``searchsorted``, side right, of
+        # every point at once): a count per point, summed.
+        at_or_before = np.bincount(pos, minlength=len(self.g.time))
+        np.cumsum(at_or_before, out=at_or_before)
+        return at_or_before[self._lag_a], at_or_before[self._lag_b]
 
     def _lag_changes(self, pos: np.ndarray, weight: np.ndarray,
                      reads: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
