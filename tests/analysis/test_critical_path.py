@@ -411,3 +411,17 @@ def test_chain_time_order_matches_a_lexsort(seed, m, span):
     tie = rng.permutation(2 * m + 3)[:m]
     assert np.array_equal(_chain_time_order(chain_key, t, tie, 2 * m + 3),
                           np.lexsort((tie, t, chain_key)))
+
+
+def test_chains_scanned_one_by_one_or_at_once_agree(monkeypatch):
+    # A few chains are scanned one by one, many in one pass over all of them: the same times.
+    from trainprof.analysis.critical_path import replay as replay_module
+
+    trace = load_file(RESNET_W0)
+    g = build_graph(trace, find_steps(trace))
+    w = np.where(g.item == g.item[np.argmax(g.weight)], 0, g.weight)
+    one_by_one = replay(g, w)
+    monkeypatch.setattr(replay_module, "CHAINS_ONE_BY_ONE", 0)
+    at_once = replay(g, w)
+    assert one_by_one[1] and at_once[1]
+    assert np.array_equal(one_by_one[0], at_once[0])

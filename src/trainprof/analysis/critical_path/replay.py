@@ -12,6 +12,7 @@ training step. The critical path is read back by following each point's binding 
 from __future__ import annotations
 
 from collections import deque
+from functools import cached_property
 
 import numpy as np
 
@@ -21,6 +22,9 @@ from trainprof.analysis.critical_path.runs import LaunchRuns, launch_runs
 #: Passes after which a replay stops even if points still move (a graph this deep is unlikely:
 #: it would need about this many syncs in one step); the result then notes it.
 MAX_PASSES = 2_000
+#: Chains up to this many are scanned one by one (a running maximum each): cheaper than one
+#: pass over every chain at once, which must first lift each chain's times above the last's.
+CHAINS_ONE_BY_ONE = 256
 
 
 class _Chains:
@@ -32,10 +36,15 @@ class _Chains:
         first = np.flatnonzero(head)
         self.chains = len(first)
         self.bounds = np.r_[first, len(head)]
-        self.number = np.cumsum(head, dtype=np.int64)  # each point's chain, counted from 1
+        self._head = head
         cs = np.cumsum(weight)
         # Cumulative weight from the chain's head (weights at heads are 0).
         self.c = cs - np.repeat(cs[first], np.diff(self.bounds))
+
+    @cached_property
+    def number(self) -> np.ndarray:
+        """Each point's chain, counted from 1."""
+        return np.cumsum(self._head, dtype=np.int64)
 
 
 def _chain_scan(ch: _Chains, x: np.ndarray) -> np.ndarray:
@@ -49,14 +58,14 @@ def _chain_scan(ch: _Chains, x: np.ndarray) -> np.ndarray:
     np.putmask(y, ~reached, lo)
     del reached
     stride = int(y.max()) - lo + 1
-    if stride * (ch.chains + 1) + abs(lo) < 2**62:
+    if ch.chains > CHAINS_ONE_BY_ONE and stride * (ch.chains + 1) + abs(lo) < 2**62:
         offset = ch.number * np.int64(stride)  # keeps each chain's running max to itself
         y += offset
         np.maximum.accumulate(y, out=y)
         y -= offset
         del offset
-    else:  # times too far apart for one pass: chain by chain
-        bounds = ch.bounds
+    else:  # a few chains, or times too far apart for one pass: chain by chain
+        bounds = ch.bounds.tolist()
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             np.maximum.accumulate(y[a:b], out=y[a:b])
     unreached = y <= lo
