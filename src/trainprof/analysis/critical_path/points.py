@@ -103,8 +103,9 @@ def host_points(trace: Trace, starts: np.ndarray, ends: np.ndarray) -> HostPoint
     _ns_into(t[n:], end_us)
     del begin_us, end_us
     # Starts run sorted per thread in tree order; most ranges end in the step they began in.
-    pos = starts_at_or_before(starts, t[:n])
-    pos = np.r_[pos, ends_at_or_before(starts, t[:n], t[n:], pos)]
+    pos = np.empty(2 * n, dtype=np.int64)
+    pos[:n] = starts_at_or_before(starts, t[:n])
+    pos[n:] = ends_at_or_before(starts, t[:n], t[n:], pos[:n])
     step = step_of(t, starts, ends, pos)
     del pos
     keep = np.flatnonzero(step >= 0)
@@ -114,7 +115,10 @@ def host_points(trace: Trace, starts: np.ndarray, ends: np.ndarray) -> HostPoint
     chain_key += np.r_[tid, tid][keep]  # each point's node's thread
     del tid
     # At one time: ends before starts; ends innermost first, starts outermost first.
-    tie = np.where(keep < n, n + keep, 2 * n - 1 - keep)  # starts after every end, in tree order
+    # (keep runs ascending: the starts' points, below n, then the ends')
+    tie = keep + n  # starts after every end, in tree order
+    first_end = int(np.searchsorted(keep, n))
+    np.subtract(2 * n - 1, keep[first_end:], out=tie[first_end:])
     order = _chain_time_order(chain_key, t[keep], tie, 2 * n)
     del tie
     sel = keep[order]
