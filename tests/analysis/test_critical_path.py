@@ -8,10 +8,14 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trainprof.analysis.critical_path import critical_path
 from trainprof.analysis.critical_path.graph import build_graph
+from trainprof.analysis.critical_path.points import DeviceEvents
 from trainprof.analysis.critical_path.replay import WhatIfReplay, replay, step_ends
+from trainprof.analysis.critical_path.waits import other_stream_ends
 from trainprof.analysis.overview.steps import StepWindows, find_steps
 from trainprof.trace.load import load_file
 
@@ -343,3 +347,81 @@ def test_what_ifs_with_runs_folded_match_the_full_replay(path):
         w[pos] = np.rint(g.weight[pos] * scale).astype(np.int64)
         assert np.array_equal(fast.changed_step_ends(pos, w[pos]),
                               step_ends(g, replay(g, w)[0]))
+
+
+@pytest.mark.parametrize("path", [RESNET_W0, NS_TRACE], ids=["resnet50", "gpu-bound-resnet"])
+def test_what_ifs_reuse_the_reads_of_their_points(path):
+    # The what-ifs find where an item's points fall among the edges once (``reads``) and
+    # replay it at each scale from them: the same step ends as the full replay.
+    trace = load_file(path)
+    g = build_graph(trace, find_steps(trace))
+    t, _ = replay(g, start=g.time)
+    fast = WhatIfReplay(g, t)
+    pos = np.flatnonzero(g.item == g.item[np.argmax(g.weight)])
+    reads = fast.reads(pos)
+    for scale in (0.0, 0.5):
+        w = g.weight.copy()
+        w[pos] = np.rint(g.weight[pos] * scale).astype(np.int64)
+        assert np.array_equal(fast.changed_step_ends(pos, w[pos], reads=reads),
+                              step_ends(g, replay(g, w)[0]))
+
+
+def _other_stream_ends_by_group(d, device_of):
+    """other_stream_ends as it was written first: one (step, device) group at a time."""
+    group = d.step * 4096 + device_of
+    out = np.full(len(d.event), -1, dtype=np.int64)
+    for g in np.unique(group):
+        members = np.flatnonzero(group == g)
+        by_end = members[np.argsort(d.end[members], kind="stable")]
+        hit = np.searchsorted(d.end[by_end], d.start[members], side="right") - 1
+        for k, i in enumerate(members):
+            for h in range(hit[k], max(hit[k] - 8, -1), -1):
+                if d.chain_key[by_end[h]] != d.chain_key[i]:
+                    out[i] = by_end[h]
+                    break
+    return out
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(1, 60))
+@settings(max_examples=60, deadline=None)
+def test_other_stream_ends_match_a_search_per_group(seed, m):
+    # Events of a few steps, devices and streams at random (ties, and streams that run many
+    # events back to back): each event's latest other-stream end of its step and device.
+    rng = np.random.default_rng(seed)
+    step, dev, stream = (rng.integers(0, k, m) for k in (3, 2, 3))
+    start = rng.integers(0, 40, m)
+    end = start + rng.integers(0, 10, m)
+    d = DeviceEvents(event=np.arange(m), step=step, start=start, end=end,
+                     chain_key=(step * 2 + dev) * 3 + stream,
+                     launch_point=np.full(m, -1), launch_end_point=np.full(m, -1),
+                     issued=start, before=np.full(m, -1))
+    assert np.array_equal(other_stream_ends(d, dev), _other_stream_ends_by_group(d, dev))
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(0, 50), st.sampled_from([10, 10**6, 2**61]))
+@settings(max_examples=80, deadline=None)
+def test_chain_time_order_matches_a_lexsort(seed, m, span):
+    # Host points by (chain, time, tie): one sort of a packed key, or the lexsort itself where
+    # the three do not fit in one integer (a span of 2**61 ns).
+    from trainprof.analysis.critical_path.points import _chain_time_order
+
+    rng = np.random.default_rng(seed)
+    chain_key = rng.integers(0, 7, m)
+    t = rng.integers(0, 4, m) * (span // 4) - span // 8
+    tie = rng.permutation(2 * m + 3)[:m]
+    assert np.array_equal(_chain_time_order(chain_key, t, tie, 2 * m + 3),
+                          np.lexsort((tie, t, chain_key)))
+
+
+def test_chains_scanned_one_by_one_or_at_once_agree(monkeypatch):
+    # A few chains are scanned one by one, many in one pass over all of them: the same times.
+    from trainprof.analysis.critical_path import replay as replay_module
+
+    trace = load_file(RESNET_W0)
+    g = build_graph(trace, find_steps(trace))
+    w = np.where(g.item == g.item[np.argmax(g.weight)], 0, g.weight)
+    one_by_one = replay(g, w)
+    monkeypatch.setattr(replay_module, "CHAINS_ONE_BY_ONE", 0)
+    at_once = replay(g, w)
+    assert one_by_one[1] and at_once[1]
+    assert np.array_equal(one_by_one[0], at_once[0])

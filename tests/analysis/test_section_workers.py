@@ -346,6 +346,24 @@ def test_analyze_uses_the_env_override(small, tmp_path, sections, monkeypatch):
     assert marker.exists()
 
 
+def test_home_jobs_stay_in_this_process(small):
+    """The critical path (the largest result to send back) is computed here, never queued;
+    the other jobs are still shared, and every result comes back in the jobs' order."""
+    trace, _ = small
+
+    def slow(name):
+        def job(trace, steps):
+            time.sleep(0.1)
+            return name, os.getpid()
+        return job
+
+    names = ["breakdown", "host", "critical_path", "kernels", "idle"]
+    results = sw.run_jobs(trace, None, [(n, slow(n)) for n in names], workers=2)
+    assert [name for name, _ in results] == names
+    assert dict(results)["critical_path"] == os.getpid()
+    assert len({pid for _, pid in results}) == 2
+
+
 def test_longest_first():
     names = ["modules", "breakdown", "unknown", "host", "idle"]
     order = [names[i] for i in sw.longest_first(names)]

@@ -122,11 +122,19 @@ def _parents(depth: np.ndarray, end: np.ndarray) -> np.ndarray:
         return np.empty(0, dtype=np.int64)
     # Nodes by (depth, position); queried in that same order, so the search runs sorted.
     by_key = stable_argsort(depth)
-    key = depth[by_key] * (n + 1) + by_key
-    hit = np.searchsorted(key, key - (n + 1), side="left") - 1
-    cand = by_key[np.maximum(hit, 0)]
     d = depth[by_key]
-    ok = (d > 0) & (hit >= 0) & (depth[cand] == d - 1) & (end[cand] > by_key)
+    key = d * (n + 1) + by_key
+    # A node right after a node one level up (a first child) finds that one: no search.
+    after_up = np.zeros(n, dtype=bool)
+    after_up[1:] = depth[:-1] == depth[1:] - 1
+    after_up = after_up[by_key]
+    cand = by_key - 1
+    found = np.ones(n, dtype=bool)
+    rest = np.flatnonzero(~after_up)
+    hit = np.searchsorted(key, key[rest] - (n + 1), side="left") - 1
+    cand[rest] = by_key[np.maximum(hit, 0)]
+    found[rest] = hit >= 0
+    ok = (d > 0) & found & (depth[cand] == d - 1) & (end[cand] > by_key)
     parent = np.empty(n, dtype=np.int64)
     parent[by_key] = np.where(ok, cand, -1)
     return parent

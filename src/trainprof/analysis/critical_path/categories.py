@@ -7,6 +7,7 @@ from enum import IntEnum
 
 import numpy as np
 
+from trainprof.analysis.calls.cache import per_trace
 from trainprof.trace.model import (
     FLAG_COMM,
     FLAG_DATALOADER,
@@ -121,8 +122,10 @@ def loader_mask(trace: Trace, events: np.ndarray) -> np.ndarray:
     return (trace.events.flags[events] & FLAG_DATALOADER) != 0
 
 
+@per_trace
 def sync_name_codes(trace: Trace) -> np.ndarray:
-    """The name codes of the runtime and driver calls that block on the device."""
+    """The name codes of the runtime and driver calls that block on the device (cached on the
+    trace: the host's categories and its sync waits both ask)."""
     ev = trace.events
     seen = np.zeros(len(ev.names), dtype=bool)  # the names used by these calls, in code order
     seen[ev.name[kind_mask(ev.kind, LAUNCH_KINDS)]] = True

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -76,11 +77,13 @@ class StepGraph:
     def __len__(self) -> int:
         return len(self.time)
 
-    @property
+    @cached_property
     def heads(self) -> np.ndarray:
-        """Boolean mask of the first point of each chain."""
-        return np.r_[True, self.chain[1:] != self.chain[:-1]] if len(self.chain) else \
+        """Boolean mask of the first point of each chain (found once: read-only)."""
+        out = np.r_[True, self.chain[1:] != self.chain[:-1]] if len(self.chain) else \
             np.zeros(0, dtype=bool)
+        out.flags.writeable = False
+        return out
 
 
 def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:

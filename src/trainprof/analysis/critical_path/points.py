@@ -103,8 +103,9 @@ def host_points(trace: Trace, starts: np.ndarray, ends: np.ndarray) -> HostPoint
     _ns_into(t[n:], end_us)
     del begin_us, end_us
     # Starts run sorted per thread in tree order; most ranges end in the step they began in.
-    pos = starts_at_or_before(starts, t[:n])
-    pos = np.r_[pos, ends_at_or_before(starts, t[:n], t[n:], pos)]
+    pos = np.empty(2 * n, dtype=np.int64)
+    pos[:n] = starts_at_or_before(starts, t[:n])
+    pos[n:] = ends_at_or_before(starts, t[:n], t[n:], pos[:n])
     step = step_of(t, starts, ends, pos)
     del pos
     keep = np.flatnonzero(step >= 0)
@@ -114,16 +115,37 @@ def host_points(trace: Trace, starts: np.ndarray, ends: np.ndarray) -> HostPoint
     chain_key += np.r_[tid, tid][keep]  # each point's node's thread
     del tid
     # At one time: ends before starts; ends innermost first, starts outermost first.
-    tie = np.where(keep < n, n + keep, 2 * n - 1 - keep)  # starts after every end, in tree order
-    order = np.lexsort((tie, t[keep], chain_key))
+    # (keep runs ascending: the starts' points, below n, then the ends')
+    tie = keep + n  # starts after every end, in tree order
+    first_end = int(np.searchsorted(keep, n))
+    np.subtract(2 * n - 1, keep[first_end:], out=tie[first_end:])
+    order = _chain_time_order(chain_key, t[keep], tie, 2 * n)
     del tie
     sel = keep[order]
     del keep
-    is_start = sel < n
-    node = np.where(is_start, sel, sel - n)
-    owner = np.where(is_start, nodes_ev[node], parent_ev[node])
+    # Per point (starts, then ends, as ``t``): its event, and the event owning what follows.
+    owner = np.concatenate([nodes_ev, parent_ev])[sel]
+    event = np.concatenate([nodes_ev, nodes_ev])[sel]
     return HostPoints(time=t[sel], chain_key=chain_key[order], owner_event=owner,
-                      event=nodes_ev[node], is_start=is_start)
+                      event=event, is_start=sel < n)
+
+
+def _chain_time_order(chain_key: np.ndarray, t: np.ndarray, tie: np.ndarray,
+                      ties: int) -> np.ndarray:
+    """``np.lexsort((tie, t, chain_key))`` for non-negative chain keys and distinct ties below
+    ``ties``: one sort of the three in one integer where they fit (most traces), a lexsort
+    where they do not."""
+    if not len(t):
+        return np.lexsort((tie, t, chain_key))
+    t_min = int(t.min())
+    span = (int(t.max()) - t_min + 1) * ties
+    if int(chain_key.min()) < 0 or (int(chain_key.max()) + 1) * span >= 2**63:
+        return np.lexsort((tie, t, chain_key))
+    key = t - t_min
+    key *= ties
+    key += tie
+    key += chain_key * np.int64(span)
+    return np.argsort(key, kind="stable")  # distinct keys: the lexsort's order
 
 
 @dataclass
@@ -146,16 +168,18 @@ def device_events(trace: Trace, host: HostPoints, starts: np.ndarray, ends: np.n
     """The device events of the steps (``links``: the trace's ``launch_links``)."""
     ev = trace.events
     idx = np.flatnonzero(kind_mask(ev.kind, DEVICE_KINDS) & (ev.device >= 0) & (ev.dur >= 0))
-    start_point = np.full(len(ev), -1, dtype=np.int64)
-    end_point = np.full(len(ev), -1, dtype=np.int64)
-    start_point[host.event[host.is_start]] = np.flatnonzero(host.is_start)
-    end_point[host.event[~host.is_start]] = np.flatnonzero(~host.is_start)
+    # Each event's start point at 2 * event, its end point at 2 * event + 1; -1 for none (the
+    # two slots at the end: an event -1's).
+    point_of = np.full(2 * len(ev) + 2, -1, dtype=np.int64)
+    slot = host.event * 2
+    slot += ~host.is_start
+    point_of[slot] = np.arange(len(slot))
+    del slot
     launch_of = np.full(len(ev), -1, dtype=np.int64)
     devices, launches = links
     launch_of[devices] = launches
-    launch = launch_of[idx]
-    lp = np.where(launch >= 0, start_point[np.maximum(launch, 0)], -1)
-    le = np.where(launch >= 0, end_point[np.maximum(launch, 0)], -1)
+    launch = launch_of[idx] * 2
+    lp, le = point_of[launch], point_of[launch + 1]
     s, e = to_ns(ev.ts[idx]), to_ns(ev.ts[idx] + ev.dur[idx])
     before = _previous_ends(ev.device[idx].astype(np.int64), ev.stream[idx], s, e)
     by_time = step_of(s, starts, ends)

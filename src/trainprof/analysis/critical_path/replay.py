@@ -12,6 +12,7 @@ training step. The critical path is read back by following each point's binding 
 from __future__ import annotations
 
 from collections import deque
+from functools import cached_property
 
 import numpy as np
 
@@ -21,6 +22,9 @@ from trainprof.analysis.critical_path.runs import LaunchRuns, launch_runs
 #: Passes after which a replay stops even if points still move (a graph this deep is unlikely:
 #: it would need about this many syncs in one step); the result then notes it.
 MAX_PASSES = 2_000
+#: Chains up to this many are scanned one by one (a running maximum each): cheaper than one
+#: pass over every chain at once, which must first lift each chain's times above the last's.
+CHAINS_ONE_BY_ONE = 256
 
 
 class _Chains:
@@ -32,10 +36,15 @@ class _Chains:
         first = np.flatnonzero(head)
         self.chains = len(first)
         self.bounds = np.r_[first, len(head)]
-        self.number = np.cumsum(head, dtype=np.int64)  # each point's chain, counted from 1
+        self._head = head
         cs = np.cumsum(weight)
         # Cumulative weight from the chain's head (weights at heads are 0).
         self.c = cs - np.repeat(cs[first], np.diff(self.bounds))
+
+    @cached_property
+    def number(self) -> np.ndarray:
+        """Each point's chain, counted from 1."""
+        return np.cumsum(self._head, dtype=np.int64)
 
 
 def _chain_scan(ch: _Chains, x: np.ndarray) -> np.ndarray:
@@ -49,14 +58,14 @@ def _chain_scan(ch: _Chains, x: np.ndarray) -> np.ndarray:
     np.putmask(y, ~reached, lo)
     del reached
     stride = int(y.max()) - lo + 1
-    if stride * (ch.chains + 1) + abs(lo) < 2**62:
+    if ch.chains > CHAINS_ONE_BY_ONE and stride * (ch.chains + 1) + abs(lo) < 2**62:
         offset = ch.number * np.int64(stride)  # keeps each chain's running max to itself
         y += offset
         np.maximum.accumulate(y, out=y)
         y -= offset
         del offset
-    else:  # times too far apart for one pass: chain by chain
-        bounds = ch.bounds
+    else:  # a few chains, or times too far apart for one pass: chain by chain
+        bounds = ch.bounds.tolist()
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             np.maximum.accumulate(y[a:b], out=y[a:b])
     unreached = y <= lo
@@ -87,7 +96,11 @@ def replay(g: StepGraph, weight: np.ndarray | None = None,
 def step_ends(g: StepGraph, t: np.ndarray) -> np.ndarray:
     """The latest point of each step (ns), UNREACHED for a step without points."""
     out = np.full(len(g.step_start), UNREACHED, dtype=np.int64)
-    np.maximum.at(out, g.chain_step[g.chain], t)
+    if not len(t):
+        return out
+    # Each chain's latest (its points are contiguous), then each step's of its chains.
+    firsts = np.flatnonzero(g.heads)
+    np.maximum.at(out, g.chain_step[g.chain[firsts]], np.maximum.reduceat(t, firsts))
     return out
 
 
@@ -107,8 +120,8 @@ def binding_inputs(g: StepGraph, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     by_chain = np.zeros(n, dtype=bool)  # the previous point on the chain plus the edge
     by_chain[1:] = t[:-1] + g.weight[1:] == t[1:]
     by_chain &= ~g.heads & (t > UNREACHED)
-    on_chain = np.flatnonzero(by_chain)
-    pred[on_chain], via[on_chain] = on_chain - 1, -1
+    np.copyto(pred, np.arange(-1, n - 1, dtype=pred.dtype), where=by_chain)
+    via[by_chain] = -1
     return pred, via
 
 
@@ -190,7 +203,7 @@ class WhatIfReplay:
         visit = heads | tails | (g.anchor > UNREACHED)
         visit[g.dst] = True
         inside = np.ones(len(g.dst), dtype=bool)
-        if steps is not None:
+        if steps is not None and not steps.all():
             chain_in = steps[g.chain_step]  # per chain, not per point
             visit &= chain_in[g.chain]
             inside = chain_in[g.chain[g.dst]]
@@ -229,15 +242,16 @@ class WhatIfReplay:
         self._edge_step = self.step[self._edge_dst]
         # Each edge's lag is its own (a cross edge's) plus the chain weights after point
         # ``_lag_b`` up to point ``_lag_a`` (chain edges: visited point and its predecessor;
-        # cross edges: the point left from and the visited point before it), in build order
-        # (the points nearly sorted: their searches are fast).
-        self._lag_a = np.r_[kept[linked], cross_from]
-        self._lag_b = np.r_[prev_in_chain[linked], cross_base]
+        # cross edges: the point left from and the visited point before it), in build order.
+        lag_a = np.r_[kept[linked], cross_from]
+        lag_b = np.r_[prev_in_chain[linked], cross_base]
         del cross_from, cross_base
         cs = np.cumsum(g.weight)  # the graph's cumulative weights
         own = np.r_[np.zeros(int(linked.sum()), dtype=np.int64), g.lag[inside]]
-        self._base_lags = ((cs[self._lag_a] - cs[self._lag_b]) + own)[self._by_dst]
+        self._base_lags = ((cs[lag_a] - cs[lag_b]) + own)[self._by_dst]
         del cs, own
+        self._lag_a: np.ndarray = lag_a[self._by_dst]  # by destination, as the lags
+        self._lag_b: np.ndarray = lag_b[self._by_dst]
         self._base_times = np.maximum(t[points], UNREACHED)
         self._clean = not len(self._back[0])
         self._runs: LaunchRuns | None = None
@@ -262,24 +276,36 @@ class WhatIfReplay:
             timed[runs.inner] = False
             self._timed = np.flatnonzero(timed)  # the points with a time of their own
 
-    def _lag_changes(self, pos: np.ndarray, weight: np.ndarray) -> np.ndarray:
-        """How much every edge's lag changes (by destination) with these weights at ``pos``."""
+    def reads(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where the two points each edge's lag is read between fall among the sorted points
+        ``pos`` (by destination): what ``changed_step_ends`` needs of ``pos`` whatever the
+        weights there, found once for the what-ifs that change the same points."""
+        # How many of ``pos`` are at or before each point (``searchsorted``, side right, of
+        # every point at once): a count per point, summed.
+        at_or_before = np.bincount(pos, minlength=len(self.g.time))
+        np.cumsum(at_or_before, out=at_or_before)
+        return at_or_before[self._lag_a], at_or_before[self._lag_b]
+
+    def _lag_changes(self, pos: np.ndarray, weight: np.ndarray,
+                     reads: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """How much every edge's lag changes (by destination) with these weights at ``pos``
+        (``reads``: ``self.reads(pos)``)."""
         # The changes summed up to each point read (a what-if changes a few weights: no
         # cumulative sum over every point).
         shift = np.r_[0, np.cumsum(weight - self.g.weight[pos])]
-        return (shift[np.searchsorted(pos, self._lag_a, side="right")]
-                - shift[np.searchsorted(pos, self._lag_b, side="right")])[self._by_dst]
+        return shift[reads[0]] - shift[reads[1]]
 
     def step_ends(self, weight: np.ndarray, max_rounds: int = 8) -> np.ndarray:
         """The latest time of each step (ns) with these chain weights."""
         pos = np.flatnonzero(weight != self.g.weight)
         return self.changed_step_ends(pos, weight[pos], max_rounds)
 
-    def changed_step_ends(self, pos: np.ndarray, weight: np.ndarray,
-                          max_rounds: int = 8) -> np.ndarray:
+    def changed_step_ends(self, pos: np.ndarray, weight: np.ndarray, max_rounds: int = 8,
+                          reads: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """``step_ends`` with the graph's weights but at the points ``pos`` (sorted), whose
-        weights are ``weight``: no copy of every weight for a what-if that changes a few."""
-        change = self._lag_changes(pos, weight)
+        weights are ``weight``: no copy of every weight for a what-if that changes a few.
+        ``reads``: ``self.reads(pos)``, when already found."""
+        change = self._lag_changes(pos, weight, self.reads(pos) if reads is None else reads)
         sorted_lags = self._base_lags + change
         if self._runs is not None and bool((weight >= 0).all()):
             return self._folded_step_ends(sorted_lags, change != 0)

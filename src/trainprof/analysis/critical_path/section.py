@@ -122,20 +122,25 @@ def _step_path(trace: Trace, g: StepGraph, t: np.ndarray,
     a, b = pts[:-1], pts[1:]
     origin = g.step_start[k]  # the path before the step began (the host ahead) is cut off
     from_ = np.maximum(t[a], origin)
-    us = np.maximum(t[b] - from_, 0) / 1000.0
+    till = t[b]
+    us = np.maximum(till - from_, 0) / 1000.0
     via_b = via[b]
     cross = via_b >= 0
     cat = np.where(cross, cross_cat[via_b], g.category[b]).astype(np.int64)
     item = np.where(cross, -1, g.item[b])
-    np.add.at(item_us, item[item >= 0], us[item >= 0])
+    has_item = item >= 0
+    np.add.at(item_us, item[has_item], us[has_item])
     split_arr = np.bincount(cat, weights=us, minlength=len(CATEGORY_KEYS))
     lead = float(max(t[pts[0]] - origin, 0)) / 1000.0
     split_arr[Category.UNTRACED_HOST] += lead
     split = {key: float(v) for key, v in zip(CATEGORY_KEYS, split_arr, strict=True)}
+    # The pieces: the stretches of some time, named and laned (read for those only).
+    timed = us > 0
+    b, cross = b[timed], cross[timed]
     event = np.where(cross, -1, g.event[b])
     name = np.where(event >= 0, trace.events.name[np.maximum(event, 0)], -1)
     lane = g.chain[b].astype(np.int64)  # the graph's narrower chains, as the result's lanes
-    pieces = _merged(lane, from_ / 1000.0, t[b] / 1000.0, cat, name, us > 0)
+    pieces = _merged(lane, from_[timed] / 1000.0, till[timed] / 1000.0, cat[timed], name)
     pieces.lanes, pieces.names = g.chain_lane, trace.events.names
     # A step whose work all ended before it began (re-timed to an empty device span) has a
     # path of no time, not a negative one.
@@ -145,9 +150,8 @@ def _step_path(trace: Trace, g: StepGraph, t: np.ndarray,
 
 
 def _merged(lane: np.ndarray, start: np.ndarray, end: np.ndarray, cat: np.ndarray,
-            name: np.ndarray, keep: np.ndarray) -> PathPieces:
+            name: np.ndarray) -> PathPieces:
     """Stretches of time with one lane, category and name merged into one piece."""
-    lane, start, end, cat, name = lane[keep], start[keep], end[keep], cat[keep], name[keep]
     if not len(start):
         return PathPieces(lane=lane, start_us=start, end_us=end, category=cat, name=name,
                           lanes=[], categories=CATEGORY_KEYS, names=[])
@@ -176,12 +180,14 @@ def _what_ifs(g: StepGraph, t: np.ndarray, ends: np.ndarray, item_us: np.ndarray
         kind, name = g.items[i]
         scaled: list[float] = []
         pos = np.flatnonzero(g.item == i)
+        reads = fast.reads(pos)  # the same for every scale
         for scale in WHAT_IF_SCALES:
             if scaled and scaled[0] >= now:  # no saving at zero: none at any scale
                 scaled.append(now)
                 continue
             w = np.rint(g.weight[pos] * scale).astype(np.int64)
-            scaled.append(_mean_step_ms(fast.changed_step_ends(pos, w), g, reached))
+            ends_if = fast.changed_step_ends(pos, w, reads=reads)
+            scaled.append(_mean_step_ms(ends_if, g, reached))
         out.append(PathItem(kind=kind, name=name, on_path_us=float(item_us[i]),
                             on_path_pct=100.0 * float(item_us[i]) / total_us if total_us else 0.0,
                             step_ms=now, step_ms_if_zero=scaled[0], step_ms_if_half=scaled[1]))
@@ -190,6 +196,8 @@ def _what_ifs(g: StepGraph, t: np.ndarray, ends: np.ndarray, item_us: np.ndarray
 
 def _replayed_steps(g: StepGraph, reached: np.ndarray) -> np.ndarray:
     """The steps the what-ifs replay: all, or evenly spaced ones within WHAT_IF_POINTS."""
+    if 2 * len(g.src) <= WHAT_IF_POINTS:  # no more points are touched than the edges' ends
+        return reached
     touched = np.zeros(len(g.time), dtype=bool)
     touched[g.src] = touched[g.dst] = True
     per_step = np.bincount(g.chain_step[g.chain[touched]], minlength=len(reached))

@@ -27,22 +27,29 @@ def other_stream_ends(d: DeviceEvents, device_of: np.ndarray) -> np.ndarray:
     """Per device event, the position of the latest event of the same step and device on
     another stream that ended at or before it started (-1 for none)."""
     group = d.step * 4096 + device_of
-    out = np.full(len(d.event), -1, dtype=np.int64)
-    for g in np.unique(group):  # one per (step, device): a handful
-        members = np.flatnonzero(group == g)
-        by_end = members[np.argsort(d.end[members], kind="stable")]
-        hit = np.searchsorted(d.end[by_end], d.start[members], side="right") - 1
-        found = np.full(len(members), -1, dtype=np.int64)
-        todo = np.ones(len(members), dtype=bool)
-        for _ in range(8):  # skip events of the same stream just before
-            ok = todo & (hit >= 0)
-            cand = by_end[np.maximum(hit, 0)]
-            other = ok & (d.chain_key[cand] != d.chain_key[members])
-            found[other] = cand[other]
-            todo &= ~other & (hit >= 0)
-            hit -= 1
-        out[members] = found
-    return out
+    # Every (step, device) group's events by end, the groups one after another; each event's
+    # search runs within its own group's stretch (``lo`` to its hit).
+    by_end = np.lexsort((d.end, group))
+    ends, grouped = d.end[by_end], group[by_end]
+    cuts = np.flatnonzero(grouped[1:] != grouped[:-1]) + 1
+    bounds = np.r_[0, cuts, len(by_end)]
+    lo = np.empty(len(by_end), dtype=np.int64)
+    hit = np.empty(len(by_end), dtype=np.int64)
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):  # a handful
+        members = by_end[a:b]
+        lo[members] = a
+        hit[members] = a + np.searchsorted(ends[a:b], d.start[members], side="right") - 1
+    found = np.full(len(by_end), -1, dtype=np.int64)
+    todo = np.ones(len(by_end), dtype=bool)
+    for _ in range(8):  # skip events of the same stream just before
+        inside = hit >= lo
+        ok = todo & inside
+        cand = by_end[np.maximum(hit, 0)]
+        other = ok & (d.chain_key[cand] != d.chain_key)
+        found[other] = cand[other]
+        todo &= ~other & inside
+        hit -= 1
+    return found
 
 
 def awaited(d: DeviceEvents, step_start: np.ndarray, step: np.ndarray, call_start: np.ndarray,
@@ -147,9 +154,12 @@ def thread_starts(host: HostPoints, chain: np.ndarray, head: np.ndarray,
     if not len(t):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     step = host.chain_key // (n_threads + 1)
-    first = np.full(int(step.max()) + 1, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, step, t)
-    heads = np.flatnonzero(head & (t - first[step] >= THREAD_WAIT_MIN_NS))
+    # The points come sorted by step: each step's first time is its stretch's least.
+    stretch = np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
+    first = np.full(int(step[-1]) + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    first[step[stretch]] = np.minimum.reduceat(t, stretch)
+    heads = np.flatnonzero(head)
+    heads = heads[t[heads] - first[step[heads]] >= THREAD_WAIT_MIN_NS]
     key = step * np.int64(2**44)
     del step  # read again below at the points it is needed at only
     key += t
