@@ -120,8 +120,10 @@ def uses_tensor_cores(name: str) -> bool:
     return bool(_TENSOR_CORE.search(name)) and not _CUDA_CORES.search(name)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def is_communication_kernel(name: str) -> bool:
-    """Whether a kernel name is that of a communication kernel."""
+    """Whether a kernel name is that of a communication kernel (cached: a load asks it of each
+    kernel name twice, as the names are classified and in ``name_class``)."""
     return bool(_COMMUNICATION.search(name[:NAME_LIMIT]))
 
 

@@ -288,7 +288,12 @@ class _Pool:
         free, more, broken = list(range(SLOTS)), True, False
         while more or pending:
             while more and free:
-                item = self.tasks.get()
+                # With a segment at the worker, take only a task that is there: the consumer
+                # may be waiting for that segment's columns before it lets the feeder put more.
+                try:
+                    item = self.tasks.get(block=not pending)
+                except queue.Empty:
+                    break
                 if item is None:
                     more = False
                     break

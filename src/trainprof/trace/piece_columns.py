@@ -12,6 +12,7 @@ to ``add``, which says or repairs what it says or repairs today.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +41,23 @@ _PHASES = {"X": _COMPLETE, "i": _INSTANT, "I": _INSTANT, "s": _FLOW_START, "f": 
 #: Per kind (an index), whether it is a device kind; a host op kind.
 _IS_DEVICE = np.isin(np.arange(256), DEVICE_KINDS)
 _IS_HOST_OP = np.isin(np.arange(256), HOST_OP_KINDS)
+# Bits of what else a complete event has, by its (cat, name) (``_complete``).
+_DEVICE, _HOST_OP, _DETAILED, _KERNEL = 1, 2, 4, 8
+_NONE = np.empty(0, dtype=np.intp)
 #: A rule's result that no rule gives: "the value is null or absent, read the other column".
 _UNSET = np.iinfo(np.int64).min
+
+
+def _where(mask: np.ndarray) -> np.ndarray:
+    """``np.flatnonzero`` of a 1-d ``mask``, without its Python layers (called per piece)."""
+    return mask.nonzero()[0]
+
+
+def _filled(n: int, value: Any, dtype: Any = np.float64) -> np.ndarray:
+    """``np.full``, without its Python layers (called per piece)."""
+    out = np.empty(n, dtype=dtype)
+    out.fill(value)
+    return out
 
 
 def _phase(value: Any) -> int:
@@ -54,53 +70,68 @@ class _Piece:
     def __init__(self, piece: sc.ScannedPiece) -> None:
         self.p = piece
         self.values = piece.values()
-        self.absent = len(self.values)  # the table slot of an absent value (code -1)
-
-    def table(self, codes: np.ndarray, rule: Callable[[Any], Any], default: Any,
-              dtype: Any = bool) -> np.ndarray:
-        """A lookup table by value code: ``rule`` of each value that ``codes`` hold (of
-        ``default`` for the absent value, in the last slot, which the code -1 reads)."""
-        present = (np.flatnonzero(np.bincount(codes + 1, minlength=1)) - 1).tolist()
-        out = np.zeros(self.absent + 1, dtype=dtype)
-        out[present] = [rule(self.value(i, default)) for i in present]
-        return out
 
     def mapped(self, codes: np.ndarray, rule: Callable[[Any], Any], default: Any,
                dtype: Any = bool) -> np.ndarray:
         """``rule`` of each event's value (``codes``; -1: absent, read as ``default``),
-        computed once per distinct value."""
-        return self.table(codes, rule, default, dtype)[codes]
+        computed once per distinct value, into a table by code + 1 that the events index."""
+        shifted = codes.astype(np.intp)
+        shifted += 1
+        present = _where(np.bincount(shifted)).tolist()
+        table = np.zeros(len(self.values) + 1, dtype=dtype)
+        values = [default, *self.values]
+        table[present] = [rule(values[i]) for i in present]
+        return table[shifted]
 
     def value(self, code: int, default: Any) -> Any:
         """The value of ``code`` (``default`` for -1, absent)."""
         return default if code < 0 else self.values[code]
 
+    @functools.cached_property
+    def thread_keys(self) -> list[tuple[Any, Any]]:
+        """The (pid, tid) values of each THREAD tuple code (0 for an absent one)."""
+        values = [*self.values, 0]  # the code -1 reads the default
+        return [(values[pid], values[tid]) for pid, tid in self.p.threads.tolist()]
+
 
 class _Rows:
-    """Some events of a piece (``rows``): their number, id and tuple columns (views when
+    """Some events of a piece: ``rows`` of its columns (the columns themselves, views, when
     they are all the piece's events)."""
 
     def __init__(self, piece: sc.ScannedPiece, rows: np.ndarray) -> None:
+        self.p = piece
         self.rows = rows
-        every = len(rows) == len(piece)
-        self.numbers = piece.numbers if every else piece.numbers[rows]
-        self.ids = piece.ids if every else piece.ids[rows]
-        self.tuples = piece.tuples if every else piece.tuples[rows]
-        self.has_args = piece.has_args if every else piece.has_args[rows]
+        self.every = len(rows) == len(piece)
+        self._gathered: dict[tuple[int, int], np.ndarray] = {}
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def of(self, matrix: np.ndarray, column: int, which: np.ndarray | None = None
+           ) -> np.ndarray:
+        """``column`` of one of the piece's matrices, for these events (or for those of
+        them at positions ``which``)."""
+        values = matrix[:, column]
+        if which is not None:
+            return values[self.at(which)]
+        if self.every:
+            return values
+        key = (id(matrix), column)
+        if key not in self._gathered:
+            self._gathered[key] = values[self.rows]
+        return self._gathered[key]
+
+    def at(self, which: np.ndarray) -> np.ndarray:
+        """The piece's rows of the events at positions ``which``."""
+        return which if self.every else self.rows[which]
 
 
 def add_scanned(builder: ColumnBuilder, piece: sc.ScannedPiece) -> None:
     """``builder.add`` for the scanned piece."""
     p = _Piece(piece)
-    phase = p.mapped(piece.spans[:, sc.PH], _phase, "", np.uint8)
-    complete = np.flatnonzero(phase == _COMPLETE)
-    memory = np.flatnonzero(phase == _INSTANT)
+    complete, memory, flows, flow_phase = _split(p)
     if len(memory):
         memory = memory[p.mapped(piece.spans[memory, sc.NAME], lambda v: v == "[memory]", "")]
-    flows = np.flatnonzero(phase >= _FLOW_START)
     events = _Rows(piece, complete)
     if not _modelled(builder, p, events, memory, flows):
         sc.SCAN_STATS["redecoded"] += 1
@@ -114,7 +145,29 @@ def add_scanned(builder: ColumnBuilder, piece: sc.ScannedPiece) -> None:
     if len(memory):
         builder._memory.append(_memory_columns(builder, p, memory))
     if len(flows):
-        builder._flows.append(_flow_columns(builder, p, flows, phase[flows]))
+        builder._flows.append(_flow_columns(builder, p, flows, flow_phase))
+
+
+def _split(p: _Piece) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The rows of the complete events, of the instant events and of the flow events, and
+    each flow event's phase (by ``_PHASES``)."""
+    shifted = p.p.spans[:, sc.PH].astype(np.intp)
+    shifted += 1
+    present = _where(np.bincount(shifted)).tolist()
+    values = ["", *p.values]
+    phases = [_phase(values[i]) for i in present]
+    if len(set(phases)) == 1:  # a piece of one phase: no per-event work
+        every, none = np.arange(len(shifted)), np.empty(0, dtype=np.intp)
+        flows = every if phases[0] >= _FLOW_START else none
+        return (every if phases[0] == _COMPLETE else none,
+                every if phases[0] == _INSTANT else none,
+                flows, _filled(len(flows), phases[0], dtype=np.uint8))
+    table = np.zeros(len(values), dtype=np.uint8)
+    table[present] = phases
+    phase = table[shifted]
+    flows = _where(phase >= _FLOW_START)
+    return (_where(phase == _COMPLETE), _where(phase == _INSTANT), flows,
+            phase[flows])
 
 
 def _modelled(builder: ColumnBuilder, p: _Piece, events: _Rows, memory: np.ndarray,
@@ -122,23 +175,24 @@ def _modelled(builder: ColumnBuilder, p: _Piece, events: _Rows, memory: np.ndarr
     """Whether ``add`` would read these events without an error, a repair or a rare branch
     (unhashable categories, names or threads), the cases left to it."""
     nums = p.p.numbers
-    if np.isnan(events.numbers[:, sc.TS]).any() or np.isnan(nums[memory, sc.TS]).any():
+    # (A sum is NaN where a value is: times are finite numbers when they are present.)
+    if np.isnan(events.of(nums, sc.TS).sum()) or np.isnan(nums[memory, sc.TS]).any():
         return False  # a missing time: add() raises
     if (builder.t0 is None and not len(events) and not len(memory)
             and np.isnan(nums[flows, sc.TS]).any()):
         return False  # the time origin taken from flows without a time: add() raises
-    if not (events.numbers[:, sc.DUR] <= MAX_DURATION_US).all():
-        return False  # a null duration, or one add() refuses
+    if len(events) and not events.of(nums, sc.DUR).max() <= MAX_DURATION_US:
+        return False  # a null duration (the maximum is then NaN), or one add() refuses
     return _hashable(p) or _hashable_rows(p, np.concatenate([events.rows, memory, flows]))
 
 
 def _hashable(p: _Piece) -> bool:
     """Whether no event of the piece has a list or an object as category, name, pid or tid
     (the piece's tables of (cat, name) and (pid, tid) pairs hold every event's)."""
-    codes = np.concatenate([p.p.cat_names.reshape(-1), p.p.threads.reshape(-1)])
+    codes = {*p.p.cat_names.reshape(-1).tolist(), *p.p.threads.reshape(-1).tolist()}
+    codes.discard(-1)
     values = p.values
-    return not any(isinstance(values[c], list | dict)
-                   for c in np.unique(codes).tolist() if c >= 0)
+    return not any([isinstance(values[c], list | dict) for c in codes])
 
 
 def _hashable_rows(p: _Piece, rows: np.ndarray) -> bool:
@@ -146,7 +200,7 @@ def _hashable_rows(p: _Piece, rows: np.ndarray) -> bool:
     tid."""
     for column in (sc.CAT, sc.NAME, sc.PID, sc.TID):
         codes = p.p.spans[rows, column]
-        present = np.flatnonzero(np.bincount(codes + 1, minlength=1)) - 1
+        present = _where(np.bincount(codes + 1, minlength=1)) - 1
         if any(isinstance(p.value(c, None), list | dict) for c in present.tolist()):
             return False
     return True
@@ -154,9 +208,9 @@ def _hashable_rows(p: _Piece, rows: np.ndarray) -> bool:
 
 def _first_seen(codes: np.ndarray, count: int) -> list[int]:
     """The distinct ``codes`` (each in 0..count-1) in order of first occurrence."""
-    first = np.full(count, len(codes), dtype=np.int64)
+    first = _filled(count, len(codes), dtype=np.int64)
     np.minimum.at(first, codes, np.arange(len(codes)))
-    present = np.flatnonzero(first < len(codes))
+    present = _where(first < len(codes))
     return present[np.argsort(first[present], kind="stable")].tolist()
 
 
@@ -184,8 +238,7 @@ def _thread_ids(builder: ColumnBuilder, p: _Piece, codes: np.ndarray) -> np.ndar
         raw[key] = out = threads.setdefault(canonical, len(threads))
         return out
 
-    keys = [(p.value(pid, 0), p.value(tid, 0)) for pid, tid in p.p.threads.tolist()]
-    found = _looked_up(codes, keys, raw, new)
+    found = _looked_up(codes, p.thread_keys, raw, new)
     return np.array([-1 if f is None else f for f in found], dtype=np.int32)[codes]
 
 
@@ -195,79 +248,84 @@ def _ids(values: np.ndarray) -> np.ndarray:
 
 def _complete(builder: ColumnBuilder, p: _Piece, events: _Rows) -> dict[str, np.ndarray]:
     """``ColumnBuilder._complete`` for the ``events``."""
-    codes = events.tuples[:, sc.CAT_NAME]
-    keys = [(p.value(cat, ""), p.value(name, "")) for cat, name in p.p.cat_names.tolist()]
+    piece = p.p
+    codes = events.of(piece.tuples, sc.CAT_NAME)
+    values = [*p.values, ""]  # the code -1 reads the default
+    keys = [(values[cat], values[name]) for cat, name in piece.cat_names.tolist()]
     hits = np.array([h or (0, -1, 0) for h in
                      _looked_up(codes, keys, builder._kinds, builder._describe)], dtype=np.int64)
     kinds = hits[:, 0].astype(np.uint8)
-    kind = kinds[codes]
-    flags_of = hits[:, 2].astype(np.uint8)
-    flags = flags_of[codes]
-    nums, ids = events.numbers, events.ids
-    dur = nums[:, sc.DUR]
-    negative = int(np.count_nonzero(dur < 0))
-    if negative:
-        builder.negative_durations += negative
+    flags = hits[:, 2].astype(np.uint8)
+    dur = events.of(piece.numbers, sc.DUR)
+    if dur.min() < 0:
+        builder.negative_durations += int(np.count_nonzero(dur < 0))
         dur = np.maximum(dur, 0.0)
+    external = events.of(piece.ids, sc.EXTERNAL_ID)
     cols = {
-        "kind": kind,
+        "kind": kinds[codes],
         "name": hits[:, 1].astype(np.int32)[codes],
-        "flags": flags,
-        "ts": nums[:, sc.TS] - builder.t0,
+        "flags": flags[codes],
+        "ts": events.of(piece.numbers, sc.TS) - builder.t0,
         "dur": np.ascontiguousarray(dur),
-        "tid": _thread_ids(builder, p, events.tuples[:, sc.THREAD]),
-        "correlation": _ids(ids[:, sc.CORRELATION]),
-        "external_id": np.where(ids[:, sc.EXTERNAL_ID] != sc.NO_ID, ids[:, sc.EXTERNAL_ID],
-                                _ids(ids[:, sc.EXTERNAL_ID_OLD])),
+        "tid": _thread_ids(builder, p, events.of(piece.tuples, sc.THREAD)),
+        "correlation": _ids(events.of(piece.ids, sc.CORRELATION)),
+        "external_id": np.where(external != sc.NO_ID, external,
+                                _ids(events.of(piece.ids, sc.EXTERNAL_ID_OLD))),
     }
-    cols.update(_device_fields(p, events, _IS_DEVICE[kinds][codes]))
+    # What else each event has, by its (cat, name): one bit per group of fields below.
     is_kernel = kinds == Kind.KERNEL
-    cols.update(_op_fields(builder, p, events, _IS_HOST_OP[kinds][codes],
-                           (is_kernel | ((flags_of & model.FLAG_COMM) != 0))[codes],
-                           is_kernel[codes]))
+    group_of = (_IS_DEVICE[kinds] * _DEVICE + _IS_HOST_OP[kinds] * _HOST_OP
+                + (is_kernel | ((flags & model.FLAG_COMM) != 0)) * _DETAILED
+                + is_kernel * _KERNEL).astype(np.uint8)
+    # (The piece's (cat, name) pairs without a bit: none of its events has the bit.)
+    groups = group_of[codes] if group_of.any() else np.zeros(len(codes), dtype=np.uint8)
+    device = _where(groups & _DEVICE) if (group_of & _DEVICE).any() else _NONE
+    cols.update(_device_fields(p, events, device))
+    cols.update(_op_fields(builder, p, events, groups, group_of))
     return cols
 
 
-def _device_fields(p: _Piece, events: _Rows, on_device: np.ndarray) -> dict[str, np.ndarray]:
+def _device_fields(p: _Piece, events: _Rows, idx: np.ndarray) -> dict[str, np.ndarray]:
     """``ColumnBuilder._device_fields``: the device from args.device (else pid), the stream
-    from args.stream (else tid), for kernels, copies and memsets (``on_device``)."""
+    from args.stream (else tid), for kernels, copies and memsets (the events at ``idx``)."""
     n = len(events)
     out: dict[str, np.ndarray] = {
-        "device": np.full(n, -1, dtype=np.int16),
-        "stream": np.full(n, -1, dtype=np.int64),
-        "blocks_per_sm": np.full(n, np.nan, dtype=np.float32),
-        "occupancy": np.full(n, np.nan, dtype=np.float32),
-        "nbytes": np.full(n, np.nan, dtype=np.float64),
+        "device": _filled(n, -1, dtype=np.int16),
+        "stream": _filled(n, -1, dtype=np.int64),
+        "blocks_per_sm": _filled(n, np.nan, dtype=np.float32),
+        "occupancy": _filled(n, np.nan, dtype=np.float32),
+        "nbytes": _filled(n, np.nan, dtype=np.float64),
     }
-    idx = np.flatnonzero(on_device)
     if not len(idx):
         return out
-    spans = p.p.spans[events.rows[idx]]
-    out["device"][idx] = _either(p, spans, sc.DEVICE, sc.PID, device_id)
-    out["stream"][idx] = _either(p, spans, sc.STREAM, sc.TID, lambda v: int_or(v, -1))
-    nums = events.numbers[idx]
-    out["blocks_per_sm"][idx] = nums[:, sc.BLOCKS_PER_SM]
-    out["occupancy"][idx] = nums[:, sc.OCCUPANCY]
-    out["nbytes"][idx] = nums[:, sc.BYTES]
+    at = events.at(idx)
+    spans, nums = p.p.spans, p.p.numbers
+    out["device"][idx] = _either(p, spans[:, sc.DEVICE][at], spans[:, sc.PID][at], device_id)
+    out["stream"][idx] = _either(p, spans[:, sc.STREAM][at], spans[:, sc.TID][at],
+                                 lambda v: int_or(v, -1))
+    out["blocks_per_sm"][idx] = nums[:, sc.BLOCKS_PER_SM][at]
+    out["occupancy"][idx] = nums[:, sc.OCCUPANCY][at]
+    out["nbytes"][idx] = nums[:, sc.BYTES][at]
     return out
 
 
-def _either(p: _Piece, spans: np.ndarray, column: int, instead: int,
-            rule: Callable[[Any], int]) -> np.ndarray:
-    """``rule`` of the args value in ``column``, or of the event's ``instead`` value (default
-    0) when that one is null or absent."""
-    own = p.mapped(spans[:, column], lambda v: _UNSET if v is None else rule(v), None,
-                   np.int64)
-    other = p.mapped(spans[:, instead], rule, 0, np.int64)
-    return np.where(own == _UNSET, other, own)
+def _either(p: _Piece, own: np.ndarray, instead: np.ndarray, rule: Callable[[Any], int]
+            ) -> np.ndarray:
+    """``rule`` of each args value (codes ``own``), or of the event's own value (codes
+    ``instead``; default 0) when that one is null or absent."""
+    got = p.mapped(own, lambda v: _UNSET if v is None else rule(v), None, np.int64)
+    unset = _where(got == _UNSET)
+    if len(unset):
+        got[unset] = p.mapped(instead[unset], rule, 0, np.int64)
+    return got
 
 
 def _interned(table: dict[bytes, int], keys: np.ndarray, count: int,
               text: Callable[[int], bytes]) -> np.ndarray:
     """``columns._interned``: each key's index in ``table`` (the new ``text(key)`` added in
     order of first occurrence); -1 for the key -1 (absent). Keys are 0..count-1."""
-    out = np.full(len(keys), -1, dtype=np.int32)
-    present = np.flatnonzero(keys >= 0)
+    out = _filled(len(keys), -1, dtype=np.int32)
+    present = _where(keys >= 0)
     if not len(present):
         return out
     codes = np.empty(count, dtype=np.int32)
@@ -277,51 +335,60 @@ def _interned(table: dict[bytes, int], keys: np.ndarray, count: int,
     return out
 
 
-def _op_fields(builder: ColumnBuilder, p: _Piece, events: _Rows, host_op: np.ndarray,
-               wants_detail: np.ndarray, is_kernel: np.ndarray) -> dict[str, np.ndarray]:
-    """``ColumnBuilder._op_fields``: shapes, stacks, FLOPs of host ops (``host_op``); launch
-    and collective details of kernels and communication (``wants_detail``)."""
+def _op_fields(builder: ColumnBuilder, p: _Piece, events: _Rows, groups: np.ndarray,
+               group_of: np.ndarray) -> dict[str, np.ndarray]:
+    """``ColumnBuilder._op_fields``: shapes, stacks, FLOPs of host ops; launch and collective
+    details of kernels and communication (by ``groups``, the bits of ``_complete``, and
+    ``group_of``, those of the piece's (cat, name) pairs)."""
     n = len(events)
-    shape = np.full(n, -1, dtype=np.int32)
-    stack = np.full(n, -1, dtype=np.int32)
-    detail = np.full(n, -1, dtype=np.int32)
-    flops = np.full(n, np.nan)
-    op_args = np.full(n, -1, dtype=np.int32)
-    has_args = events.has_args
-    ops = np.flatnonzero(host_op & has_args)
+    shape = _filled(n, -1, dtype=np.int32)
+    stack = _filled(n, -1, dtype=np.int32)
+    detail = _filled(n, -1, dtype=np.int32)
+    flops = _filled(n, np.nan)
+    op_args = _filled(n, -1, dtype=np.int32)
+    if not (group_of & (_HOST_OP | _DETAILED)).any():
+        return {"shape": shape, "stack": stack, "detail": detail, "flops": flops,
+                "op_args": op_args}
+    has_args = p.p.has_args if events.every else p.p.has_args[events.rows]
+    groups = groups * has_args  # none without args
+    ops = _where(groups & _HOST_OP) if (group_of & _HOST_OP).any() else _NONE
     if len(ops):
-        _host_op_fields(builder, p, events, ops, shape, stack, op_args)
-        flops[ops] = events.numbers[ops, sc.FLOPS]
-    wanted = np.flatnonzero(wants_detail & has_args)
+        _host_op_fields(builder, p, events.at(ops), ops, shape, stack, op_args)
+        flops[ops] = events.of(p.p.numbers, sc.FLOPS, ops)
+    wanted = _where(groups & _DETAILED) if (group_of & _DETAILED).any() else _NONE
     if len(wanted):
-        _details(builder, p, events.tuples[wanted, sc.DETAIL], is_kernel[wanted], wanted,
-                 detail)
+        _details(builder, p, events.of(p.p.tuples, sc.DETAIL, wanted),
+                 (groups[wanted] & _KERNEL) != 0, wanted, detail)
     return {"shape": shape, "stack": stack, "detail": detail, "flops": flops,
             "op_args": op_args}
 
 
-def _host_op_fields(builder: ColumnBuilder, p: _Piece, events: _Rows, ops: np.ndarray,
+def _host_op_fields(builder: ColumnBuilder, p: _Piece, rows: np.ndarray, ops: np.ndarray,
                     shape: np.ndarray, stack: np.ndarray, op_args: np.ndarray) -> None:
-    """Shapes, stacks, and types with values, of the host ops ``ops``."""
-    texts = p.p.texts
-    spans = p.p.spans[events.rows[ops]]
-    shape[ops] = _interned(builder._shapes, spans[:, sc.INPUT_DIMS], len(texts),
+    """Shapes, stacks, and types with values, of the host ops ``ops`` (the piece's
+    ``rows``)."""
+    texts, spans = p.p.texts, p.p.spans
+    shape[ops] = _interned(builder._shapes, spans[:, sc.INPUT_DIMS][rows], len(texts),
                            texts.__getitem__)
-    stack[ops] = _interned(builder._stacks, spans[:, sc.CALL_STACK], len(texts),
+    stack[ops] = _interned(builder._stacks, spans[:, sc.CALL_STACK][rows], len(texts),
                            texts.__getitem__)
-    shaped = shape[ops] >= 0
-    types, values = spans[shaped, sc.INPUT_TYPES], spans[shaped, sc.CONCRETE]
+    shaped = _where(shape[ops] >= 0)
+    if not len(shaped):
+        return
+    absent = len(texts)
+    types = spans[:, sc.INPUT_TYPES][rows[shaped]]
+    values = spans[:, sc.CONCRETE][rows[shaped]]
     # (types, values) numbered densely; neither: no text (columns._types_and_values)
-    pairs, both = np.unique(np.where(types < 0, p.absent, types).astype(np.int64)
-                            * (p.absent + 1) + np.where(values < 0, p.absent, values),
+    pairs, both = np.unique(np.where(types < 0, absent, types).astype(np.int64)
+                            * (absent + 1) + np.where(values < 0, absent, values),
                             return_inverse=True)
     both = both.reshape(-1)
     both[(types < 0) & (values < 0)] = -1
 
     def joined(k: int) -> bytes:
-        t, v = divmod(int(pairs[k]), p.absent + 1)
-        return (b"[" + (b"null" if t == p.absent else texts[t]) + b"," +
-                (b"null" if v == p.absent else texts[v]) + b"]")
+        t, v = divmod(int(pairs[k]), absent + 1)
+        return (b"[" + (b"null" if t == absent else texts[t]) + b"," +
+                (b"null" if v == absent else texts[v]) + b"]")
 
     op_args[ops[shaped]] = _interned(builder._op_args, both, len(pairs), joined)
 
@@ -335,13 +402,13 @@ def _details(builder: ColumnBuilder, p: _Piece, codes: np.ndarray, on_device: np
     at = at[has_some]
     keys = codes[has_some].astype(np.int64) * 2 + on_device[has_some]
     count = 2 * len(p.p.details)
-    present = np.flatnonzero(np.bincount(keys, minlength=count))
+    present = _where(np.bincount(keys, minlength=count))
     made = _made_details(p, p.p.details[present // 2].tolist(), (present % 2).tolist())
     table = np.empty(count, dtype=object)
     table[present] = made
     exists = np.zeros(count, dtype=bool)
     exists[present] = [d is not None for d in made]
-    has = np.flatnonzero(exists[keys])
+    has = _where(exists[keys])
     if not len(has):
         return
     start = len(builder.details)
@@ -374,7 +441,7 @@ def _made_details(p: _Piece, rows: list[list[int]], on_device: list[int]
 def _memory_columns(builder: ColumnBuilder, p: _Piece, rows: np.ndarray
                     ) -> dict[str, np.ndarray]:
     """``ColumnBuilder._memory_columns``."""
-    nums = p.p.numbers[rows]
+    nums = p.p.numbers.take(rows, axis=0)
     return {
         "ts": nums[:, sc.TS] - builder.t0,
         "device_type": np.nan_to_num(nums[:, sc.DEVICE_TYPE], nan=-1),
@@ -383,7 +450,7 @@ def _memory_columns(builder: ColumnBuilder, p: _Piece, rows: np.ndarray
         "total_allocated": nums[:, sc.TOTAL_ALLOCATED].copy(),
         "total_reserved": nums[:, sc.TOTAL_RESERVED].copy(),
         "addr": nums[:, sc.ADDR].copy(),
-        "tid": _thread_ids(builder, p, p.p.tuples[rows, sc.THREAD]),
+        "tid": _thread_ids(builder, p, p.p.tuples[:, sc.THREAD][rows]),
     }
 
 
@@ -391,10 +458,10 @@ def _flow_columns(builder: ColumnBuilder, p: _Piece, rows: np.ndarray, phase: np
                   ) -> dict[str, np.ndarray]:
     """``ColumnBuilder._flow_columns``."""
     return {
-        "id": _ids(p.p.ids[rows, sc.ID]),
+        "id": _ids(p.p.ids[:, sc.ID][rows]),
         "phase": (phase == _FLOW_STEP).view(np.uint8),
-        "ts": p.p.numbers[rows, sc.TS] - builder.t0,
-        "tid": _thread_ids(builder, p, p.p.tuples[rows, sc.THREAD]),
-        "forward_backward": p.mapped(p.p.spans[rows, sc.CAT],
+        "ts": p.p.numbers[:, sc.TS][rows] - builder.t0,
+        "tid": _thread_ids(builder, p, p.p.tuples[:, sc.THREAD][rows]),
+        "forward_backward": p.mapped(p.p.spans[:, sc.CAT][rows],
                                      lambda v: v == "fwdbwd" or v == "forward_backward", ""),
     }
