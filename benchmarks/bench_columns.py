@@ -4,8 +4,9 @@
 
 "Columns" is everything ``load_file`` does after ``_scan.scan`` returns: each scanned piece's
 ``ColumnBuilder.add`` (its values decoded, numpy), ``finish`` (concatenation, sort by time), the
-``Trace`` and its launch context. Each piece is scanned just before it is added (as the loader
-does, so that it is in the cache), and only the adding is timed (``time.thread_time``).
+``Trace`` and its launch context. Each piece (as the loader cuts it) is scanned just before it
+is added, as the loader does (so that it is in the cache), and only the adding is timed
+(``time.thread_time``).
 ``load_file`` itself is timed too: this process's CPU (the gunzip thread included), the main
 thread's CPU, and the wall time. ``--against SRC`` (a checkout's ``src`` folder) imports that
 code as a second package and runs it interleaved with this one, round by round; the minimum of
@@ -28,23 +29,13 @@ from bench_sections import import_copy
 from measure import OUT_DIR, REFERENCE_TRACE, machine_info
 
 
-def pieces_of(package: str, path: Path) -> list[bytes]:
-    """The pieces of the event array the loader scans, as bytes."""
+def pieces_of(package: str, path: Path) -> list[Any]:
+    """The pieces of the event array as the loader reads them: the JSON text of each scanned
+    one (scanned again in each round), the events of the others."""
     stream = importlib.import_module(f"{package}.trace.stream")
-    pieces: list[bytes] = []
-    scan_piece = stream.scan_piece
-
-    def recorded(piece: bytes) -> Any:
-        pieces.append(piece)
-        return scan_piece(piece)
-
-    stream.scan_piece = recorded
-    try:
-        for _ in stream.EventReader(path).chunks():
-            pass
-    finally:
-        stream.scan_piece = scan_piece
-    return pieces
+    scan = importlib.import_module(f"{package}.trace.scan")
+    return [chunk.text() if isinstance(chunk, scan.ScannedPiece) else chunk
+            for chunk in stream.EventReader(path).chunks()]
 
 
 def column_timer(package: str, path: Path) -> Callable[[], float]:
@@ -61,7 +52,7 @@ def column_timer(package: str, path: Path) -> Callable[[], float]:
         try:
             builder, took = columns.ColumnBuilder(path), 0.0
             for raw in pieces:
-                piece = scan.scan_piece(raw)
+                piece = scan.scan_piece(raw) if isinstance(raw, bytes) else raw
                 start = time.thread_time()
                 builder.add(piece)
                 took += time.thread_time() - start

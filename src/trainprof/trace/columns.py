@@ -34,6 +34,11 @@ _EVENT_FIELDS = ("kind", "name", "ts", "dur", "tid", "device", "stream", "correl
 _MEMORY_FIELDS = ("ts", "device_type", "device_id", "nbytes", "total_allocated",
                   "total_reserved", "addr", "tid")
 _FLOW_FIELDS = ("id", "phase", "ts", "tid", "forward_backward")
+#: The dtype of each column that is not the one its pieces have.
+_EVENT_DTYPES = {"kind": np.uint8, "name": np.int32, "tid": np.int32, "flags": np.uint8,
+                 "shape": np.int32, "stack": np.int32, "detail": np.int32, "op_args": np.int32}
+_MEMORY_DTYPES = {"device_type": np.int8, "device_id": np.int16, "tid": np.int32}
+_FLOW_DTYPES = {"id": np.int64, "phase": np.uint8, "tid": np.int32, "forward_backward": bool}
 
 
 def _hashable(value: Any) -> Any:
@@ -100,16 +105,15 @@ class ColumnBuilder:
     def finish(self) -> tuple[Events, MemoryEvents, Flows, list, float]:
         if not self._events and not self._memory:
             raise TraceError(f"{self.path} holds no trace events (the profiler recorded nothing).")
-        ev = _joined(self._events, _EVENT_FIELDS, {
-            "kind": np.uint8, "name": np.int32, "tid": np.int32, "flags": np.uint8,
-            "shape": np.int32, "stack": np.int32, "detail": np.int32, "op_args": np.int32})
-        mem = _joined(self._memory, _MEMORY_FIELDS, {"device_type": np.int8,
-                                                     "device_id": np.int16, "tid": np.int32})
-        flows = _joined(self._flows, _FLOW_FIELDS, {"id": np.int64, "phase": np.uint8,
-                                                    "tid": np.int32, "forward_backward": bool})
+        # The times first: the origin is settled and the order taken on them; then each other
+        # column is joined and put in that order in turn (its joined copy freed before the
+        # next is made: less fresh memory than joining them all first).
+        ev = {"ts": _joined_column(self._events, "ts", _EVENT_DTYPES)}
+        mem = {"ts": _joined_column(self._memory, "ts", _MEMORY_DTYPES)}
+        flows = _joined(self._flows, _FLOW_FIELDS, _FLOW_DTYPES)
         self._settle_origin(ev, mem, flows)
         events = Events(
-            **_sorted_by_ts(ev),
+            **_sorted_by_ts(self._events, ev["ts"], _EVENT_FIELDS, _EVENT_DTYPES),
             names=self.names,
             shapes=[b.decode("utf-8", "replace") for b in self._shapes],
             op_arg_texts=[b.decode("utf-8", "replace") for b in self._op_args],
@@ -118,7 +122,8 @@ class ColumnBuilder:
         )
         return (
             events,
-            MemoryEvents(**_sorted_by_ts(mem)),
+            MemoryEvents(**_sorted_by_ts(self._memory, mem["ts"], _MEMORY_FIELDS,
+                                          _MEMORY_DTYPES)),
             Flows(**flows),
             list(self.threads),
             self.t0 or 0.0,
@@ -353,17 +358,28 @@ def _json_string(raw: bytes) -> str:
 
 def _joined(parts: list[dict[str, np.ndarray]], fields: tuple[str, ...],
             dtypes: dict[str, Any]) -> dict[str, np.ndarray]:
+    return {f: _joined_column(parts, f, dtypes) for f in fields}
+
+
+def _joined_column(parts: list[dict[str, np.ndarray]], field: str, dtypes: dict[str, Any]
+                   ) -> np.ndarray:
+    """Column ``field`` of the pieces ``parts``, one after the other, in its dtype."""
     if not parts:
-        return {f: np.empty(0, dtype=dtypes.get(f, np.float64)) for f in fields}
+        return np.empty(0, dtype=dtypes.get(field, np.float64))
+    dtype = dtypes.get(field, parts[0][field].dtype)
     if len(parts) == 1:
-        return {f: parts[0][f].astype(dtypes.get(f, parts[0][f].dtype), copy=False)
-                for f in fields}
-    return {f: np.concatenate([p[f] for p in parts]).astype(dtypes.get(f, parts[0][f].dtype),
-                                                             copy=False) for f in fields}
+        return parts[0][field].astype(dtype, copy=False)
+    return np.concatenate([p[field] for p in parts]).astype(dtype, copy=False)
 
 
-def _sorted_by_ts(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    order = np.argsort(cols["ts"], kind="stable")
-    if len(order) and np.all(order[1:] > order[:-1]):
-        return cols
-    return {k: v[order] for k, v in cols.items()}
+def _sorted_by_ts(parts: list[dict[str, np.ndarray]], ts: np.ndarray, fields: tuple[str, ...],
+                  dtypes: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The columns of ``parts`` joined (``ts`` those times, joined already), in the (stable)
+    order of ``ts``."""
+    order = np.argsort(ts, kind="stable")
+    in_order = not len(ts) or bool(np.all(order[1:] > order[:-1]))
+    out = {}
+    for f in fields:
+        column = ts if f == "ts" else _joined_column(parts, f, dtypes)
+        out[f] = column if in_order else column[order]
+    return out
