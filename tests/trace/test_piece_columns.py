@@ -121,3 +121,23 @@ def test_kernels_with_one_launch_configuration_share_its_details(tmp_path, monke
     assert [d["grid"] for d in details] == [[i % 2 + 1, 1, 1] for i in range(6)]
     assert details[0] is details[2] and details[1] is details[3]
     assert details[0] is not details[1]
+
+
+@pytest.mark.parametrize("values", [
+    [np.nan] * 40,  # a float column no event fills: not reordered
+    [-1] * 40,
+    [-1] * 39 + [5],  # one value apart, where a sample of the column does not look
+    [0.0] * 20 + [-0.0] * 20,  # equal, but not the same bits
+    [3, 1, 2] * 13 + [7],
+])
+def test_columns_are_put_in_time_order_bit_for_bit(values):
+    from trainprof.trace.columns import _sorted_by_ts
+
+    column = np.array(values)
+    ts = np.arange(len(values), dtype=np.float64)[::-1].copy()  # every event out of order
+    parts = [{"ts": ts[:25], "v": column[:25]}, {"ts": ts[25:], "v": column[25:]}]
+    out = _sorted_by_ts(parts, ts, ("ts", "v"), {})
+    expected = column[np.argsort(ts, kind="stable")]
+    assert out["v"].dtype == expected.dtype
+    assert out["v"].tobytes() == expected.tobytes()
+    assert out["ts"].tobytes() == np.sort(ts).tobytes()

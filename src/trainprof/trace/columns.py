@@ -381,5 +381,16 @@ def _sorted_by_ts(parts: list[dict[str, np.ndarray]], ts: np.ndarray, fields: tu
     out = {}
     for f in fields:
         column = ts if f == "ts" else _joined_column(parts, f, dtypes)
-        out[f] = column if in_order else column[order]
+        out[f] = column if in_order or _constant(column) else column[order]
     return out
+
+
+def _constant(column: np.ndarray) -> bool:
+    """Whether every value of ``column`` has the same bits (then every order of it is itself:
+    a column no event fills, such as FLOPs in a trace without them, is not reordered)."""
+    if len(column) < 2:
+        return True
+    bits = column.view(f"u{column.dtype.itemsize}")
+    if (bits[::max(1, len(bits) // 16)] != bits[0]).any():  # most columns: a sample says no
+        return False
+    return bool((bits == bits[0]).all())
