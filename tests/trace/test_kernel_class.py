@@ -130,3 +130,48 @@ def test_report_lines_name_the_shares_and_the_guesses(builder, tmp_path):
     assert table.caption.endswith("unclassified (counted as compute) 70.0%")
     classes = {row[0].text: row[7].text for row in table.rows}
     assert classes["my_custom_kernel"] == "compute (unclassified)"
+
+
+CASELESS = ["_COMMUNICATION", "_TENSOR_CORE", "_CUDA_CORES", "_KNOWN_COMPUTE", "_COMM_FRAME",
+            "_PERSISTENT", "FUSED_ATTENTION"]
+
+
+def shared_kernel_names() -> list[str]:
+    names = set()
+    for path in ["../shared/traces/hta/tests/data/df_index_resolver/df_index_resolver.json.gz",
+                 "../shared/traces/tracelens/tests/traces/h100/"
+                 "gaunernst_bert-small-uncased__1016001.json.gz"]:
+        names.update(load_file(path).events.names)
+    return sorted(names)
+
+
+def test_caseless_patterns_agree_with_ignorecase_on_every_name():
+    """The lower-cased ASCII search finds what re.IGNORECASE finds: on every event name of two
+    real traces, the names above in mixed case, and names with non-ASCII letters (which take
+    the IGNORECASE path: the Kelvin sign and the long s fold to k and s there only)."""
+    import re
+
+    from trainprof.trace import kernel_class
+
+    names = shared_kernel_names()
+    names += [n.swapcase() for n in names] + [n.upper() for n in names]
+    names += ["SM90_XMMA_GEMM_BF16", "void Deep_EP::InterNode::Dispatch<8>()", "FLASH_FWD",
+              "\u212aernel flash_fwd", "all_gather_\u017fum", "ncclKernel_\u00e9t\u00e9",
+              "\u017fimt_sgemm", "NCCL", "triton_MM_0", "Stream_K_persistent", "x.py(3): Dispatch "]
+    hits = 0
+    for attr in CASELESS:
+        fast = getattr(kernel_class, attr)
+        reference = re.compile(fast.pattern, re.IGNORECASE)
+        for name in names:
+            expected = bool(reference.search(name))
+            assert bool(fast.search(name)) == expected, (attr, name)
+            hits += expected
+    assert hits > 100  # the names do match, so the agreement is not only on misses
+
+
+def test_a_caseless_pattern_refuses_upper_case_letters():
+    from trainprof.trace.kernel_class import CaselessPattern
+
+    with pytest.raises(ValueError, match="upper-case"):
+        CaselessPattern(r"ncclKernel")
+    assert CaselessPattern(r"\Wnccl\d").search("x NCCL2")

@@ -32,6 +32,7 @@ from trainprof.trace.kernel_class import (
     CLASS_LABELS,
     FUSED_ATTENTION,
     NAME_LIMIT,
+    CaselessPattern,
     KernelClass,
     KernelClasses,
 )
@@ -320,7 +321,8 @@ def _kernel_ops(trace: Trace, kernels: np.ndarray) -> np.ndarray:
     return np.where(op_event >= 0, trace.events.name[np.maximum(op_event, 0)], -1)
 
 
-def _name_mask(names: list[str], used: np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:
+def _name_mask(names: list[str], used: np.ndarray, pattern: re.Pattern[str] | CaselessPattern
+               ) -> np.ndarray:
     """Per name index, whether it is among ``used`` and matches ``pattern``."""
     out = np.zeros(len(names), dtype=bool)
     for n in used:
