@@ -42,3 +42,20 @@ def test_registers_and_shared_memory_read_as_one_array_agree():
         assert np.array_equal(_shapes_of(part), one_by_one(part), equal_nan=True)
     assert _shapes_of(plain)[:, 2].tolist() == [16.0, 255.0, 1.5]
     assert np.isnan(_shapes_of(odd)[3, 2])
+
+
+def test_shared_detail_objects_are_read_once_and_give_every_row(monkeypatch):
+    """Events with one launch share one detail dict: ``_detail_shapes`` reads each object once
+    and still gives every row its own shape."""
+    from trainprof.analysis.sections import occupancy
+
+    trace = load_file(NS_TRACE)
+    details = trace.events.details
+    distinct = len({id(d) for d in details})
+    assert distinct < len(details)  # the loader shares them
+    read = []
+    real = occupancy._shapes_of
+    monkeypatch.setattr(occupancy, "_shapes_of", lambda ds: read.append(len(ds)) or real(ds))
+    shapes = occupancy._detail_shapes(trace, np.arange(len(details)))
+    assert read == [distinct]
+    assert np.array_equal(shapes[:len(details)], one_by_one(details), equal_nan=True)

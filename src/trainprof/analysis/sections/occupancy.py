@@ -102,7 +102,12 @@ def _detail_shapes(trace: Trace, wanted: np.ndarray) -> np.ndarray:
     need = unique_below(wanted[wanted >= 0], len(details))[0]
     need = need[~done[need]]
     if len(need):
-        shapes[need] = _shapes_of([details[i] for i in need.tolist()])[:len(need)]
+        # events with the same launch share one detail object (trace/piece_columns.py): each
+        # object is read once
+        rows = [details[i] for i in need.tolist()]
+        _, first, back = np.unique(np.fromiter(map(id, rows), dtype=np.int64, count=len(rows)),
+                                   return_index=True, return_inverse=True)
+        shapes[need] = _shapes_of([rows[i] for i in first.tolist()])[:len(first)][back]
         done[need] = True
     return shapes
 
