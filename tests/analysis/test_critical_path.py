@@ -328,15 +328,20 @@ def test_step_counts_match_a_binary_search(stretches):
         np.searchsorted(shuffled, end, side="right").tolist()
 
 
+def graph_and_what_ifs(path):
+    """The trace's critical-path graph and its what-if replay from the full replay's times."""
+    trace = load_file(path)
+    g = build_graph(trace, find_steps(trace))
+    t, _ = replay(g, start=g.time)
+    return g, WhatIfReplay(g, t)
+
+
 @pytest.mark.parametrize("path", [RESNET_W0, NS_TRACE], ids=["resnet50", "gpu-bound-resnet"])
 def test_what_ifs_with_runs_folded_match_the_full_replay(path):
     # Kernels queued from one stretch of host time are folded into runs (runs.py); with any
     # weights lowered (an item at zero or half, random points at random fractions) the step
     # ends are still those of the full replay of the unfolded graph from its anchors.
-    trace = load_file(path)
-    g = build_graph(trace, find_steps(trace))
-    t, _ = replay(g, start=g.time)
-    fast = WhatIfReplay(g, t)
+    g, fast = graph_and_what_ifs(path)
     assert fast._runs is not None and len(fast._runs) > 10
     rng = np.random.default_rng(3)
     launches = np.flatnonzero(g.category == 1)  # the launch calls: edges in every run
@@ -353,10 +358,7 @@ def test_what_ifs_with_runs_folded_match_the_full_replay(path):
 def test_what_ifs_reuse_the_reads_of_their_points(path):
     # The what-ifs find where an item's points fall among the edges once (``reads``) and
     # replay it at each scale from them: the same step ends as the full replay.
-    trace = load_file(path)
-    g = build_graph(trace, find_steps(trace))
-    t, _ = replay(g, start=g.time)
-    fast = WhatIfReplay(g, t)
+    g, fast = graph_and_what_ifs(path)
     pos = np.flatnonzero(g.item == g.item[np.argmax(g.weight)])
     reads = fast.reads(pos)
     for scale in (0.0, 0.5):
