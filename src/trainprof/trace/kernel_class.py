@@ -38,12 +38,14 @@ class CaselessPattern:
             raise ValueError(f"an upper-case letter in a caseless pattern: {pattern!r}")
         self.pattern = pattern
         self._ascii = re.compile(pattern)
-        self._any = re.compile(pattern, re.IGNORECASE)
+        self._any: re.Pattern[str] | None = None  # compiled when first needed (rare)
 
     def search(self, text: str) -> re.Match[str] | None:
         """The first match in ``text`` (in its lower-cased copy where it is ASCII), or None."""
         if text.isascii():
             return self._ascii.search(text.lower())
+        if self._any is None:
+            self._any = re.compile(self.pattern, re.IGNORECASE)
         return self._any.search(text)
 
 
