@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -40,9 +40,31 @@ class PathPieces:
     lanes: list[str]
     categories: tuple[str, ...]
     names: list[str]
+    #: The step's pieces before ``kept`` left only the longest (None: every piece is here).
+    total: int | None = None
 
     def __len__(self) -> int:
         return len(self.start_us)
+
+    @property
+    def count(self) -> int:
+        """How many pieces the step's path has, whether or not all are held."""
+        return len(self) if self.total is None else self.total
+
+    def kept(self, count: int) -> PathPieces:
+        """Only the ``count`` longest pieces, in time order (those ``longest(count)`` gives),
+        with the tables cut to what they use."""
+        if len(self) <= count:
+            return self
+        keep = self._longest(count)
+        names, name = _used(self.names, self.name[keep])
+        lanes, lane = _used(self.lanes, self.lane[keep])
+        return PathPieces(lane=lane, start_us=self.start_us[keep], end_us=self.end_us[keep],
+                          category=self.category[keep], name=name, lanes=lanes,
+                          categories=self.categories, names=names, total=self.count)
+
+    def _longest(self, count: int) -> np.ndarray:
+        return np.sort(np.argsort(-(self.end_us - self.start_us), kind="stable")[:count])
 
     def piece(self, i: int) -> PathPiece:
         n = int(self.name[i])
@@ -52,8 +74,15 @@ class PathPieces:
 
     def longest(self, count: int) -> list[PathPiece]:
         """The ``count`` longest pieces, in time order."""
-        keep = np.sort(np.argsort(-(self.end_us - self.start_us), kind="stable")[:count])
-        return [self.piece(int(i)) for i in keep]
+        return [self.piece(int(i)) for i in self._longest(count)]
+
+
+def _used(table: list[str], codes: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The entries of ``table`` that ``codes`` use (-1: none), and the codes into them."""
+    used = np.unique(codes[codes >= 0])
+    remap = np.full(len(table) + 1, -1, dtype=np.int64)
+    remap[used] = np.arange(len(used))
+    return [table[i] for i in used.tolist()], remap[codes]
 
 
 @dataclass
@@ -70,7 +99,7 @@ class StepPath:
         return {"step": self.step, "start_us": self.start_us, "step_us": self.step_us,
                 "split_us": self.split_us,
                 "pieces": [p.to_dict() for p in self.pieces.longest(pieces)],
-                "pieces_total": len(self.pieces)}
+                "pieces_total": self.pieces.count}
 
 
 @dataclass
@@ -135,6 +164,13 @@ class CriticalPath:
     @property
     def _pieces_per_step(self) -> int:
         return max(5, min(JSON_PIECES, JSON_PIECES_TOTAL // max(len(self.steps), 1)))
+
+    def compact(self) -> CriticalPath:
+        """This result with each step holding only the path pieces its JSON and reports show
+        (``to_dict`` is unchanged): a folder's ranks are held together, and a rank's every
+        piece costs hundreds of KB (``trainprof annotate`` analyses its one trace whole)."""
+        keep = self._pieces_per_step
+        return replace(self, steps=[replace(s, pieces=s.pieces.kept(keep)) for s in self.steps])
 
     def saving_cap_pct(self, kind: str, name: str | None = None) -> float | None:
         """The what-if bound for an item (by kind, and name when given): the largest saving in

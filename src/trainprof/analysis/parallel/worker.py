@@ -11,12 +11,16 @@ import os
 import pickle
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainprof.analysis.options import TableOptions, using_table_options
 from trainprof.errors import TraceError
 from trainprof.pipes import read_frame, write_frame
+
+if TYPE_CHECKING:
+    from trainprof.analysis.results import RankAnalysis
 
 
 def analyse_file(path: Path, options: TableOptions, single: bool,
@@ -35,15 +39,26 @@ def analyse_file(path: Path, options: TableOptions, single: bool,
             if needs_streaming(path, budget):  # too large to read whole: window by window
                 from trainprof.analysis.streaming.streamed import analyze_streamed
 
-                return "ok", analyze_streamed(path, budget)
-            return "ok", analyze_trace(load_file(path, workers=decode_workers),
+                result = analyze_streamed(path, budget)
+            else:
+                result = analyze_trace(load_file(path, workers=decode_workers),
                                        workers=decode_workers)
+            return "ok", result if single else compact(result)
     except TraceError as exc:
         if not single and is_not_a_trace(exc):
             return "skipped", str(exc)
         return "error", exc
     except Exception as exc:  # re-raised in the parent, as a serial run would raise it
         return "error", exc
+
+
+def compact(result: RankAnalysis) -> RankAnalysis:
+    """A rank of a folder, as its job holds it: the critical path keeps the pieces its JSON
+    and reports show (``CriticalPath.compact``); one trace analysed alone keeps them all."""
+    path = result.sections.critical_path
+    if path is not None:
+        result.sections = replace(result.sections, critical_path=path.compact())
+    return result
 
 
 def main() -> None:
