@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from concurrent.futures import Executor
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from trainprof.analysis import analyze as overview
 from trainprof.analysis.results import Analysis
 from trainprof.diagnose.engine import diagnose
 from trainprof.trace.load import Progress
 from trainprof.trace.model import Trace
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 
 def analyze(

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from concurrent.futures import Executor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainprof.analysis.overview.rank import RECORDED_VERSIONS, analyze_trace, environment  # noqa: F401
 from trainprof.analysis.parallel.inputs import add_summarised, analyze_path
@@ -17,6 +17,9 @@ from trainprof.errors import TraceError
 from trainprof.trace import discover
 from trainprof.trace.load import Progress
 from trainprof.trace.model import Trace
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 
 def analyze_ranks(

@@ -3,14 +3,17 @@ with each rank counted once (its trace when the folder has it, else its summary)
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainprof.analysis.job.cluster_file import Summarised, rank_list, read_cluster_summaries
 from trainprof.analysis.parallel.pool import analyze_files
 from trainprof.analysis.results import RankAnalysis
 from trainprof.trace import discover
 from trainprof.trace.load import Progress
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 
 def analyze_path(path: Path, progress: Progress | None = None, workers: int | None = None,

@@ -17,7 +17,6 @@ import sys
 import threading
 import warnings
 from collections import deque
-from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -30,6 +29,8 @@ from trainprof.pipes import read_frame, write_frame
 from trainprof.trace.load import Progress
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
     from trainprof.analysis.results import RankAnalysis
 
 #: What a worker costs besides its trace: the interpreter, numpy, msgspec and trainprof.
