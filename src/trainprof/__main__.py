@@ -1,5 +1,5 @@
 """`python -m trainprof` is the `trainprof` command."""
 
-from trainprof.cli import main
+from trainprof.cli import console_main
 
-raise SystemExit(main())
+raise SystemExit(console_main())

@@ -4,6 +4,7 @@ nothing more (each subcommand's work is in its module of ``commands/``)."""
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
@@ -245,6 +246,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_completion(sub)
     add_sql_commands(sub)
     return parser
+
+
+def console_main() -> int:
+    """The ``trainprof`` command (and ``python -m trainprof``): ``main``, then a cheaper exit.
+    The objects left are frozen out of the garbage collector, so that Python's collection at
+    exit does not walk an analysis's objects one last time (20 ms after the reference trace's
+    analysis; the process's exit frees them all the same, and atexit handlers still run). Not
+    after ``trainprof run``, whose script's objects may need their finalizers."""
+    code = main()
+    if sys.argv[1:2] != ["run"]:
+        gc.freeze()
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
