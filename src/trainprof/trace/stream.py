@@ -11,6 +11,7 @@ So a cut can never produce wrong events, only a retry.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import queue
 import re
@@ -135,9 +136,11 @@ def _prefetched(blocks: Iterator[bytes]) -> Iterator[bytes]:
             thread.join(0.05)
 
 
+@functools.cache
 def _inflater() -> tuple[Callable[[int], Any], tuple[type[BaseException], ...]]:
     """``decompressobj`` and the errors of the fastest inflater here: ISA-L's (the ``isal``
-    package, about 5x zlib's speed on trace JSON), else the standard library's zlib."""
+    package, about 5x zlib's speed on trace JSON), else the standard library's zlib (found
+    once: a failed import is searched for again at every attempt)."""
     try:
         from isal import isal_zlib
     except ImportError:
