@@ -26,7 +26,7 @@ from trainprof.analysis.critical_path import critical_path
 from trainprof.analysis.overview.steps import find_steps
 from trainprof.trace.load import load_file
 
-REFERENCE = "../shared/traces/hta/tests/data/df_index_resolver/df_index_resolver.json.gz"
+REFERENCE = "tests/data/traces/hta/tests/data/df_index_resolver/df_index_resolver.json.gz"
 PACKAGE = "src/trainprof/analysis/critical_path"
 OLD_NAME = "critical_path_against"
 

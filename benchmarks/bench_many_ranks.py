@@ -1,7 +1,7 @@
 """Many ranks, locally and on a Dask cluster: `trainprof analyze` on N copies of a real trace.
 
 The copies are a rank of HTA's ``trace_filter`` (one rank of a 128-rank recommender job, in
-``../shared/traces``), each with its own ``distributedInfo.rank``, written to a temporary folder
+``tests/data/traces``), each with its own ``distributedInfo.rank``, written to a temporary folder
 that is deleted after (never the repository). Two runs of the command, each a fresh process:
 
 - local: ``trainprof analyze DIR`` with its default worker processes (as many as the cores);
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ranks import make_copies  # noqa: E402
 from measure import MIB, OUT_DIR, REPO_ROOT, machine_info, relative  # noqa: E402
 
-DEFAULT_TRACE = (REPO_ROOT.parent / "shared" / "traces" / "hta" / "tests" / "data"
+DEFAULT_TRACE = (REPO_ROOT / "tests" / "data" / "traces" / "hta" / "tests" / "data"
                  / "trace_filter" / "sampled_rank-0.json.gz")
 SAMPLE_S = 0.01
 #: The longest the local Dask cluster may take to start, and to live.

@@ -24,7 +24,7 @@ from trainprof.analysis.sections import registry as sections
 from trainprof.analysis.sections.modules import module_tree
 from trainprof.trace.load import load_file
 
-H100 = REPO_ROOT.parent / "shared" / "traces" / "tracelens" / "tests" / "traces" / "h100"
+H100 = REPO_ROOT / "tests" / "data" / "traces" / "tracelens" / "tests" / "traces" / "h100"
 DEFAULT_TRACES = [REFERENCE_TRACE, H100 / "facebook_timesformer-base-finetuned-k400__1016002.json.gz",
                   H100 / "gaunernst_bert-small-uncased__1016001.json.gz"]
 

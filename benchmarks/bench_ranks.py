@@ -2,7 +2,7 @@
 
 Targets (issue 8): analysing 32 ranks takes at most 20x the wall time of one rank on a 2-core
 machine, and at most 3x its peak memory. The copies are the A100 DDP trace of
-``../shared/traces`` (HTA's ``nccl_parser_config``), each with its own ``distributedInfo.rank``,
+``tests/data/traces`` (HTA's ``nccl_parser_config``), each with its own ``distributedInfo.rank``,
 written to a temporary folder (never the repository). Each run is a fresh process; the peak
 memory is that of the whole process tree (the command and its analysis workers), sampled
 every 10 ms with psutil: the sum of the resident sets (RSS, which counts shared library pages
@@ -30,7 +30,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure import MIB, OUT_DIR, REPO_ROOT, machine_info, median, relative  # noqa: E402
 
-DEFAULT_TRACE = (REPO_ROOT.parent / "shared" / "traces" / "hta" / "tests" / "data"
+DEFAULT_TRACE = (REPO_ROOT / "tests" / "data" / "traces" / "hta" / "tests" / "data"
                  / "nccl_parser_config" / "nccl_data.json.gz")
 TIME_TARGET = 20.0
 MEMORY_TARGET = 3.0

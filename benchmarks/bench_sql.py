@@ -2,7 +2,7 @@
 
     python benchmarks/bench_sql.py [TRACE] [--repeats 3]
 
-Default trace: the 53 MB ``df_index_resolver`` trace in ../shared/traces. Reports the median of
+Default trace: the 53 MB ``df_index_resolver`` trace in tests/data/traces. Reports the median of
 the repeats for: loading the trace, building the five tables, writing them as Parquet (zstd),
 the Parquet size against the JSON (gzipped and not), a query through ``trainprof sql``'s own
 path (load, tables, DuckDB), and the same query over the exported Parquet with DuckDB alone.
@@ -25,7 +25,7 @@ from trainprof.sql.tables import tables_of
 from trainprof.trace.load import load
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT = ROOT.parent / "shared/traces/hta/tests/data/df_index_resolver/df_index_resolver.json.gz"
+DEFAULT = ROOT / "tests/data/traces/hta/tests/data/df_index_resolver/df_index_resolver.json.gz"
 QUERY = ("SELECT name, count(*) AS calls, sum(dur_us) / 1000 AS total_ms FROM kernels "
          "GROUP BY name ORDER BY total_ms DESC LIMIT 10")
 

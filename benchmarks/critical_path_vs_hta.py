@@ -19,7 +19,7 @@ from pathlib import Path
 
 from measure import OUT_DIR, REPO_ROOT
 
-TRACE = (REPO_ROOT.parent / "shared" / "traces" / "hta" / "tests" / "data" / "critical_path"
+TRACE = (REPO_ROOT / "tests" / "data" / "traces" / "hta" / "tests" / "data" / "critical_path"
          / "alexnet" / "benchmark_result_2869224_1695835535_trace.json.gz")
 ANNOTATION = "[param|pytorch.model.alex_net|0|0|0|measure|forward]"
 INSTANCE = 1  # HTA's tests: the second "measure|forward" window

@@ -23,8 +23,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 OUT_DIR = REPO_ROOT / "benchmarks" / "out"
 #: The issue's reference trace: 53 MB of JSON, 216k events, one rank (V100, NCCL, 5 steps).
 REFERENCE_TRACE = (
-    REPO_ROOT.parent
-    / "shared"
+    REPO_ROOT
+    / "tests"
+    / "data"
     / "traces"
     / "hta"
     / "tests"

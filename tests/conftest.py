@@ -1,4 +1,4 @@
-"""Shared fixtures: the real traces in ../shared/traces and the synthetic trace builder."""
+"""Shared fixtures: the real traces in tests/data/traces and the synthetic trace builder."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared" / "traces"
+#: The real traces, copied into the repository with their licences (tests/data/traces/README.md).
+SHARED = ROOT / "tests" / "data" / "traces"
 
 KINETO = SHARED / "kineto" / "tb_plugin"
 RESNET_W0 = KINETO / "samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
@@ -37,7 +38,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not SHARED.is_dir():
         raise pytest.UsageError(
             f"The real traces are missing: expected them at {os.path.relpath(SHARED)} "
-            "(the shared/ folder beside the repository)."
+            "(they are part of the repository: is this a partial checkout?)."
         )
 
 

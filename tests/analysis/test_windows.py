@@ -12,7 +12,7 @@ from trainprof.analysis.streaming.windows import WindowedSection, window_bounds,
 from trainprof.trace.load import load_file
 from trainprof.trace.window import time_slice
 
-TRACE = "../shared/traces/hta/tests/data/df_index_resolver/df_index_resolver.json.gz"
+TRACE = "tests/data/traces/hta/tests/data/df_index_resolver/df_index_resolver.json.gz"
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The diagnosis of real GPU traces recorded by other projects (../shared/traces)."""
+"""The diagnosis of real GPU traces recorded by other projects (tests/data/traces)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every format variant loads: real traces from ../shared/traces and synthetic edge cases."""
+"""Every format variant loads: real traces from tests/data/traces and synthetic edge cases."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ ALL_REAL = sorted(p for p in SHARED.rglob("*.json*") if "result_check" not in p.
 
 
 def _checker():
-    """``check`` from ../shared/tools/check_analysis_json.py (standard library only)."""
+    """``check`` from tests/data/tools/check_analysis_json.py (standard library only)."""
     spec = importlib.util.spec_from_file_location(
         "check_analysis_json", SHARED.parent / "tools" / "check_analysis_json.py")
     module = importlib.util.module_from_spec(spec)
@@ -53,7 +53,7 @@ def test_every_shared_trace_loads_and_analyses(path):
     assert sum(rank.breakdown_pct.values()) == pytest.approx(100, abs=1e-6)
     assert sum(rank.phases_pct.values()) == pytest.approx(100, abs=1e-6)
     assert rank.gpu is not None  # all shared traces are GPU traces
-    # The JSON result of every shared trace meets the contract (../shared/tools' checker).
+    # The JSON result of every shared trace meets the contract (tests/data/tools' checker).
     result = json.loads(to_json_bytes(analysis))
     assert analysis_json_problems(result) == []
 

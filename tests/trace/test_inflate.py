@@ -13,7 +13,7 @@ from trainprof.trace import stream
 
 isal_zlib = pytest.importorskip("isal.isal_zlib", reason="isal is installed by make setup")
 
-NCCL_TRACE = Path("../shared/traces/hta/tests/data/nccl_parser_config/nccl_data.json.gz")
+NCCL_TRACE = Path("tests/data/traces/hta/tests/data/nccl_parser_config/nccl_data.json.gz")
 
 
 def zlib_only() -> tuple:

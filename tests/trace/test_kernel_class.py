@@ -138,8 +138,8 @@ CASELESS = ["_COMMUNICATION", "_TENSOR_CORE", "_CUDA_CORES", "_KNOWN_COMPUTE", "
 
 def shared_kernel_names() -> list[str]:
     names = set()
-    for path in ["../shared/traces/hta/tests/data/df_index_resolver/df_index_resolver.json.gz",
-                 "../shared/traces/tracelens/tests/traces/h100/"
+    for path in ["tests/data/traces/hta/tests/data/df_index_resolver/df_index_resolver.json.gz",
+                 "tests/data/traces/tracelens/tests/traces/h100/"
                  "gaunernst_bert-small-uncased__1016001.json.gz"]:
         names.update(load_file(path).events.names)
     return sorted(names)
