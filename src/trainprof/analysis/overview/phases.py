@@ -48,10 +48,18 @@ def _per_step_span(steps: StepWindows, ts: np.ndarray, te: np.ndarray
 
 def step_phases(trace: Trace, steps: StepWindows) -> dict[str, np.ndarray]:
     """Microseconds per phase and step (arrays of len(steps)); they add up to the step times."""
-    ev = trace.events
-    n = len(steps)
-    if not n:
+    if not len(steps):
         return {p: np.zeros(0) for p in PHASES}
+    parts = phase_intervals(trace, steps)
+    return {p: iv.covered_in_windows(parts[p], steps.starts, steps.ends) for p in PHASES}
+
+
+def phase_intervals(trace: Trace, steps: StepWindows) -> dict[str, iv.Intervals]:
+    """The time of each phase inside the steps, as disjoint intervals (each phase claims only
+    what the phases before it left; ``other`` is what none claimed)."""
+    ev = trace.events
+    if not len(steps):
+        return {p: iv.Intervals.empty() for p in PHASES}
     data_mask = ev.flagged(FLAG_DATALOADER)
     data = iv.union(ev.ts[data_mask], event_ends(ev)[data_mask])
     opt_mask = ev.flagged(FLAG_OPTIMIZER)
@@ -71,17 +79,16 @@ def step_phases(trace: Trace, steps: StepWindows) -> dict[str, np.ndarray]:
     forward = iv.union(fwd_start, np.maximum(fwd_end, fwd_start))
 
     slots = iv.union(steps.starts, steps.ends)
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, iv.Intervals] = {}
     for name, role in (
         ("data", data),
         ("optimizer", optimizer),
         ("backward", backward),
         ("forward", forward),
     ):
-        claimed, slots = iv.split(slots, role)
-        out[name] = iv.covered_in_windows(claimed, steps.starts, steps.ends)
-    out["other"] = iv.covered_in_windows(slots, steps.starts, steps.ends)
-    return {p: out[p] for p in PHASES}
+        out[name], slots = iv.split(slots, role)
+    out["other"] = slots
+    return out
 
 
 def _last_end_before(s: iv.Intervals, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
