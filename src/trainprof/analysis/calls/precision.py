@@ -119,7 +119,8 @@ def outermost_sums(trace: Trace, tree: CallTree, nodes: np.ndarray, precision: P
     ev = trace.events
     mark = np.zeros(len(tree), dtype=bool)
     mark[nodes] = op_precisions(trace)[tree.event[nodes]] == precision
-    outer = np.flatnonzero(mark & (tree.nearest(mark, include_self=False) < 0))
+    outer = (np.flatnonzero(mark & (tree.nearest(mark, include_self=False) < 0)) if mark.any()
+             else np.zeros(0, dtype=np.int64))
     names = canonical_names(ev.names)[ev.name[tree.event[outer]]]
     first, group = group_ids(names)
     n = len(first)

@@ -54,9 +54,23 @@ def step_phases(trace: Trace, steps: StepWindows) -> dict[str, np.ndarray]:
     return {p: iv.covered_in_windows(parts[p], steps.starts, steps.ends) for p in PHASES}
 
 
+_CACHE = "_trainprof_phase_intervals"
+
+
 def phase_intervals(trace: Trace, steps: StepWindows) -> dict[str, iv.Intervals]:
     """The time of each phase inside the steps, as disjoint intervals (each phase claims only
-    what the phases before it left; ``other`` is what none claimed)."""
+    what the phases before it left; ``other`` is what none claimed). The last steps' result is
+    kept on the trace: the phases and the host section both ask."""
+    key = (steps.starts.tobytes(), steps.ends.tobytes())
+    cached = trace.__dict__.get(_CACHE)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    out = _phase_intervals(trace, steps)
+    trace.__dict__[_CACHE] = (key, out)
+    return out
+
+
+def _phase_intervals(trace: Trace, steps: StepWindows) -> dict[str, iv.Intervals]:
     ev = trace.events
     if not len(steps):
         return {p: iv.Intervals.empty() for p in PHASES}

@@ -24,7 +24,6 @@ from trainprof.analysis.streaming.windows import Window, owns
 from trainprof.trace.model import (
     FLAG_DATALOADER,
     FLAG_OPTIMIZER,
-    LAUNCH_KINDS,
     Kind,
     Trace,
     sync_call_kind,
@@ -100,11 +99,21 @@ def outside_work(trace: Trace, window: Window) -> iv.Intervals:
     other = phase_intervals(trace, window.steps)["other"]
     if not len(other):
         return other
-    ops = ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION) & ~ev.flagged(FLAG_DATALOADER) \
-        & ~ev.flagged(FLAG_OPTIMIZER)
+    ops = np.flatnonzero(ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION)
+                         & ~ev.flagged(FLAG_DATALOADER) & ~ev.flagged(FLAG_OPTIMIZER))
+    ops = ops[_near(other, ev.ts[ops], event_ends(ev)[ops])]
+    if not len(ops):
+        return iv.Intervals.empty()
     busy = iv.intersect(other, _bridged(iv.union(ev.ts[ops], event_ends(ev)[ops]), GLUE_US))
     waits = _blocking_waits(trace)
     return iv.subtract(busy, iv.union(ev.ts[waits], event_ends(ev)[waits]))
+
+
+
+def _near(s: iv.Intervals, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Which ranges overlap ``s`` or lie within GLUE_US of it (glue may join them to it)."""
+    i = np.searchsorted(s.ends + GLUE_US, starts, side="right")
+    return (i < len(s)) & (s.starts[np.minimum(i, len(s) - 1)] - GLUE_US < ends)
 
 
 def _bridged(s: iv.Intervals, gap: float) -> iv.Intervals:
@@ -116,13 +125,16 @@ def _bridged(s: iv.Intervals, gap: float) -> iv.Intervals:
 
 
 def _blocking_waits(trace: Trace) -> np.ndarray:
-    """Host calls that block on the device (synchronize, synchronous copies)."""
+    """The host calls that block on the device (synchronize, synchronous copies)."""
     ev = trace.events
-    calls = ev.of_kind(*LAUNCH_KINDS, Kind.SYNC)
+    kind = ev.kind
+    calls = np.flatnonzero((kind == Kind.RUNTIME) | (kind == Kind.DRIVER) | (kind == Kind.SYNC))
     blocking = np.zeros(len(ev.names), dtype=bool)
-    for i in np.unique(ev.name[calls]).tolist():
-        blocking[i] = any(sync_call_kind(k, ev.names[i]) for k in (*LAUNCH_KINDS, Kind.SYNC))
-    return calls & blocking[ev.name]
+    # A name index belongs to one category, hence one kind.
+    names, first = np.unique(ev.name[calls], return_index=True)
+    for i, k in zip(names.tolist(), kind[calls[first]].tolist(), strict=True):
+        blocking[i] = sync_call_kind(Kind(k), ev.names[i]) is not None
+    return calls[blocking[ev.name[calls]]]
 
 
 def _outermost_items(trace: Trace, window: Window, work: iv.Intervals
