@@ -4,8 +4,10 @@ Decided once, here, from everything the trace says: the kernel's name first, and
 no known family, the host op or Python frame that launched it (a kernel launched under
 ``nccl:all_reduce``, ``record_param_comms`` or a ``dispatch``/``combine`` function is
 communication). A name of no known family that nothing else explains stays compute and is
-reported as *unclassified* with its time, so that a reader sees what was guessed.
-See docs/kernel_classes.md.
+reported as *unclassified* with its time, so that a reader sees what was guessed. On AMD GPUs
+the Tensor Core class is the matrix cores (MFMA): ROCm's attention, MIOpen's XDLOPS and
+Tensile's MFMA kernels, as MI300 traces name them (a code object's ``.kd`` symbol suffix, as in
+``attn_fwd.kd``, is left out before matching). See docs/kernel_classes.md.
 """
 
 from __future__ import annotations
