@@ -21,7 +21,8 @@ OUTSIDE_HIGH_PCT = 30.0
 # validation pass), checkpoint writes, logging and metrics.
 _INFERENCE = re.compile(
     r"^aten::(?:linear|addmm|mm|bmm|matmul|baddbmm|conv\w*|_convolution|scaled_dot_product\w*"
-    r"|layer_norm|batch_norm|embedding|lstm|gru)$|^nn\.Module:", re.IGNORECASE)
+    r"|layer_norm|batch_norm|group_norm|rms_norm|embedding|lstm|gru|relu|gelu|silu|tanh|sigmoid"
+    r"|softmax|dropout)$|^nn\.Module:", re.IGNORECASE)
 _CHECKPOINT = re.compile(r"serialization|torch\.save|\bsave\b|checkpoint|state_dict",
                          re.IGNORECASE)
 _LOGGING = re.compile(r"log|print|wandb|tensorboard|add_scalar|summary|metric|mlflow",
