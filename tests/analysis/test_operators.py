@@ -127,7 +127,7 @@ def test_to_dict_and_pandas(synthetic):
     trace, steps = synthetic
     stats = operator_stats(trace, steps)
     d = json.loads(json.dumps(stats.to_dict()))
-    assert set(d) == {"sort_by", "by_shape", "has_device", "has_stacks", "rows"}
+    assert set(d) == {"sort_by", "by_shape", "has_device", "has_stacks", "rows", "fp64_ops"}
     assert set(d["rows"][0]) >= {"name", "calls", "host_self_us", "host_total_us",
                                  "device_self_us", "device_total_us", "shape", "call_sites"}
     pytest.importorskip("pandas")

@@ -66,9 +66,12 @@ def test_per_parameter_optimizer_is_optimizer_overhead(recorded):
 
 
 def test_graphs_kept_across_steps_are_memory_growth(recorded):
+    """The kept metric is also a forward pass over four batches after every optimizer step:
+    outside_training may come first, with the time it costs (memory_growth saves no time)."""
     a = recorded("leak")
-    f = top(a)
-    assert f.id == "memory_growth" and f.saving_pct == 0, listed(a)
+    f = by_id(a).get("memory_growth")
+    assert f is not None and f.saving_pct == 0, listed(a)
+    assert top(a).id in ("memory_growth", "outside_training"), listed(a)
     growth = f.evidence[0]
     assert growth.unit == "MB/step" and growth.value >= 1.0 and "cpu" in growth.where
 

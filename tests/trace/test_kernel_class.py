@@ -133,7 +133,7 @@ def test_report_lines_name_the_shares_and_the_guesses(builder, tmp_path):
 
 
 CASELESS = ["_COMMUNICATION", "_TENSOR_CORE", "_CUDA_CORES", "_KNOWN_COMPUTE", "_COMM_FRAME",
-            "_PERSISTENT", "FUSED_ATTENTION"]
+            "_PERSISTENT", "FUSED_ATTENTION", "_ROCM_MATRIX_CORES", "_ROCM_VECTOR"]
 
 
 def shared_kernel_names() -> list[str]:
@@ -175,3 +175,70 @@ def test_a_caseless_pattern_refuses_upper_case_letters():
     with pytest.raises(ValueError, match="upper-case"):
         CaselessPattern(r"ncclKernel")
     assert CaselessPattern(r"\Wnccl\d").search("x NCCL2")
+
+
+# Kernel names as MI300X (gfx942) traces of PyTorch on ROCm show them: the Triton flash attention
+# of SDPA and flash_attn is launched by hipExtModuleLaunchKernel as the code object's symbol
+# (``attn_fwd.kd``); MIOpen names come from its solvers (ConvAsmImplicitGemmGTCDynamic*Xdlops:
+# ``igemm_*_gtcx3_*``), its OpenCL kernels and its tensor ops (SubTensorOpWithCastTensor<N>d is
+# the cast kernel of miopenTransformTensor); hipBLASLt/Tensile GEMMs are ``Cijk_*`` with the MFMA
+# instruction in the ``MI`` tile.
+@pytest.mark.parametrize("name, expected", [
+    ("attn_fwd.kd", TC),
+    ("attn_bwd.kd", TC),
+    ("_attn_fwd.kd", TC),
+    ("fmha_fwd_hd128_bf16_causal_a32_rtz.kd", TC),
+    ("void ck_tile::kentry<256, 2, ck_tile::FmhaFwdKernel<ck_tile::BlockFmhaPipelineQRKSVS>>", TC),
+    ("igemm_fwd_gtcx3_nhwc_bf16_bx0_ex1_bt128x128x32_wt32x32x8_ws1x1_wr2x2_ta1x8x2x1_1x4x1x64_"
+     "tb1x8x2x1_1x4x1x64_gkgs", TC),
+    ("igemm_wrw_gtcx3_nhwc_fp16_bx0_ex0_bt256x128x32_wt32x32x8_ws2x1_wr2x2_ta1x4x4x1_1x8x1x32_"
+     "tb1x4x2x1_1x8x1x32_gkgs", TC),
+    ("igemm_bwd_gtcx35_nhwc_fp32_bx0_ex1_bt64x64x16_wt16x16x4_ws1x1_wr2x2", TC),
+    ("Cijk_Ailk_Bljk_BBS_BH_MT128x128x64_MI32x32x8x1_SN_1LDSB0_AFC1_AFEM1_ASEM1_CLR1_CADS0_"
+     "DTVA0_DTVB0_EPS1_GRVWA8_GRVWB8_GSU1_GSUASB_ISA942_IU1_K1_LBSPPA128_LPA0_LPB0_LDL1", TC),
+    ("Cijk_Alik_Bljk_BBS_BH_MT128x128x32_MI16x16x16x1_SN_LDSB1_WGM8.kd", TC),
+    # No MMA: MIOpen's casts, tensor ops, batch norm, naive and Winograd convolutions, non-XDLOPS
+    # implicit GEMM, a Tensile fp32 GEMM without an MFMA tile.
+    ("SubTensorOpWithCastTensor1d", COMPUTE),
+    ("SubTensorOpWithCastTensor4d", COMPUTE),
+    ("SubTensorOpWithScalar2d", COMPUTE),
+    ("Op2dTensorGeneric", COMPUTE),
+    ("OpTensorFwdBias", COMPUTE),
+    ("MIOpenBatchNormFwdTrainSpatial", COMPUTE),
+    ("MIOpenBatchNormBwdSpatial", COMPUTE),
+    ("MIOpenConv1x1", COMPUTE),
+    ("naive_conv_ab_nonpacked_fwd_nchw_half_double_half", COMPUTE),
+    ("naive_conv_ab_nonpacked_wrw_nhwc_float_double_float", COMPUTE),
+    ("miopenSp3AsmConv_v30_3_1_gfx9_fp32_f2x3_stride1", COMPUTE),
+    ("igemm_v4r1_dynamic_wrw", COMPUTE),
+    ("Cijk_Alik_Bljk_S_B_Bias_HA_S_SAV_UserArgs_MT8x8x8_SN_LDSB0.kd", COMPUTE),
+    ("triton_poi_fused_add_0.kd", COMPUTE),
+])
+def test_rocm_kernel_classes(name, expected):
+    """AMD matrix-core kernels are Tensor Core class, and every name is of a known family."""
+    assert name_class(name) == (expected, True)
+
+
+@pytest.fixture(scope="module")
+def real_kernel_names() -> list[str]:
+    from trainprof.trace.model import Kind
+
+    from conftest import SHARED_TRACE_FILES
+
+    names: set[str] = set()
+    for path in SHARED_TRACE_FILES:
+        ev = load_file(path).events
+        names.update(ev.names[i] for i in set(ev.name[ev.kind == Kind.KERNEL].tolist()))
+    return sorted(names)
+
+
+def test_the_amd_families_leave_every_real_kernel_name_as_it_was(real_kernel_names):
+    """The real traces are NVIDIA ones: no kernel name of theirs is of an AMD family, so the
+    AMD patterns change the class of none of them (454 names at the time of writing)."""
+    from trainprof.trace import kernel_class
+
+    assert len(real_kernel_names) > 400
+    for attr in ("_ROCM_MATRIX_CORES", "_ROCM_VECTOR"):
+        pattern = getattr(kernel_class, attr)
+        assert [n for n in real_kernel_names if pattern.search(n)] == [], attr
+    assert not [n for n in real_kernel_names if n.endswith(kernel_class.CODE_OBJECT_SUFFIX)]

@@ -4,8 +4,10 @@ Decided once, here, from everything the trace says: the kernel's name first, and
 no known family, the host op or Python frame that launched it (a kernel launched under
 ``nccl:all_reduce``, ``record_param_comms`` or a ``dispatch``/``combine`` function is
 communication). A name of no known family that nothing else explains stays compute and is
-reported as *unclassified* with its time, so that a reader sees what was guessed.
-See docs/kernel_classes.md.
+reported as *unclassified* with its time, so that a reader sees what was guessed. On AMD GPUs
+the Tensor Core class is the matrix cores (MFMA): ROCm's attention, MIOpen's XDLOPS and
+Tensile's MFMA kernels, as MI300 traces name them (a code object's ``.kd`` symbol suffix, as in
+``attn_fwd.kd``, is left out before matching). See docs/kernel_classes.md.
 """
 
 from __future__ import annotations
@@ -73,7 +75,8 @@ _COMMUNICATION = CaselessPattern(
 # (flash_fwd/flash_bwd, FlashAttnFwd/Bwd, compute_attn, fmha), cuDNN's fused attention and MMA
 # engines, Triton kernels built on tl.dot (Inductor's mm/bmm templates, names with mm/dot/mma,
 # the tutorial names matmul_kernel and _attn_fwd/_attn_bwd that many projects keep),
-# AMD Tensile/hipBLASLt (Cijk_*MFMA*, _MI16x16x...), Composable Kernel (ck::, ck_tile::, xdl).
+# AMD Tensile/hipBLASLt (Cijk_*MFMA*, _MI16x16x...), Composable Kernel (ck::, ck_tile::, xdl);
+# the AMD families of _ROCM_MATRIX_CORES below are searched too.
 _TENSOR_CORE = CaselessPattern(
     r"h884|s884|h1688|s1688|c1688|i8816|16816|16832|s161616|hmma|imma|bmma|dmma|qmma|tensorop"
     r"|opclasstensorop|wgmma|gmma|tcgen05|nvjet|xmma|sm(?:75|80|86|89|90a?|100a?|120)_"
@@ -86,10 +89,27 @@ _TENSOR_CORE = CaselessPattern(
     r"|ampere_.*gemm.*(?:bf16|fp16|h16)|cijk_.*mfma|cijk_.*_mi\d+x\d+|(?:^|\W)ck::|ck_tile::"
     r"|_xdl|xdlops|wmma|matmul_kernel|_attn_(?:fwd|bwd)",
 )
+# AMD kernels on the matrix cores (MFMA), as MI200/MI300 traces name them: Triton/CK flash
+# attention (``attn_fwd``, ``attn_bwd``: the Triton kernels of ROCm's SDPA and flash_attn,
+# without the tutorial's underscore), MIOpen's implicit-GEMM XDLOPS convolutions
+# (``igemm_fwd_gtcx3_nhwc_bf16_..._wt32x32x8_...``: gtcx/gtcx2/gtcx3 are the XDLOPS
+# generations, ``wt`` the wave tile of MFMA instructions), and Tensile/hipBLASLt ``Cijk_`` GEMMs
+# whose ``MI32x32x8`` tile names the MFMA instruction (also in _TENSOR_CORE).
+_ROCM_MATRIX_CORES = CaselessPattern(
+    r"(?:^|_)attn_(?:fwd|bwd)|igemm_\w*gtcx|igemm_\w*_wt\d+x\d+x\d+|cijk_\w*_mi\d+x\d+x\d+")
+# AMD kernels of no MMA whose names would match a family above or of no family: MIOpen's
+# OpenCL/assembly kernels (``MIOpenBatchNormFwdTrainSpatial``, ``MIOpenConv1x1``,
+# ``miopenSp3AsmConv_...`` Winograd), its tensor ops (``SubTensorOpWithCastTensor1d`` is an
+# elementwise cast although its name holds "TensorOp"; ``Op2dTensorGeneric``), its naive
+# convolutions (``naive_conv_ab_nonpacked_fwd_nchw_half_double_half``), non-XDLOPS implicit
+# GEMMs (``igemm_v4r1_dynamic``), and Tensile GEMMs without an MFMA tile (vector ALU).
+_ROCM_VECTOR = CaselessPattern(
+    r"^miopen|subtensorop|^op\dd?tensor|optensor|naive_conv_|igemm_|^cijk_")
 #: Names that say the kernel runs on the CUDA cores although a family above matches: cuBLAS's
 #: FP32 ``sm80_xmma_gemm_f32f32_..._ffma_...`` (TF32 off), CUTLASS ``simt`` and ``sgemm``, and
 #: PyTorch's own elementwise/reduction kernels (whose template arguments can name anything).
-_CUDA_CORES = CaselessPattern(r"ffma|simt|sgemm|opclasssimt|^(?:void )?at::native::")
+_CUDA_CORES = CaselessPattern(
+    r"ffma|simt|sgemm|opclasssimt|^(?:void )?at::native::|^miopen|subtensorop")
 
 # Compute kernels of known families (no MMA): PyTorch's own kernels, cub, cuDNN's non-MMA engines
 # (batch norm, Winograd, FFT, layout changes), SIMT GEMMs and GEMVs, Triton pointwise/reduction
@@ -123,9 +143,19 @@ FUSED_ATTENTION = CaselessPattern(
     r"|attn_fwd|mem_eff")
 
 
+#: The suffix of an AMD code object's kernel symbol (``attn_fwd.kd``, ``Cijk_..._WGM8.kd``: the
+#: kernel descriptor launched by ``hipExtModuleLaunchKernel``), left out before matching.
+CODE_OBJECT_SUFFIX = ".kd"
+
 #: Only this many leading characters of a name are matched: real kernel names (C++ templates)
 #: stay far below it, and a damaged multi-megabyte name must not take seconds per pattern.
 NAME_LIMIT = 16_384
+
+
+def _base_name(name: str) -> str:
+    """The name as matched: its first NAME_LIMIT characters, without a ``.kd`` suffix."""
+    name = name[:NAME_LIMIT]
+    return name[:-len(CODE_OBJECT_SUFFIX)] if name.endswith(CODE_OBJECT_SUFFIX) else name
 
 
 def is_persistent_kernel(name: str) -> bool:
@@ -134,8 +164,11 @@ def is_persistent_kernel(name: str) -> bool:
 
 
 def uses_tensor_cores(name: str) -> bool:
-    """Whether a kernel name says it issues Tensor Core (MMA) instructions."""
-    name = name[:NAME_LIMIT]
+    """Whether a kernel name says it issues Tensor Core (MMA) instructions; on AMD, matrix
+    core (MFMA) instructions."""
+    name = _base_name(name)
+    if _ROCM_MATRIX_CORES.search(name):
+        return True
     return bool(_TENSOR_CORE.search(name)) and not _CUDA_CORES.search(name)
 
 
@@ -143,7 +176,7 @@ def uses_tensor_cores(name: str) -> bool:
 def is_communication_kernel(name: str) -> bool:
     """Whether a kernel name is that of a communication kernel (cached: a load asks it of each
     kernel name twice, as the names are classified and in ``name_class``)."""
-    return bool(_COMMUNICATION.search(name[:NAME_LIMIT]))
+    return bool(_COMMUNICATION.search(_base_name(name)))
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -153,7 +186,8 @@ def name_class(name: str) -> tuple[KernelClass, bool]:
         return KernelClass.COMMUNICATION, True
     if uses_tensor_cores(name):
         return KernelClass.TENSOR_CORE, True
-    return KernelClass.COMPUTE, bool(_KNOWN_COMPUTE.search(name[:NAME_LIMIT]))
+    name = _base_name(name)
+    return KernelClass.COMPUTE, bool(_KNOWN_COMPUTE.search(name) or _ROCM_VECTOR.search(name))
 
 
 def is_communication_frame(name: str) -> bool:

@@ -48,10 +48,32 @@ def _per_step_span(steps: StepWindows, ts: np.ndarray, te: np.ndarray
 
 def step_phases(trace: Trace, steps: StepWindows) -> dict[str, np.ndarray]:
     """Microseconds per phase and step (arrays of len(steps)); they add up to the step times."""
-    ev = trace.events
-    n = len(steps)
-    if not n:
+    if not len(steps):
         return {p: np.zeros(0) for p in PHASES}
+    parts = phase_intervals(trace, steps)
+    return {p: iv.covered_in_windows(parts[p], steps.starts, steps.ends) for p in PHASES}
+
+
+_CACHE = "_trainprof_phase_intervals"
+
+
+def phase_intervals(trace: Trace, steps: StepWindows) -> dict[str, iv.Intervals]:
+    """The time of each phase inside the steps, as disjoint intervals (each phase claims only
+    what the phases before it left; ``other`` is what none claimed). The last steps' result is
+    kept on the trace: the phases and the host section both ask."""
+    key = (steps.starts.tobytes(), steps.ends.tobytes())
+    cached = trace.__dict__.get(_CACHE)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    out = _phase_intervals(trace, steps)
+    trace.__dict__[_CACHE] = (key, out)
+    return out
+
+
+def _phase_intervals(trace: Trace, steps: StepWindows) -> dict[str, iv.Intervals]:
+    ev = trace.events
+    if not len(steps):
+        return {p: iv.Intervals.empty() for p in PHASES}
     data_mask = ev.flagged(FLAG_DATALOADER)
     data = iv.union(ev.ts[data_mask], event_ends(ev)[data_mask])
     opt_mask = ev.flagged(FLAG_OPTIMIZER)
@@ -71,17 +93,16 @@ def step_phases(trace: Trace, steps: StepWindows) -> dict[str, np.ndarray]:
     forward = iv.union(fwd_start, np.maximum(fwd_end, fwd_start))
 
     slots = iv.union(steps.starts, steps.ends)
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, iv.Intervals] = {}
     for name, role in (
         ("data", data),
         ("optimizer", optimizer),
         ("backward", backward),
         ("forward", forward),
     ):
-        claimed, slots = iv.split(slots, role)
-        out[name] = iv.covered_in_windows(claimed, steps.starts, steps.ends)
-    out["other"] = iv.covered_in_windows(slots, steps.starts, steps.ends)
-    return {p: out[p] for p in PHASES}
+        out[name], slots = iv.split(slots, role)
+    out["other"] = slots
+    return out
 
 
 def _last_end_before(s: iv.Intervals, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -30,6 +30,12 @@ from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.exposure import window_sets
 from trainprof.analysis.overview.steps import StepWindows
+from trainprof.analysis.sections.host_outside import (
+    OutsidePart,
+    OutsideTraining,
+    combine_outside,
+    outside_part,
+)
 from trainprof.analysis.streaming.windows import Window, WindowedSection, owns
 from trainprof.analysis.tabular import share
 from trainprof.trace.model import (
@@ -94,6 +100,8 @@ class HostTime:
     optimizer: OptimizerFacts | None = None
     #: DataLoader iterator names seen (``_SingleProcessDataLoaderIter``: no worker processes).
     data_loaders: list[str] = field(default_factory=list)
+    #: Host ops outside the training phases (analysis/sections/host_outside.py).
+    outside_training: OutsideTraining | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -107,6 +115,8 @@ class HostTime:
             "spots": {k: [s.to_dict() for s in v] for k, v in self.spots.items()},
             "optimizer": None if self.optimizer is None else self.optimizer.to_dict(),
             "data_loaders": self.data_loaders,
+            "outside_training": (None if self.outside_training is None
+                                 else self.outside_training.to_dict()),
         }
 
     def to_pandas(self) -> Any:
@@ -185,6 +195,7 @@ class HostPart:
     optimizer: OptimizerPart | None
     data_loaders: set[str]
     names: list[str]  # the trace's name table (shared, not a copy)
+    outside: OutsidePart | None = None
 
 
 def host_part(window: Window) -> HostPart:
@@ -199,7 +210,7 @@ def host_part(window: Window) -> HostPart:
     loaders = np.unique(ev.name[ev.flagged(FLAG_DATALOADER) & owned])
     return HostPart(gpu=gpu, slices=slices, has_optimizer=bool(len(after_window)),
                     optimizer=_optimizer_part(window), data_loaders={ev.names[i] for i in loaders},
-                    names=ev.names)
+                    names=ev.names, outside=outside_part(window))
 
 
 def combine_host(parts: list[HostPart], steps: StepWindows) -> HostTime:
@@ -225,6 +236,7 @@ def combine_host(parts: list[HostPart], steps: StepWindows) -> HostTime:
                for k in ("after_optimizer", "lead_in") if k in sums},
         optimizer=_combine_optimizer([p.optimizer for p in parts if p.optimizer], steps, names),
         data_loaders=sorted(set().union(*(p.data_loaders for p in parts))),
+        outside_training=combine_outside([p.outside for p in parts if p.outside], names),
     )
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from trainprof.analysis.calls.attribution import device_links
 from trainprof.analysis.calls.calltree import call_tree, canonical_names
+from trainprof.analysis.calls.precision import Precision, op_precisions
 from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.sections.kernel_shares import (
@@ -85,6 +86,12 @@ class KernelFacts:
     #: Launched by an op that could use Tensor Cores, and of that, by Tensor Core kernels.
     tc_eligible_us: float = 0.0
     tc_eligible_on_tc_us: float = 0.0
+    #: Of the eligible time, by the launching op's input types (analysis/calls/precision.py):
+    #: ops already in 16- or 8-bit, ops in fp64, and the time neither on Tensor Cores nor in
+    #: such ops (fp32, or types not recorded): what reduced precision could move to them.
+    tc_eligible_narrow_us: float = 0.0
+    tc_eligible_fp64_us: float = 0.0
+    tc_eligible_fp32_off_tc_us: float = 0.0
     #: Calls with fewer blocks than FULL_FILL per free SM (analysis/sections/occupancy.py: SMs held by a
     #: concurrent communication kernel are not free; persistent kernels are full), and the SM
     #: time they leave empty: sum of duration x (1 - blocks per free SM).
@@ -277,7 +284,11 @@ def kernel_facts(trace: Trace, kernels: np.ndarray) -> KernelFacts:
     if not len(kernels):
         return KernelFacts()
     dur = ev.dur[kernels]
-    op = _kernel_ops(trace, kernels)
+    op_event = _kernel_op_events(trace, kernels)
+    op = np.where(op_event >= 0, ev.name[np.maximum(op_event, 0)], -1)
+    precision = np.where(op_event >= 0, op_precisions(trace)[np.maximum(op_event, 0)],
+                         Precision.UNKNOWN)
+    narrow, fp64 = precision == Precision.NARROW, precision == Precision.FP64
     op_names = np.unique(op[op >= 0])
     eligible = _name_mask(ev.names, op_names, _TC_ELIGIBLE_OP)[np.maximum(op, 0)] & (op >= 0)
     softmax = _name_mask(ev.names, op_names, _SOFTMAX_OP)[np.maximum(op, 0)] & (op >= 0)
@@ -294,6 +305,9 @@ def kernel_facts(trace: Trace, kernels: np.ndarray) -> KernelFacts:
         compute_us=float(dur.sum()),
         tc_eligible_us=float(dur[eligible].sum()),
         tc_eligible_on_tc_us=float(dur[eligible & on_tc].sum()),
+        tc_eligible_narrow_us=float(dur[eligible & narrow].sum()),
+        tc_eligible_fp64_us=float(dur[eligible & fp64].sum()),
+        tc_eligible_fp32_off_tc_us=float(dur[eligible & ~on_tc & ~narrow & ~fp64].sum()),
         underfilled_us=float(dur[under].sum()),
         underfilled_empty_us=float((dur * empty).sum()),
         reported_blocks_us=float(dur[reported].sum()),
@@ -313,12 +327,6 @@ def _kernel_op_events(trace: Trace, kernels: np.ndarray) -> np.ndarray:
     out = np.full(len(kernels), -1, dtype=np.int64)
     out[node >= 0] = tree.event[node[node >= 0]]
     return out
-
-
-def _kernel_ops(trace: Trace, kernels: np.ndarray) -> np.ndarray:
-    """Per kernel call, the name index of the innermost op around its launch, or -1."""
-    op_event = _kernel_op_events(trace, kernels)
-    return np.where(op_event >= 0, trace.events.name[np.maximum(op_event, 0)], -1)
 
 
 def _name_mask(names: list[str], used: np.ndarray, pattern: re.Pattern[str] | CaselessPattern

@@ -17,6 +17,13 @@ import numpy as np
 from trainprof.analysis.calls.attribution import device_links
 from trainprof.analysis.calls.callsites import python_sources, stack_sources, user_frames
 from trainprof.analysis.calls.calltree import CallTree, call_tree, canonical_names
+from trainprof.analysis.calls.precision import (
+    Precision,
+    PrecisionRow,
+    PrecisionSums,
+    outermost_sums,
+    precision_rows,
+)
 from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.options import OPERATOR_SORT_COLUMNS, table_options
 from trainprof.analysis.overview.steps import StepWindows
@@ -69,6 +76,9 @@ class OperatorStats:
     by_shape: bool
     has_device: bool
     has_stacks: bool
+    #: The outermost ops inside the steps whose every floating-point input is fp64
+    #: (analysis/calls/precision.py), heaviest first.
+    fp64_ops: list[PrecisionRow] = field(default_factory=list)
 
     def top(self, n: int) -> list[OperatorRow]:
         return self.rows[:n]
@@ -82,12 +92,13 @@ class OperatorStats:
     def sorted(self, sort_by: str) -> OperatorStats:
         """The same table in another order."""
         return OperatorStats(_sort(self.rows, sort_by), sort_by, self.by_shape, self.has_device,
-                             self.has_stacks)
+                             self.has_stacks, self.fp64_ops)
 
     def to_dict(self) -> dict[str, Any]:
         return {"sort_by": self.sort_by, "by_shape": self.by_shape,
                 "has_device": self.has_device, "has_stacks": self.has_stacks,
-                "rows": [r.to_dict() for r in self.rows]}
+                "rows": [r.to_dict() for r in self.rows],
+                "fp64_ops": [r.to_dict() for r in self.fp64_ops]}
 
     def to_pandas(self) -> Any:
         """One row per operator (call sites left out)."""
@@ -130,6 +141,7 @@ class OperatorPart:
     by_shape: bool
     names: list[str]  # the trace's tables (shared, not copies)
     shapes: list[str]
+    fp64: PrecisionSums | None = None  # outermost fp64 ops inside the steps
 
 
 def operator_part(window: Window, by_shape: bool = False) -> OperatorPart:
@@ -154,7 +166,21 @@ def operator_part(window: Window, by_shape: bool = False) -> OperatorPart:
         has_device=bool((ev.of_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
                          & owns(window, ev.ts)).any()),
         by_shape=by_shape, names=ev.names, shapes=ev.shapes,
+        fp64=outermost_sums(trace, tree, _in_steps(window, tree), Precision.FP64, times),
     )
+
+
+def _in_steps(window: Window, tree: CallTree) -> np.ndarray:
+    """The CPU-op nodes the window owns that start inside one of its steps."""
+    ev = window.trace.events
+    event = tree.event
+    steps = window.steps
+    nodes = np.flatnonzero((ev.kind[event] == Kind.CPU_OP) & ~tree.merged
+                           & owns(window, ev.ts[event]))
+    ts = ev.ts[event[nodes]]
+    i = np.searchsorted(steps.starts, ts, side="right") - 1
+    inside = (i >= 0) & (ts < steps.ends[np.maximum(i, 0)]) if len(steps) else i < -1
+    return nodes[inside]
 
 
 def combine_operators(parts: list[OperatorPart], sort_by: str | None = None) -> OperatorStats:
@@ -174,6 +200,8 @@ def combine_operators(parts: list[OperatorPart], sort_by: str | None = None) -> 
     sums = {k: np.bincount(group, weights=np.concatenate([p.times[k] for p in parts]),
                            minlength=n) for k in parts[0].times}
     sites = _combine_sites(parts, name[first], shape[first])
+    fp64 = precision_rows(PrecisionSums.concat([p.fp64 for p in parts if p.fp64 is not None]),
+                          names)
     out = []
     for g in range(n):
         out.append(OperatorRow(
@@ -185,7 +213,7 @@ def combine_operators(parts: list[OperatorPart], sort_by: str | None = None) -> 
             if by_shape else None,
             call_sites=sites.get(g, []),
         ))
-    return OperatorStats(_sort(out, sort_by), sort_by, by_shape, has_device, bool(sites))
+    return OperatorStats(_sort(out, sort_by), sort_by, by_shape, has_device, bool(sites), fp64)
 
 
 def operator_stats(trace: Trace, steps: StepWindows | None = None, *, by_shape: bool = False,

@@ -19,6 +19,8 @@ from trainprof.diagnose.rules import (
     host,
     input,
     memory,
+    outside_training,
+    precision,
     training,
 )
 
@@ -47,6 +49,7 @@ RANK_RULES: list[RankRule] = [
     memory.memory_fragmentation,
 ]
 RANK_RULES += [compilation.compilation, compilation.untraced_time, host.cuda_api_time]
+RANK_RULES += [precision.wide_precision, outside_training.outside_training]
 JOB_RULES: list[JobRule] = [
     distributed.communication_exposed,
     distributed.straggler,
@@ -61,3 +64,4 @@ FINDING_IDS = [
     "communication_exposed", "straggler", "far_from_roofline", "slow_collectives",
 ]
 FINDING_IDS += ["compilation", "untraced_time", "cuda_api_time"]
+FINDING_IDS += ["wide_precision", "outside_training"]

@@ -118,32 +118,52 @@ def _larger_batch(peaks: list[float]) -> Fix:
     return Fix(LARGER_BATCH.summary + memory, LARGER_BATCH.pytorch, LARGER_BATCH.accelerate)
 
 
+def is_amd(r: RankAnalysis) -> bool:
+    """Whether the rank ran on an AMD GPU (where Tensor Cores are called matrix cores)."""
+    names = [r.device, *(str(d.get("name") or "") for d in r.environment.get("devices", []))]
+    return any("amd" in n.lower() or "instinct" in n.lower() for n in names)
+
+
+def matrix_units(r: RankAnalysis) -> str:
+    """"Tensor Cores" (NVIDIA) or "matrix cores" (AMD), as the text of a finding says it."""
+    return "matrix cores" if is_amd(r) else "Tensor Cores"
+
+
 def no_tensor_cores(r: RankAnalysis) -> Finding | None:
+    """fp32 (or untyped) matmuls and convolutions off the Tensor Cores. Ops whose inputs are
+    already 16- or 8-bit are left out (autocast would change nothing), and so are fp64 ops
+    (wide_precision's finding)."""
     f = _gpu_facts(r)
     majors = [d.get("computeMajor") or 0 for d in r.environment.get("devices", [])]
     if f is None or not majors or max(majors) < TC_MIN_COMPUTE_CAPABILITY:
         return None
-    eligible = f.tc_eligible_us / f.compute_us * 100.0
-    on_tc = f.tc_eligible_on_tc_us / f.tc_eligible_us * 100.0 if f.tc_eligible_us else 0.0
-    if eligible < TC_ELIGIBLE_MIN_PCT or on_tc >= TC_LOW_PCT:
+    wide = f.tc_eligible_us - f.tc_eligible_narrow_us - f.tc_eligible_fp64_us
+    off_tc = min(f.tc_eligible_fp32_off_tc_us, wide)
+    eligible = wide / f.compute_us * 100.0
+    on_tc = (wide - off_tc) / wide * 100.0 if wide > 0 else 0.0
+    if eligible < TC_ELIGIBLE_MIN_PCT or on_tc >= TC_LOW_PCT or off_tc <= 0:
         return None
-    off_tc = f.tc_eligible_us - f.tc_eligible_on_tc_us
     compute = r.timeline.compute_pct if r.timeline is not None else 100.0
     saving = min(share_of_steps(r, off_tc * (1.0 - 1.0 / TC_SPEEDUP)), compute)
+    units = matrix_units(r)
     evidence = [
-        Evidence("kernel time of matmul/convolution ops (Tensor Core eligible)", eligible, "%",
-                 where(r)),
-        Evidence("of which on Tensor Core kernels", on_tc, "%", where(r)),
+        Evidence(f"kernel time of matmul/convolution ops not in 16/8-bit ({units} eligible)", eligible,
+                 "%", where(r)),
+        Evidence(f"of which on {units} kernels", on_tc, "%", where(r)),
         Evidence("compute capability", f"{max(majors)}.x", "", r.device),
-        Evidence("Tensor Core share of all kernel time",
+        Evidence(f"{units} share of all kernel time",
                  r.gpu.tensor_core_pct if r.gpu is not None else "unknown", "%", where(r)),
     ]
+    if f.tc_eligible_narrow_us > 0:
+        evidence.append(Evidence("eligible ops already in bf16/fp16/fp8 (left out)",
+                                 f.tc_eligible_narrow_us / f.compute_us * 100.0,
+                                 "% of kernel time", where(r)))
     return rank_finding(
         r, "no_tensor_cores", severity(saving, GPU_MEDIUM_PCT, GPU_HIGH_PCT),
-        f"Matmuls and convolutions ({eligible:.0f}% of kernel time) do not use Tensor Cores",
-        "This GPU has Tensor Cores, but the kernels of the matrix multiplications and "
+        f"Matmuls and convolutions ({eligible:.0f}% of kernel time) do not use {units}",
+        f"This GPU has {units}, but the kernels of the matrix multiplications and "
         "convolutions run on the ordinary FP32 units: the model runs in full precision.",
-        evidence, saving, f"eligible kernels run {TC_SPEEDUP:g}x faster on Tensor Cores "
+        evidence, saving, f"eligible kernels run {TC_SPEEDUP:g}x faster on {units} "
         "(bf16/fp16 autocast or TF32)", MIXED_PRECISION,
     )
 

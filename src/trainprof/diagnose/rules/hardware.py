@@ -73,6 +73,16 @@ FUSE_POINTWISE = Fix(
             "are read once: torch.compile, or fused kernels (fused LayerNorm/RMSNorm).",
     pytorch="model = torch.compile(model)",
 )
+FASTER_KERNELS = Fix(
+    summary="These ops are compute-bound: their kernels, not memory traffic, are slow. Try the "
+            "other attention and GEMM backends (SDPA's flash, memory-efficient or cuDNN "
+            "kernels; Composable Kernel or aiter on ROCm), let torch.compile tune the GEMMs "
+            "(max-autotune), and keep shapes in multiples of the kernels' tiles.",
+    pytorch="model = torch.compile(model, mode='max-autotune')\n"
+            "from torch.nn.attention import SDPBackend, sdpa_kernel\n"
+            "with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):\n"
+            "    out = torch.nn.functional.scaled_dot_product_attention(q, k, v)",
+)
 BIGGER_BUCKETS = Fix(
     summary="Send fewer, larger collectives: larger DDP buckets or FSDP prefetch/limit "
             "settings, coalesced small all-reduces, and communication overlapped with compute.",
@@ -136,7 +146,8 @@ def far_from_roofline(r: RankAnalysis) -> Finding | None:
 def _roofline_fix(far: list[RooflineRow], shapes: list[RooflineRow], evidence: list[Evidence],
                   r: RankAnalysis) -> Fix:
     """The fix that fits the worst shapes: alignment, FP32 GEMMs, unfused attention, tiny
-    GEMMs, else fusing the memory-bound ops."""
+    GEMMs, else the fix of the bound the worst op class is at (faster kernels when it is
+    compute-bound, fusing the memory-bound ops when it is memory-bound)."""
     gemms = [s for s in shapes if s.op_class == "gemm"]
     misaligned = [(s, _misaligned(s.shape, s.dtype)) for s in gemms[:5]]
     misaligned = [(s, dims) for s, dims in misaligned if dims]
@@ -158,7 +169,7 @@ def _roofline_fix(far: list[RooflineRow], shapes: list[RooflineRow], evidence: l
         evidence.append(Evidence("tiny GEMM shapes (under 2x256^3 FLOPs a call)", len(tiny),
                                  "shapes", where(r)))
         return BATCH_SMALL
-    return FUSE_POINTWISE
+    return FASTER_KERNELS if far[0].bound == "compute" else FUSE_POINTWISE
 
 
 def slow_collectives(r: RankAnalysis) -> Finding | None:
