@@ -75,7 +75,7 @@ def _trace(path: Path, rank: int, rows: Rows, cat: Catalog, devices: list[dict[s
     rows = rows.take(order)
     dur_ns = rows.end - rows.start
     negative = int(np.count_nonzero(dur_ns < 0))
-    lanes, lane = np.unique(rows.lane, axis=0, return_inverse=True)
+    lanes, lane = _lanes(rows.lane)
     names, name = np.unique(rows.name, return_inverse=True)
     details, detail = _compacted(rows.detail)
     shapes, shape = _compacted(rows.shape)
@@ -95,19 +95,33 @@ def _trace(path: Path, rank: int, rows: Rows, cat: Catalog, devices: list[dict[s
         else []
     return Trace(path=path, rank=rank, window=0, t0_us=t0_ns / 1000.0, events=events,
                  memory=_no_memory(), flows=_no_flows(),
-                 threads=[(int(a), int(b)) for a, b in lanes.tolist()],
+                 threads=lanes,
                  metadata={**metadata, "deviceProperties": props}, notes=[*notes, *extra])
 
 
 def _sync_lanes(rows: Rows) -> None:
-    """Put each synchronisation record on its stream's device: the export's ``deviceId`` of
-    these records is 0 for every process in nsys 2026.2 (seen on the 2-GPU capture)."""
+    """Put each synchronisation record on its stream's device (else its process's only
+    device): the export's ``deviceId`` of these records is 0 for every process in nsys 2026.2
+    (seen on the 2-GPU capture)."""
     on_device = np.isin(rows.kind, list(model.DEVICE_KINDS))
-    streams = {(int(p), int(s)): int(d) for p, s, d in np.unique(np.stack(
-        [rows.process[on_device], rows.stream[on_device], rows.device[on_device]]), axis=1).T}
+    triples = np.unique(np.stack([rows.process[on_device], rows.stream[on_device],
+                                  rows.device[on_device]]), axis=1).T.tolist()
+    streams = {(p, s): d for p, s, d in triples}
+    devices: dict[int, set[int]] = {}
+    for p, _, d in triples:
+        devices.setdefault(p, set()).add(d)
     for i in np.flatnonzero(rows.kind == model.Kind.SYNC).tolist():
-        rows.lane[i, 0] = streams.get((int(rows.process[i]), int(rows.lane[i, 1])),
-                                      rows.lane[i, 0])
+        process, stream = int(rows.process[i]), int(rows.lane[i, 1])
+        only = devices.get(process, set())
+        fallback = next(iter(only)) if len(only) == 1 else int(rows.lane[i, 0])
+        rows.lane[i, 0] = streams.get((process, stream), fallback)
+
+
+def _lanes(lane: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """(the distinct (pid, tid) or (device, stream) pairs, each row's index into them)."""
+    key = (lane[:, 0] << 32) + (lane[:, 1] & 0xFFFFFFFF)
+    unique, index = np.unique(key, return_inverse=True)
+    return [(int(k >> 32), int(k & 0xFFFFFFFF)) for k in unique.tolist()], index
 
 
 def _compacted(index: np.ndarray) -> tuple[list[int], np.ndarray]:
@@ -120,10 +134,9 @@ def _compacted(index: np.ndarray) -> tuple[list[int], np.ndarray]:
 
 def _flags(cat: Catalog, names: np.ndarray, kind: np.ndarray, name: np.ndarray) -> np.ndarray:
     """FLAG_* of each event from its kind and name (worked out once per distinct pair)."""
-    pairs, inverse = np.unique(np.stack([kind.astype(np.int64), name]), axis=1,
-                               return_inverse=True)
-    table = np.array([model.name_flags(model.Kind(int(k)), cat.names[int(names[j])])
-                      for k, j in pairs.T.tolist()], dtype=np.uint8)
+    pairs, inverse = np.unique((kind.astype(np.int64) << 32) + name, return_inverse=True)
+    table = np.array([model.name_flags(model.Kind(k >> 32), cat.names[int(names[k & 0xFFFFFFFF])])
+                      for k in pairs.tolist()], dtype=np.uint8)
     return table[inverse.reshape(-1)] if len(kind) else np.empty(0, np.uint8)
 
 

@@ -72,34 +72,49 @@ def _texts(db: Export, cols: set[str]) -> str:
 def _classified(cat: Catalog, texts: list[str], start: np.ndarray, process: np.ndarray,
                 step_marker: re.Pattern[str] | None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(name index, shape index, kind) of each range."""
+    """(name index, shape index, kind) of each range; a name's kind is worked out once."""
     n = len(texts)
     names, shapes = np.empty(n, np.int32), np.full(n, -1, np.int32)
     kinds = np.empty(n, np.uint8)
     unnumbered: list[int] = []
+    known: dict[tuple[str, bool], tuple[int, int] | None] = {}
     for i, text in enumerate(texts):
-        name, sizes, category = _parsed(text)
-        marker = _step_name(name, step_marker)
-        if marker == "":
+        name, sizes, torch_op = _split(text)
+        key = (name, torch_op)
+        hit = known.get(key, ...)
+        if hit is ...:
+            hit = known[key] = _described(cat, name, torch_op, step_marker)
+        if hit is None:
             unnumbered.append(i)
-        elif marker is not None:
-            name, category = marker, "user_annotation"
-        kind = model.classify(category, name)
-        kinds[i], names[i] = kind, cat.name(kind, name)
-        if sizes is not None and kind == Kind.CPU_OP:
+            continue
+        kinds[i], names[i] = hit
+        if sizes is not None and hit[0] == Kind.CPU_OP:
             shapes[i] = cat.shape(sizes)
     _number_steps(cat, unnumbered, start, process, names, kinds)
     return names, shapes, kinds
 
 
-def _parsed(text: str) -> tuple[str, str | None, str]:
-    """(name, sizes JSON or None, Kineto category) of a range's text."""
+def _split(text: str) -> tuple[str, str | None, bool]:
+    """(name, sizes JSON or None, whether torch's emit_nvtx named it) of a range's text."""
+    if ", op_id = " not in text and ", seq = " not in text and ", sizes = " not in text:
+        return text or "(unnamed)", None, False
     match = _TORCH_RANGE.match(text)
-    if match is None or not (match["seq"] or match["op"] or match["sizes"]):
-        return text or "(unnamed)", None, "user_annotation"
-    name = match["name"]
-    category = "user_annotation" if _TORCH_ANNOTATION.match(name) else "cpu_op"
-    return name, match["sizes"], category
+    if match is None:
+        return text, None, False
+    return match["name"], match["sizes"], True
+
+
+def _described(cat: Catalog, name: str, torch_op: bool, step_marker: re.Pattern[str] | None
+               ) -> tuple[int, int] | None:
+    """(kind, name index) of a range name; None for a step marker without a number."""
+    category = "cpu_op" if torch_op and not _TORCH_ANNOTATION.match(name) else "user_annotation"
+    marker = _step_name(name, step_marker)
+    if marker == "":
+        return None
+    if marker is not None:
+        name, category = marker, "user_annotation"
+    kind = model.classify(category, name)
+    return int(kind), cat.name(kind, name)
 
 
 def _step_name(name: str, custom: re.Pattern[str] | None) -> str | None:
