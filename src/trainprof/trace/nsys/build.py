@@ -76,19 +76,19 @@ def _trace(path: Path, rank: int, rows: Rows, cat: Catalog, devices: list[dict[s
     dur_ns = rows.end - rows.start
     negative = int(np.count_nonzero(dur_ns < 0))
     lanes, lane = _lanes(rows.lane)
-    names, name = np.unique(rows.name, return_inverse=True)
+    names, name = _compacted(rows.name)
     details, detail = _compacted(rows.detail)
     shapes, shape = _compacted(rows.shape)
     n = len(rows)
     events = Events(
-        kind=rows.kind, name=name.reshape(-1).astype(np.int32),
+        kind=rows.kind, name=name,
         ts=(rows.start - t0_ns) / 1000.0, dur=np.maximum(dur_ns, 0) / 1000.0,
         tid=lane.reshape(-1).astype(np.int32), device=rows.device, stream=rows.stream,
         correlation=rows.correlation, external_id=np.full(n, -1, np.int64),
         blocks_per_sm=_blocks_per_sm(rows, props), occupancy=np.full(n, np.nan, np.float32),
-        nbytes=rows.nbytes, flags=_flags(cat, names, rows.kind, name.reshape(-1)),
+        nbytes=rows.nbytes, flags=_flags(cat, names)[name],
         flops=np.full(n, np.nan), shape=shape, stack=np.full(n, -1, np.int32), detail=detail,
-        op_args=np.full(n, -1, np.int32), names=[cat.names[i] for i in names.tolist()],
+        op_args=np.full(n, -1, np.int32), names=[cat.names[i] for i in names],
         shapes=[cat.shapes[i] for i in shapes], details=[cat.details[i] for i in details],
     )
     extra = [f"{negative} event(s) ended before they started; read as lasting 0."] if negative \
@@ -125,19 +125,21 @@ def _lanes(lane: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray]:
 
 
 def _compacted(index: np.ndarray) -> tuple[list[int], np.ndarray]:
-    """(the distinct indices >= 0 used, the column renumbered into them; -1 stays -1)."""
-    used = np.unique(index[index >= 0])
+    """(the distinct indices >= 0 used, in order; the column renumbered into them, -1 staying
+    -1), without sorting the column."""
+    valid = index >= 0
+    used = np.zeros(int(index.max(initial=-1)) + 1, dtype=bool)
+    used[index[valid]] = True
+    renumber = np.cumsum(used, dtype=np.int64) - 1
     out = np.full(len(index), -1, np.int32)
-    out[index >= 0] = np.searchsorted(used, index[index >= 0])
-    return used.tolist(), out
+    out[valid] = renumber[index[valid]]
+    return np.flatnonzero(used).tolist(), out
 
 
-def _flags(cat: Catalog, names: np.ndarray, kind: np.ndarray, name: np.ndarray) -> np.ndarray:
-    """FLAG_* of each event from its kind and name (worked out once per distinct pair)."""
-    pairs, inverse = np.unique((kind.astype(np.int64) << 32) + name, return_inverse=True)
-    table = np.array([model.name_flags(model.Kind(k >> 32), cat.names[int(names[k & 0xFFFFFFFF])])
-                      for k in pairs.tolist()], dtype=np.uint8)
-    return table[inverse.reshape(-1)] if len(kind) else np.empty(0, np.uint8)
+def _flags(cat: Catalog, names: list[int]) -> np.ndarray:
+    """FLAG_* of each name used (a name's index fixes its kind, tables.Catalog)."""
+    return np.array([model.name_flags(cat.kinds[i], cat.names[i]) for i in names],
+                    dtype=np.uint8).reshape(-1)
 
 
 def _blocks_per_sm(rows: Rows, devices: list[dict[str, Any]]) -> np.ndarray:

@@ -20,10 +20,10 @@ from trainprof.trace.model import Kind
 from trainprof.trace.nsys.schema import Export
 from trainprof.trace.nsys.tables import NVTX_RANGE_TYPES, Catalog, Rows, _host_lane, _process, _rows
 
-_TORCH_RANGE = re.compile(
-    r"^(?P<name>.+?)(?P<seq>, seq = -?\d+)?(?P<op>, op_id = \d+)?"
-    r"(?:, sizes = (?P<sizes>\[(?:\[[-\d, ]*\](?:, )?)*\]))?(?:, input_op_ids = \[.*\])?$"
-)
+#: The fields torch's emit_nvtx appends to an op's name, in its order.
+_TORCH_FIELDS = (", seq = ", ", op_id = ", ", sizes = ")
+_TORCH_FIELDS_AFTER_COMMA = tuple(f[2:] for f in _TORCH_FIELDS)
+_SIZES_AFTER_COMMA, _INPUT_OP_IDS = "sizes = ", ", input_op_ids = "
 #: torch ``record_function`` scopes that Kineto records as user annotations, not CPU ops.
 _TORCH_ANNOTATION = re.compile(r"^FSDP::|^## .* ##$|^Optimizer\.|^ProfilerStep#")
 #: NVTX ranges that mark a numbered training step.
@@ -40,24 +40,25 @@ def nvtx_ranges(db: Export, cat: Catalog, step_marker: re.Pattern[str] | None = 
     cols = db.columns(table)
     if not {"start", "end"} <= cols:
         return None, []
-    texts = _texts(db, cols)
+    texts = _texts(db, cols)  # SQL
     kinds = set(db.enum("ENUM_NSYS_EVENT_TYPE", NVTX_RANGE_TYPES).items())
     range_types = [i for i, n in kinds if n in NVTX_RANGE_TYPES.values()] or list(NVTX_RANGE_TYPES)
     where = '"end" IS NOT NULL AND "end" >= start'
     if "eventType" in cols:
         where += f" AND eventType IN ({', '.join(map(str, range_types))})"
     gtid = db.pick(table, "globalTid", default="0")
-    rows = [r for piece in db.query(f'SELECT start, "end", {gtid}, {texts} FROM NVTX_EVENTS '
-                                    f"WHERE {where}") for r in piece]
-    if not rows:
+    # Times as integers and texts apart, in the same (rowid) order: no tuple of 4 per range.
+    m = db.int_columns(f'SELECT start, "end", {gtid} FROM NVTX_EVENTS WHERE {where} '
+                       "ORDER BY rowid", 3)
+    if not len(m):
         return None, []
-    m = np.array([r[:3] for r in rows], dtype=np.int64)
+    texts_of = [t or "" for piece in db.query(f"SELECT {texts} FROM NVTX_EVENTS WHERE {where} "
+                                              "ORDER BY rowid") for (t,) in piece]
     process = _process(m[:, 2])
-    names, shapes, kinds_of = _classified(cat, [r[3] or "" for r in rows], m[:, 0], process,
-                                          step_marker)
+    names, shapes, kinds_of = _classified(cat, texts_of, m[:, 0], process, step_marker)
     out = _rows(len(m), start=m[:, 0], end=m[:, 1], process=process, lane=_host_lane(m[:, 2]),
                 kind=kinds_of, name=names, shape=shapes)
-    return out, _step_notes(cat, out)
+    return out, _step_notes(out)
 
 
 def _texts(db: Export, cols: set[str]) -> str:
@@ -73,44 +74,57 @@ def _classified(cat: Catalog, texts: list[str], start: np.ndarray, process: np.n
                 step_marker: re.Pattern[str] | None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(name index, shape index, kind) of each range; a name's kind is worked out once."""
-    n = len(texts)
-    names, shapes = np.empty(n, np.int32), np.full(n, -1, np.int32)
-    kinds = np.empty(n, np.uint8)
-    unnumbered: list[int] = []
-    known: dict[tuple[str, bool], tuple[int, int] | None] = {}
+    keys: dict[tuple[str, bool], int] = {}
+    key_of: list[int] = []
+    sized: list[int] = []
+    sizes_of: list[str] = []
     for i, text in enumerate(texts):
         name, sizes, torch_op = _split(text)
-        key = (name, torch_op)
-        hit = known.get(key, ...)
-        if hit is ...:
-            hit = known[key] = _described(cat, name, torch_op, step_marker)
-        if hit is None:
-            unnumbered.append(i)
-            continue
-        kinds[i], names[i] = hit
-        if sizes is not None and hit[0] == Kind.CPU_OP:
+        key_of.append(keys.setdefault((name, torch_op), len(keys)))
+        if sizes is not None:
+            sized.append(i)
+            sizes_of.append(sizes)
+    described = np.array([_described(cat, name, torch_op, step_marker)
+                          for name, torch_op in keys], dtype=np.int64).reshape(-1, 2)
+    index = np.array(key_of, dtype=np.int64)
+    kinds = described[index, 0].astype(np.uint8)
+    names = described[index, 1].astype(np.int32)
+    shapes = np.full(len(texts), -1, np.int32)
+    for i, sizes in zip(sized, sizes_of, strict=True):
+        if kinds[i] == Kind.CPU_OP:
             shapes[i] = cat.shape(sizes)
-    _number_steps(cat, unnumbered, start, process, names, kinds)
+    _number_steps(cat, np.flatnonzero(names < 0).tolist(), start, process, names, kinds)
     return names, shapes, kinds
 
 
 def _split(text: str) -> tuple[str, str | None, bool]:
-    """(name, sizes JSON or None, whether torch's emit_nvtx named it) of a range's text."""
-    if ", op_id = " not in text and ", seq = " not in text and ", sizes = " not in text:
+    """(name, sizes JSON or None, whether torch's emit_nvtx named it) of a range's text: the
+    name ends at the first of ``, seq = ``, ``, op_id = ``, ``, sizes = `` (string search: a
+    regular expression per range cost more than the rest of the read)."""
+    name, comma, rest = text.partition(", ")
+    if not comma or not name:
         return text or "(unnamed)", None, False
-    match = _TORCH_RANGE.match(text)
-    if match is None:
-        return text, None, False
-    return match["name"], match["sizes"], True
+    if not rest.startswith(_TORCH_FIELDS_AFTER_COMMA):  # a name with ", " in it (rare)
+        cut = text.find(", ", len(name) + 2)
+        while cut >= 0 and not text.startswith(_TORCH_FIELDS, cut):
+            cut = text.find(", ", cut + 2)
+        if cut < 0:
+            return text, None, False
+        name, rest = text[:cut], text[cut + 2:]
+    at = rest.find(_SIZES_AFTER_COMMA)
+    if at < 0:
+        return name, None, True
+    end = rest.find(_INPUT_OP_IDS, at)
+    return name, rest[at + len(_SIZES_AFTER_COMMA):end if end >= 0 else len(rest)], True
 
 
 def _described(cat: Catalog, name: str, torch_op: bool, step_marker: re.Pattern[str] | None
-               ) -> tuple[int, int] | None:
-    """(kind, name index) of a range name; None for a step marker without a number."""
+               ) -> tuple[int, int]:
+    """(kind, name index) of a range name; (STEP, -1) for a step marker without a number."""
     category = "cpu_op" if torch_op and not _TORCH_ANNOTATION.match(name) else "user_annotation"
     marker = _step_name(name, step_marker)
     if marker == "":
-        return None
+        return int(Kind.STEP), -1
     if marker is not None:
         name, category = marker, "user_annotation"
     kind = model.classify(category, name)
@@ -141,7 +155,7 @@ def _number_steps(cat: Catalog, idx: list[int], start: np.ndarray, process: np.n
         names[i] = cat.name(Kind.STEP, f"ProfilerStep#{number}")
 
 
-def _step_notes(cat: Catalog, rows: Rows) -> list[str]:
+def _step_notes(rows: Rows) -> list[str]:
     steps = int(np.count_nonzero(rows.kind == Kind.STEP))
     if not steps:
         return []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from functools import cached_property
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -78,9 +79,16 @@ class Export:
             raise TraceError(f"{self.path} cannot be read as an Nsight Systems export "
                              f"({exc}); is the file damaged?") from None
 
+    def run(self, sql: str) -> None:
+        """A statement without rows (the temporary tables of this connection)."""
+        for _ in self.query(sql):
+            pass
+
     def int_columns(self, sql: str, width: int) -> np.ndarray:
         """An int64 matrix (rows x ``width``) of a query whose values are all integers."""
-        pieces = [np.array(rows, dtype=np.int64).reshape(-1, width) for rows in self.query(sql)]
+        pieces = [np.fromiter(chain.from_iterable(rows), dtype=np.int64,
+                              count=len(rows) * width).reshape(-1, width)
+                  for rows in self.query(sql)]
         return np.concatenate(pieces) if pieces else np.empty((0, width), dtype=np.int64)
 
     @cached_property

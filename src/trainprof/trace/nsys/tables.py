@@ -80,6 +80,7 @@ class Catalog:
     """Names (with their kind and flags), launch details and shapes, interned per export."""
 
     names: list[str] = field(default_factory=list)
+    kinds: list[Kind] = field(default_factory=list)  #: the kind of each name
     details: list[dict[str, Any]] = field(default_factory=list)
     shapes: list[str] = field(default_factory=list)
     _names: dict[tuple[int, str], int] = field(default_factory=dict)
@@ -91,6 +92,7 @@ class Catalog:
         if found is None:
             found = self._names[key] = len(self.names)
             self.names.append(text)
+            self.kinds.append(kind)
         return found
 
     def shape(self, text: str) -> int:
