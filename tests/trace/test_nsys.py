@@ -239,6 +239,19 @@ def test_a_step_marker_pattern_of_ones_own(tmp_path):
     assert steps.numbers.tolist() == [21, 22]
 
 
+def test_analyze_takes_a_step_marker(tmp_path):
+    import json
+
+    from trainprof.cli import main
+
+    path = _with_ranges(tmp_path, ["batch-21", "batch-22"])
+    out = tmp_path / "out.json"
+    assert main(["analyze", str(path), "--step-marker", r"^batch-(\d+)$", "--format", "json",
+                 "-o", str(out), "--no-progress"]) == 0
+    steps = json.loads(out.read_text())["ranks"][0]["steps"]
+    assert [s["step"] for s in steps["per_step"]] == [21, 22] and steps["source"] == "ProfilerStep"
+
+
 def test_torch_op_ranges_keep_their_shapes(tmp_path):
     # torch's emit_nvtx(record_shapes=True) names: "<op>, seq = N, op_id = N, sizes = [[...]]"
     # (torch/csrc/profiler/stubs/cuda.cpp getNvtxStr).

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -95,12 +96,14 @@ def load_file(path: str | os.PathLike[str], rank: int = 0, window: int = 0,
     return trace
 
 
-def load_traces(path: str | os.PathLike[str], workers: int | None = None) -> list[Trace]:
+def load_traces(path: str | os.PathLike[str], workers: int | None = None,
+                step_marker: re.Pattern[str] | None = None) -> list[Trace]:
     """Every rank one file holds: a Kineto trace holds one, an Nsight Systems export one per
-    process that ran GPU work. Raises ``TraceError`` like ``load_file``."""
+    process that ran GPU work (``step_marker``: its NVTX ranges that mark steps, besides the
+    usual names; docs/nsys.md). Raises ``TraceError`` like ``load_file``."""
     path = Path(path)
     if is_nsys_file(path):
-        return read_nsys(path)
+        return read_nsys(path, step_marker)
     return [load_file(path, workers=workers)]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import signal
 import sys
 from dataclasses import replace
@@ -38,7 +39,9 @@ def analyse_file(path: Path, options: TableOptions, single: bool,
         with using_table_options(options):
             budget = options.max_memory or default_budget()
             if is_nsys_file(path):  # one export, a rank per process
-                ranks = [analyze_trace(t, workers=decode_workers) for t in load_traces(path)]
+                marker = re.compile(options.step_marker) if options.step_marker else None
+                ranks = [analyze_trace(t, workers=decode_workers)
+                         for t in load_traces(path, step_marker=marker)]
                 return "ok", ranks if single else [compact(r) for r in ranks]
             if needs_streaming(path, budget):  # too large to read whole: window by window
                 from trainprof.analysis.streaming.streamed import analyze_streamed
