@@ -319,3 +319,35 @@ def test_healthy_export_needs_no_process_ids(exports):
     (trace,) = exports[NSYS_HEALTHY]
     assert trace.device_name() == "NVIDIA H100 80GB HBM3"
     assert any("NVTX_EVENTS" in note for note in trace.notes)
+
+
+def _with_marks(src: Path, out: Path, ranks: dict[int, int]) -> Path:
+    """``src`` with the NVTX marks trainprof's recorder leaves (capture/nvtx.py:
+    ``torch.cuda.nvtx.mark("trainprof.rank=N")``, an NvtxMark, eventType 34, no end) for each
+    process key -> rank, in NVTX_EVENTS as nsys 2026.2 defines it."""
+    shutil.copyfile(src, out)
+    (ddl,), = _sql(NSYS_H100, "SELECT sql FROM sqlite_master WHERE name = 'NVTX_EVENTS'")
+    with sqlite3.connect(out) as db:
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'NVTX_EVENTS'").fetchone():
+            db.execute(ddl)
+        db.executemany("INSERT INTO NVTX_EVENTS (start, eventType, text, globalTid, domainId) "
+                       "VALUES (0, 34, ?, ?, 0)",
+                       [(f"trainprof.rank={r}", (key << 24) + (key & 0xFFFFFF))
+                        for key, r in ranks.items()])
+    return out
+
+
+def test_ranks_come_from_the_recorders_marks(tmp_path):
+    keys = sorted(_rank_of_pid(NSYS_H100))
+    path = _with_marks(NSYS_H100, tmp_path / "marked.sqlite", {keys[0]: 1, keys[1]: 0})
+    traces = read_nsys(path)
+    assert [(t.rank, t.devices) for t in traces] == [(0, [1]), (1, [0])]
+    assert not any("order of their process ids" in n for n in traces[0].notes)
+
+
+def test_a_folder_of_per_rank_exports_is_a_job(tmp_path):
+    (gpid,), = _sql(NSYS_MOCK, "SELECT DISTINCT globalPid FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    for rank in (5, 3):
+        _with_marks(NSYS_MOCK, tmp_path / f"node{rank}.sqlite", {gpid >> 24: rank})
+    assert [(t.rank, t.path.name) for t in load(tmp_path)] == [(3, "node3.sqlite"),
+                                                               (5, "node5.sqlite")]

@@ -20,6 +20,8 @@ logger = logging.getLogger("trainprof")
 
 #: The name of step N's range.
 STEP_RANGE = "ProfilerStep#{}"
+#: An NVTX mark (instant) saying the process's rank, read back by trace/nsys/build.py.
+RANK_MARK = "trainprof.rank={}"
 #: What the no-op says, once per process.
 NO_CUDA = ("trainprof: NVTX marks need CUDA (a CUDA build of torch and a GPU); none here, so no "
            "NVTX ranges are recorded")
@@ -53,11 +55,14 @@ class NvtxMarks:
         self.ranges = 0  #: ranges opened so far
         self._emit: Any = None
 
-    def start(self, step: int = 0) -> None:
+    def start(self, step: int = 0, rank: int | None = None) -> None:
         if not nvtx_available():
             _say_no_cuda_once()
             return
         import torch
+
+        if rank is not None:
+            torch.cuda.nvtx.mark(RANK_MARK.format(rank))
 
         if self.ops:
             try:

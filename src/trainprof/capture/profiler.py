@@ -136,7 +136,7 @@ class Recorder:
         self._memory = MemoryWatch(self.config, self.rank)
         self._memory.start(self.profiler.step_num if self.profiler is not None else 0)
         if self.config.nvtx or self.config.nvtx_ops:
-            self.nvtx.start(self.steps)
+            self.nvtx.start(self.steps, self.rank)
         return self
 
     def step(self) -> None:

@@ -18,7 +18,7 @@ from trainprof.errors import TraceError
 from trainprof.trace import model
 from trainprof.trace.model import Events, Flows, MemoryEvents, Trace
 from trainprof.trace.nsys import tables
-from trainprof.trace.nsys.nvtx import nvtx_ranges
+from trainprof.trace.nsys.nvtx import nvtx_ranges, rank_marks
 from trainprof.trace.nsys.schema import Export
 from trainprof.trace.nsys.tables import Catalog, Rows
 
@@ -55,15 +55,18 @@ def read_export(path: Path, step_marker: re.Pattern[str] | None = None) -> list[
             rows.process[:] = 0  # no process ids on the device side: one process
         _sync_lanes(rows)
         devices, metadata = _device_properties(db), _metadata(db)
-        pids = _process_names(db)
-    ranks = sorted(np.unique(rows.process[np.isin(rows.kind, list(model.DEVICE_KINDS))]).tolist())
-    notes += _rank_notes(ranks, pids, rows)
+        pids, marks = _process_names(db), rank_marks(db)
+    keys = sorted(np.unique(rows.process[np.isin(rows.kind, list(model.DEVICE_KINDS))]).tolist())
+    numbers, note = _ranks(keys, marks, pids)
+    notes += [*note, *_left_out(keys, rows)]
     if not devices:
         notes.append("The export has no TARGET_INFO_GPU table: device names and SM counts are "
                      "unknown (blocks per SM and the roofline's peaks need them).")
-    return [_trace(path, rank, rows.take(rows.process == key), cat, devices, notes,
-                   _rank_metadata(metadata, rank, len(ranks)))
-            for rank, key in enumerate(ranks)]
+    traces = [_trace(path, rank, rows.take(rows.process == key), cat, devices, notes,
+                     _rank_metadata(metadata, rank, len(keys) if note else 0,
+                                    bool(note) or key in marks))
+              for rank, key in zip(numbers, keys, strict=True)]
+    return sorted(traces, key=lambda t: t.rank)
 
 
 def _trace(path: Path, rank: int, rows: Rows, cat: Catalog, devices: list[dict[str, Any]],
@@ -174,11 +177,16 @@ def _metadata(db: Export) -> dict[str, Any]:
                      "schema_version": meta.get("EXPORT_SCHEMA_VERSION")}}
 
 
-def _rank_metadata(metadata: dict[str, Any], rank: int, world: int) -> dict[str, Any]:
-    """The rank said the way Kineto's ``distributedInfo`` says it, when there are several."""
-    if world < 2:
+def _rank_metadata(metadata: dict[str, Any], rank: int, world: int, said: bool
+                   ) -> dict[str, Any]:
+    """The rank said the way Kineto's ``distributedInfo`` says it, when the export says it (a
+    mark) or holds several processes (their order); the world size only in the second case."""
+    if not said:
         return dict(metadata)
-    return {**metadata, "distributedInfo": {"rank": rank, "world_size": world}}
+    info: dict[str, Any] = {"rank": rank}
+    if world > 1:
+        info["world_size"] = world
+    return {**metadata, "distributedInfo": info}
 
 
 def _process_names(db: Export) -> dict[int, tuple[int, str]]:
@@ -190,17 +198,25 @@ def _process_names(db: Export) -> dict[int, tuple[int, str]]:
         f"SELECT globalPid, pid, {name} FROM PROCESSES") for g, p, n in rows}
 
 
-def _rank_notes(ranks: list[int], pids: dict[int, tuple[int, str]], rows: Rows) -> list[str]:
-    notes = []
-    if len(ranks) > 1:
-        said = ", ".join(f"pid {pids.get(k, (k & 0xFFFFFF, ''))[0]} -> rank {r}"
-                         for r, k in enumerate(ranks))
-        notes.append(f"{len(ranks)} processes ran GPU work; the export records no rank, so they "
-                     f"are ranks in the order of their process ids ({said}).")
-    host_only = set(np.unique(rows.process).tolist()) - set(ranks)
-    if host_only:
-        notes.append(f"{len(host_only)} process(es) without GPU work left out.")
-    return notes
+def _ranks(keys: list[int], marks: dict[int, int], pids: dict[int, tuple[int, str]]
+           ) -> tuple[list[int], list[str]]:
+    """The rank of each process (key): from trainprof's NVTX marks when every process has a
+    distinct one, else the order of their ids; and the note that says which."""
+    marked = [marks.get(k) for k in keys]
+    if all(m is not None for m in marked) and len(set(marked)) == len(keys):
+        return [int(m) for m in marked if m is not None], []
+    if len(keys) < 2:
+        return [0] * len(keys), []
+    said = ", ".join(f"pid {pids.get(k, (k & 0xFFFFFF, ''))[0]} -> rank {r}"
+                     for r, k in enumerate(keys))
+    return list(range(len(keys))), [
+        f"{len(keys)} processes ran GPU work; the export records no rank (no trainprof.rank "
+        f"NVTX mark), so they are ranks in the order of their process ids ({said})."]
+
+
+def _left_out(keys: list[int], rows: Rows) -> list[str]:
+    host_only = set(np.unique(rows.process).tolist()) - set(keys)
+    return [f"{len(host_only)} process(es) without GPU work left out."] if host_only else []
 
 
 def _no_memory() -> MemoryEvents:

@@ -61,6 +61,27 @@ def nvtx_ranges(db: Export, cat: Catalog, step_marker: re.Pattern[str] | None = 
     return out, _step_notes(out)
 
 
+#: The NVTX mark trainprof's recorder leaves with the process's rank (capture/nvtx.py).
+RANK_MARK = "trainprof.rank="
+
+
+def rank_marks(db: Export) -> dict[int, int]:
+    """Process key -> the rank its ``trainprof.rank=N`` NVTX mark says (its last one)."""
+    cols = db.columns("NVTX_EVENTS")
+    if not cols & {"text", "textId"}:
+        return {}
+    gtid = db.pick("NVTX_EVENTS", "globalTid", default="0")
+    out: dict[int, int] = {}
+    sql = (f"SELECT g, t FROM (SELECT start, {gtid} AS g, {_texts(db, cols)} AS t FROM "
+           f"NVTX_EVENTS) WHERE t LIKE '{RANK_MARK}%' ORDER BY start")
+    for piece in db.query(sql):
+        for g, text in piece:
+            number = str(text)[len(RANK_MARK):]
+            if number.isdigit():
+                out[int(g) >> 24] = int(number)
+    return out
+
+
 def _texts(db: Export, cols: set[str]) -> str:
     """SQL for a range's text: ``text``, else ``textId`` into ``StringIds``."""
     if "textId" in cols and db.has("StringIds"):
