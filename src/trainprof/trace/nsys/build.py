@@ -107,11 +107,12 @@ def _sync_lanes(rows: Rows) -> None:
     device): the export's ``deviceId`` of these records is 0 for every process in nsys 2026.2
     (seen on the 2-GPU capture)."""
     on_device = np.isin(rows.kind, list(model.DEVICE_KINDS))
-    triples = np.unique(np.stack([rows.process[on_device], rows.stream[on_device],
-                                  rows.device[on_device]]), axis=1).T.tolist()
-    streams = {(p, s): d for p, s, d in triples}
+    triples = tables.distinct(np.stack([rows.process[on_device], rows.stream[on_device],
+                                        rows.device[on_device].astype(np.int64)], axis=1))[0]
+
+    streams = {(p, s): d for p, s, d in triples.tolist()}
     devices: dict[int, set[int]] = {}
-    for p, _, d in triples:
+    for p, _, d in triples.tolist():
         devices.setdefault(p, set()).add(d)
     for i in np.flatnonzero(rows.kind == model.Kind.SYNC).tolist():
         process, stream = int(rows.process[i]), int(rows.lane[i, 1])

@@ -120,9 +120,32 @@ def _process(global_id: np.ndarray) -> np.ndarray:
 
 def _interned(values: np.ndarray, text_of: Any) -> np.ndarray:
     """Index (int32) for each value, from ``text_of(unique value)`` computed once per value."""
-    unique, inverse = np.unique(values, return_inverse=True, axis=0 if values.ndim > 1 else None)
+    if not len(values):
+        return np.empty(0, np.int32)
+    unique, inverse = distinct(values)
     table = np.array([text_of(u) for u in unique], dtype=np.int32)
-    return table[inverse.reshape(-1)] if len(values) else np.empty(0, np.int32)
+    return table[inverse]
+
+
+def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values or rows, index of each into them). Rows are told apart by one int64
+    code made from each column's own distinct values (numpy's row-wise unique compares raw
+    bytes and costs more than the rest of a table's read)."""
+    if values.ndim == 1:
+        unique, inverse = np.unique(values, return_inverse=True)
+        return unique, inverse.reshape(-1)
+    code = np.zeros(len(values), np.int64)
+    radix = 1
+    for column in values.T:
+        _, inverse = np.unique(column, return_inverse=True)
+        size = int(inverse.max()) + 1
+        if radix * size >= 2**62:  # too many combinations for one code: compare rows
+            unique, rows = np.unique(values, return_inverse=True, axis=0)
+            return unique, rows.reshape(-1)
+        code += inverse.reshape(-1) * radix
+        radix *= size
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    return values[first], inverse.reshape(-1)
 
 
 def _device_rows(db: Export, table: str, extra: list[str]) -> np.ndarray | None:
