@@ -282,7 +282,9 @@ def test_a_folder_mixing_exports_and_kineto_traces_is_one_job(tmp_path):
 
     shutil.copyfile(NSYS_MOCK, tmp_path / "rank1.sqlite")
     shutil.copyfile(ALEXNET, tmp_path / "kineto.json.gz")  # distributedInfo: rank 0
-    traces = load(tmp_path)
+    sqlite3.connect(tmp_path / "notes.sqlite").execute("CREATE TABLE notes (text)")
+    with pytest.warns(UserWarning, match="notes.sqlite is a SQLite database but not an Nsight"):
+        traces = load(tmp_path)
     assert [(t.rank, t.path.name) for t in traces] == [(0, "kineto.json.gz"), (1, "rank1.sqlite")]
     assert is_nsys_file(tmp_path / "rank1.sqlite") and not is_nsys_file(tmp_path / "kineto.json.gz")
 
