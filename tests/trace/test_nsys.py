@@ -353,3 +353,16 @@ def test_a_folder_of_per_rank_exports_is_a_job(tmp_path):
         _with_marks(NSYS_MOCK, tmp_path / f"node{rank}.sqlite", {gpid >> 24: rank})
     assert [(t.rank, t.path.name) for t in load(tmp_path)] == [(3, "node3.sqlite"),
                                                                (5, "node5.sqlite")]
+
+
+def test_a_report_with_its_export_beside_it_reads_the_export(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nsys: the export beside it is read
+    report = tmp_path / "run.nsys-rep"
+    report.write_bytes(b"not read")
+    os.utime(report, (1_000_000, 1_000_000))  # older than the export written next
+    shutil.copyfile(NSYS_MOCK, tmp_path / "run.sqlite")
+    (trace,) = read_nsys(report)
+    kernels = _sql(NSYS_MOCK, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0]
+    assert trace.path.name == "run.sqlite" and int((trace.events.kind == Kind.KERNEL).sum()) == kernels
