@@ -37,23 +37,9 @@ _DEVICE_KEYS = {"id": "id", "name": "name", "totalMemory": "totalGlobalMem",
 def read_export(path: Path, step_marker: re.Pattern[str] | None = None) -> list[Trace]:
     """One ``Trace`` per process with GPU work, in rank order. Raises ``TraceError``."""
     with Export(path) as db:
+        _require_kernels(db, path)
         cat = Catalog()
-        parts = [rows for read in _READERS if (rows := read(db, cat)) is not None]
-        ranges, notes = nvtx_ranges(db, cat, step_marker)
-        notes += [n for n in (db.schema_note(),) if n]
-        if ranges is not None:
-            parts.append(ranges)
-        if not db.has("NVTX_EVENTS"):
-            notes.append("The export has no NVTX_EVENTS table: no host ops, annotations or "
-                         "steps (record with nsys profile --trace=cuda,nvtx).")
-        kernels = parts[0] if parts and db.has("CUPTI_ACTIVITY_KIND_KERNEL") else None
-        if kernels is None or not len(kernels):
-            raise TraceError(f"{path} records no CUDA kernels (a CPU-only capture? record with "
-                             "nsys profile --trace=cuda,nvtx).")
-        rows = Rows.join(parts)
-        if "globalPid" not in db.columns("CUPTI_ACTIVITY_KIND_KERNEL"):
-            rows.process[:] = 0  # no process ids on the device side: one process
-        _sync_lanes(rows)
+        rows, notes = _all_rows(db, cat, step_marker)
         devices, metadata = _device_properties(db), _metadata(db)
         pids, marks = _process_names(db), rank_marks(db)
     keys = sorted(np.unique(rows.process[np.isin(rows.kind, list(model.DEVICE_KINDS))]).tolist())
@@ -67,6 +53,33 @@ def read_export(path: Path, step_marker: re.Pattern[str] | None = None) -> list[
                                     bool(note) or key in marks))
               for rank, key in zip(numbers, keys, strict=True)]
     return sorted(traces, key=lambda t: t.rank)
+
+
+def _require_kernels(db: Export, path: Path) -> None:
+    """A TraceError unless the export recorded at least one kernel."""
+    table = "CUPTI_ACTIVITY_KIND_KERNEL"
+    found = db.has(table) and next(db.query(f"SELECT EXISTS (SELECT 1 FROM {table})"))[0][0]
+    if not found:
+        raise TraceError(f"{path} records no CUDA kernels (a CPU-only capture? record with "
+                         "nsys profile --trace=cuda,nvtx).")
+
+
+def _all_rows(db: Export, cat: Catalog, step_marker: re.Pattern[str] | None
+              ) -> tuple[Rows, list[str]]:
+    """Every table's rows, joined, and the notes on what the export lacks."""
+    parts = [rows for read in _READERS if (rows := read(db, cat)) is not None]
+    ranges, notes = nvtx_ranges(db, cat, step_marker)
+    if ranges is not None:
+        parts.append(ranges)
+    notes += [n for n in (db.schema_note(),) if n]
+    if not db.has("NVTX_EVENTS"):
+        notes.append("The export has no NVTX_EVENTS table: no host ops, annotations or steps "
+                      "(record with nsys profile --trace=cuda,nvtx).")
+    rows = Rows.join(parts)
+    if "globalPid" not in db.columns("CUPTI_ACTIVITY_KIND_KERNEL"):
+        rows.process[:] = 0  # no process ids on the device side: one process
+    _sync_lanes(rows)
+    return rows, notes
 
 
 def _trace(path: Path, rank: int, rows: Rows, cat: Catalog, devices: list[dict[str, Any]],
