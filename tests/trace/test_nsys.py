@@ -300,6 +300,9 @@ def test_a_multi_process_export_loads_as_its_ranks():
     (lambda p: (shutil.copyfile(NSYS_MOCK, p), sqlite3.connect(p).execute(
         "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL").connection.commit()), "records no CUDA kernels"),
     (lambda p: p.write_bytes(NSYS_MOCK.read_bytes()[:100_000]), "damaged"),
+    (lambda p: (shutil.copyfile(NSYS_MOCK, p), sqlite3.connect(p).execute(
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'soon'").connection.commit()),
+     "not a whole number"),
 ])
 def test_bad_exports_are_one_sentence(tmp_path, make, words):
     path = tmp_path / "bad.sqlite"

@@ -86,9 +86,14 @@ class Export:
 
     def int_columns(self, sql: str, width: int) -> np.ndarray:
         """An int64 matrix (rows x ``width``) of a query whose values are all integers."""
-        pieces = [np.fromiter(chain.from_iterable(rows), dtype=np.int64,
-                              count=len(rows) * width).reshape(-1, width)
-                  for rows in self.query(sql)]
+        try:
+            pieces = [np.fromiter(chain.from_iterable(rows), dtype=np.int64,
+                                  count=len(rows) * width).reshape(-1, width)
+                      for rows in self.query(sql)]
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise TraceError(f"{self.path} holds a value that is not a whole number where nsys "
+                             f"2026's exports have one ({exc}): an export schema this reader "
+                             "does not know.") from None
         return np.concatenate(pieces) if pieces else np.empty((0, width), dtype=np.int64)
 
     @cached_property
