@@ -15,13 +15,13 @@ import warnings
 from typing import Any
 
 from trainprof.capture.safety import RecordingWarning
+from trainprof.vocabulary import NVTX_RANK_MARK
 
 logger = logging.getLogger("trainprof")
 
 #: The name of step N's range.
 STEP_RANGE = "ProfilerStep#{}"
-#: An NVTX mark (instant) saying the process's rank, read back by trace/nsys/build.py.
-RANK_MARK = "trainprof.rank={}"
+
 #: What the no-op says, once per process.
 NO_CUDA = ("trainprof: NVTX marks need CUDA (a CUDA build of torch and a GPU); none here, so no "
            "NVTX ranges are recorded")
@@ -62,7 +62,7 @@ class NvtxMarks:
         import torch
 
         if rank is not None:
-            torch.cuda.nvtx.mark(RANK_MARK.format(rank))
+            torch.cuda.nvtx.mark(f"{NVTX_RANK_MARK}{rank}")
 
         if self.ops:
             try:

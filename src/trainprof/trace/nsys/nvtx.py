@@ -18,8 +18,12 @@ import numpy as np
 from trainprof.trace import model
 from trainprof.trace.model import Kind
 from trainprof.trace.nsys.schema import Export
-from trainprof.trace.nsys.tables import NVTX_RANGE_TYPES, Catalog, Rows, _host_lane, _process, _rows
+from trainprof.trace.nsys.tables import Catalog, Rows, empty_rows, host_lane, process_of
+from trainprof.vocabulary import NVTX_RANK_MARK
 
+#: ``ENUM_NSYS_EVENT_TYPE`` ids of NVTX ranges (push/pop, start/end, and their NVTXT twins).
+NVTX_RANGE_TYPES = {59: "NvtxPushPopRange", 60: "NvtxStartEndRange", 70: "NvtxtPushPopRange",
+                    71: "NvtxtStartEndRange"}
 #: The fields torch's emit_nvtx appends to an op's name, in its order.
 _TORCH_FIELDS = (", seq = ", ", op_id = ", ", sizes = ")
 _TORCH_FIELDS_AFTER_COMMA = tuple(f[2:] for f in _TORCH_FIELDS)
@@ -54,15 +58,11 @@ def nvtx_ranges(db: Export, cat: Catalog, step_marker: re.Pattern[str] | None = 
         return None, []
     texts_of = [t or "" for piece in db.query(f"SELECT {texts} FROM NVTX_EVENTS WHERE {where} "
                                               "ORDER BY rowid") for (t,) in piece]
-    process = _process(m[:, 2])
+    process = process_of(m[:, 2])
     names, shapes, kinds_of = _classified(cat, texts_of, m[:, 0], process, step_marker)
-    out = _rows(len(m), start=m[:, 0], end=m[:, 1], process=process, lane=_host_lane(m[:, 2]),
-                kind=kinds_of, name=names, shape=shapes)
+    out = empty_rows(len(m), start=m[:, 0], end=m[:, 1], process=process,
+                     lane=host_lane(m[:, 2]), kind=kinds_of, name=names, shape=shapes)
     return out, _step_notes(out)
-
-
-#: The NVTX mark trainprof's recorder leaves with the process's rank (capture/nvtx.py).
-RANK_MARK = "trainprof.rank="
 
 
 def rank_marks(db: Export) -> dict[int, int]:
@@ -73,10 +73,10 @@ def rank_marks(db: Export) -> dict[int, int]:
     gtid = db.pick("NVTX_EVENTS", "globalTid", default="0")
     out: dict[int, int] = {}
     sql = (f"SELECT g, t FROM (SELECT start, {gtid} AS g, {_texts(db, cols)} AS t FROM "
-           f"NVTX_EVENTS) WHERE t LIKE '{RANK_MARK}%' ORDER BY start")
+           f"NVTX_EVENTS) WHERE t LIKE '{NVTX_RANK_MARK}%' ORDER BY start")
     for piece in db.query(sql):
         for g, text in piece:
-            number = str(text)[len(RANK_MARK):]
+            number = str(text)[len(NVTX_RANK_MARK):]
             if number.isdigit():
                 out[int(g) >> 24] = int(number)
     return out

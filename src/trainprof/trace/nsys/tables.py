@@ -35,9 +35,6 @@ _SYNC_NAMES = {"EVENT_SYNCHRONIZE": "Event Sync", "STREAM_WAIT_EVENT": "Stream W
 _COPY_SPELLING = {"HTOD": "HtoD", "DTOH": "DtoH", "HTOA": "HtoA", "ATOH": "AtoH", "ATOA": "AtoA",
                   "ATOD": "AtoD", "DTOA": "DtoA", "DTOD": "DtoD", "HTOH": "HtoH", "PTOP": "PtoP",
                   "UVM_HTOD": "HtoD", "UVM_DTOH": "DtoH", "UVM_DTOD": "DtoD"}
-#: ``ENUM_NSYS_EVENT_TYPE`` ids of NVTX ranges (push/pop, start/end, and their NVTXT twins).
-NVTX_RANGE_TYPES = {59: "NvtxPushPopRange", 60: "NvtxStartEndRange", 70: "NvtxtPushPopRange",
-                    71: "NvtxtStartEndRange"}
 _API_VERSION = re.compile(r"_v\d+$")
 #: A process's (and a thread's) id inside nsys's global ids: bits 24-47 of globalPid/globalTid;
 #: the thread id is bits 0-23. Everything above bit 24 together names the process.
@@ -103,7 +100,7 @@ class Catalog:
         return found
 
 
-def _rows(n: int, **given: np.ndarray) -> Rows:
+def empty_rows(n: int, **given: np.ndarray) -> Rows:
     """Rows of ``n`` events: the columns given, the others absent."""
     out: dict[str, np.ndarray] = {
         "device": np.full(n, -1, np.int16), "stream": np.full(n, -1, np.int64),
@@ -114,7 +111,7 @@ def _rows(n: int, **given: np.ndarray) -> Rows:
     return Rows(**out)
 
 
-def _process(global_id: np.ndarray) -> np.ndarray:
+def process_of(global_id: np.ndarray) -> np.ndarray:
     return global_id >> _ID_BITS
 
 
@@ -164,10 +161,10 @@ def _quoted(column: str) -> str:
 
 def _on_device(m: np.ndarray, kind: Kind, name: np.ndarray, **given: np.ndarray) -> Rows:
     n = len(m)
-    return _rows(n, start=m[:, 0], end=m[:, 1], process=_process(m[:, 5]),
-                 lane=m[:, [2, 3]].copy(), kind=np.full(n, kind, np.uint8), name=name,
-                 device=m[:, 2].astype(np.int16), stream=m[:, 3].copy(),
-                 correlation=m[:, 4].copy(), **given)
+    return empty_rows(n, start=m[:, 0], end=m[:, 1], process=process_of(m[:, 5]),
+                      lane=m[:, [2, 3]].copy(), kind=np.full(n, kind, np.uint8), name=name,
+                      device=m[:, 2].astype(np.int16), stream=m[:, 3].copy(),
+                      correlation=m[:, 4].copy(), **given)
 
 
 def kernels(db: Export, cat: Catalog) -> Rows | None:
@@ -265,7 +262,7 @@ def syncs(db: Export, cat: Catalog) -> Rows | None:
     return rows
 
 
-def _host_lane(global_tid: np.ndarray) -> np.ndarray:
+def host_lane(global_tid: np.ndarray) -> np.ndarray:
     return np.stack([(global_tid >> _ID_BITS) & _ID_MASK, global_tid & _ID_MASK], axis=1)
 
 
@@ -289,8 +286,9 @@ def runtime(db: Export, cat: Catalog) -> Rows | None:
 
     names = _interned(m[:, 4], text)
     kinds = np.array([kind_of[i] for i in names.tolist()], dtype=np.uint8)
-    return _rows(len(m), start=m[:, 0], end=m[:, 1], process=_process(m[:, 2]),
-                 lane=_host_lane(m[:, 2]), kind=kinds, name=names, correlation=m[:, 3].copy())
+    return empty_rows(len(m), start=m[:, 0], end=m[:, 1], process=process_of(m[:, 2]),
+                      lane=host_lane(m[:, 2]), kind=kinds, name=names,
+                      correlation=m[:, 3].copy())
 
 
 def api_kind(name: str) -> Kind:
