@@ -369,3 +369,17 @@ def test_a_report_with_its_export_beside_it_reads_the_export(tmp_path, monkeypat
     (trace,) = read_nsys(report)
     kernels = _sql(NSYS_MOCK, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0]
     assert trace.path.name == "run.sqlite" and int((trace.events.kind == Kind.KERNEL).sum()) == kernels
+
+
+def test_torch_optimizer_ranges_give_the_steps_without_markers(tmp_path):
+    # emit_nvtx names torch's record_function scopes too: "Optimizer.step#AdamW.step, op_id = N".
+    texts = [f"Optimizer.step#AdamW.step, op_id = {n}" for n in (11, 12, 13)]
+    path = _with_ranges(tmp_path, texts)
+    ends = [e for (e,) in _sql(path, "SELECT \"end\" FROM NVTX_EVENTS WHERE text LIKE "
+                                     "'Optimizer.step#%' ORDER BY start")]
+    (trace,) = read_nsys(path)
+    ev = trace.events
+    annotations = np.flatnonzero(ev.kind == Kind.USER_ANNOTATION)
+    assert {ev.names[ev.name[i]] for i in annotations} == {"Optimizer.step#AdamW.step"}
+    steps = find_steps(trace)
+    assert steps.source == "optimizer" and len(steps) == len(ends) - 1
