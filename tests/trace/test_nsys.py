@@ -303,6 +303,9 @@ def test_a_multi_process_export_loads_as_its_ranks():
     (lambda p: (shutil.copyfile(NSYS_MOCK, p), sqlite3.connect(p).execute(
         "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'soon'").connection.commit()),
      "not a whole number"),
+    (lambda p: (shutil.copyfile(NSYS_MOCK, p), sqlite3.connect(p).execute(
+        "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME COLUMN start TO begin_ns")),
+     "CUPTI_ACTIVITY_KIND_KERNEL table has no start column"),
 ])
 def test_bad_exports_are_one_sentence(tmp_path, make, words):
     path = tmp_path / "bad.sqlite"

@@ -61,6 +61,13 @@ class Export:
             return set()
         return {row[1] for row in self.db.execute(f'PRAGMA table_info("{table}")')}
 
+    def require(self, table: str, *names: str) -> None:
+        """A TraceError unless ``table`` has every column of ``names``."""
+        missing = [n for n in names if n not in self.columns(table)]
+        if missing:
+            raise TraceError(f"{self.path}: its {table} table has no {', '.join(missing)} "
+                             "column: an export schema this reader does not know.")
+
     def pick(self, table: str, *names: str, default: str = "-1") -> str:
         """SQL for the first of ``names`` that ``table`` has (NULL read as ``default``)."""
         present = self.columns(table)

@@ -149,6 +149,7 @@ def _device_rows(db: Export, table: str, extra: list[str]) -> np.ndarray | None:
     """start, end, deviceId, streamId, correlationId, globalPid, then ``extra``, as int64."""
     if not db.has(table):
         return None
+    db.require(table, "start", "end")
     cols = ["start", "end", db.pick(table, "deviceId"), db.pick(table, "streamId"),
             db.pick(table, "correlationId"), db.pick(table, "globalPid", default="0"), *extra]
     sql = f'SELECT {", ".join(_quoted(c) for c in cols)} FROM "{table}"'
@@ -271,6 +272,7 @@ def runtime(db: Export, cat: Catalog) -> Rows | None:
     table = "CUPTI_ACTIVITY_KIND_RUNTIME"
     if not db.has(table):
         return None
+    db.require(table, "start", "end")
     cols = ["start", "end", db.pick(table, "globalTid", default="0"),
             db.pick(table, "correlationId"), db.pick(table, "nameId")]
     m = db.int_columns(f'SELECT {", ".join(_quoted(c) for c in cols)} FROM "{table}"', 5)
