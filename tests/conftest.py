@@ -29,6 +29,12 @@ PARAM = SHARED / "param/et_replay/tests/inputs/resnet_kineto.json.gz"
 COMPILED = SHARED / "jupytertracerviz" / "trace.json"
 GPU_METRICS = KINETO / "test/gpu_metrics_input.json"
 RESULT_CHECK = KINETO / "test/result_check_file.txt"
+#: Nsight Systems exports (nsys 2026.x, ``nsys export --type sqlite``), kept in the repository.
+NSYS = ROOT / "tests" / "data" / "traces" / "nsys"
+NSYS_H100 = NSYS / "h100_2gpu_1s.sqlite"
+NSYS_HEALTHY = NSYS / "healthy_1pct.sqlite"
+NSYS_MOCK = NSYS / "mock.sqlite"
+NSYS_EXPORTS = (NSYS_H100, NSYS_HEALTHY, NSYS_MOCK)
 #: Every trace file under shared/traces (the TensorBoard plugin's expected-output file is text):
 #: the suites that run on every shared trace take this one list.
 SHARED_TRACE_FILES = sorted(p for p in SHARED.rglob("*.json*") if "result_check" not in p.name)

@@ -7,6 +7,7 @@ import argparse
 import gc
 import importlib
 import os
+import re
 import sys
 import warnings
 from collections.abc import Sequence
@@ -77,6 +78,9 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
                    help="memory one trace's analysis may take, e.g. 4G, 512M, 1.5G; a trace "
                         "that would not fit read whole is streamed from disk window by window "
                         "(default: half the available memory; docs/performance.md)")
+    p.add_argument("--step-marker", type=_pattern, default=None, metavar="REGEX",
+                   help="NVTX ranges of an Nsight Systems export that mark steps, e.g. "
+                        r"'^batch (\d+)$' (docs/nsys.md)")
     add_record_arguments(p)
     add_log_to_argument(p)
 
@@ -137,6 +141,15 @@ def _batch_sizes(text: str) -> tuple[int, int]:
     if len(parts) not in (1, 2):
         raise argparse.ArgumentTypeError("give N, or N,M (BASE,NEW)")
     return (parts[0], parts[-1])
+
+
+def _pattern(text: str) -> str:
+    """A regular expression, checked (and kept as text: it travels to worker processes)."""
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"not a regular expression ({exc})") from None
+    return text
 
 
 def _positive_int(text: str) -> int:

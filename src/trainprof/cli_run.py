@@ -16,10 +16,10 @@ from trainprof.cli_parser import OneLineParser, non_negative_int, positive_int
 from trainprof.trackers.cli import add_log_to_argument
 
 DESCRIPTION = "Run a training script unchanged, with the profiler on, then print the analysis."
-#: The recording flags, as torch.profiler names them; the last: CUDA allocator snapshots,
-#: docs/memory_snapshots.md.
+#: The recording flags, as torch.profiler names them; then CUDA allocator snapshots
+#: (docs/memory_snapshots.md) and NVTX marks for Nsight Systems (docs/nsys.md).
 FLAGS = ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules",
-         "memory_snapshot")
+         "memory_snapshot", "nvtx", "nvtx_ops")
 
 
 def parse_run_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -49,6 +49,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                       help="comma-separated: cpu,cuda,xpu,... (default: what this machine has)")
     for flag in FLAGS:
         what.add_argument(f"--{flag.replace('_', '-')}", dest=flag, action="store_true")
+    parser.add_argument("--nsys", action="store_true",
+                        help="run the script under Nsight Systems (nsys profile --trace=cuda,"
+                             "nvtx,osrt) with NVTX step marks, and analyse its export")
     parser.add_argument("--ranks", metavar="LIST", help="comma-separated global ranks to record (default: all)")
     parser.add_argument("--no-analysis", action="store_true", help="write the traces, print nothing")
     parser.add_argument("-v", "--verbose", action="store_true",

@@ -44,3 +44,7 @@ SEVERITY_COLORS = {"high": "#c62828", "medium": "#b26a00", "low": "#1f5fa8"}
 #: ``gloo:broadcast``, ``hccl:allreduce`` ...): one list for what counts as a collective and
 #: what counts as communication time.
 COMM_BACKENDS = ("nccl", "gloo", "mpi", "ucc", "xccl", "hccl", "rccl")
+
+#: The NVTX mark the recorder leaves with its process's rank (capture/nvtx.py), which the Nsight
+#: Systems reader takes as that process's rank (trace/nsys/nvtx.py): one spelling for both.
+NVTX_RANK_MARK = "trainprof.rank="

@@ -35,6 +35,9 @@ class TableOptions:
     #: Bytes one trace's analysis may take (``--max-memory``); a trace that would not fit read
     #: whole is streamed (analysis/streaming/streamed.py). None: half the available memory.
     max_memory: int | None = None
+    #: A regular expression naming the NVTX ranges that mark steps in an Nsight Systems export
+    #: (``analyze --step-marker``; its first group of digits is the step number; docs/nsys.md).
+    step_marker: str | None = None
 
     def __post_init__(self) -> None:
         if self.sort_by is not None and self.sort_by not in OPERATOR_SORT_COLUMNS:

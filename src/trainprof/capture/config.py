@@ -87,6 +87,10 @@ class ProfileConfig:
     output_trace_dir: str | os.PathLike[str] | None = None
     ranks: Collection[int] | int | None = None
     memory_snapshot: bool = False
+    #: NVTX ranges ``ProfilerStep#N`` around each step, for Nsight Systems (capture/nvtx.py);
+    #: ``nvtx_ops`` adds torch's op ranges (``emit_nvtx``, with shapes under record_shapes).
+    nvtx: bool = False
+    nvtx_ops: bool = False
     #: In a distributed job, each rank summarises its traces when recording stops and rank 0
     #: writes cluster_summary.json beside them; the ranks wait for each other at most this long.
     cluster_summary: bool = True

@@ -21,6 +21,7 @@ from trainprof.capture import profiler_guard
 from trainprof.capture.config import DEFAULT_SCHEDULE, ProfileConfig
 from trainprof.capture.memory_watch import MemoryWatch
 from trainprof.capture.native_log import QuietStderr
+from trainprof.capture.nvtx import NvtxMarks
 from trainprof.capture.ranks import current_rank
 from trainprof.capture.safety import WarnOnce, another_profiler_running
 from trainprof.capture.writer import write_trace
@@ -86,6 +87,7 @@ class Recorder:
         self._summary_recording: int | None = None  # capture/cluster.py: joined at start
         self._quiet = QuietStderr()  # the profiler's own log lines (capture/native_log.py)
         self._schedule: Callable[[int], Any] | None = None
+        self.nvtx = NvtxMarks(ops=config.nvtx_ops, record_shapes=config.record_shapes)
 
     @property
     def rank(self) -> int:
@@ -133,11 +135,14 @@ class Recorder:
             self._give_up("the profiler could not start; training goes on unrecorded", error)
         self._memory = MemoryWatch(self.config, self.rank)
         self._memory.start(self.profiler.step_num if self.profiler is not None else 0)
+        if self.config.nvtx or self.config.nvtx_ops:
+            self.nvtx.start(self.steps, self.rank)
         return self
 
     def step(self) -> None:
         """Marks the end of one training step (the profiler's `ProfilerStep#N` boundary)."""
         self.steps += 1
+        self.nvtx.step(self.steps)
         if self.profiler is None:
             return
         self._in_step = True
@@ -163,6 +168,7 @@ class Recorder:
         if one was given; pass `wait_for_others=False` after an error, when they may be gone, and
         the `failure` itself (an out-of-memory error gets a snapshot with `memory_snapshot`)."""
         profiler, self.profiler = self.profiler, None
+        self.nvtx.stop()
         profiler_guard.unwatch(self)
         if profiler is not None:
             try:
@@ -243,7 +249,7 @@ class Recorder:
 
     def _give_up(self, message: str, error: BaseException | None) -> None:
         self._warn(message, error)
-        profiler, self.profiler = self.profiler, None
+        profiler, self.profiler = self.profiler, None  # the NVTX marks go on (capture/nvtx.py)
         profiler_guard.unwatch(self)
         if profiler is not None:
             # Leave no half-started Kineto session behind for the next profiler.

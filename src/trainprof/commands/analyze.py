@@ -26,7 +26,8 @@ def main(args: argparse.Namespace) -> int:
         hardware = load_hardware_file(args.hardware)
     options = TableOptions(sort_by=args.sort, top=args.top, by_shape=args.by_shape,
                            modules=args.modules, hardware=hardware,
-                           all_ranks=args.all_ranks, max_memory=args.max_memory)
+                           all_ranks=args.all_ranks, max_memory=args.max_memory,
+                           step_marker=args.step_marker)
     with using_table_options(options):
         return _analyze_and_report(args)
 

@@ -35,6 +35,10 @@ from trainprof.trackers.cli import check_installed, log_and_close, open_asked
 def main(argv: Sequence[str] | None = None) -> int:
     """`trainprof run [options] -- script.py args...`; returns the script's exit code."""
     args = parse_run_args(argv)
+    if args.nsys:
+        from trainprof.commands.nsys_run import run_under_nsys
+
+        return run_under_nsys(args, list(sys.argv[2:] if argv is None else argv))
     with recording_warnings_on_one_line():  # the script's own warnings are left as they are
         return run_command(args)
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainprof.errors import TraceError
+from trainprof.trace.nsys.detect import is_nsys_name
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 #: The job's summary that rank 0 writes beside the traces (docs/distributed.md).
@@ -78,7 +79,7 @@ def _files_under(folder: Path) -> tuple[list[Path], list[Path]]:
             continue
         seen.add(real)
         files.extend(Path(root, n) for n in names
-                     if n.endswith(TRACE_SUFFIXES) and n not in NOT_TRACES)
+                     if (n.endswith(TRACE_SUFFIXES) or is_nsys_name(n)) and n not in NOT_TRACES)
     return sorted(p for p in files if p.is_file()), sorted(unreadable)
 
 

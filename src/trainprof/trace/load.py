@@ -1,9 +1,11 @@
-"""Load Kineto trace files (one file, or a folder of ranks) into columnar ``Trace`` objects."""
+"""Load trace files (one file, or a folder of ranks) into columnar ``Trace`` objects: Kineto
+JSON here, Nsight Systems exports through trace/nsys/."""
 
 from __future__ import annotations
 
 import gc
 import os
+import re
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -17,6 +19,7 @@ from trainprof.trace.columns import ColumnBuilder
 from trainprof.trace.decode import repair_notes
 from trainprof.trace.kernel_context import apply_launch_context
 from trainprof.trace.model import Trace
+from trainprof.trace.nsys.detect import is_nsys_file, read_nsys
 from trainprof.trace.parallel_decode import ByteProgress, decode_parallel, decode_workers
 from trainprof.trace.stream import Chunk, EventReader
 
@@ -44,6 +47,8 @@ def load_file(path: str | os.PathLike[str], rank: int = 0, window: int = 0,
     trace/parallel_decode.py); ``progress`` is called with the bytes of JSON read so far.
     """
     path = Path(path)
+    if is_nsys_file(path):  # the first rank of an export (load_traces reads all of them)
+        return read_nsys(path)[0]
     if workers is None:
         workers = decode_workers(path)
     progress = progress or _BYTES_WATCHER.get()
@@ -91,6 +96,17 @@ def load_file(path: str | os.PathLike[str], rank: int = 0, window: int = 0,
     return trace
 
 
+def load_traces(path: str | os.PathLike[str], workers: int | None = None,
+                step_marker: re.Pattern[str] | None = None) -> list[Trace]:
+    """Every rank one file holds: a Kineto trace holds one, an Nsight Systems export one per
+    process that ran GPU work (``step_marker``: its NVTX ranges that mark steps, besides the
+    usual names; docs/nsys.md). Raises ``TraceError`` like ``load_file``."""
+    path = Path(path)
+    if is_nsys_file(path):
+        return read_nsys(path, step_marker)
+    return [load_file(path, workers=workers)]
+
+
 def _reporting(reader: EventReader, progress: ByteProgress | None) -> Iterator[Chunk]:
     """The reader's chunks, telling ``progress`` the bytes read after each."""
     for chunk in reader.chunks():
@@ -114,13 +130,13 @@ def iter_traces(path: str | os.PathLike[str], progress: Progress | None = None) 
         if progress:
             progress(i, len(files), file)
         try:
-            trace = load_file(file)
+            traces = load_traces(file)
         except TraceError as exc:
             if single or not is_not_a_trace(exc):
                 raise
             warnings.warn(f"{str(exc).rstrip('.')}; skipped.", stacklevel=2)
             continue
-        yield trace
+        yield from traces
     if progress:
         progress(len(files), len(files), files[-1])
 

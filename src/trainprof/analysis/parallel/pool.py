@@ -92,7 +92,7 @@ def _kept(outcomes: list[tuple[str, Any]]) -> list[RankAnalysis]:
         if status == "skipped":
             warnings.warn(f"{str(payload).rstrip('.')}; skipped.", stacklevel=4)
             continue
-        results.append(payload)
+        results.extend(payload if isinstance(payload, list) else [payload])
     return results
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import signal
 import sys
 from dataclasses import replace
@@ -25,17 +26,23 @@ if TYPE_CHECKING:
 
 def analyse_file(path: Path, options: TableOptions, single: bool,
                  decode_workers: int | None = None) -> tuple[str, Any]:
-    """("ok", RankAnalysis), ("skipped", reason) for a file that is not a trace among several,
+    """("ok", RankAnalysis) (a list of them for an export of several ranks), ("skipped", reason) for a file that is not a trace among several,
     or ("error", exception). ``decode_workers``: processes decoding the file and computing its
     sections (None: as trace/parallel_decode.py and analysis/parallel/section_workers.py
     choose; 1 where the files already share the cores)."""
     from trainprof.analysis.overview.rank import analyze_trace
     from trainprof.analysis.streaming.memory_budget import default_budget, needs_streaming
-    from trainprof.trace.load import is_not_a_trace, load_file
+    from trainprof.trace.load import is_not_a_trace, load_file, load_traces
+    from trainprof.trace.nsys.detect import is_nsys_file
 
     try:
         with using_table_options(options):
             budget = options.max_memory or default_budget()
+            if is_nsys_file(path):  # one export, a rank per process
+                marker = re.compile(options.step_marker) if options.step_marker else None
+                ranks = [analyze_trace(t, workers=decode_workers)
+                         for t in load_traces(path, step_marker=marker)]
+                return "ok", ranks if single else [compact(r) for r in ranks]
             if needs_streaming(path, budget):  # too large to read whole: window by window
                 from trainprof.analysis.streaming.streamed import analyze_streamed
 

@@ -1,0 +1,244 @@
+"""An Nsight Systems export into the columnar ``Trace`` of each process that ran GPU work.
+
+One process is one rank. The export records no rank, so ranks follow the processes' ids (the
+lowest pid is rank 0), said in a note. Times are ns in the export and µs in the model: each
+rank's origin is its earliest event floored to a whole µs, and every time is an exact integer
+count of ns from that origin divided by 1000.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trainprof.errors import TraceError
+from trainprof.trace import model
+from trainprof.trace.model import Events, Flows, MemoryEvents, Trace
+from trainprof.trace.nsys import tables
+from trainprof.trace.nsys.nvtx import nvtx_ranges, rank_marks
+from trainprof.trace.nsys.schema import Export
+from trainprof.trace.nsys.tables import Catalog, Rows
+
+_READERS = (tables.kernels, tables.memcpys, tables.memsets, tables.syncs, tables.runtime)
+#: ``TARGET_INFO_GPU`` columns -> Kineto's ``deviceProperties`` keys.
+_DEVICE_KEYS = {"id": "id", "name": "name", "totalMemory": "totalGlobalMem",
+                "computeMajor": "computeMajor", "computeMinor": "computeMinor",
+                "smCount": "numSms", "maxThreadsPerBlock": "maxThreadsPerBlock",
+                "maxRegistersPerBlock": "regsPerBlock", "maxRegistersPerSm": "regsPerMultiprocessor",
+                "maxShmemPerBlock": "sharedMemPerBlock", "maxShmemPerSm": "sharedMemPerMultiprocessor",
+                "maxShmemPerBlockOptin": "sharedMemPerBlockOptin", "threadsPerWarp": "warpSize",
+                "l2CacheSize": "l2CacheSize", "memoryBandwidth": "memoryBandwidth",
+                "clockRate": "clockRate"}
+
+
+def read_export(path: Path, step_marker: re.Pattern[str] | None = None) -> list[Trace]:
+    """One ``Trace`` per process with GPU work, in rank order. Raises ``TraceError``."""
+    with Export(path) as db:
+        _require_kernels(db, path)
+        cat = Catalog()
+        rows, notes = _all_rows(db, cat, step_marker)
+        devices, metadata = _device_properties(db), _metadata(db)
+        pids, marks = _process_names(db), rank_marks(db)
+    keys = sorted(np.unique(rows.process[np.isin(rows.kind, list(model.DEVICE_KINDS))]).tolist())
+    numbers, note = _ranks(keys, marks, pids)
+    notes += [*note, *_left_out(keys, rows)]
+    if not devices:
+        notes.append("The export has no TARGET_INFO_GPU table: device names and SM counts are "
+                     "unknown (blocks per SM and the roofline's peaks need them).")
+    traces = [_trace(path, rank, rows.take(rows.process == key), cat, devices, notes,
+                     _rank_metadata(metadata, rank, len(keys) if note else 0,
+                                    bool(note) or key in marks))
+              for rank, key in zip(numbers, keys, strict=True)]
+    return sorted(traces, key=lambda t: t.rank)
+
+
+def _require_kernels(db: Export, path: Path) -> None:
+    """A TraceError unless the export recorded at least one kernel."""
+    table = "CUPTI_ACTIVITY_KIND_KERNEL"
+    found = db.has(table) and next(db.query(f"SELECT EXISTS (SELECT 1 FROM {table})"))[0][0]
+    if not found:
+        raise TraceError(f"{path} records no CUDA kernels (a CPU-only capture? record with "
+                         "nsys profile --trace=cuda,nvtx).")
+
+
+def _all_rows(db: Export, cat: Catalog, step_marker: re.Pattern[str] | None
+              ) -> tuple[Rows, list[str]]:
+    """Every table's rows, joined, and the notes on what the export lacks."""
+    parts = [rows for read in _READERS if (rows := read(db, cat)) is not None]
+    ranges, notes = nvtx_ranges(db, cat, step_marker)
+    if ranges is not None:
+        parts.append(ranges)
+    notes += [n for n in (db.schema_note(),) if n]
+    if not db.has("NVTX_EVENTS"):
+        notes.append("The export has no NVTX_EVENTS table: no host ops, annotations or steps "
+                      "(record with nsys profile --trace=cuda,nvtx).")
+    rows = Rows.join(parts)
+    if "globalPid" not in db.columns("CUPTI_ACTIVITY_KIND_KERNEL"):
+        rows.process[:] = 0  # no process ids on the device side: one process
+    _sync_lanes(rows)
+    return rows, notes
+
+
+def _trace(path: Path, rank: int, rows: Rows, cat: Catalog, devices: list[dict[str, Any]],
+           notes: list[str], metadata: dict[str, Any]) -> Trace:
+    used = sorted(set(np.unique(rows.device[rows.device >= 0]).tolist()))
+    props = [d for d in devices if d.get("id") in used] or devices
+    t0_ns = int(rows.start.min()) // 1000 * 1000
+    order = np.argsort(rows.start, kind="stable")
+    rows = rows.take(order)
+    dur_ns = rows.end - rows.start
+    negative = int(np.count_nonzero(dur_ns < 0))
+    lanes, lane = _lanes(rows.lane)
+    names, name = _compacted(rows.name)
+    details, detail = _compacted(rows.detail)
+    shapes, shape = _compacted(rows.shape)
+    n = len(rows)
+    events = Events(
+        kind=rows.kind, name=name,
+        ts=(rows.start - t0_ns) / 1000.0, dur=np.maximum(dur_ns, 0) / 1000.0,
+        tid=lane.reshape(-1).astype(np.int32), device=rows.device, stream=rows.stream,
+        correlation=rows.correlation, external_id=np.full(n, -1, np.int64),
+        blocks_per_sm=_blocks_per_sm(rows, props), occupancy=np.full(n, np.nan, np.float32),
+        nbytes=rows.nbytes, flags=_flags(cat, names)[name],
+        flops=np.full(n, np.nan), shape=shape, stack=np.full(n, -1, np.int32), detail=detail,
+        op_args=np.full(n, -1, np.int32), names=[cat.names[i] for i in names],
+        shapes=[cat.shapes[i] for i in shapes], details=[cat.details[i] for i in details],
+    )
+    extra = [f"{negative} event(s) ended before they started; read as lasting 0."] if negative \
+        else []
+    return Trace(path=path, rank=rank, window=0, t0_us=t0_ns / 1000.0, events=events,
+                 memory=_no_memory(), flows=_no_flows(),
+                 threads=lanes,
+                 metadata={**metadata, "deviceProperties": props}, notes=[*notes, *extra])
+
+
+def _sync_lanes(rows: Rows) -> None:
+    """Put each synchronisation record on its stream's device (else its process's only
+    device): the export's ``deviceId`` of these records is 0 for every process in nsys 2026.2
+    (seen on the 2-GPU capture)."""
+    on_device = np.isin(rows.kind, list(model.DEVICE_KINDS))
+    triples = tables.distinct(np.stack([rows.process[on_device], rows.stream[on_device],
+                                        rows.device[on_device].astype(np.int64)], axis=1))[0]
+
+    streams = {(p, s): d for p, s, d in triples.tolist()}
+    devices: dict[int, set[int]] = {}
+    for p, _, d in triples.tolist():
+        devices.setdefault(p, set()).add(d)
+    for i in np.flatnonzero(rows.kind == model.Kind.SYNC).tolist():
+        process, stream = int(rows.process[i]), int(rows.lane[i, 1])
+        only = devices.get(process, set())
+        fallback = next(iter(only)) if len(only) == 1 else int(rows.lane[i, 0])
+        rows.lane[i, 0] = streams.get((process, stream), fallback)
+
+
+def _lanes(lane: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """(the distinct (pid, tid) or (device, stream) pairs, each row's index into them)."""
+    key = (lane[:, 0] << 32) + (lane[:, 1] & 0xFFFFFFFF)
+    unique, index = np.unique(key, return_inverse=True)
+    return [(int(k >> 32), int(k & 0xFFFFFFFF)) for k in unique.tolist()], index
+
+
+def _compacted(index: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """(the distinct indices >= 0 used, in order; the column renumbered into them, -1 staying
+    -1), without sorting the column."""
+    valid = index >= 0
+    used = np.zeros(int(index.max(initial=-1)) + 1, dtype=bool)
+    used[index[valid]] = True
+    renumber = np.cumsum(used, dtype=np.int64) - 1
+    out = np.full(len(index), -1, np.int32)
+    out[valid] = renumber[index[valid]]
+    return np.flatnonzero(used).tolist(), out
+
+
+def _flags(cat: Catalog, names: list[int]) -> np.ndarray:
+    """FLAG_* of each name used (a name's index fixes its kind, tables.Catalog)."""
+    return np.array([model.name_flags(cat.kinds[i], cat.names[i]) for i in names],
+                    dtype=np.uint8).reshape(-1)
+
+
+def _blocks_per_sm(rows: Rows, devices: list[dict[str, Any]]) -> np.ndarray:
+    """Blocks of each kernel launch per SM of its device (as Kineto's "blocks per SM")."""
+    sms = np.full(max([int(d["id"]) for d in devices if d.get("numSms")] + [-1]) + 1, np.nan)
+    for d in devices:
+        if d.get("numSms"):
+            sms[int(d["id"])] = float(d["numSms"])
+    out = np.full(len(rows), np.nan, np.float32)
+    known = (rows.device >= 0) & (rows.device < len(sms)) & ~np.isnan(rows.grid_blocks)
+    out[known] = rows.grid_blocks[known] / sms[rows.device[known]]
+    return out
+
+
+def _device_properties(db: Export) -> list[dict[str, Any]]:
+    table = "TARGET_INFO_GPU"
+    columns = [c for c in _DEVICE_KEYS if c in db.columns(table)]
+    if "id" not in columns:
+        return []
+    quoted = ", ".join(f'"{c}"' for c in columns)
+    out: dict[int, dict[str, Any]] = {}
+    for rows in db.query(f'SELECT {quoted} FROM "{table}"'):
+        for row in rows:
+            props = {_DEVICE_KEYS[c]: v for c, v in zip(columns, row, strict=True)}
+            out.setdefault(int(props["id"]), props)
+    return [out[k] for k in sorted(out)]
+
+
+def _metadata(db: Export) -> dict[str, Any]:
+    meta = db.meta
+    return {"nsys": {"product_version": meta.get("EXPORT_PRODUCT_VERSION"),
+                     "schema_version": meta.get("EXPORT_SCHEMA_VERSION")}}
+
+
+def _rank_metadata(metadata: dict[str, Any], rank: int, world: int, said: bool
+                   ) -> dict[str, Any]:
+    """The rank said the way Kineto's ``distributedInfo`` says it, when the export says it (a
+    mark) or holds several processes (their order); the world size only in the second case."""
+    if not said:
+        return dict(metadata)
+    info: dict[str, Any] = {"rank": rank}
+    if world > 1:
+        info["world_size"] = world
+    return {**metadata, "distributedInfo": info}
+
+
+def _process_names(db: Export) -> dict[int, tuple[int, str]]:
+    """Process key (globalPid >> 24) -> (pid, name) from ``PROCESSES``."""
+    if not {"globalPid", "pid"} <= db.columns("PROCESSES"):
+        return {}
+    name = db.pick("PROCESSES", "name", default="''")
+    return {int(g) >> 24: (int(p), str(n)) for rows in db.query(
+        f"SELECT globalPid, pid, {name} FROM PROCESSES") for g, p, n in rows}
+
+
+def _ranks(keys: list[int], marks: dict[int, int], pids: dict[int, tuple[int, str]]
+           ) -> tuple[list[int], list[str]]:
+    """The rank of each process (key): from trainprof's NVTX marks when every process has a
+    distinct one, else the order of their ids; and the note that says which."""
+    marked = [marks.get(k) for k in keys]
+    if all(m is not None for m in marked) and len(set(marked)) == len(keys):
+        return [int(m) for m in marked if m is not None], []
+    if len(keys) < 2:
+        return [0] * len(keys), []
+    said = ", ".join(f"pid {pids.get(k, (k & 0xFFFFFF, ''))[0]} -> rank {r}"
+                     for r, k in enumerate(keys))
+    return list(range(len(keys))), [
+        f"{len(keys)} processes ran GPU work; the export records no rank (no trainprof.rank "
+        f"NVTX mark), so they are ranks in the order of their process ids ({said})."]
+
+
+def _left_out(keys: list[int], rows: Rows) -> list[str]:
+    host_only = set(np.unique(rows.process).tolist()) - set(keys)
+    return [f"{len(host_only)} process(es) without GPU work left out."] if host_only else []
+
+
+def _no_memory() -> MemoryEvents:
+    f, i8, i16, i32 = (np.empty(0, t) for t in (np.float64, np.int8, np.int16, np.int32))
+    return MemoryEvents(ts=f, device_type=i8, device_id=i16, nbytes=f.copy(),
+                        total_allocated=f.copy(), total_reserved=f.copy(), addr=f.copy(), tid=i32)
+
+
+def _no_flows() -> Flows:
+    return Flows(id=np.empty(0, np.int64), phase=np.empty(0, np.uint8),
+                 ts=np.empty(0), tid=np.empty(0, np.int32), forward_backward=np.empty(0, bool))

@@ -1,0 +1,184 @@
+"""NVTX ranges of an Nsight Systems export as host ops, annotations and steps.
+
+torch's ``emit_nvtx`` names each op's range ``<op>[, seq = N][, op_id = N][, sizes = [[...]]]
+[, input_op_ids = [...]]`` (torch/csrc/profiler/stubs/cuda.cpp, ``getNvtxStr``): such a range is
+a CPU op named ``<op>`` with its input shapes (Kineto's "Input Dims"), except torch's own
+``record_function`` scopes that Kineto writes as user annotations (``FSDP::*``, ``## ... ##``,
+``Optimizer.step#...``). Every other range is a user annotation. Ranges that mark training steps
+(``ProfilerStep#N``, ``step N``, ``iteration N``, ``train_step``, or a ``step_marker`` pattern)
+become the model's steps, named ``ProfilerStep#N`` as trace/model.py reads them.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from trainprof.trace import model
+from trainprof.trace.model import Kind
+from trainprof.trace.nsys.schema import Export
+from trainprof.trace.nsys.tables import Catalog, Rows, empty_rows, host_lane, process_of
+from trainprof.vocabulary import NVTX_RANK_MARK
+
+#: ``ENUM_NSYS_EVENT_TYPE`` ids of NVTX ranges (push/pop, start/end, and their NVTXT twins).
+NVTX_RANGE_TYPES = {59: "NvtxPushPopRange", 60: "NvtxStartEndRange", 70: "NvtxtPushPopRange",
+                    71: "NvtxtStartEndRange"}
+#: The fields torch's emit_nvtx appends to an op's name, in its order.
+_TORCH_FIELDS = (", seq = ", ", op_id = ", ", sizes = ")
+_TORCH_FIELDS_AFTER_COMMA = tuple(f[2:] for f in _TORCH_FIELDS)
+_SIZES_AFTER_COMMA, _INPUT_OP_IDS = "sizes = ", ", input_op_ids = "
+#: torch ``record_function`` scopes that Kineto records as user annotations, not CPU ops.
+_TORCH_ANNOTATION = re.compile(r"^FSDP::|^## .* ##$|^Optimizer\.|^ProfilerStep#")
+#: NVTX ranges that mark a numbered training step.
+STEP_MARKER = re.compile(r"^(?:ProfilerStep#|step[ _#:]?|iteration[ _#:]?|iter[ _#:]?)(\d{1,18})$",
+                         re.IGNORECASE)
+#: NVTX ranges that mark a step without a number (numbered in time order, from 1).
+UNNUMBERED_STEP = re.compile(r"^(?:train_step|training_step|train step)$", re.IGNORECASE)
+
+
+def nvtx_ranges(db: Export, cat: Catalog, step_marker: re.Pattern[str] | None = None
+                ) -> tuple[Rows | None, list[str]]:
+    """The NVTX push/pop and start/end ranges, and notes on how steps were named."""
+    table = "NVTX_EVENTS"
+    cols = db.columns(table)
+    if not {"start", "end"} <= cols:
+        return None, []
+    texts = _texts(db, cols)  # SQL
+    kinds = set(db.enum("ENUM_NSYS_EVENT_TYPE", NVTX_RANGE_TYPES).items())
+    range_types = [i for i, n in kinds if n in NVTX_RANGE_TYPES.values()] or list(NVTX_RANGE_TYPES)
+    where = '"end" IS NOT NULL AND "end" >= start'
+    if "eventType" in cols:
+        where += f" AND eventType IN ({', '.join(map(str, range_types))})"
+    gtid = db.pick(table, "globalTid", default="0")
+    # Times as integers and texts apart, in the same (rowid) order: no tuple of 4 per range.
+    m = db.int_columns(f'SELECT start, "end", {gtid} FROM NVTX_EVENTS WHERE {where} '
+                       "ORDER BY rowid", 3)
+    if not len(m):
+        return None, []
+    texts_of = [t or "" for piece in db.query(f"SELECT {texts} FROM NVTX_EVENTS WHERE {where} "
+                                              "ORDER BY rowid") for (t,) in piece]
+    process = process_of(m[:, 2])
+    names, shapes, kinds_of = _classified(cat, texts_of, m[:, 0], process, step_marker)
+    out = empty_rows(len(m), start=m[:, 0], end=m[:, 1], process=process,
+                     lane=host_lane(m[:, 2]), kind=kinds_of, name=names, shape=shapes)
+    return out, _step_notes(out)
+
+
+def rank_marks(db: Export) -> dict[int, int]:
+    """Process key -> the rank its ``trainprof.rank=N`` NVTX mark says (its last one)."""
+    cols = db.columns("NVTX_EVENTS")
+    if not cols & {"text", "textId"}:
+        return {}
+    gtid = db.pick("NVTX_EVENTS", "globalTid", default="0")
+    out: dict[int, int] = {}
+    sql = (f"SELECT g, t FROM (SELECT start, {gtid} AS g, {_texts(db, cols)} AS t FROM "
+           f"NVTX_EVENTS) WHERE t LIKE '{NVTX_RANK_MARK}%' ORDER BY start")
+    for piece in db.query(sql):
+        for g, text in piece:
+            number = str(text)[len(NVTX_RANK_MARK):]
+            if number.isdigit():
+                out[int(g) >> 24] = int(number)
+    return out
+
+
+def _texts(db: Export, cols: set[str]) -> str:
+    """SQL for a range's text: ``text``, else ``textId`` into ``StringIds``."""
+    if "textId" in cols and db.has("StringIds"):
+        inline = '"text"' if "text" in cols else "NULL"
+        return (f"COALESCE({inline}, (SELECT value FROM StringIds WHERE id = "
+                "NVTX_EVENTS.textId))")
+    return '"text"' if "text" in cols else "''"
+
+
+def _classified(cat: Catalog, texts: list[str], start: np.ndarray, process: np.ndarray,
+                step_marker: re.Pattern[str] | None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(name index, shape index, kind) of each range; a name's kind is worked out once."""
+    keys: dict[tuple[str, bool], int] = {}
+    key_of: list[int] = []
+    sized: list[int] = []
+    sizes_of: list[str] = []
+    for i, text in enumerate(texts):
+        name, sizes, torch_op = _split(text)
+        key_of.append(keys.setdefault((name, torch_op), len(keys)))
+        if sizes is not None:
+            sized.append(i)
+            sizes_of.append(sizes)
+    described = np.array([_described(cat, name, torch_op, step_marker)
+                          for name, torch_op in keys], dtype=np.int64).reshape(-1, 2)
+    index = np.array(key_of, dtype=np.int64)
+    kinds = described[index, 0].astype(np.uint8)
+    names = described[index, 1].astype(np.int32)
+    shapes = np.full(len(texts), -1, np.int32)
+    for i, sizes in zip(sized, sizes_of, strict=True):
+        if kinds[i] == Kind.CPU_OP:
+            shapes[i] = cat.shape(sizes)
+    _number_steps(cat, np.flatnonzero(names < 0).tolist(), start, process, names, kinds)
+    return names, shapes, kinds
+
+
+def _split(text: str) -> tuple[str, str | None, bool]:
+    """(name, sizes JSON or None, whether torch's emit_nvtx named it) of a range's text: the
+    name ends at the first of ``, seq = ``, ``, op_id = ``, ``, sizes = `` (string search: a
+    regular expression per range cost more than the rest of the read)."""
+    name, comma, rest = text.partition(", ")
+    if not comma or not name:
+        return text or "(unnamed)", None, False
+    if not rest.startswith(_TORCH_FIELDS_AFTER_COMMA):  # a name with ", " in it (rare)
+        cut = text.find(", ", len(name) + 2)
+        while cut >= 0 and not text.startswith(_TORCH_FIELDS, cut):
+            cut = text.find(", ", cut + 2)
+        if cut < 0:
+            return text, None, False
+        name, rest = text[:cut], text[cut + 2:]
+    at = rest.find(_SIZES_AFTER_COMMA)
+    if at < 0:
+        return name, None, True
+    end = rest.find(_INPUT_OP_IDS, at)
+    return name, rest[at + len(_SIZES_AFTER_COMMA):end if end >= 0 else len(rest)], True
+
+
+def _described(cat: Catalog, name: str, torch_op: bool, step_marker: re.Pattern[str] | None
+               ) -> tuple[int, int]:
+    """(kind, name index) of a range name; (STEP, -1) for a step marker without a number."""
+    category = "cpu_op" if torch_op and not _TORCH_ANNOTATION.match(name) else "user_annotation"
+    marker = _step_name(name, step_marker)
+    if marker == "":
+        return int(Kind.STEP), -1
+    if marker is not None:
+        name, category = marker, "user_annotation"
+    kind = model.classify(category, name)
+    return int(kind), cat.name(kind, name)
+
+
+def _step_name(name: str, custom: re.Pattern[str] | None) -> str | None:
+    """``ProfilerStep#N`` for a step marker, "" for one without a number, else None."""
+    for pattern in (custom, STEP_MARKER):
+        match = pattern.search(name) if pattern is not None else None
+        if match:
+            number = next((g for g in match.groups() if g and g.isdigit()), None)
+            return f"ProfilerStep#{int(number)}" if number is not None else ""
+    return "" if UNNUMBERED_STEP.match(name) else None
+
+
+def _number_steps(cat: Catalog, idx: list[int], start: np.ndarray, process: np.ndarray,
+                  names: np.ndarray, kinds: np.ndarray) -> None:
+    """Number unnumbered step markers 1, 2, ... in time order within each process."""
+    if not idx:
+        return
+    chosen = np.asarray(idx)
+    order = chosen[np.lexsort((start[chosen], process[chosen]))]
+    count: dict[int, int] = {}
+    for i in order.tolist():
+        count[int(process[i])] = number = count.get(int(process[i]), 0) + 1
+        kinds[i] = Kind.STEP
+        names[i] = cat.name(Kind.STEP, f"ProfilerStep#{number}")
+
+
+def _step_notes(rows: Rows) -> list[str]:
+    steps = int(np.count_nonzero(rows.kind == Kind.STEP))
+    if not steps:
+        return []
+    return [f"{steps} NVTX range(s) read as training steps (ProfilerStep#N, step N, "
+            "iteration N, train_step or --step-marker)."]

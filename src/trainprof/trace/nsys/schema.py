@@ -1,0 +1,138 @@
+"""An Nsight Systems SQLite export opened read-only, its tables and columns discovered.
+
+nsys versions name and lay out tables differently (a column added, an ENUM table missing, a
+minimal export with only the kernel table), so nothing here assumes a column exists: each
+reader asks ``has``/``pick`` and falls back to a default.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from functools import cached_property
+from itertools import chain
+from pathlib import Path
+
+import numpy as np
+
+from trainprof.errors import NotATraceError, TraceError
+
+#: Rows fetched at a time: the tables are read in pieces, never as one list of all rows.
+FETCH_ROWS = 1 << 16
+#: Tables that make a SQLite database an Nsight Systems export (any one of them).
+EXPORT_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS",
+                 "META_DATA_EXPORT")
+#: The export schema major version these readers were written for (nsys 2026.x writes 3.x).
+KNOWN_SCHEMA_MAJOR = 3
+
+
+class Export:
+    """One export, opened read-only; ``close`` when done (or use it as a context manager)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+        try:
+            self.db = sqlite3.connect(uri, uri=True)
+            self.tables = {name for (name,) in self.db.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+        except sqlite3.DatabaseError as exc:
+            raise TraceError(f"{path} is a damaged SQLite database ({exc}).") from None
+        if not self.tables & set(EXPORT_TABLES):
+            self.db.close()
+            raise NotATraceError(f"{path} is a SQLite database but not an Nsight Systems export "
+                                 "(it has no CUPTI_ACTIVITY_KIND_* or NVTX_EVENTS table).")
+
+    def __enter__(self) -> Export:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def has(self, table: str) -> bool:
+        return table in self.tables
+
+    def columns(self, table: str) -> set[str]:
+        """The columns of ``table`` (PRAGMA table_info), empty when the table is absent."""
+        if table not in self.tables:
+            return set()
+        return {row[1] for row in self.db.execute(f'PRAGMA table_info("{table}")')}
+
+    def require(self, table: str, *names: str) -> None:
+        """A TraceError unless ``table`` has every column of ``names``."""
+        missing = [n for n in names if n not in self.columns(table)]
+        if missing:
+            raise TraceError(f"{self.path}: its {table} table has no {', '.join(missing)} "
+                             "column: an export schema this reader does not know.")
+
+    def pick(self, table: str, *names: str, default: str = "-1") -> str:
+        """SQL for the first of ``names`` that ``table`` has (NULL read as ``default``)."""
+        present = self.columns(table)
+        for name in names:
+            if name in present:
+                return f'COALESCE("{name}", {default})'
+        return default
+
+    def query(self, sql: str) -> Iterator[list[tuple]]:
+        """The rows of ``sql`` in pieces of FETCH_ROWS; a damaged file is a TraceError."""
+        try:
+            cursor = self.db.execute(sql)
+            while rows := cursor.fetchmany(FETCH_ROWS):
+                yield rows
+        except sqlite3.DatabaseError as exc:
+            raise TraceError(f"{self.path} cannot be read as an Nsight Systems export "
+                             f"({exc}); is the file damaged?") from None
+
+    def run(self, sql: str) -> None:
+        """A statement without rows (the temporary tables of this connection)."""
+        for _ in self.query(sql):
+            pass
+
+    def int_columns(self, sql: str, width: int) -> np.ndarray:
+        """An int64 matrix (rows x ``width``) of a query whose values are all integers."""
+        try:
+            pieces = [np.fromiter(chain.from_iterable(rows), dtype=np.int64,
+                                  count=len(rows) * width).reshape(-1, width)
+                      for rows in self.query(sql)]
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise TraceError(f"{self.path} holds a value that is not a whole number where nsys "
+                             f"2026's exports have one ({exc}): an export schema this reader "
+                             "does not know.") from None
+        return np.concatenate(pieces) if pieces else np.empty((0, width), dtype=np.int64)
+
+    @cached_property
+    def strings(self) -> dict[int, str]:
+        """``StringIds``: id -> text."""
+        if not self.has("StringIds"):
+            return {}
+        return {i: str(v) for rows in self.query("SELECT id, value FROM StringIds")
+                for i, v in rows}
+
+    def enum(self, table: str, default: dict[int, str]) -> dict[int, str]:
+        """An ``ENUM_*`` table as id -> name, or ``default`` where the export lacks it."""
+        if not {"id", "name"} <= self.columns(table):
+            return default
+        return {int(i): str(n) for rows in self.query(f'SELECT id, name FROM "{table}"')
+                for i, n in rows}
+
+    @cached_property
+    def meta(self) -> dict[str, str]:
+        """``META_DATA_EXPORT`` (product version, schema version ...)."""
+        if not {"name", "value"} <= self.columns("META_DATA_EXPORT"):
+            return {}
+        return {str(n): str(v) for rows in self.query("SELECT name, value FROM META_DATA_EXPORT")
+                for n, v in rows}
+
+    def schema_note(self) -> str | None:
+        """A note when the export's schema version is not one these readers know."""
+        version = self.meta.get("EXPORT_SCHEMA_VERSION")
+        if version is None:
+            return "The export records no schema version; read as nsys 2026's (3.x)."
+        major = version.split(".", 1)[0]
+        if major != str(KNOWN_SCHEMA_MAJOR):
+            return (f"Export schema {version} is not the {KNOWN_SCHEMA_MAJOR}.x this reader "
+                    "knows; tables were read by the columns they have.")
+        return None
