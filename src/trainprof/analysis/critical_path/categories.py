@@ -18,6 +18,12 @@ from trainprof.trace.model import (
     sync_call_kind,
 )
 
+#: Host ranges whose own time (outside their children) is recorded host work: ops, the user's
+#: annotations (``record_function``, ``user_annotation``: the Python code between the ops inside
+#: the range the user marked), Python frames and runtime calls. Never untraced time.
+RECORDED_HOST_KINDS = frozenset({Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON,
+                                 *LAUNCH_KINDS})
+
 
 class Category(IntEnum):
     """Where a piece of the critical path's time goes (the keys of the split)."""
@@ -81,9 +87,10 @@ def host_categories(trace: Trace, owner: np.ndarray, in_loader: np.ndarray,
     runtime = kind_mask(kind, LAUNCH_KINDS) & inside
     launch = runtime & member_mask(owner, launches, len(ev))
     is_sync = runtime & member_mask(name, sync_name_codes(trace), len(ev.names))
-    # Ops, Python frames and runtime calls are host compute; the rest, and no range, untraced.
+    # Ops, annotations, Python frames and runtime calls are host compute; the rest (the
+    # ProfilerStep range's own time) and no range, untraced.
     by_kind = np.full(256, Category.UNTRACED_HOST, dtype=np.uint8)
-    by_kind[[Kind.CPU_OP, Kind.PYTHON, *LAUNCH_KINDS]] = Category.HOST_COMPUTE
+    by_kind[list(RECORDED_HOST_KINDS)] = Category.HOST_COMPUTE
     cat = by_kind[kind]
     del kind
     cat[~inside] = Category.UNTRACED_HOST

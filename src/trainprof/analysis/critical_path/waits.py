@@ -3,16 +3,19 @@ for other streams, host threads waiting for (or started by) other threads."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
+from trainprof.analysis.calls.cache import per_trace
 from trainprof.analysis.critical_path.categories import (
     Category,
     kind_mask,
     member_mask,
     sync_name_codes,
 )
-from trainprof.analysis.critical_path.points import DeviceEvents, HostPoints
-from trainprof.trace.model import LAUNCH_KINDS, Trace
+from trainprof.analysis.critical_path.points import UNREACHED, DeviceEvents, HostPoints
+from trainprof.trace.model import LAUNCH_KINDS, Kind, Trace
 
 #: A host thread idle (inside no recorded range) for at least this long, while another thread's
 #: range ended inside that gap, is taken to have waited for it (the main thread blocked in
@@ -21,6 +24,19 @@ THREAD_WAIT_MIN_NS = 50_000
 #: A device event ending this many ns after the host call returned still counts as awaited by it
 #: (the two clocks are aligned to about a microsecond).
 SYNC_TOLERANCE_NS = 1_000
+#: A host thread that sat at least HOST_WAIT_MIN_NS in no recorded call (idle, or in the own
+#: time of an annotation or a Python frame: a busy-wait on pinned memory) before some device
+#: work ended, and went on at most HOST_WAKE_NS after it ended, waited for that work; so did a
+#: thread polling the device (``QUERY_CALLS``) whose last poll found the work done and whose
+#: poll before it did not (the work ended between them), going on at most HOST_WAKE_NS after
+#: that last poll. The host's wait is inferred from timing.
+HOST_WAIT_MIN_NS = 20_000
+HOST_WAKE_NS = 5_000
+#: Runtime and driver calls that ask whether device work is done without blocking: a loop of
+#: them is a wait for that work.
+QUERY_CALLS = re.compile(r"^(?:cuda|hip)(?:Event|Stream)Query$|^cu(?:Event|Stream)Query$")
+#: Host ranges whose own time may hide a wait for the device (a poll or a spin inside them).
+WAITING_KINDS = frozenset({Kind.USER_ANNOTATION, Kind.PYTHON, Kind.STEP})
 
 
 def other_stream_ends(d: DeviceEvents, device_of: np.ndarray) -> np.ndarray:
@@ -80,13 +96,35 @@ def awaited(d: DeviceEvents, step_start: np.ndarray, step: np.ndarray, call_star
     return np.where((found >= 0) & late_enough, found, -1)
 
 
-def typical_launch_lag(d: DeviceEvents, prev_end: np.ndarray, other_end: np.ndarray) -> int:
-    """The median time from a launch call's start to its work starting, over work that waited
-    for nothing else (its stream idle, no other stream's work ending after the launch)."""
-    idle = (d.launch_point >= 0) & (prev_end <= d.issued) & (d.start >= d.issued)
-    idle &= other_end <= d.issued
+def typical_launch_lag(d: DeviceEvents, device_of: np.ndarray) -> int:
+    """The median time from a launch call's start to its work starting, over work launched
+    onto an idle device: no work of any stream or step running on its device from the launch
+    to the start (a launch that waited behind other work says nothing of launch lag: with the
+    host far ahead, such a "lag" is the queue's length)."""
+    if not len(d.event):
+        return 0
+    busy = np.maximum(_busy_before(device_of, d.start, d.end), d.before)
+    idle = (d.launch_point >= 0) & (busy <= d.issued) & (d.start >= d.issued)
     lags = (d.start - d.issued)[idle]
     return int(np.median(lags)) if len(lags) else 0
+
+
+def _busy_before(device: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per event, the latest end of the events of its device that started before it (or at the
+    same time, earlier in order): until then the device was busy (UNREACHED for none)."""
+    order = np.lexsort((end, start, device))
+    ends = end[order].astype(np.int64)
+    dev = device[order]
+    # A running maximum per device: offset each device's ends above the last's.
+    first = np.r_[True, dev[1:] != dev[:-1]]
+    span = int(ends.max() - ends.min()) + 1
+    offset = np.cumsum(first) * np.int64(span)
+    run = np.maximum.accumulate(ends - ends.min() + offset)
+    prev = np.r_[UNREACHED, run[:-1] - offset[:-1] + ends.min()]
+    prev[first] = UNREACHED
+    out = np.empty(len(start), dtype=np.int64)
+    out[order] = prev
+    return out
 
 
 def sync_waits(trace: Trace, host: HostPoints, d: DeviceEvents, starts: np.ndarray, n_threads: int,
@@ -188,3 +226,55 @@ def blocking_launches(host: HostPoints, d: DeviceEvents,
     returned = host.time[np.maximum(d.launch_end_point, 0)] if len(host.time) else d.end
     blocking = has_launch & (d.end <= returned + SYNC_TOLERANCE_NS) & (d.end >= d.issued)
     return offset + 2 * np.flatnonzero(blocking) + 1, d.launch_end_point[blocking]
+
+
+def timed_waits(trace: Trace, host: HostPoints, d: DeviceEvents, starts: np.ndarray,
+                n_threads: int, offset: int, owner: np.ndarray, taken: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(device end point, host point) of host waits for the device seen in the timing only
+    (HOST_WAIT_MIN_NS): a stretch of a thread in no call, or in the own time of annotations
+    and Python frames, or polling (QUERY_CALLS), that ends just after device work launched
+    before it ended. ``owner``: the event owning the segment into each point (-1: none);
+    ``taken``: points already waiting for another thread. Device points start at ``offset``."""
+    t = host.time
+    n = len(t)
+    if not n or not len(d.event):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    ev = trace.events
+    safe = np.maximum(owner, 0)
+    polls = (owner >= 0) & kind_mask(ev.kind[safe], LAUNCH_KINDS) \
+        & member_mask(ev.name[safe], query_name_codes(trace), len(ev.names))
+    waiting = (owner < 0) | kind_mask(ev.kind[safe], WAITING_KINDS) | polls
+    del safe
+    head = np.r_[True, host.chain_key[1:] != host.chain_key[:-1]]
+    waiting &= ~head
+    # Each stretch of waiting segments: the point before it (its start) and its last point.
+    at = np.arange(n)
+    start = np.maximum.accumulate(np.where(waiting, -1, at))
+    last = np.flatnonzero(waiting & ~np.r_[waiting[1:], False] & ~taken)
+    first = start[last]
+    # A polling loop's last poll (the end point of the last query call), and the start of the
+    # one before it: the work was not done then, and was done when the last one returned.
+    poll_end = np.maximum.accumulate(np.where(polls, at, -1))
+    q = poll_end[last]
+    polled = q > first
+    before = poll_end[np.maximum(q - 1, 0)]
+    lower = np.where(polled & (before > first), t[np.maximum(before - 1, 0)], t[first])
+    lower[~polled] += HOST_WAIT_MIN_NS
+    returned = np.where(polled, t[np.maximum(q, 0)], t[last])
+    step = host.chain_key[last] // (n_threads + 1)
+    found = awaited(d, starts, step, t[first], returned)
+    end = d.end[np.maximum(found, 0)]
+    woke = np.where(polled, returned, end)  # the last poll's return, or the work's end
+    ok = (found >= 0) & (end >= lower) & (t[last] - woke <= HOST_WAKE_NS)
+    return offset + 2 * found[ok] + 1, last[ok]
+
+
+@per_trace
+def query_name_codes(trace: Trace) -> np.ndarray:
+    """The name codes of the runtime and driver calls that poll the device (QUERY_CALLS)."""
+    ev = trace.events
+    seen = np.zeros(len(ev.names), dtype=bool)
+    seen[ev.name[kind_mask(ev.kind, LAUNCH_KINDS)]] = True
+    return np.array([c for c in np.flatnonzero(seen).tolist() if QUERY_CALLS.match(ev.names[c])],
+                    dtype=np.int64)
