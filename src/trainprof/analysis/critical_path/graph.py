@@ -108,7 +108,8 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
         owner[1:] = owner[:-1]
     owner[h_head] = -1
     links = launch_links(trace)
-    h_cat, h_item = host_categories(trace, owner, _inside_loader(trace, owner), links[1], table)
+    h_cat, h_item, h_waiting, h_polls = host_categories(
+        trace, owner, _inside_loader(trace, owner), links[1], table)
 
     d = device_events(trace, host, starts, ends, n_threads, links)
     del links
@@ -174,7 +175,9 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
     taken[by_thread[1]] = True
     taken[waits[0][1]] = taken[waits[1][1]] = True  # blocking calls' ends: already waits
     waits.append(by_thread)
-    waits.append(timed_waits(trace, host, d, starts, n_threads, h, event[:h], taken))
+    waits.append(timed_waits(host, d, starts, n_threads, h, (h_waiting, h_polls), h_head,
+                             taken))
+    del h_waiting, h_polls
     del taken
     for src, dst in waits:
         edges.append((src, dst, time[dst] - time[src], Category.SYNC_WAIT))

@@ -129,7 +129,7 @@ def _step_path(trace: Trace, g: StepGraph, t: np.ndarray,
     cat = np.where(cross, cross_cat[via_b], g.category[b]).astype(np.int64)
     item = np.where(cross, -1, g.item[b])
     has_item = item >= 0
-    np.add.at(item_us, item[has_item], us[has_item])
+    item_us += np.bincount(item[has_item], weights=us[has_item], minlength=len(item_us))
     split_arr = np.bincount(cat, weights=us, minlength=len(CATEGORY_KEYS))
     lead = float(max(t[pts[0]] - origin, 0)) / 1000.0
     split_arr[Category.UNTRACED_HOST] += lead

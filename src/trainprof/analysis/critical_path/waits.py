@@ -3,11 +3,8 @@ for other streams, host threads waiting for (or started by) other threads."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
-from trainprof.analysis.calls.cache import per_trace
 from trainprof.analysis.critical_path.categories import (
     Category,
     kind_mask,
@@ -15,7 +12,7 @@ from trainprof.analysis.critical_path.categories import (
     sync_name_codes,
 )
 from trainprof.analysis.critical_path.points import UNREACHED, DeviceEvents, HostPoints
-from trainprof.trace.model import LAUNCH_KINDS, Kind, Trace
+from trainprof.trace.model import LAUNCH_KINDS, Trace
 
 #: A host thread idle (inside no recorded range) for at least this long, while another thread's
 #: range ended inside that gap, is taken to have waited for it (the main thread blocked in
@@ -32,11 +29,6 @@ SYNC_TOLERANCE_NS = 1_000
 #: that last poll. The host's wait is inferred from timing.
 HOST_WAIT_MIN_NS = 20_000
 HOST_WAKE_NS = 5_000
-#: Runtime and driver calls that ask whether device work is done without blocking: a loop of
-#: them is a wait for that work.
-QUERY_CALLS = re.compile(r"^(?:cuda|hip)(?:Event|Stream)Query$|^cu(?:Event|Stream)Query$")
-#: Host ranges whose own time may hide a wait for the device (a poll or a spin inside them).
-WAITING_KINDS = frozenset({Kind.USER_ANNOTATION, Kind.PYTHON, Kind.STEP})
 
 
 def other_stream_ends(d: DeviceEvents, device_of: np.ndarray) -> np.ndarray:
@@ -76,9 +68,11 @@ def awaited(d: DeviceEvents, step_start: np.ndarray, step: np.ndarray, call_star
     if not len(d.event):
         return np.full(len(step), -1, dtype=np.int64)
     span = np.int64(2**44)
-    rel = np.clip(d.end - step_start[d.step], 0, span - 1)
-    order = np.argsort(d.step * span + rel, kind="stable")
-    keys = (d.step * span + rel)[order]
+    if d.by_end is None:  # the same for every search of one graph
+        rel = np.clip(d.end - step_start[d.step], 0, span - 1)
+        order = np.argsort(d.step * span + rel, kind="stable")
+        d.by_end = order, (d.step * span + rel)[order]
+    order, keys = d.by_end
     issued = d.issued
     query = step * span + np.clip(call_end + SYNC_TOLERANCE_NS - step_start[step], 0, span - 1)
     hit = np.searchsorted(keys, query, side="right") - 1
@@ -112,7 +106,12 @@ def typical_launch_lag(d: DeviceEvents, device_of: np.ndarray) -> int:
 def _busy_before(device: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Per event, the latest end of the events of its device that started before it (or at the
     same time, earlier in order): until then the device was busy (UNREACHED for none)."""
-    order = np.lexsort((end, start, device))
+    t0, span = int(start.min()), int(start.max() - start.min()) + 1
+    if (int(device.max()) - int(device.min()) + 1) * span < 2**62:  # one key: one sort
+        order = np.argsort((device - device.min()) * np.int64(span) + (start - t0),
+                           kind="stable")
+    else:
+        order = np.lexsort((start, device))
     ends = end[order].astype(np.int64)
     dev = device[order]
     # A running maximum per device: offset each device's ends above the last's.
@@ -228,37 +227,42 @@ def blocking_launches(host: HostPoints, d: DeviceEvents,
     return offset + 2 * np.flatnonzero(blocking) + 1, d.launch_end_point[blocking]
 
 
-def timed_waits(trace: Trace, host: HostPoints, d: DeviceEvents, starts: np.ndarray,
-                n_threads: int, offset: int, owner: np.ndarray, taken: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:
+def timed_waits(host: HostPoints, d: DeviceEvents, starts: np.ndarray, n_threads: int,
+                offset: int, segments: tuple[np.ndarray, np.ndarray | None], head: np.ndarray,
+                taken: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(device end point, host point) of host waits for the device seen in the timing only
     (HOST_WAIT_MIN_NS): a stretch of a thread in no call, or in the own time of annotations
     and Python frames, or polling (QUERY_CALLS), that ends just after device work launched
-    before it ended. ``owner``: the event owning the segment into each point (-1: none);
-    ``taken``: points already waiting for another thread. Device points start at ``offset``."""
+    before it ended. ``segments``: whether the segment into each point may hide a wait, and
+    whether it is a poll (None: no polls), as ``host_categories`` finds; ``head``: the first
+    point of each chain; ``taken``: points already waiting for another
+    thread or blocking call. Device points start at ``offset``."""
     t = host.time
     n = len(t)
     if not n or not len(d.event):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    ev = trace.events
-    safe = np.maximum(owner, 0)
-    polls = (owner >= 0) & kind_mask(ev.kind[safe], LAUNCH_KINDS) \
-        & member_mask(ev.name[safe], query_name_codes(trace), len(ev.names))
-    waiting = (owner < 0) | kind_mask(ev.kind[safe], WAITING_KINDS) | polls
-    del safe
-    head = np.r_[True, host.chain_key[1:] != host.chain_key[:-1]]
-    waiting &= ~head
+    waiting, polling = segments
+    waiting[head] = False
     # Each stretch of waiting segments: the point before it (its start) and its last point.
-    at = np.arange(n)
-    start = np.maximum.accumulate(np.where(waiting, -1, at))
-    last = np.flatnonzero(waiting & ~np.r_[waiting[1:], False] & ~taken)
-    first = start[last]
+    edges = np.diff(np.concatenate(([False], waiting, [False])).view(np.int8))
+    del waiting
+    first = np.flatnonzero(edges == 1) - 1  # a chain's head never waits: first >= 0
+    last = np.flatnonzero(edges == -1) - 1
+    del edges
+    free = ~taken[last]
+    first, last = first[free], last[free]
     # A polling loop's last poll (the end point of the last query call), and the start of the
     # one before it: the work was not done then, and was done when the last one returned.
-    poll_end = np.maximum.accumulate(np.where(polls, at, -1))
-    q = poll_end[last]
+    polls = np.flatnonzero(polling) if polling is not None else np.zeros(0, dtype=np.int64)
+    k = np.searchsorted(polls, last, side="right") - 1  # the last poll at or before
+    q = np.where(k >= 0, polls[np.maximum(k, 0)] if len(polls) else -1, -1)
     polled = q > first
-    before = poll_end[np.maximum(q - 1, 0)]
+    # Stretches too short to hold a wait are not searched.
+    keep = polled | (t[last] - t[first] >= HOST_WAIT_MIN_NS - SYNC_TOLERANCE_NS)
+    last, first, q, polled, k = last[keep], first[keep], q[keep], polled[keep], k[keep]
+    if not len(last):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    before = np.where(k >= 1, polls[np.maximum(k - 1, 0)] if len(polls) else -1, -1)
     lower = np.where(polled & (before > first), t[np.maximum(before - 1, 0)], t[first])
     lower[~polled] += HOST_WAIT_MIN_NS
     returned = np.where(polled, t[np.maximum(q, 0)], t[last])
@@ -268,13 +272,3 @@ def timed_waits(trace: Trace, host: HostPoints, d: DeviceEvents, starts: np.ndar
     woke = np.where(polled, returned, end)  # the last poll's return, or the work's end
     ok = (found >= 0) & (end >= lower) & (t[last] - woke <= HOST_WAKE_NS)
     return offset + 2 * found[ok] + 1, last[ok]
-
-
-@per_trace
-def query_name_codes(trace: Trace) -> np.ndarray:
-    """The name codes of the runtime and driver calls that poll the device (QUERY_CALLS)."""
-    ev = trace.events
-    seen = np.zeros(len(ev.names), dtype=bool)
-    seen[ev.name[kind_mask(ev.kind, LAUNCH_KINDS)]] = True
-    return np.array([c for c in np.flatnonzero(seen).tolist() if QUERY_CALLS.match(ev.names[c])],
-                    dtype=np.int64)
