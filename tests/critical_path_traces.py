@@ -229,7 +229,7 @@ def ddp_mi300(steps: int = 3, buckets: int = 4) -> Sim:
     for n in range(steps):
         sim.step_ops.append([])
         step_at = sim.host
-        for i in range(12):  # forward: the host queues it all
+        for _ in range(12):  # forward: the host queues it all
             sim.launch(conv, compute, 420.0, launcher="hipExtModuleLaunchKernel",
                        op="aten::cudnn_convolution")
         reduce = None
