@@ -15,7 +15,8 @@ simulation that records what each device event waited for.
 The format is the one PyTorch 2.x's Kineto writes, field by field (seen in the H100 traces of
 ``h100/`` and the HTA test traces): ``ProfilerStep#N`` and annotations as ``user_annotation``,
 their device spans as ``gpu_user_annotation`` on the stream, ``cuda_runtime`` calls with a
-``correlation`` (``cuda_runtime`` is also the category ROCm's Kineto gives HIP calls),
+``correlation`` (also ROCm's category for HIP calls: Kineto's ``RoctracerActivity.h`` gives a
+HIP API call ``ActivityType::CUDA_RUNTIME``, written ``cuda_runtime``),
 ``kernel`` events with ``device``/``stream``/``correlation`` args, and ``ac2g`` flows from each
 launch to its kernel.
 
@@ -202,7 +203,7 @@ def dualpipe_h800(steps: int = 3, chunks: int = 4) -> Sim:
                                comm, 5500.0)
             sim.runtime("cudaEventRecord")
             sim.runtime("cudaStreamWaitEvent")
-            for i in range(3):  # the experts, once the tokens have arrived
+            for i in range(6):  # the experts, once the tokens have arrived
                 sim.launch(f"{gemm}<expert{i}>", compute, 1600.0, wait=moved if i == 0 else None,
                            op="aten::mm")
 
