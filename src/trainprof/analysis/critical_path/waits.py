@@ -25,8 +25,8 @@ SYNC_TOLERANCE_NS = 1_000
 #: time of an annotation or a Python frame: a busy-wait on pinned memory) before some device
 #: work ended, and went on at most HOST_WAKE_NS after it ended, waited for that work; so did a
 #: thread polling the device (``QUERY_CALLS``) whose last poll found the work done and whose
-#: poll before it did not (the work ended between them), going on at most HOST_WAKE_NS after
-#: that last poll. The host's wait is inferred from timing.
+#: poll before it did not (the work ended between them): its wait ends where that last poll
+#: returned. The host's wait is inferred from timing.
 HOST_WAIT_MIN_NS = 20_000
 HOST_WAKE_NS = 5_000
 
@@ -269,6 +269,7 @@ def timed_waits(host: HostPoints, d: DeviceEvents, starts: np.ndarray, n_threads
     step = host.chain_key[last] // (n_threads + 1)
     found = awaited(d, starts, step, t[first], returned)
     end = d.end[np.maximum(found, 0)]
-    woke = np.where(polled, returned, end)  # the last poll's return, or the work's end
-    ok = (found >= 0) & (end >= lower) & (t[last] - woke <= HOST_WAKE_NS)
-    return offset + 2 * found[ok] + 1, last[ok]
+    # A poll loop ends where the last poll returned (it said the work was done); a stretch
+    # without polls where the thread went on, soon after the work ended.
+    ok = (found >= 0) & (end >= lower) & (polled | (t[last] - end <= HOST_WAKE_NS))
+    return offset + 2 * found[ok] + 1, np.where(polled, q, last)[ok]
