@@ -57,6 +57,11 @@ PLANTED = {
                                             d["ranks"][0]["breakdown_pct"].update(runtime=60.0)),
     "compilation_adds_up": lambda d: d["ranks"][0]["compilation"].update(first_ms=1.0),
     "renders": lambda d: d.update(planted=float("nan")),
+    "path_agrees_with_timeline": lambda d: (
+        d["ranks"][0]["timeline"].update(busy_pct=99.0, idle_pct=1.0),
+        d["ranks"][0]["critical_path"]["split_pct"].update(
+            gpu_compute=10.0, gpu_communication=0.0, copies=0.0, host_compute=5.0,
+            data_loading=0.0, untraced_host=85.0)),
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from enum import IntEnum
 
@@ -18,6 +19,19 @@ from trainprof.trace.model import (
     sync_call_kind,
 )
 
+#: Host ranges whose own time (outside their children) is recorded host work: ops, the user's
+#: annotations (``record_function``, ``user_annotation``: the Python code between the ops inside
+#: the range the user marked), Python frames and runtime calls. Never untraced time.
+RECORDED_HOST_KINDS = frozenset({Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON,
+                                 *LAUNCH_KINDS})
+
+
+#: Host ranges whose own time may hide a wait for the device (a poll or a spin inside them).
+WAITING_KINDS = frozenset({Kind.USER_ANNOTATION, Kind.PYTHON, Kind.STEP})
+#: Runtime and driver calls that ask whether device work is done without blocking: a loop of
+#: them is a wait for that work.
+QUERY_CALLS = re.compile(r"^(?:cuda|hip)(?:Event|Stream)Query$|^cu(?:Event|Stream)Query$")
+
 
 class Category(IntEnum):
     """Where a piece of the critical path's time goes (the keys of the split)."""
@@ -31,6 +45,27 @@ class Category(IntEnum):
     DATA_LOADING = 6
     UNTRACED_HOST = 7
 
+
+# The bits of a host segment's owner code (``host_categories``): a recorded host range, a
+# call that launched device work, a blocking sync call, a poll, a range that may hide a wait.
+_RECORDED, _LAUNCH, _SYNC, _POLL, _WAITING = 1, 2, 4, 8, 16
+
+
+def _category_of() -> np.ndarray:
+    """The Category of a segment by its owner's code: a sync call waits, a launch call is
+    launch overhead, other recorded ranges are host compute, the rest untraced."""
+    out = np.full(32, Category.UNTRACED_HOST, dtype=np.uint8)
+    for c in range(32):
+        if c & _SYNC:
+            out[c] = Category.SYNC_WAIT
+        elif c & _LAUNCH:
+            out[c] = Category.LAUNCH_OVERHEAD
+        elif c & _RECORDED:
+            out[c] = Category.HOST_COMPUTE
+    return out
+
+
+_CATEGORY_OF = _category_of()
 
 #: The split's keys, in Category order (JSON and text use these).
 CATEGORY_KEYS = tuple(c.name.lower() for c in Category)
@@ -67,35 +102,44 @@ class ItemTable:
 
 
 def host_categories(trace: Trace, owner: np.ndarray, in_loader: np.ndarray,
-                    launches: np.ndarray, table: ItemTable) -> tuple[np.ndarray, np.ndarray]:
-    """(Category, item) of host segments owned by ``owner`` events (-1: inside no range);
-    ``in_loader``: the owner is the DataLoader's wait or inside it; ``launches``: the events
-    that launched device work. Other runtime calls (cudaMalloc, cudaGetDevice...) count as host
-    compute, named after the call."""
+                    launches: np.ndarray, table: ItemTable
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """(Category, item, waiting, polls) of host segments owned by ``owner`` events (-1: inside
+    no range); ``in_loader``: the owner is the DataLoader's wait or inside it; ``launches``: the
+    events that launched device work. Other runtime calls (cudaMalloc, cudaGetDevice...) count
+    as host compute, named after the call. ``waiting``: the segment may hide a wait for the
+    device (no range, WAITING_KINDS' own time, a poll); ``polls``: it is a poll (QUERY_CALLS),
+    None where the trace has none."""
     ev = trace.events
-    inside = owner >= 0
-    safe = np.maximum(owner, 0)
-    kind = ev.kind[safe]
-    name = ev.name[safe]
-    del safe
-    runtime = kind_mask(kind, LAUNCH_KINDS) & inside
-    launch = runtime & member_mask(owner, launches, len(ev))
-    is_sync = runtime & member_mask(name, sync_name_codes(trace), len(ev.names))
-    # Ops, Python frames and runtime calls are host compute; the rest, and no range, untraced.
-    by_kind = np.full(256, Category.UNTRACED_HOST, dtype=np.uint8)
-    by_kind[[Kind.CPU_OP, Kind.PYTHON, *LAUNCH_KINDS]] = Category.HOST_COMPUTE
-    cat = by_kind[kind]
-    del kind
-    cat[~inside] = Category.UNTRACED_HOST
-    cat[launch] = Category.LAUNCH_OVERHEAD
-    cat[is_sync] = Category.SYNC_WAIT
-    cat[in_loader & inside] = Category.DATA_LOADING
+    # One code per event (the last for none), one look-up per segment: the code's bits say
+    # what the owner is, and small tables what that makes the segment.
+    code = np.zeros(len(ev) + 1, dtype=np.uint8)
+    by_kind = np.zeros(256, dtype=np.uint8)
+    by_kind[list(RECORDED_HOST_KINDS)] = _RECORDED
+    by_kind[list(WAITING_KINDS)] |= _WAITING
+    code[:-1] = by_kind[ev.kind]
+    code[-1] = _WAITING
+    calls = np.flatnonzero(kind_mask(ev.kind, LAUNCH_KINDS))
+    names = ev.name[calls]
+    code[calls[member_mask(names, sync_name_codes(trace), len(ev.names))]] |= _SYNC
+    queries = query_name_codes(trace)
+    if len(queries):
+        code[calls[member_mask(names, queries, len(ev.names))]] |= _POLL | _WAITING
+    del calls, names
+    code[launches] |= _LAUNCH
+    seg = code[owner]
+    del code
+    cat = _CATEGORY_OF[seg]
+    cat[in_loader] = Category.DATA_LOADING  # (in_loader holds only segments in a range)
+    waiting = (seg & _WAITING) != 0
+    polls = (seg & _POLL) != 0 if len(queries) else None
+    del seg
     item = np.full(len(owner), -1, dtype=np.int64)
-    op = cat == Category.HOST_COMPUTE
-    item[op] = table.ids("op", name[op], ev.names.__getitem__)
+    op = np.flatnonzero(cat == Category.HOST_COMPUTE)
+    item[op] = table.ids("op", ev.name[owner[op]], ev.names.__getitem__)
     item[cat == Category.DATA_LOADING] = table.id("data_loader", "DataLoader")
     item[cat == Category.LAUNCH_OVERHEAD] = table.id("launches", "kernel launch calls")
-    return cat, item
+    return cat, item, waiting, polls
 
 
 def device_categories(trace: Trace, events: np.ndarray,
@@ -133,6 +177,16 @@ def sync_name_codes(trace: Trace) -> np.ndarray:
     return np.array([c for c in used.tolist() if sync_call_kind(Kind.RUNTIME, ev.names[c])],
                     dtype=np.int64)
 
+
+
+@per_trace
+def query_name_codes(trace: Trace) -> np.ndarray:
+    """The name codes of the runtime and driver calls that poll the device (QUERY_CALLS)."""
+    ev = trace.events
+    seen = np.zeros(len(ev.names), dtype=bool)
+    seen[ev.name[kind_mask(ev.kind, LAUNCH_KINDS)]] = True
+    return np.array([c for c in np.flatnonzero(seen).tolist() if QUERY_CALLS.match(ev.names[c])],
+                    dtype=np.int64)
 
 
 def kind_mask(kinds: np.ndarray, of: Iterable[int]) -> np.ndarray:

@@ -45,6 +45,7 @@ from trainprof.analysis.critical_path.waits import (
     sync_waits,
     thread_starts,
     thread_waits,
+    timed_waits,
     typical_launch_lag,
 )
 from trainprof.analysis.overview.steps import StepWindows, launch_links
@@ -107,7 +108,8 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
         owner[1:] = owner[:-1]
     owner[h_head] = -1
     links = launch_links(trace)
-    h_cat, h_item = host_categories(trace, owner, _inside_loader(trace, owner), links[1], table)
+    h_cat, h_item, h_waiting, h_polls = host_categories(
+        trace, owner, _inside_loader(trace, owner), links[1], table)
 
     d = device_events(trace, host, starts, ends, n_threads, links)
     del links
@@ -116,15 +118,16 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
     prev_end = np.where(d_head, UNREACHED, np.r_[UNREACHED, d.end[:-1]])
     other = other_stream_ends(d, ev.device[d.event].astype(np.int64))
     c_other = np.where(other >= 0, d.end[np.maximum(other, 0)], UNREACHED)
-    lag0 = typical_launch_lag(d, prev_end, c_other)
+    lag0 = typical_launch_lag(d, ev.device[d.event].astype(np.int64))
     waited = d.start - d.issued
     c_launch = np.where(d.launch_point >= 0, d.issued + np.minimum(lag0, waited), UNREACHED)
     # A stream's first event in a step may wait for the step before's work on that stream:
     # it then starts at its recorded time (the other step is not replayed with this one).
     carried = np.where(d_head, d.before, UNREACHED)
-    binding = np.argmax(np.stack([prev_end, c_launch, c_other, carried]), axis=0)
+    # The latest input explains the start; on a tie, recorded device work (BINDING order).
+    binding = np.argmax(np.stack([prev_end, c_other, carried, c_launch]), axis=0)
     unexplained = (prev_end == UNREACHED) & (c_launch == UNREACHED) & (c_other == UNREACHED)
-    unexplained |= binding == 3
+    unexplained |= binding == BY_CARRIED
     d_cat, d_item = device_categories(trace, d.event, table)
 
     n = h + 2 * m
@@ -138,7 +141,7 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
     weight = np.empty(n, dtype=np.int64)
     weight[:h] = h_weight
     del h_weight
-    weight[h::2] = np.where(binding == 0, np.maximum(d.start - prev_end, 0), 0)
+    weight[h::2] = np.where(binding == BY_STREAM, np.maximum(d.start - prev_end, 0), 0)
     weight[h::2][d_head] = 0
     weight[h + 1::2] = d.end - d.start
     category = np.empty(n, dtype=np.uint8)
@@ -159,15 +162,23 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
     edges = []
     has_launch = d.launch_point >= 0
     edges.append((d.launch_point[has_launch], d_start_pt[has_launch],
-                  np.where(binding == 1, waited, np.minimum(lag0, waited))[has_launch],
+                  np.where(binding == BY_LAUNCH, waited, np.minimum(lag0, waited))[has_launch],
                   Category.LAUNCH_OVERHEAD))
-    by_other = binding == 2
+    by_other = binding == BY_OTHER_STREAM
     edges.append((d_end_pt[other[by_other]], d_start_pt[by_other],
                   (d.start - c_other)[by_other], Category.SYNC_WAIT))
     # A launch call that returned only after its own work ended (cudaMemcpy, a pageable copy).
     waits = [blocking_launches(host, d, h)]
     waits.append(sync_waits(trace, host, d, starts, n_threads, h))
-    waits.append(thread_waits(host, h_chain, h_cat, n_threads))
+    by_thread = thread_waits(host, h_chain, h_cat, n_threads)
+    taken = np.zeros(h, dtype=bool)
+    taken[by_thread[1]] = True
+    taken[waits[0][1]] = taken[waits[1][1]] = True  # blocking calls' ends: already waits
+    waits.append(by_thread)
+    waits.append(timed_waits(host, d, starts, n_threads, h, (h_waiting, h_polls), h_head,
+                             taken))
+    del h_waiting, h_polls
+    del taken
     for src, dst in waits:
         edges.append((src, dst, time[dst] - time[src], Category.SYNC_WAIT))
         weight[dst] = 0  # the call's own time stretches to the device's: elastic
@@ -191,6 +202,13 @@ def build_graph(trace: Trace, steps: StepWindows) -> StepGraph:
                      event=event, anchor=anchor, src=src, dst=dst, lag=lag,
                      cross_category=ccat, chain_step=chain_step, chain_lane=lanes,
                      step_start=starts, items=table.items, launch_lag_ns=lag0)
+
+
+#: What explains a device event's start, in the order that wins a tie: the stream's previous
+#: event, another stream's event (a stream wait), the step before's work on the stream, then the
+#: launch (its lag is the typical one, a statistic: recorded device work ending at the same
+#: time is the better evidence).
+BY_STREAM, BY_OTHER_STREAM, BY_CARRIED, BY_LAUNCH = range(4)
 
 
 def index_dtype(size: int) -> type[np.signedinteger]:

@@ -161,6 +161,8 @@ class DeviceEvents:
     launch_end_point: np.ndarray  # ... and of its end
     issued: np.ndarray  # int64 ns: when the work was handed to the device (launch, or start)
     before: np.ndarray  # int64 ns: end of the stream's previous event, in any step (or UNREACHED)
+    #: (order, keys): the events sorted by (step, end), found once by the waits that search it.
+    by_end: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def device_events(trace: Trace, host: HostPoints, starts: np.ndarray, ends: np.ndarray,

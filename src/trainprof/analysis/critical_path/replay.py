@@ -275,6 +275,13 @@ class WhatIfReplay:
             timed = np.ones(len(points), dtype=bool)
             timed[runs.inner] = False
             self._timed = np.flatnonzero(timed)  # the points with a time of their own
+            # ... grouped by step: a step's end is the max over its group (a reduceat, not a
+            # ``maximum.at`` per what-if).
+            by_step = self._timed[np.argsort(self.step[self._timed], kind="stable")]
+            steps = self.step[by_step]
+            bounds = np.flatnonzero(np.r_[True, steps[1:] != steps[:-1]]) if len(steps) else \
+                np.zeros(0, dtype=np.int64)
+            self._timed_groups = (by_step, bounds, steps[bounds])
 
     def reads(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Where the two points each edge's lag is read between fall among the sorted points
@@ -364,7 +371,9 @@ class WhatIfReplay:
             if v > t[d]:
                 t[d] = v
         out = np.full(len(self.g.step_start), UNREACHED, dtype=np.int64)
-        np.maximum.at(out, self.step[self._timed], np.maximum(times[self._timed], UNREACHED))
+        by_step, bounds, steps = self._timed_groups
+        if len(by_step):
+            out[steps] = np.maximum(np.maximum.reduceat(times[by_step], bounds), UNREACHED)
         return out
 
 

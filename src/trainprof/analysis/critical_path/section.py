@@ -106,10 +106,20 @@ def sampled(steps: StepWindows,
 def _last_points(g: StepGraph, t: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """The point that ends each step (the latest, at ``ends``; the last in order among
     equals)."""
-    step = g.chain_step[g.chain]
-    at_end = np.flatnonzero(t == ends[step])
     out = np.full(len(g.step_start), -1, dtype=np.int64)
-    np.maximum.at(out, step[at_end], at_end)
+    if not len(t):
+        return out
+    # Per chain (its points contiguous, chains in point order), its latest time: the step's
+    # last chain reaching the step's end holds the point, the last there at that time.
+    firsts = np.flatnonzero(g.heads)
+    bounds = np.r_[firsts, len(t)]
+    latest = np.maximum.reduceat(t, firsts)
+    step = g.chain_step[g.chain[firsts]]
+    for c in np.flatnonzero(latest == ends[step]).tolist():  # a handful of chains
+        a, b = int(bounds[c]), int(bounds[c + 1])
+        m = latest[c]
+        last = b - 1 if t[b - 1] == m else a + int(np.flatnonzero(t[a:b] == m)[-1])
+        out[step[c]] = max(out[step[c]], last)
     return out
 
 
@@ -129,7 +139,7 @@ def _step_path(trace: Trace, g: StepGraph, t: np.ndarray,
     cat = np.where(cross, cross_cat[via_b], g.category[b]).astype(np.int64)
     item = np.where(cross, -1, g.item[b])
     has_item = item >= 0
-    np.add.at(item_us, item[has_item], us[has_item])
+    item_us += np.bincount(item[has_item], weights=us[has_item], minlength=len(item_us))
     split_arr = np.bincount(cat, weights=us, minlength=len(CATEGORY_KEYS))
     lead = float(max(t[pts[0]] - origin, 0)) / 1000.0
     split_arr[Category.UNTRACED_HOST] += lead

@@ -11,7 +11,7 @@ from trainprof.analysis.critical_path.categories import (
     member_mask,
     sync_name_codes,
 )
-from trainprof.analysis.critical_path.points import DeviceEvents, HostPoints
+from trainprof.analysis.critical_path.points import UNREACHED, DeviceEvents, HostPoints
 from trainprof.trace.model import LAUNCH_KINDS, Trace
 
 #: A host thread idle (inside no recorded range) for at least this long, while another thread's
@@ -21,6 +21,14 @@ THREAD_WAIT_MIN_NS = 50_000
 #: A device event ending this many ns after the host call returned still counts as awaited by it
 #: (the two clocks are aligned to about a microsecond).
 SYNC_TOLERANCE_NS = 1_000
+#: A host thread that sat at least HOST_WAIT_MIN_NS in no recorded call (idle, or in the own
+#: time of an annotation or a Python frame: a busy-wait on pinned memory) before some device
+#: work ended, and went on at most HOST_WAKE_NS after it ended, waited for that work; so did a
+#: thread polling the device (``QUERY_CALLS``) whose last poll found the work done and whose
+#: poll before it did not (the work ended between them): its wait ends where that last poll
+#: returned. The host's wait is inferred from timing.
+HOST_WAIT_MIN_NS = 20_000
+HOST_WAKE_NS = 5_000
 
 
 def other_stream_ends(d: DeviceEvents, device_of: np.ndarray) -> np.ndarray:
@@ -60,9 +68,11 @@ def awaited(d: DeviceEvents, step_start: np.ndarray, step: np.ndarray, call_star
     if not len(d.event):
         return np.full(len(step), -1, dtype=np.int64)
     span = np.int64(2**44)
-    rel = np.clip(d.end - step_start[d.step], 0, span - 1)
-    order = np.argsort(d.step * span + rel, kind="stable")
-    keys = (d.step * span + rel)[order]
+    if d.by_end is None:  # the same for every search of one graph
+        rel = np.clip(d.end - step_start[d.step], 0, span - 1)
+        order = np.argsort(d.step * span + rel, kind="stable")
+        d.by_end = order, (d.step * span + rel)[order]
+    order, keys = d.by_end
     issued = d.issued
     query = step * span + np.clip(call_end + SYNC_TOLERANCE_NS - step_start[step], 0, span - 1)
     hit = np.searchsorted(keys, query, side="right") - 1
@@ -80,13 +90,40 @@ def awaited(d: DeviceEvents, step_start: np.ndarray, step: np.ndarray, call_star
     return np.where((found >= 0) & late_enough, found, -1)
 
 
-def typical_launch_lag(d: DeviceEvents, prev_end: np.ndarray, other_end: np.ndarray) -> int:
-    """The median time from a launch call's start to its work starting, over work that waited
-    for nothing else (its stream idle, no other stream's work ending after the launch)."""
-    idle = (d.launch_point >= 0) & (prev_end <= d.issued) & (d.start >= d.issued)
-    idle &= other_end <= d.issued
+def typical_launch_lag(d: DeviceEvents, device_of: np.ndarray) -> int:
+    """The median time from a launch call's start to its work starting, over work launched
+    onto an idle device: no work of any stream or step running on its device from the launch
+    to the start (a launch that waited behind other work says nothing of launch lag: with the
+    host far ahead, such a "lag" is the queue's length)."""
+    if not len(d.event):
+        return 0
+    busy = np.maximum(_busy_before(device_of, d.start, d.end), d.before)
+    idle = (d.launch_point >= 0) & (busy <= d.issued) & (d.start >= d.issued)
     lags = (d.start - d.issued)[idle]
     return int(np.median(lags)) if len(lags) else 0
+
+
+def _busy_before(device: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per event, the latest end of the events of its device that started before it (or at the
+    same time, earlier in order): until then the device was busy (UNREACHED for none)."""
+    t0, span = int(start.min()), int(start.max() - start.min()) + 1
+    if (int(device.max()) - int(device.min()) + 1) * span < 2**62:  # one key: one sort
+        order = np.argsort((device - device.min()) * np.int64(span) + (start - t0),
+                           kind="stable")
+    else:
+        order = np.lexsort((start, device))
+    ends = end[order].astype(np.int64)
+    dev = device[order]
+    # A running maximum per device: offset each device's ends above the last's.
+    first = np.r_[True, dev[1:] != dev[:-1]]
+    span = int(ends.max() - ends.min()) + 1
+    offset = np.cumsum(first) * np.int64(span)
+    run = np.maximum.accumulate(ends - ends.min() + offset)
+    prev = np.r_[UNREACHED, run[:-1] - offset[:-1] + ends.min()]
+    prev[first] = UNREACHED
+    out = np.empty(len(start), dtype=np.int64)
+    out[order] = prev
+    return out
 
 
 def sync_waits(trace: Trace, host: HostPoints, d: DeviceEvents, starts: np.ndarray, n_threads: int,
@@ -188,3 +225,51 @@ def blocking_launches(host: HostPoints, d: DeviceEvents,
     returned = host.time[np.maximum(d.launch_end_point, 0)] if len(host.time) else d.end
     blocking = has_launch & (d.end <= returned + SYNC_TOLERANCE_NS) & (d.end >= d.issued)
     return offset + 2 * np.flatnonzero(blocking) + 1, d.launch_end_point[blocking]
+
+
+def timed_waits(host: HostPoints, d: DeviceEvents, starts: np.ndarray, n_threads: int,
+                offset: int, segments: tuple[np.ndarray, np.ndarray | None], head: np.ndarray,
+                taken: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(device end point, host point) of host waits for the device seen in the timing only
+    (HOST_WAIT_MIN_NS): a stretch of a thread in no call, or in the own time of annotations
+    and Python frames, or polling (QUERY_CALLS), that ends just after device work launched
+    before it ended. ``segments``: whether the segment into each point may hide a wait, and
+    whether it is a poll (None: no polls), as ``host_categories`` finds; ``head``: the first
+    point of each chain; ``taken``: points already waiting for another
+    thread or blocking call. Device points start at ``offset``."""
+    t = host.time
+    n = len(t)
+    if not n or not len(d.event):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    waiting, polling = segments
+    waiting[head] = False
+    # Each stretch of waiting segments: the point before it (its start) and its last point.
+    edges = np.diff(np.concatenate(([False], waiting, [False])).view(np.int8))
+    del waiting
+    first = np.flatnonzero(edges == 1) - 1  # a chain's head never waits: first >= 0
+    last = np.flatnonzero(edges == -1) - 1
+    del edges
+    free = ~taken[last]
+    first, last = first[free], last[free]
+    # A polling loop's last poll (the end point of the last query call), and the start of the
+    # one before it: the work was not done then, and was done when the last one returned.
+    polls = np.flatnonzero(polling) if polling is not None else np.zeros(0, dtype=np.int64)
+    k = np.searchsorted(polls, last, side="right") - 1  # the last poll at or before
+    q = np.where(k >= 0, polls[np.maximum(k, 0)] if len(polls) else -1, -1)
+    polled = q > first
+    # Stretches too short to hold a wait are not searched.
+    keep = polled | (t[last] - t[first] >= HOST_WAIT_MIN_NS - SYNC_TOLERANCE_NS)
+    last, first, q, polled, k = last[keep], first[keep], q[keep], polled[keep], k[keep]
+    if not len(last):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    before = np.where(k >= 1, polls[np.maximum(k - 1, 0)] if len(polls) else -1, -1)
+    lower = np.where(polled & (before > first), t[np.maximum(before - 1, 0)], t[first])
+    lower[~polled] += HOST_WAIT_MIN_NS
+    returned = np.where(polled, t[np.maximum(q, 0)], t[last])
+    step = host.chain_key[last] // (n_threads + 1)
+    found = awaited(d, starts, step, t[first], returned)
+    end = d.end[np.maximum(found, 0)]
+    # A poll loop ends where the last poll returned (it said the work was done); a stretch
+    # without polls where the thread went on, soon after the work ended.
+    ok = (found >= 0) & (end >= lower) & (polled | (t[last] - end <= HOST_WAKE_NS))
+    return offset + 2 * found[ok] + 1, np.where(polled, q, last)[ok]
