@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from trainprof.diagnose.findings import is_minor
+from trainprof.diagnose.findings import is_minor, saving_phrase, where_text
 from trainprof.report.html import svg, tables
 from trainprof.report.html.chart import Chart
 from trainprof.report.html.critical_path import path_chart, split_table, what_if_table
@@ -66,7 +66,8 @@ class RankView:
 OPEN_FINDINGS = 3
 
 
-def finding_view(f: dict[str, Any], number: int) -> dict[str, Any]:
+def finding_view(f: dict[str, Any], number: int, shared: int | None = None) -> dict[str, Any]:
+    """One finding's card; ``shared``: the number of the finding whose saving it shares."""
     from markupsafe import Markup
 
     from trainprof.report.html.rule_docs import rule_section_html
@@ -83,8 +84,8 @@ def finding_view(f: dict[str, Any], number: int) -> dict[str, Any]:
         "number": number,
         "severity": str(f.get("severity", "low")),
         "title": str(f.get("title", "")),
-        "where": "whole job" if f.get("rank") is None else f"rank {f['rank']}",
-        "saving": f"saves ~{fmt(f.get('saving_pct'), 0)}% ({fmt(f.get('saving_ms'), 1)} ms/step)",
+        "where": "whole job" if f.get("rank") is None else where_text(f["rank"], f),
+        "saving": saving_phrase(f.get("saving_pct"), f.get("saving_ms"), shared),
         "explanation": str(f.get("explanation", "")),
         "evidence": [evidence_text(e) for e in f.get("evidence", [])],
         "assumption": str(f.get("saving_assumption", "")),
