@@ -64,6 +64,9 @@ BOUNDS: dict[str, Bound] = {
 #: the category's share (the what-if then bounds all of the work, not part of it).
 COVER_TOLERANCE_PCT = 0.5
 _KIND_CATEGORY = {"collective": "gpu_communication"}
+#: A saving over its bound by less than this (points of the step) is left as it is: the bound
+#: goes from the path's re-timed steps to the step table's through ms, which rounds.
+CAP_TOLERANCE_PCT = 0.05
 
 
 def _item_bound(path: Any, b: Bound) -> float | None:
@@ -92,6 +95,7 @@ def path_bound(path: Any, finding_id: str) -> tuple[float, str] | None:
     replayed = _item_bound(path, b)
     if replayed is not None and replayed < bound:
         name = b.item[1] if b.item else next(i.name for i in path.items if i.kind == b.kind)
+        name = f"its collectives ({name})" if b.kind == "collective" else name
         bound, how = max(replayed, 0.0), f"what-if replay of the step without {name}"
     return bound, how
 
@@ -107,16 +111,17 @@ def rank_bound(r: RankAnalysis, finding_id: str) -> tuple[float, str] | None:
     (re-timed) steps, so the bound goes through ms per step."""
     path = r.sections.critical_path
     found = path_bound(path, finding_id)
-    if found is None or path.step_ms is None:
+    step_ms = path.step_ms if path is not None else None
+    if found is None or step_ms is None:
         return None
-    return pct_of(r, found[0] * path.step_ms / 100.0), found[1]
+    return pct_of(r, found[0] * step_ms / 100.0), found[1]
 
 
 def cap_savings(r: RankAnalysis, findings: list[Finding]) -> list[Finding]:
     """The rank's findings, each saving no larger than its critical-path bound."""
     for f in findings:
         found = rank_bound(r, f.id)
-        if found is None or f.saving_pct <= found[0]:
+        if found is None or f.saving_pct <= found[0] + CAP_TOLERANCE_PCT:
             continue
         bound, how = found
         f.evidence.append(Evidence(f"saving capped by the critical path (was "
