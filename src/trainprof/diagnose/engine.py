@@ -12,6 +12,7 @@ from trainprof.diagnose.savings import settle
 #: The JSON field of a finding of a job found on a rank that is not the job's slowest: the
 #: slowest rank (the job runs at its pace, so a saving elsewhere may not shorten the job).
 SLOWEST_RANK = "slowest_rank"
+NOT_SLOWEST = ", not on the slowest rank"
 
 
 def diagnose(analysis: Analysis) -> list[Finding]:
@@ -38,7 +39,7 @@ def _capped(findings: list[Finding], ranks: list[RankAnalysis]) -> list[Finding]
     by_rank = {(r.rank, r.window): r for r in ranks}
     for f in findings:
         r = by_rank.get((f.rank, f.window)) if f.rank is not None else None
-        if r is not None and r.findings is None:
+        if r is not None:
             cap_savings(r, [f])
     return findings
 
@@ -51,6 +52,9 @@ def fold(findings: list[Finding], slowest: int | None = None) -> list[Finding]:
     for f in findings:
         by_id.setdefault(f.id, []).append(f)
     out = []
+    for f in findings:  # what an earlier fold (a cluster summary's ranks) said
+        f.extra.pop(SLOWEST_RANK, None)
+        f.evidence = [e for e in f.evidence if not e.what.endswith(NOT_SLOWEST)]
     for group in by_id.values():
         best = max(group, key=lambda f: (f.saving_pct, -(f.rank or 0), -f.window))
         if len(group) > 1:
@@ -69,7 +73,7 @@ def _not_slowest(f: Finding, slowest: int, there: list[Finding]) -> None:
     """Say that the saving is on a rank that is not the slowest, and what it is there."""
     saving = (f"it saves {max(x.saving_pct for x in there):.0f}% there" if there
               else "not found there")
-    f.evidence.append(Evidence(f"saving measured on rank {f.rank}, not on the slowest rank",
+    f.evidence.append(Evidence(f"saving measured on rank {f.rank}{NOT_SLOWEST}",
                                slowest, "", f"the job runs at rank {slowest}'s pace; {saving}"))
     f.extra[SLOWEST_RANK] = slowest
 

@@ -178,7 +178,10 @@ class Findings(NotebookDisplay, list):
     notebook."""
 
     def to_pandas(self) -> Any:
-        """One row per finding: rank, id, severity, saving (% of the step, ms per step), title."""
+        """One row per finding: rank, id, severity, saving (% of the step, ms per step), the
+        finding whose saving it shares (docs/rules.md#savings), title."""
         return data_frame([{"rank": f.rank, "window": f.window, "id": f.id,
                             "severity": str(f.severity), "saving_pct": f.saving_pct,
-                            "saving_ms": f.saving_ms, "title": f.title} for f in self])
+                            "saving_ms": f.saving_ms,
+                            "saving_shared_with": f.extra.get(SHARED_WITH),
+                            "title": f.title} for f in self])

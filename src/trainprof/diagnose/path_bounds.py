@@ -106,10 +106,23 @@ def path_bound_pct(path: Any, finding_id: str) -> float | None:
     return None if found is None else found[0]
 
 
+#: The job rules' findings with a bound: a cluster summary keeps their bounds, as it does not
+#: keep the path (the rank rules' findings are capped where the trace is).
+SUMMARY_BOUNDS = ("communication_exposed",)
+
+
+def summary_bounds(r: RankAnalysis) -> dict[str, tuple[float, str]]:
+    """The bounds a rank's cluster summary keeps (SUMMARY_BOUNDS)."""
+    return {i: b for i in SUMMARY_BOUNDS if (b := rank_bound(r, i)) is not None}
+
+
 def rank_bound(r: RankAnalysis, finding_id: str) -> tuple[float, str] | None:
     """``path_bound`` as a share of the rank's mean step: the path's shares are of its own
-    (re-timed) steps, so the bound goes through ms per step."""
+    (re-timed) steps, so the bound goes through ms per step. A rank read from a cluster
+    summary has the bounds its summary kept instead of the path."""
     path = r.sections.critical_path
+    if path is None and r.path_bounds:
+        return r.path_bounds.get(finding_id)
     found = path_bound(path, finding_id)
     step_ms = path.step_ms if path is not None else None
     if found is None or step_ms is None:

@@ -52,6 +52,9 @@ SAME_TIME: dict[frozenset[str], str] = {
 }
 #: The most of a step a rank's distinct savings can add up to.
 STEP_PCT = 100.0
+#: The evidence a shared finding gets (taken off again when findings diagnosed elsewhere, a
+#: cluster summary's, are settled anew).
+SAME_TIME_EVIDENCE = "the same time as"
 
 
 def same_time(a: str, b: str) -> bool:
@@ -66,13 +69,16 @@ def _where(f: Finding) -> tuple[int | None, int]:
 def share(findings: list[Finding]) -> None:
     """Mark each finding paired with an earlier one (the list is most costly first) on the same
     rank and window: it names that finding and saves no more than it."""
+    for f in findings:  # what an earlier settle (a cluster summary's ranks) decided
+        f.extra.pop(SHARED_WITH, None)
+        f.evidence = [e for e in f.evidence if e.what != SAME_TIME_EVIDENCE]
     for i, f in enumerate(findings):
         first = next((g for g in findings[:i]
                       if _where(g) == _where(f) and same_time(f.id, g.id)), None)
         if first is None:
             continue
         f.extra[SHARED_WITH] = first.id
-        f.evidence.append(Evidence("the same time as", first.id, "",
+        f.evidence.append(Evidence(SAME_TIME_EVIDENCE, first.id, "",
                                    SAME_TIME[frozenset((f.id, first.id))]))
 
 

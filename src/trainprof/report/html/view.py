@@ -101,7 +101,10 @@ def headline(result: dict[str, Any]) -> str:
         return "No major bottleneck found. Where the time goes is below."
     top = findings[0]
     more = f" ({len(findings)} findings, most costly first)" if len(findings) > 1 else ""
-    return f"{top['title']}: fixing it saves ~{fmt(top.get('saving_pct'), 0)}% of step time{more}."
+    where = (f" on {where_text(top['rank'], top)}"
+             if top.get("rank") is not None and top.get("slowest_rank") is not None else "")
+    return (f"{top['title']}: fixing it saves ~{fmt(top.get('saving_pct'), 0)}% of step "
+            f"time{where}{more}.")
 
 
 def rank_view(r: dict[str, Any], index: int, rows: int) -> RankView:
