@@ -108,10 +108,11 @@ def test_timesformer_softmax_is_far_from_roofline_and_gets_fused_attention():
 
 def test_a100_ddp_all_reduces_are_slow_collectives_capped_by_exposed_time():
     """The 2 x A100 rank: all-reduces at 0.7-3.7% of NVLink; the saving is capped at its
-    exposed communication, the same 5.9% communication_exposed reports."""
+    exposed communication, the time communication_exposed reports: one saving, shared."""
     found = {f.id: f for f in trainprof.analyze(NCCL_TRACE).findings}
     f = found["slow_collectives"]
     assert f.saving_pct == pytest.approx(found["communication_exposed"].saving_pct)
+    assert f.extra["saving_shared_with"] == "communication_exposed"
     assert all(e.value < 0.25 * 300 for e in f.evidence if e.unit == "GB/s busbw")
 
 

@@ -17,6 +17,8 @@ from trainprof.report.json import to_json_bytes
 from trainprof.report.markdown.report import to_markdown
 from trainprof.report.terminal.report import print_analysis
 
+from conftest import BIG_TRACE, TRACE_FILTER
+
 
 @pytest.fixture(scope="module")
 def mi300(tmp_path_factory):
@@ -108,3 +110,39 @@ def test_a_saving_off_the_slowest_rank_says_which_rank_it_is_on(job):
     assert "rank 1 (not the slowest: rank 0)" in console.export_text()
     assert "rank 1 (not the slowest: rank 0)" in to_markdown(job)
     assert "slowest" not in _by_id(job)["data_loading"].extra  # on the slowest rank itself
+
+
+@pytest.fixture(scope="module")
+def big():
+    return trainprof.analyze(BIG_TRACE)
+
+
+def test_a_real_host_bound_rank_counts_its_launch_gaps_once(big):
+    """The 53 MB DDP recommender rank: small_kernels' launch gaps are part of host_bound's GPU
+    idle; its exposed communication (21% of the step) is off this host-bound step's critical
+    path, which holds no collective: capped at the path's communication and sync waits."""
+    found = _by_id(big)
+    assert found["small_kernels"].extra["saving_shared_with"] == "host_bound"
+    exposed = found["communication_exposed"]
+    r = next(x for x in big.ranks if x.rank == exposed.rank)
+    path = r.sections.critical_path
+    on_path = path.split_us["gpu_communication"] + path.split_us["sync_wait"]
+    bound = on_path / len(path.steps) / 1000 / r.steps.mean_ms * 100
+    share = next(e.value for e in exposed.evidence if e.what == "of the step")
+    assert share > 20 and exposed.saving_pct == pytest.approx(bound, abs=0.06)
+    assert exposed.extra["saving_capped_by"] == "critical_path"
+    assert exposed.severity == "low"  # a 0.1% saving: low, whatever the exposed share
+
+
+def test_a_real_jobs_verdict_names_the_rank_that_is_not_the_slowest():
+    """trace_filter: host_bound is largest on rank 0 (54%), but rank 1 has the longer median
+    step; the verdict says the saving is on rank 0, and what it is on rank 1."""
+    a = trainprof.analyze(TRACE_FILTER)
+    slowest = a.job.rank_table.slowest
+    host = _by_id(a)["host_bound"]
+    assert slowest == 1 and host.rank == 0 and host.extra["slowest_rank"] == 1
+    on_slowest = next(r for r in a.ranks if r.rank == 1).sections.host.pct["host_bound"]
+    note = next(e for e in host.evidence if "not on the slowest rank" in e.what)
+    assert f"it saves {on_slowest:.0f}% there" in note.where
+    html = render_html(a)
+    assert "of step time on rank 0 (not the slowest: rank 1)" in html
