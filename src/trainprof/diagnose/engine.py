@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from trainprof.analysis.results import Analysis, RankAnalysis
-from trainprof.diagnose.findings import Evidence, Finding, Findings
+from trainprof.diagnose.findings import SLOWEST_RANK, Evidence, Finding, Findings
 from trainprof.diagnose.modules import name_modules
 from trainprof.diagnose.path_bounds import cap_savings
 from trainprof.diagnose.rules import JOB_RULES, RANK_RULES
 from trainprof.diagnose.savings import settle
 
-#: The JSON field of a finding of a job found on a rank that is not the job's slowest: the
-#: slowest rank (the job runs at its pace, so a saving elsewhere may not shorten the job).
-SLOWEST_RANK = "slowest_rank"
+#: How the evidence says that a saving is not on the job's slowest rank.
 NOT_SLOWEST = ", not on the slowest rank"
 
 
@@ -51,10 +49,9 @@ def fold(findings: list[Finding], slowest: int | None = None) -> list[Finding]:
     by_id: dict[str, list[Finding]] = {}
     for f in findings:
         by_id.setdefault(f.id, []).append(f)
-    out = []
-    for f in findings:  # what an earlier fold (a cluster summary's ranks) said
-        f.extra.pop(SLOWEST_RANK, None)
+        f.extra.pop(SLOWEST_RANK, None)  # what an earlier fold said, if any
         f.evidence = [e for e in f.evidence if not e.what.endswith(NOT_SLOWEST)]
+    out = []
     for group in by_id.values():
         best = max(group, key=lambda f: (f.saving_pct, -(f.rank or 0), -f.window))
         if len(group) > 1:

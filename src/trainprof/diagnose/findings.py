@@ -126,6 +126,9 @@ RISK_SEVERITY = frozenset({"memory_pressure", "memory_growth"})
 #: The JSON field of a finding whose saving is the same time as an earlier finding's: that
 #: finding's id (diagnose/savings.py); its own saving is then not counted in a total.
 SHARED_WITH = "saving_shared_with"
+#: The JSON field of a job's finding reported on a rank that is not the job's slowest: the
+#: slowest rank (the job runs at its pace, so a saving elsewhere may not shorten the job).
+SLOWEST_RANK = "slowest_rank"
 #: The JSON field that says what capped a saving: "critical_path", "step" (the rank's savings
 #: before it already fill the step), or both, comma separated.
 CAPPED_BY = "saving_capped_by"
@@ -159,7 +162,7 @@ def saving_phrase(saving_pct: float | None, saving_ms: float | None,
 def where_text(rank: int, extra: dict[str, Any]) -> str:
     """"rank 3", or "rank 3 (not the slowest: rank 5)" for a job's finding on a rank that does
     not set the job's pace (``extra``: the finding's extra fields, or its JSON)."""
-    slowest = extra.get("slowest_rank")
+    slowest = extra.get(SLOWEST_RANK)
     return f"rank {rank}" + ("" if slowest is None else f" (not the slowest: rank {slowest})")
 
 
