@@ -18,6 +18,7 @@ from trainprof.report.markdown.report import to_markdown
 from trainprof.report.terminal.report import print_analysis
 
 from conftest import BIG_TRACE, TRACE_FILTER
+from tracegen import TraceBuilder
 
 
 @pytest.fixture(scope="module")
@@ -146,3 +147,22 @@ def test_a_real_jobs_verdict_names_the_rank_that_is_not_the_slowest():
     assert f"it saves {on_slowest:.0f}% there" in note.where
     html = render_html(a)
     assert "of step time on rank 0 (not the slowest: rank 1)" in html
+
+
+def test_gloo_collectives_on_the_host_are_bounded_by_the_host_side_of_the_path(tmp_path):
+    """A CPU job over gloo: its all-reduce is a host op (8 of each 10 ms step, nothing else
+    running), host time on the critical path, not device communication: the path does not
+    cut the exposed time down to the (absent) device communication."""
+    for rank in (0, 1):
+        b = TraceBuilder()
+        b.metadata["distributedInfo"] = {"backend": "gloo", "rank": rank, "world_size": 2}
+        for n in range(3):
+            t = n * 10_000
+            b.step(n, t, 10_000)
+            b.op("aten::mm", t + 10, 900)
+            b.op("gloo:all_reduce", t + 1_500, 8_000)
+        b.write(tmp_path / f"rank{rank}.json")
+    a = trainprof.analyze(tmp_path)
+    f = _by_id(a)["communication_exposed"]
+    assert f.saving_pct == pytest.approx(80.0, abs=0.5)
+    assert "saving_capped_by" not in f.extra

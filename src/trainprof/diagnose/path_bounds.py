@@ -38,6 +38,9 @@ class Bound:
     categories: tuple[str, ...]
     item: tuple[str, str] | None = None
     kind: str | None = None
+    #: The categories instead when the rank's communication is host ops (gloo, or collectives
+    #: recorded on the host only): then it is host time on the path, not device time.
+    on_host: tuple[str, ...] | None = None
 
 
 #: finding id -> its bound. docs/critical_path.md lists them.
@@ -57,8 +60,8 @@ BOUNDS: dict[str, Bound] = {
     "no_tensor_cores": Bound(DEVICE),
     "attention_not_fused": Bound(DEVICE),
     "far_from_roofline": Bound(DEVICE),
-    "communication_exposed": Bound(COMMUNICATION, kind="collective"),
-    "slow_collectives": Bound(COMMUNICATION, kind="collective"),
+    "communication_exposed": Bound(COMMUNICATION, kind="collective", on_host=HOST),
+    "slow_collectives": Bound(COMMUNICATION, kind="collective", on_host=HOST),
 }
 #: A kind's items cover its category when their time on the path is within this many points of
 #: the category's share (the what-if then bounds all of the work, not part of it).
@@ -84,26 +87,22 @@ def _item_bound(path: Any, b: Bound) -> float | None:
     return float(items[0].saving_pct_if_zero)
 
 
-def path_bound(path: Any, finding_id: str) -> tuple[float, str] | None:
+def path_bound(path: Any, finding_id: str, on_host: bool = False) -> tuple[float, str] | None:
     """The most a finding's fix can save (% of the step) by the critical path, and what says
-    so; None when the path says nothing about its work."""
+    so; None when the path says nothing about its work. ``on_host``: the rank's collectives
+    are host ops."""
     if finding_id not in BOUNDS or path is None or not getattr(path, "steps", None):
         return None
     b = BOUNDS[finding_id]
-    bound = sum(path.split_pct.get(c, 0.0) for c in b.categories)
-    how = "its time on the path (" + " + ".join(b.categories) + ")"
-    replayed = _item_bound(path, b)
+    categories = b.on_host if on_host and b.on_host is not None else b.categories
+    bound = sum(path.split_pct.get(c, 0.0) for c in categories)
+    how = "its time on the path (" + " + ".join(categories) + ")"
+    replayed = _item_bound(path, b) if categories == b.categories else None
     if replayed is not None and replayed < bound:
         name = b.item[1] if b.item else next(i.name for i in path.items if i.kind == b.kind)
         name = f"its collectives ({name})" if b.kind == "collective" else name
         bound, how = max(replayed, 0.0), f"what-if replay of the step without {name}"
     return bound, how
-
-
-def path_bound_pct(path: Any, finding_id: str) -> float | None:
-    """The bound alone (see ``path_bound``)."""
-    found = path_bound(path, finding_id)
-    return None if found is None else found[0]
 
 
 #: The job rules' findings with a bound: a cluster summary keeps their bounds, as it does not
@@ -123,7 +122,8 @@ def rank_bound(r: RankAnalysis, finding_id: str) -> tuple[float, str] | None:
     path = r.sections.critical_path
     if path is None and r.path_bounds:
         return r.path_bounds.get(finding_id)
-    found = path_bound(path, finding_id)
+    comm = r.sections.communication
+    found = path_bound(path, finding_id, on_host=comm is not None and comm.source == "host ops")
     step_ms = path.step_ms if path is not None else None
     if found is None or step_ms is None:
         return None
