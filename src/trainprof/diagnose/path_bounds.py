@@ -100,7 +100,8 @@ def path_bound(path: Any, finding_id: str, on_host: bool = False) -> tuple[float
     replayed = _item_bound(path, b) if categories == b.categories else None
     if replayed is not None and replayed < bound:
         name = b.item[1] if b.item else next(i.name for i in path.items if i.kind == b.kind)
-        name = f"its collectives ({name})" if b.kind == "collective" else name
+        if b.kind == "collective":  # "other": a kernel that does not name its collective
+            name = "its collectives" + ("" if name == "other" else f" ({name})")
         bound, how = max(replayed, 0.0), f"what-if replay of the step without {name}"
     return bound, how
 
