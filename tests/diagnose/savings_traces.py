@@ -1,13 +1,17 @@
 """Synthetic traces for the savings tests (tests/diagnose/test_one_cause_one_saving.py).
 
-* ``mi300_ddp``: one rank of a DDP step on an AMD Instinct MI300X, as ROCm's Kineto writes it
-  (``hipLaunchKernel`` runtime calls in the ``cuda_runtime`` category, RCCL kernels named
-  ``ncclDevKernel_*`` as RCCL 2.18+ names them, ``record_param_comms`` with the collective's
-  sizes, ``deviceProperties`` with the MI300X's 304 compute units as ``numSms``; the fields seen
-  in the PyTorch 2.x ROCm traces HTA's and TraceLens's tests read). The gradient all-reduce
-  runs alone on its stream after the backward GEMM, and the next kernel waits for it; the host
-  launches that kernel late, so overlapping the all-reduce saves far less than the exposed time
-  (the situation seen on a real MI300 trace: exposed ~62%, the what-if ~19%).
+* ``mi300_ddp``: one rank of a DDP step on an AMD Instinct MI300X in the shape ROCm's Kineto
+  writes: ``hipLaunchKernel`` / ``hipExtLaunchKernel`` runtime calls in the ``cuda_runtime``
+  category and a Tensile ``Cijk_*`` GEMM (the AMD spellings tests/trace/test_formats.py reads),
+  the collective kernel named as NCCL 2.19+ and RCCL name their generic kernel
+  (``ncclDevKernel_Generic``, which does not say which collective it runs), ``record_param_comms``
+  with the collective's sizes as PyTorch's c10d records them, and ``deviceProperties`` with the
+  keys Kineto writes from the device's properties struct (on ROCm ``hipDeviceProp_t``: the
+  MI300X's 304 compute units as ``numSms``, a 64-wide wavefront). No real MI300 trace is in
+  this repository; this one is built to that shape. The gradient all-reduce runs alone on its
+  stream after the backward GEMM, and the next kernel waits for it; the host launches that
+  kernel late, so overlapping the all-reduce saves far less than the exposed time (the
+  situation seen on a real MI300 trace: exposed ~62%, the what-if ~19%).
 * ``overfull_job``: two CPU ranks whose findings, added, pass the step: rank 0 (the slowest)
   waits for data most of the step, with a per-tensor optimizer and two slow episodes; rank 1
   waits less for data and spends more in the optimizer.
