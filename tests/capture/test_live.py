@@ -18,8 +18,9 @@ import trainprof
 from trainprof.capture.live import LiveView
 from trainprof.capture.live_figures import LiveFigures, top_finding
 from trainprof.capture.step_stats import Window
+from trainprof.diagnose.findings import SAVING_SEVERITY
 from trainprof.diagnose.rules.host import STEP_CV
-from trainprof.diagnose.rules.input import DATA_LOADING_HIGH_PCT, DATA_LOADING_PCT
+from trainprof.diagnose.rules.input import DATA_LOADING_PCT
 from trainprof.diagnose.rules.training import OPTIMIZER_PCT
 
 from capture_helpers import TinyTraining, run_python
@@ -155,8 +156,10 @@ def test_the_top_finding_follows_the_rules_thresholds():
 
     assert top_finding(data_share(DATA_LOADING_PCT)) is None  # at the threshold: not yet
     found = top_finding(data_share(DATA_LOADING_PCT + 0.5))
-    assert found.id == "data_loading" and found.severity == "low"
-    assert top_finding(data_share(DATA_LOADING_HIGH_PCT + 1)).severity == "high"
+    # 5.5% of the step: medium from 5% (findings.SAVING_SEVERITY, one table for every rule).
+    assert found.id == "data_loading" and found.severity == "medium"
+    assert SAVING_SEVERITY[1] == (5.0, "medium")
+    assert top_finding(data_share(SAVING_SEVERITY[0][0] + 1)).severity == "high"
     optimizer = top_finding(figures([0.0, 40.0, 40.0, OPTIMIZER_PCT + 5, 0.0]))
     assert optimizer.id == "optimizer_overhead"
     both = top_finding(figures([30.0, 20.0, 20.0, OPTIMIZER_PCT + 5, 0.0]))

@@ -95,10 +95,17 @@ def test_timesformer_is_not_host_bound():
 
 def test_a100_ddp_shows_exposed_communication():
     """Exposed communication is only 6% of the step window (the GPU idles 76%, host-bound),
-    but a quarter of the GPU's busy time."""
-    f = next(f for f in analysed(NCCL_TRACE).findings if f.id == "communication_exposed")
+    but a quarter of the GPU's busy time. The host sets the step (the critical path holds no
+    collective and 0.1% of sync waits): overlapping it saves at most that."""
+    a = analysed(NCCL_TRACE)
+    f = next(f for f in a.findings if f.id == "communication_exposed")
     of_busy = next(e for e in f.evidence if e.what == "of the GPU's busy time")
-    assert f.saving_pct == pytest.approx(5.9, abs=0.2) and of_busy.value > 20
+    share = next(e for e in f.evidence if e.what == "of the step")
+    assert share.value == pytest.approx(5.9, abs=0.2) and of_busy.value > 20
+    path = a.ranks[0].sections.critical_path
+    on_path = path.split_pct["gpu_communication"] + path.split_pct["sync_wait"]
+    bound = on_path * path.step_ms / a.ranks[0].steps.mean_ms
+    assert f.saving_pct == pytest.approx(bound) and f.extra["saving_capped_by"] == "critical_path"
 
 
 def test_gpu_bound_fp32_resnet_needs_tensor_cores():
@@ -109,7 +116,8 @@ def test_two_ranks_fold_into_one_finding_per_id():
     findings = analysed(TRACE_FILTER).findings
     assert len({f.id for f in findings}) == len(findings)
     host = next(f for f in findings if f.id == "host_bound")
-    assert host.extra["ranks"] == [0, 1] and host.evidence[-1].what == "also found on"
+    assert host.extra["ranks"] == [0, 1]
+    assert any(e.what == "also found on" for e in host.evidence)
 
 
 def _checker():

@@ -149,6 +149,9 @@ def _kernel_steps(b, blocks_per_sm: float) -> None:
         b.step(n, t, 1000)
         b.launch(t + 5, 5, k_ts=t + 10, k_dur=900, name="sm80_xmma_gemm_bf16",
                  args={"blocks per SM": blocks_per_sm, "est. achieved occupancy %": 10})
+        # The host waits for the kernel (a loss.item()): the kernel is on the critical path,
+        # which bounds the saving (diagnose/path_bounds.py).
+        b.event("cuda_runtime", "cudaDeviceSynchronize", t + 11, 900)
 
 
 def test_kernels_with_fewer_blocks_than_sms_are_low_occupancy(builder, tmp_path):

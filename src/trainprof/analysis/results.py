@@ -42,6 +42,10 @@ class RankAnalysis(NotebookDisplay):
     #: The rank's own findings (dicts) when it was read from a cluster summary: the rank rules
     #: ran where the trace was and do not run again (analysis/job/summary.py).
     findings: list[dict[str, Any]] | None = None
+    #: The critical path's bounds on the job rules' savings (finding id -> (% of the step, what
+    #: bounds it)) when the path is not kept: a rank read from a cluster summary
+    #: (diagnose/path_bounds.py).
+    path_bounds: dict[str, tuple[float, str]] | None = None
 
     @property
     def gpu(self) -> GpuFigures | None:

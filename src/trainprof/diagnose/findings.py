@@ -107,12 +107,73 @@ def is_minor(saving_pct: float | None, severity: str) -> bool:
 
 
 def ranked(findings: list[Finding]) -> list[Finding]:
-    """Most costly first; ties broken by severity, then by id for a stable order."""
+    """Most costly first; ties broken by severity, then the finding whose saving another
+    shares before that one, then by id for a stable order."""
     return sorted(
         findings,
-        key=lambda f: (-round(f.saving_pct, 2), SEVERITY_ORDER[f.severity], f.id,
-                       -1 if f.rank is None else f.rank),
+        key=lambda f: (-round(f.saving_pct, 2), SEVERITY_ORDER[f.severity],
+                       SHARED_WITH in f.extra, f.id, -1 if f.rank is None else f.rank),
     )
+
+
+#: The severity of a finding is its saving's (% of the step): high from the first threshold,
+#: medium from the second, else low. One table for every rule (docs/rules.md#severity), except
+#: the rules in RISK_SEVERITY.
+SAVING_SEVERITY: tuple[tuple[float, Severity], ...] = ((20.0, "high"), (5.0, "medium"))
+#: Rules whose severity is a risk (an out-of-memory error, a leak), not time: their saving is 0
+#: and they keep the severity the rule gives.
+RISK_SEVERITY = frozenset({"memory_pressure", "memory_growth"})
+#: The JSON field of a finding whose saving is the same time as an earlier finding's: that
+#: finding's id (diagnose/savings.py); its own saving is then not counted in a total.
+SHARED_WITH = "saving_shared_with"
+#: The JSON field of a job's finding reported on a rank that is not the job's slowest: the
+#: slowest rank (the job runs at its pace, so a saving elsewhere may not shorten the job).
+SLOWEST_RANK = "slowest_rank"
+#: The JSON field that says what capped a saving: "critical_path", "step" (the rank's savings
+#: before it already fill the step), or both, comma separated.
+CAPPED_BY = "saving_capped_by"
+
+
+def saving_severity(saving_pct: float) -> Severity:
+    """The severity of a saving, by SAVING_SEVERITY."""
+    for threshold, sev in SAVING_SEVERITY:
+        if saving_pct >= threshold:
+            return sev
+    return "low"
+
+
+def capped(f: Finding, by: str) -> None:
+    """Note in the finding that ``by`` capped its saving."""
+    was = f.extra.get(CAPPED_BY)
+    f.extra[CAPPED_BY] = by if not was or by in was.split(", ") else f"{was}, {by}"
+
+
+def saving_phrase(saving_pct: float | None, saving_ms: float | None,
+                  shared_number: int | None = None) -> str:
+    """"saves ~12% (3.4 ms/step)", or for a finding whose saving is an earlier one's time
+    "saves the same time as finding 2" (every renderer says it the same way)."""
+    if shared_number is not None:
+        return f"saves the same time as finding {shared_number}"
+    pct = "?" if saving_pct is None else f"{saving_pct:.0f}"
+    ms = "?" if saving_ms is None else f"{saving_ms:.1f}"
+    return f"saves ~{pct}% ({ms} ms/step)"
+
+
+def where_text(rank: int, extra: dict[str, Any]) -> str:
+    """"rank 3", or "rank 3 (not the slowest: rank 5)" for a job's finding on a rank that does
+    not set the job's pace (``extra``: the finding's extra fields, or its JSON)."""
+    slowest = extra.get(SLOWEST_RANK)
+    return f"rank {rank}" + ("" if slowest is None else f" (not the slowest: rank {slowest})")
+
+
+def shared_number(f: Finding | dict[str, Any], findings: list[Any]) -> int | None:
+    """The report number (1-based) of the finding whose saving ``f`` shares, if any."""
+    extra = f if isinstance(f, dict) else f.extra
+    other = extra.get(SHARED_WITH)
+    if not other:
+        return None
+    ids = [x["id"] if isinstance(x, dict) else x.id for x in findings]
+    return ids.index(other) + 1 if other in ids else None
 
 
 class Findings(NotebookDisplay, list):
@@ -120,7 +181,10 @@ class Findings(NotebookDisplay, list):
     notebook."""
 
     def to_pandas(self) -> Any:
-        """One row per finding: rank, id, severity, saving (% of the step, ms per step), title."""
+        """One row per finding: rank, id, severity, saving (% of the step, ms per step), the
+        finding whose saving it shares (docs/rules.md#savings), title."""
         return data_frame([{"rank": f.rank, "window": f.window, "id": f.id,
                             "severity": str(f.severity), "saving_pct": f.saving_pct,
-                            "saving_ms": f.saving_ms, "title": f.title} for f in self])
+                            "saving_ms": f.saving_ms,
+                            "saving_shared_with": f.extra.get(SHARED_WITH),
+                            "title": f.title} for f in self])

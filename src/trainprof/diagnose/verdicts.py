@@ -13,15 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainprof.analysis.overview.step_spread import StepSpread
-from trainprof.diagnose.findings import Severity
+from trainprof.diagnose.findings import Severity, saving_severity
 
+# Every verdict's severity is its saving's (findings.SAVING_SEVERITY), as in the offline rules.
 # data_loading: waiting for the next batch while nothing else runs (the plugin's 5%).
 DATA_LOADING_PCT = 5.0
-DATA_LOADING_MEDIUM_PCT = 10.0
-DATA_LOADING_HIGH_PCT = 20.0
 # optimizer_overhead: the optimizer phase, when it is made of per-tensor ops.
 OPTIMIZER_PCT = 15.0
-OPTIMIZER_HIGH_PCT = 30.0
 #: Ops per optimizer step from which the step is paying per tensor (a fused step: a handful).
 OPT_PER_TENSOR_OPS = 100
 #: The share of the optimizer time a fused implementation removes (optimizers that have one:
@@ -36,16 +34,9 @@ FUSED_OPTIMIZERS = ("Adam", "AdamW", "SGD", "Adagrad")
 STEP_CV = 0.10
 STEP_VARIANCE_MIN_SLOW = 2
 STEP_VARIANCE_MIN_PCT = 2.0
-STEP_VARIANCE_MEDIUM_PCT = 5.0
-STEP_VARIANCE_HIGH_PCT = 20.0
 # memory_pressure / memory_headroom: the peak as a share of the device's memory.
 PRESSURE_PCT = 90.0
 HEADROOM_PCT = 50.0
-
-
-def severity(value: float, medium: float, high: float) -> Severity:
-    """high above ``high``, medium above ``medium``, else low."""
-    return "high" if value > high else "medium" if value > medium else "low"
 
 
 @dataclass(frozen=True)
@@ -92,8 +83,7 @@ class DeviceMemory:
 def data_loading(f: DataWait) -> Verdict | None:
     if f.share_pct <= DATA_LOADING_PCT:
         return None
-    return Verdict("data_loading", severity(f.share_pct, DATA_LOADING_MEDIUM_PCT,
-                                            DATA_LOADING_HIGH_PCT), f.share_pct, f.share_pct)
+    return Verdict("data_loading", saving_severity(f.share_pct), f.share_pct, f.share_pct)
 
 
 def optimizer_recoverable(f: OptimizerFacts) -> float:
@@ -113,8 +103,8 @@ def optimizer_overhead(f: OptimizerFacts) -> Verdict | None:
         return None
     if f.ops_per_step is None and f.implementation in ("fused", "foreach"):
         return None
-    return Verdict("optimizer_overhead", severity(f.share_pct, OPTIMIZER_PCT, OPTIMIZER_HIGH_PCT),
-                   f.share_pct, f.share_pct * optimizer_recoverable(f))
+    saving = f.share_pct * optimizer_recoverable(f)
+    return Verdict("optimizer_overhead", saving_severity(saving), f.share_pct, saving)
 
 
 def step_variance(f: StepSpread) -> Verdict | None:
@@ -122,8 +112,7 @@ def step_variance(f: StepSpread) -> Verdict | None:
     if (f.count < 3 or f.cv <= STEP_CV or saving < STEP_VARIANCE_MIN_PCT
             or f.slow_episodes < STEP_VARIANCE_MIN_SLOW):
         return None
-    return Verdict("step_variance", severity(saving, STEP_VARIANCE_MEDIUM_PCT,
-                                             STEP_VARIANCE_HIGH_PCT), f.cv * 100.0, saving)
+    return Verdict("step_variance", saving_severity(saving), f.cv * 100.0, saving)
 
 
 def memory_pressure(f: DeviceMemory) -> Verdict | None:

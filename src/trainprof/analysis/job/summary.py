@@ -119,9 +119,13 @@ class RankSummary(msgspec.Struct):
     notes: list[str] = []
     #: The rank's own findings (``Finding.to_dict()``), found where the trace was.
     findings: list[dict[str, Any]] = []
+    #: The critical path's bounds on the job rules' savings (diagnose/path_bounds.py): the
+    #: path itself is not kept.
+    path_bounds: dict[str, tuple[float, str]] = {}
 
 
-def rank_summary(r: RankAnalysis, findings: list[dict[str, Any]] | None = None) -> RankSummary:
+def rank_summary(r: RankAnalysis, findings: list[dict[str, Any]] | None = None,
+                 path_bounds: dict[str, tuple[float, str]] | None = None) -> RankSummary:
     """The compact summary of one analysed rank and window."""
     comm = r.sections.communication
     summary = RankSummary(
@@ -131,7 +135,7 @@ def rank_summary(r: RankAnalysis, findings: list[dict[str, Any]] | None = None) 
         phases_ms=r.phases_ms, phases_pct=r.phases_pct,
         gpus=list(r.gpus), timeline=r.timeline, environment=r.environment,
         communication=None if comm is None else _communication(comm),
-        notes=list(r.notes), findings=list(findings or []),
+        notes=list(r.notes), findings=list(findings or []), path_bounds=dict(path_bounds or {}),
     )
     # Through JSON and back: numpy scalars become plain numbers, and the result is validated.
     return msgspec.json.decode(encode(summary), type=RankSummary)
@@ -183,6 +187,7 @@ def rank_from_summary(s: RankSummary, source: Path) -> RankAnalysis:
         environment=dict(s.environment),
         notes=[*s.notes, f"Read from {source.name} (a summary: the deep analyses need the trace)."],
         rank_in_trace=s.rank, sections=sections, findings=list(s.findings),
+        path_bounds={k: (float(v[0]), str(v[1])) for k, v in s.path_bounds.items()},
     )
 
 

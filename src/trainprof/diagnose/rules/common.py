@@ -9,7 +9,9 @@ from trainprof.diagnose.findings import Evidence, Finding, Fix, Severity
 
 
 def severity(value: float, medium: float, high: float) -> Severity:
-    """high above ``high``, medium above ``medium``, else low."""
+    """high above ``high``, medium above ``medium``, else low. A provisional severity: the
+    engine grades every finding by its final saving (findings.SAVING_SEVERITY,
+    diagnose/savings.py), except the risk rules."""
     return "high" if value > high else "medium" if value > medium else "low"
 
 

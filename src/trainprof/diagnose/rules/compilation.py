@@ -4,16 +4,14 @@ op covers (JIT outside torch, I/O, sleeps)."""
 from __future__ import annotations
 
 from trainprof.analysis.results import RankAnalysis
-from trainprof.diagnose.findings import Evidence, Finding, Fix
-from trainprof.diagnose.rules.common import rank_finding, severity, where
+from trainprof.diagnose.findings import Evidence, Finding, Fix, saving_severity
+from trainprof.diagnose.rules.common import rank_finding, where
 
 # compilation: torch.compile's compiler running inside the profiled steps, % of step time.
 COMPILE_PCT = 5.0
-COMPILE_HIGH_PCT = 25.0
 # untraced_time: step time in gaps (>= 1 ms) that no recorded op or device work covers and no
 # other rule claims (data wait, input lead-in, work after the optimizer), % of step time.
 UNTRACED_PCT = 50.0
-UNTRACED_HIGH_PCT = 75.0
 #: host parts (analysis/sections/host.py) whose own rules already explain untraced time in them.
 _CLAIMED_PARTS = ("data", "communication", "lead_in", "after_optimizer")
 
@@ -103,7 +101,7 @@ def compilation(r: RankAnalysis) -> Finding | None:
     first_step = c.steps_compiling[0] if c.steps_compiling else None
     extra = {"step": first_step} if first_step is not None else {}
     return rank_finding(
-        r, "compilation", severity(c.compile_pct, COMPILE_PCT, COMPILE_HIGH_PCT), title,
+        r, "compilation", saving_severity(c.compile_pct), title,
         explanation, evidence, c.compile_pct, assumption, fix,
         recompilations=c.recompilations, **extra,
     )
@@ -136,7 +134,7 @@ def untraced_time(r: RankAnalysis) -> Finding | None:
                  for name, ms in c.untraced_frames]
     step = {"step": c.longest_untraced[0]} if c.longest_untraced else {}
     return rank_finding(
-        r, "untraced_time", severity(left, UNTRACED_PCT, UNTRACED_HIGH_PCT),
+        r, "untraced_time", saving_severity(left),
         f"{left:.0f}% of each step runs outside every recorded op",
         "For this share of the step no CPU op, annotation, CUDA API call or device work is "
         "recorded on any thread: the time goes to code the profiler does not see (a JIT "

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from trainprof.analysis.results import Analysis, RankAnalysis
-from trainprof.diagnose.findings import Evidence, Finding, Fix
-from trainprof.diagnose.rules.common import pct_of, rank_finding, severity, where
+from trainprof.diagnose.findings import Evidence, Finding, Fix, saving_severity
+from trainprof.diagnose.rules.common import pct_of, rank_finding, where
 
 # communication_exposed: communication with no compute running, per step, as a share of the
 # step; or, on a GPU, as a share of the GPU's busy time (a host-bound GPU idles most of the
@@ -19,11 +19,8 @@ from trainprof.diagnose.rules.common import pct_of, rank_finding, severity, wher
 EXPOSED_COMM_PCT = 15.0
 EXPOSED_COMM_BUSY_PCT = 20.0
 EXPOSED_COMM_MIN_PCT = 2.0
-EXPOSED_COMM_MEDIUM_PCT = 5.0
-EXPOSED_COMM_HIGH_PCT = 30.0
-# straggler: analysis/job/stragglers.py names the rank; the finding is high above this saving.
-STRAGGLER_MEDIUM_PCT = 5.0
-STRAGGLER_HIGH_PCT = 20.0
+# straggler: analysis/job/stragglers.py names the rank. Every severity here is the saving's
+# (findings.SAVING_SEVERITY).
 
 #: The overlap advice every backend shares; the backend's own advice is added to it.
 _OVERLAP = (
@@ -138,7 +135,7 @@ def _exposed(r: RankAnalysis, waited_ms: float) -> Finding | None:
                                  where(r)))
     return rank_finding(
         r, "communication_exposed",
-        severity(share, EXPOSED_COMM_MEDIUM_PCT, EXPOSED_COMM_HIGH_PCT),
+        saving_severity(share),
         f"Communication not hidden under compute takes {share:.0f}% of each step",
         "Collectives (gradient all-reduce and others) run while no compute does, so the step "
         "pays for them in full instead of overlapping them with the backward pass.",
@@ -186,7 +183,7 @@ def straggler(analysis: Analysis, found: list[Finding]) -> list[Finding]:
                                  "% of its step", f"rank {s.straggler}"))
     because = "" if s.cause is None else f", held back by {s.cause.label}"
     finding = rank_finding(
-        r, "straggler", severity(saving, STRAGGLER_MEDIUM_PCT, STRAGGLER_HIGH_PCT),
+        r, "straggler", saving_severity(saving),
         f"Rank {s.straggler} is a straggler{because}: the other ranks wait {saving_ms:.1f} ms "
         "per step for it",
         "Every collective waits for the last rank to arrive; this rank arrives last nearly "

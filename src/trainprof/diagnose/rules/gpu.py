@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.sections.kernels import KernelFacts
-from trainprof.diagnose.findings import Evidence, Finding, Fix
-from trainprof.diagnose.rules.common import rank_finding, severity, share_of_steps, where
+from trainprof.diagnose.findings import Evidence, Finding, Fix, saving_severity
+from trainprof.diagnose.rules.common import rank_finding, share_of_steps, where
 
 # low_occupancy: most kernel time in launches with fewer blocks than the SMs free to them (SMs
 # held by a concurrent communication kernel are not free; persistent kernels are full: see
@@ -24,9 +24,6 @@ TC_SPEEDUP = 2.0
 # attention kernels less than FUSED_ATTENTION_MAX_PCT.
 SOFTMAX_MIN_PCT = 5.0
 FUSED_ATTENTION_MAX_PCT = 1.0
-# Severity of the three, on the estimated saving (% of the step).
-GPU_MEDIUM_PCT = 5.0
-GPU_HIGH_PCT = 20.0
 _SOFTMAX_OPS = ("aten::softmax", "aten::_softmax")
 
 LARGER_BATCH = Fix(
@@ -97,7 +94,7 @@ def low_occupancy(r: RankAnalysis) -> Finding | None:
                  else "", where(r)),
     ]
     return rank_finding(
-        r, "low_occupancy", severity(saving, GPU_MEDIUM_PCT, GPU_HIGH_PCT),
+        r, "low_occupancy", saving_severity(saving),
         f"{share:.0f}% of kernel time runs on part of the GPU (fewer blocks than free SMs)",
         "The kernels launch fewer thread blocks than the GPU has free multiprocessors, so part of "
         "the GPU sits empty while they run: the work per kernel (the batch) is too small.",
@@ -159,7 +156,7 @@ def no_tensor_cores(r: RankAnalysis) -> Finding | None:
                                  f.tc_eligible_narrow_us / f.compute_us * 100.0,
                                  "% of kernel time", where(r)))
     return rank_finding(
-        r, "no_tensor_cores", severity(saving, GPU_MEDIUM_PCT, GPU_HIGH_PCT),
+        r, "no_tensor_cores", saving_severity(saving),
         f"Matmuls and convolutions ({eligible:.0f}% of kernel time) do not use {units}",
         f"This GPU has {units}, but the kernels of the matrix multiplications and "
         "convolutions run on the ordinary FP32 units: the model runs in full precision.",
@@ -189,7 +186,7 @@ def attention_not_fused(r: RankAnalysis) -> Finding | None:
         *[Evidence("softmax called from", s, "", where(r)) for s in sites[:2]],
     ]
     return rank_finding(
-        r, "attention_not_fused", severity(saving, GPU_MEDIUM_PCT, GPU_HIGH_PCT),
+        r, "attention_not_fused", saving_severity(saving),
         f"Attention is not fused: softmax kernels take {softmax:.0f}% of kernel time",
         "Attention runs as separate matmul, softmax and matmul kernels, writing and reading "
         "the whole score matrix; a fused attention kernel computes it on the fly.",

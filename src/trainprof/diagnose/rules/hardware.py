@@ -7,11 +7,10 @@ import re
 
 from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.roofline.section import RooflineRow
-from trainprof.diagnose.findings import Evidence, Finding, Fix
+from trainprof.diagnose.findings import Evidence, Finding, Fix, saving_severity
 from trainprof.diagnose.rules.common import (
     rank_finding,
     readable_us,
-    severity,
     share_of_steps,
     where,
 )
@@ -34,9 +33,6 @@ SLOW_BUSBW_PCT = 25.0
 TARGET_BUSBW_PCT = 60.0
 # Messages under this size are latency-bound: fewer, larger collectives help.
 SMALL_MESSAGE_BYTES = 1 << 20
-# Severity of both, on the estimated saving (% of the step).
-HW_MEDIUM_PCT = 5.0
-HW_HIGH_PCT = 20.0
 
 _DIMS = re.compile(r"\b([MNK])=(\d+)")
 _ELEMENT_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
@@ -132,7 +128,7 @@ def far_from_roofline(r: RankAnalysis) -> Finding | None:
     fix = _roofline_fix(far, shapes, evidence, r)
     worst = far[0]
     return rank_finding(
-        r, "far_from_roofline", severity(saving, HW_MEDIUM_PCT, HW_HIGH_PCT),
+        r, "far_from_roofline", saving_severity(saving),
         f"{worst.op_class} ops run at {worst.pct_of_roofline:.0f}% of what the "
         f"{roof.device.name} allows ({readable_us(worst.lost_us or 0.0)} lost)",
         "Against the device's peak FLOP/s and memory bandwidth, the kernels of these ops take "
@@ -200,7 +196,7 @@ def slow_collectives(r: RankAnalysis) -> Finding | None:
     fix = BIGGER_BUCKETS if small_us >= time_us / 2 else CHECK_FABRIC
     worst = slow[0]
     return rank_finding(
-        r, "slow_collectives", severity(saving, HW_MEDIUM_PCT, HW_HIGH_PCT),
+        r, "slow_collectives", saving_severity(saving),
         f"Collectives reach {worst.pct_of_peak:.0f}% of the {worst.link} bandwidth "
         f"({worst.type}, {worst.busbw_gb_s:.1f} GB/s bus bandwidth)",
         "The collectives move their bytes far slower than the link allows (bus bandwidth, "

@@ -7,20 +7,17 @@ from trainprof.analysis.overview.steps import TIME_WINDOWS
 from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.sections.syncs import SyncSite
 from trainprof.diagnose import verdicts
-from trainprof.diagnose.findings import Evidence, Finding, Fix
+from trainprof.diagnose.findings import Evidence, Finding, Fix, saving_severity
 from trainprof.diagnose.rules.common import (
     duration,
     ms_of,
     rank_finding,
     readable_us,
-    severity,
     where,
 )
 from trainprof.diagnose.rules.compilation import untraced_left_pct
 from trainprof.diagnose.verdicts import (  # noqa: F401 (the rule's thresholds, by its module)
     STEP_CV,
-    STEP_VARIANCE_HIGH_PCT,
-    STEP_VARIANCE_MEDIUM_PCT,
     STEP_VARIANCE_MIN_PCT,
     STEP_VARIANCE_MIN_SLOW,
 )
@@ -28,20 +25,15 @@ from trainprof.diagnose.verdicts import (  # noqa: F401 (the rule's thresholds, 
 # host_bound: GPU idle in the step that no data wait, collective, inline preprocessing or
 # after-optimizer Python explains (analysis/sections/host.py), as a share of the step.
 HOST_BOUND_PCT = 20.0
-HOST_BOUND_HIGH_PCT = 40.0
 # small_kernels: most kernels shorter than 10 µs or than their own launch, and the GPU idle
 # while the host launches back to back for at least this share of the step.
 SMALL_KERNELS_SHARE_PCT = 50.0
 SMALL_KERNELS_STARVED_PCT = 10.0
-SMALL_KERNELS_HIGH_PCT = 40.0
 # sync_points: the loop's syncs per step, or the time they cost the GPU (% of the step).
 SYNCS_PER_STEP = 1.0
 SYNC_COST_PCT = 1.0
-SYNC_MEDIUM_PCT = 3.0
-SYNC_HIGH_PCT = 10.0
 # logging_overhead: host time outside any op after the optimizer step, % of the step.
 LOGGING_PCT = 10.0
-LOGGING_HIGH_PCT = 25.0
 # step_variance: its thresholds and verdict are in diagnose/verdicts.py (shared with the live
 # view); the slow steps are found in analysis/overview/step_spread.py.
 #: Sync sites named in the evidence.
@@ -154,7 +146,7 @@ def host_bound(r: RankAnalysis) -> Finding | None:
         evidence.append(Evidence("longest GPU gap", g.duration_us / 1000, "ms",
                                  where(r, f"step {g.step}", f"host: {busy}")))
     return rank_finding(
-        r, "host_bound", severity(share, HOST_BOUND_PCT, HOST_BOUND_HIGH_PCT),
+        r, "host_bound", saving_severity(share),
         f"The GPU waits on the CPU for {share:.0f}% of each step",
         "For this share of the step no kernel runs while the host executes Python, operators "
         "or CUDA API calls: the GPU finishes work faster than the CPU can issue it.",
@@ -191,7 +183,7 @@ def small_kernels(r: RankAnalysis) -> Finding | None:
         Evidence("GPU idle while launches run back to back", starved, "%", where(r)),
     ]
     return rank_finding(
-        r, "small_kernels", severity(starved, SMALL_KERNELS_STARVED_PCT, SMALL_KERNELS_HIGH_PCT),
+        r, "small_kernels", saving_severity(starved),
         f"Tiny kernels: the GPU waits on kernel launches for {starved:.0f}% of each step",
         "Most kernels run for a few microseconds (under 10 µs, or less than their own launch "
         "call takes), so the GPU drains its queue and waits for the next launch: launch "
@@ -224,7 +216,7 @@ def sync_points(r: RankAnalysis) -> Finding | None:
         evidence.append(Evidence("not counted: the profiler's own synchronize when it stops",
                                  syncs.profiler_syncs, "", where(r)))
     return rank_finding(
-        r, "sync_points", severity(cost, SYNC_MEDIUM_PCT, SYNC_HIGH_PCT),
+        r, "sync_points", saving_severity(cost),
         f"{per_step:.1f} host-device syncs per step",
         "Each sync blocks the host until the GPU has finished everything queued; the GPU then "
         "idles until the host has launched the next work.",
@@ -251,7 +243,7 @@ def logging_overhead(r: RankAnalysis) -> Finding | None:
           for s in host.spots.get("after_optimizer", [])],
     ]
     return rank_finding(
-        r, "logging_overhead", severity(share, LOGGING_PCT, LOGGING_HIGH_PCT),
+        r, "logging_overhead", saving_severity(share),
         f"Work after the optimizer step (logging, metrics) takes {share:.0f}% of each step",
         "Between the optimizer step and the next batch the host runs Python that no PyTorch op "
         "records: logging, metric computation, checkpointing, progress bars.",
@@ -294,7 +286,6 @@ def step_variance(r: RankAnalysis) -> Finding | None:
 # (the breakdown's "runtime" category), as a share of the step, when host_bound cannot say it
 # (a trace with API calls but no device events).
 CUDA_API_PCT = 20.0
-CUDA_API_HIGH_PCT = 50.0
 RECORD_GPU = Fix(
     summary=(
         "The step is spent inside CUDA API calls, and the trace holds no GPU activity to say "
@@ -321,7 +312,7 @@ def cuda_api_time(r: RankAnalysis) -> Finding | None:
         Evidence("device events in the trace", 0, "", where(r)),
     ]
     return rank_finding(
-        r, "cuda_api_time", severity(share, CUDA_API_PCT, CUDA_API_HIGH_PCT),
+        r, "cuda_api_time", saving_severity(share),
         f"CUDA API calls take {share:.0f}% of each step",
         "The host spends this share of the step inside CUDA runtime or driver calls "
         "(launches, allocations, copies, syncs) while no op or data loading runs. The trace "

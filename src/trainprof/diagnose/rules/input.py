@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from trainprof.analysis.results import RankAnalysis
 from trainprof.diagnose import verdicts
-from trainprof.diagnose.findings import Evidence, Finding, Fix
-from trainprof.diagnose.rules.common import ms_of, rank_finding, severity, step_evidence, where
+from trainprof.diagnose.findings import Evidence, Finding, Fix, saving_severity
+from trainprof.diagnose.rules.common import ms_of, rank_finding, step_evidence, where
 from trainprof.diagnose.verdicts import (  # noqa: F401 (the rule's thresholds, by its module)
-    DATA_LOADING_HIGH_PCT,
-    DATA_LOADING_MEDIUM_PCT,
     DATA_LOADING_PCT,
     DataWait,
 )
@@ -16,10 +14,8 @@ from trainprof.diagnose.verdicts import (  # noqa: F401 (the rule's thresholds, 
 # data_loading's thresholds and verdict: diagnose/verdicts.py (shared with the live view).
 # input_preprocessing: host-only work before a step's first GPU work, outside a DataLoader.
 INPUT_PREP_PCT = 10.0
-INPUT_PREP_HIGH_PCT = 30.0
 # host_to_device_copies: copies running with no compute or communication (exposed).
 COPIES_PCT = 5.0
-COPIES_HIGH_PCT = 20.0
 
 _SINGLE_PROCESS = "_SingleProcessDataLoaderIter"
 
@@ -133,7 +129,7 @@ def input_preprocessing(r: RankAnalysis) -> Finding | None:
         *[Evidence("host work in that time", s.ms_per_step, "ms/step", s.name) for s in spots],
     ]
     return rank_finding(
-        r, "input_preprocessing", severity(share, INPUT_PREP_PCT, INPUT_PREP_HIGH_PCT),
+        r, "input_preprocessing", saving_severity(share),
         f"The GPU waits {share:.0f}% of each step for input prepared on the host",
         "Each step starts with host work (decoding, resizing, tokenising, pipeline "
         "pre-processing) outside any DataLoader, and the GPU has nothing to run until it ends.",
@@ -166,7 +162,7 @@ def host_to_device_copies(r: RankAnalysis) -> Finding | None:
              if share > COPIES_PCT else
              f"{sum(k['pageable_count'] for k in pageable)} copies from pageable memory")
     return rank_finding(
-        r, "host_to_device_copies", severity(share, COPIES_PCT, COPIES_HIGH_PCT), title,
+        r, "host_to_device_copies", saving_severity(share), title,
         "Memory copies run while the GPU computes nothing; copies from pageable (not pinned) "
         "host memory are staged and block the host, so they cannot overlap compute.",
         evidence, share, "pinned memory and non_blocking copies overlap them with compute",

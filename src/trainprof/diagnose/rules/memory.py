@@ -9,8 +9,8 @@ from __future__ import annotations
 from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.sections.memory import DeviceMemory
 from trainprof.diagnose import verdicts
-from trainprof.diagnose.findings import Evidence, Finding, Fix
-from trainprof.diagnose.rules.common import rank_finding, severity, where
+from trainprof.diagnose.findings import Evidence, Finding, Fix, saving_severity
+from trainprof.diagnose.rules.common import rank_finding, where
 from trainprof.diagnose.verdicts import HEADROOM_PCT, PRESSURE_PCT  # noqa: F401
 
 # memory_pressure / memory_headroom: the verdicts and thresholds are in diagnose/verdicts.py.
@@ -21,8 +21,6 @@ GROWTH_HIGH_MB_PER_STEP = 10.0
 FRAGMENTATION_RATIO = 1.5
 ALLOCATOR_CALLS_PER_STEP = 1.0
 ALLOCATOR_MIN_PCT = 1.0
-ALLOCATOR_MEDIUM_PCT = 5.0
-ALLOCATOR_HIGH_PCT = 20.0
 _MB = 1e6
 _GB = 1e9
 
@@ -173,7 +171,7 @@ def memory_fragmentation(r: RankAnalysis) -> Finding | None:
             Evidence("time in them", share, "% of the step", where(r)),
         ]
     return rank_finding(
-        r, "memory_fragmentation", severity(share, ALLOCATOR_MEDIUM_PCT, ALLOCATOR_HIGH_PCT),
+        r, "memory_fragmentation", saving_severity(share),
         (f"The allocator calls cudaMalloc/cudaFree {calls.per_step:.0f} times per step"
          if busy else f"Reserved memory is {ratios[0].reserved_to_allocated:.1f}x what is "
          "allocated"),

@@ -7,15 +7,13 @@ import re
 
 from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.sections.host_outside import OutsideWork
-from trainprof.diagnose.findings import Evidence, Finding, Fix
-from trainprof.diagnose.rules.common import rank_finding, severity, step_evidence, where
+from trainprof.diagnose.findings import Evidence, Finding, Fix, saving_severity
+from trainprof.diagnose.rules.common import rank_finding, step_evidence, where
 
 # outside_training: in at least half the steps (the median step), host ops fill at least
 # OUTSIDE_MIN_PCT of the step outside the training phases (analysis/sections/host_outside.py).
 # The median leaves out work done every N steps only (step_variance's finding).
 OUTSIDE_MIN_PCT = 25.0
-OUTSIDE_MEDIUM_PCT = 10.0
-OUTSIDE_HIGH_PCT = 30.0
 
 # What the work is, from the op names and call sites: the model's compute (inference, as in a
 # validation pass), checkpoint writes, logging and metrics.
@@ -114,7 +112,7 @@ def outside_training(r: RankAnalysis) -> Finding | None:
         step_evidence(r),
     ]
     return rank_finding(
-        r, "outside_training", severity(out.mean_pct, OUTSIDE_MEDIUM_PCT, OUTSIDE_HIGH_PCT),
+        r, "outside_training", saving_severity(out.mean_pct),
         f"{out.mean_pct:.0f}% of each step runs outside the training phases: {_WORDS[kind]}",
         "After (or around) forward, backward and the optimizer, the step runs more ops that "
         "do not train the model: they lengthen every step.",

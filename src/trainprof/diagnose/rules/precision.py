@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.sections.operators import OperatorStats
-from trainprof.diagnose.findings import Evidence, Finding, Fix
+from trainprof.diagnose.findings import Evidence, Finding, Fix, saving_severity
 from trainprof.diagnose.rules.common import (
     rank_finding,
     readable_us,
-    severity,
     share_of_steps,
     step_evidence,
     where,
@@ -25,8 +24,6 @@ FP64_MIN_PCT = 1.0
 #: half the bytes). On a GPU at least as much (half the bytes; data-center GPUs have half or
 #: equal fp64 peaks, others 1/32-1/64): a floor. The saving is (1 - 1/FP64_SPEEDUP) of their time.
 FP64_SPEEDUP = 2.0
-PRECISION_MEDIUM_PCT = 5.0
-PRECISION_HIGH_PCT = 20.0
 #: fp64 ops named in the evidence.
 TOP_FP64_OPS = 3
 
@@ -67,7 +64,7 @@ def wide_precision(r: RankAnalysis) -> Finding | None:
         step_evidence(r),
     ]
     return rank_finding(
-        r, "wide_precision", severity(saving, PRECISION_MEDIUM_PCT, PRECISION_HIGH_PCT),
+        r, "wide_precision", saving_severity(saving),
         f"The model computes in float64: {share:.0f}% of the step runs in fp64 ops",
         "The ops' recorded input types are double: the model and its batches are float64 "
         "(a NumPy array through torch.from_numpy, model.double(), or a float64 default "

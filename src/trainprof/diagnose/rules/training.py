@@ -5,10 +5,9 @@ from __future__ import annotations
 from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.sections.operators import GRAD_SCALER_OPS
 from trainprof.diagnose import verdicts
-from trainprof.diagnose.findings import Evidence, Finding, Fix
+from trainprof.diagnose.findings import Evidence, Finding, Fix, saving_severity
 from trainprof.diagnose.rules.common import (
     rank_finding,
-    severity,
     share_of_steps,
     step_evidence,
     where,
@@ -16,7 +15,6 @@ from trainprof.diagnose.rules.common import (
 from trainprof.diagnose.verdicts import (  # noqa: F401 (the rule's thresholds, by its module)
     FUSED_OPTIMIZERS,
     OPT_PER_TENSOR_OPS,
-    OPTIMIZER_HIGH_PCT,
     OPTIMIZER_PCT,
     OPTIMIZER_RECOVERABLE_FOREACH,
     OPTIMIZER_RECOVERABLE_FUSED,
@@ -27,8 +25,6 @@ from trainprof.diagnose.verdicts import (  # noqa: F401 (the rule's thresholds, 
 # and the checklist).
 # fp16_scaler_overhead: GradScaler's ops, host or device time, as a share of the step.
 SCALER_PCT = 3.0
-SCALER_MEDIUM_PCT = 5.0
-SCALER_HIGH_PCT = 15.0
 
 MULTI_TENSOR = Fix(
     summary=(
@@ -125,7 +121,7 @@ def fp16_scaler_overhead(r: RankAnalysis) -> Finding | None:
         step_evidence(r),
     ]
     return rank_finding(
-        r, "fp16_scaler_overhead", severity(share, SCALER_MEDIUM_PCT, SCALER_HIGH_PCT),
+        r, "fp16_scaler_overhead", saving_severity(share),
         f"fp16 loss scaling (GradScaler) takes {share:.0f}% of each step",
         "The GradScaler unscales every gradient, checks it for inf/nan and updates the scale "
         "each step, as separate ops (and a host sync to read the check).",

@@ -24,6 +24,7 @@ from markupsafe import Markup
 
 from trainprof import __version__
 from trainprof.analysis.results import Analysis
+from trainprof.diagnose.findings import shared_number
 from trainprof.fileio import atomic_write_text
 from trainprof.report.html.roofline import collective_ranks_table
 from trainprof.report.html.snapshot import memory_headline, memory_views
@@ -98,11 +99,12 @@ def render_html(result: Analysis | dict[str, Any], rows: int = DEFAULT_ROWS) -> 
     slowest = order[0] if ranks else None
     rank_table = (data.get("job") or {}).get("rank_table")
     side, side_note = side_by_side(ranks, rank_table, _straggler(data))
+    found = data.get("findings") or []
     context = {
         "version": __version__,
         "source": data.get("source") or (ranks[0].get("file", "") if ranks else ""),
         "headline": memory_headline(data) or headline(data),
-        "findings": [finding_view(f, i) for i, f in enumerate(data.get("findings") or [], 1)],
+        "findings": [finding_view(f, i, shared_number(f, found)) for i, f in enumerate(found, 1)],
         "several": len(ranks) > 1,
         "ranks_table": ranks_table(side, _straggler(data)) if len(ranks) > 1 else None,
         "ranks_chart": ranks_chart(side) if len(ranks) > 1 else None,

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from trainprof.diagnose.findings import is_minor
+from trainprof.diagnose.findings import is_minor, saving_phrase, where_text
 from trainprof.report.html import svg, tables
 from trainprof.report.html.chart import Chart
 from trainprof.report.html.critical_path import path_chart, split_table, what_if_table
@@ -66,7 +66,8 @@ class RankView:
 OPEN_FINDINGS = 3
 
 
-def finding_view(f: dict[str, Any], number: int) -> dict[str, Any]:
+def finding_view(f: dict[str, Any], number: int, shared: int | None = None) -> dict[str, Any]:
+    """One finding's card; ``shared``: the number of the finding whose saving it shares."""
     from markupsafe import Markup
 
     from trainprof.report.html.rule_docs import rule_section_html
@@ -83,8 +84,8 @@ def finding_view(f: dict[str, Any], number: int) -> dict[str, Any]:
         "number": number,
         "severity": str(f.get("severity", "low")),
         "title": str(f.get("title", "")),
-        "where": "whole job" if f.get("rank") is None else f"rank {f['rank']}",
-        "saving": f"saves ~{fmt(f.get('saving_pct'), 0)}% ({fmt(f.get('saving_ms'), 1)} ms/step)",
+        "where": "whole job" if f.get("rank") is None else where_text(f["rank"], f),
+        "saving": saving_phrase(f.get("saving_pct"), f.get("saving_ms"), shared),
         "explanation": str(f.get("explanation", "")),
         "evidence": [evidence_text(e) for e in f.get("evidence", [])],
         "assumption": str(f.get("saving_assumption", "")),
@@ -100,7 +101,10 @@ def headline(result: dict[str, Any]) -> str:
         return "No major bottleneck found. Where the time goes is below."
     top = findings[0]
     more = f" ({len(findings)} findings, most costly first)" if len(findings) > 1 else ""
-    return f"{top['title']}: fixing it saves ~{fmt(top.get('saving_pct'), 0)}% of step time{more}."
+    where = (f" on {where_text(top['rank'], top)}"
+             if top.get("rank") is not None and top.get("slowest_rank") is not None else "")
+    return (f"{top['title']}: fixing it saves ~{fmt(top.get('saving_pct'), 0)}% of step "
+            f"time{where}{more}.")
 
 
 def rank_view(r: dict[str, Any], index: int, rows: int) -> RankView:

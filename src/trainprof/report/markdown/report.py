@@ -12,6 +12,7 @@ from typing import Any
 from trainprof.analysis.job.rank_table import shown_rows
 from trainprof.analysis.options import table_options
 from trainprof.analysis.results import Analysis
+from trainprof.diagnose.findings import shared_number, where_text
 from trainprof.formatting import number
 from trainprof.report.labels import category_label, evidence_text
 from trainprof.report.markdown.modules import modules_md
@@ -34,9 +35,11 @@ def findings_md(findings: list[dict[str, Any]]) -> str:
         return "**No major bottleneck found.** Where the time goes is below."
     rows = []
     for i, f in enumerate(findings, 1):
-        where = "job" if f.get("rank") is None else f"rank {f['rank']}"
-        rows.append([str(i), md_text(f["severity"]), md_text(f["title"], None), where,
-                     f"{_f(f.get('saving_pct'), 0)}% ({_f(f.get('saving_ms'), 1)} ms)",
+        where = "job" if f.get("rank") is None else where_text(f["rank"], f)
+        shared = shared_number(f, findings)
+        saves = (f"{_f(f.get('saving_pct'), 0)}% ({_f(f.get('saving_ms'), 1)} ms)"
+                 if shared is None else f"the same time as finding {shared}")
+        rows.append([str(i), md_text(f["severity"]), md_text(f["title"], None), where, saves,
                      md_text(f["fix"]["summary"], None)])
     out = [table(["#", "severity", "finding", "where", "saves/step", "fix"], rows, "rllrrl"), ""]
     out.append("<details><summary>Evidence and fixes</summary>\n")

@@ -13,7 +13,13 @@ from trainprof.analysis.job.rank_table import rank_table
 from trainprof.analysis.overview.breakdown import ALL_CATEGORIES
 from trainprof.analysis.overview.phases import PHASES
 from trainprof.analysis.results import Analysis, RankAnalysis
-from trainprof.diagnose.findings import MINOR_SAVING_PCT, is_minor
+from trainprof.diagnose.findings import (
+    MINOR_SAVING_PCT,
+    is_minor,
+    saving_phrase,
+    shared_number,
+    where_text,
+)
 from trainprof.formatting import number
 from trainprof.report.labels import category_label
 from trainprof.report.quantities import ByWidth
@@ -232,7 +238,7 @@ def findings_panel(a: Analysis, overview: str = "below") -> Panel:
     grid.add_column()
     minor = []
     for i, f in enumerate(a.findings, 1):
-        where = "" if f.rank is None else f" · rank {f.rank}"
+        where = "" if f.rank is None else f" · {where_text(f.rank, f.extra)}"
         if is_minor(f.saving_pct, f.severity):
             minor.append(Text(f"{i}. [{f.severity}] {f.title}{where} · see {f.docs}",
                               style="dim"))
@@ -240,7 +246,8 @@ def findings_panel(a: Analysis, overview: str = "below") -> Panel:
         head = Text()
         head.append(f"[{f.severity}] ", style=_SEVERITY_STYLE[f.severity])
         head.append(f.title, style="bold")
-        head.append(f"{where} · saves ~{f.saving_pct:.0f}% ({f.saving_ms:.1f} ms/step)")
+        head.append(f"{where} · "
+                    + saving_phrase(f.saving_pct, f.saving_ms, shared_number(f, a.findings)))
         lines: list[RenderableType] = [head, *(Padding(Text(str(e), style="dim"), (0, 0, 0, 2)) for e in f.evidence)]
         if f.saving_assumption:
             lines.append(Padding(Text(f"Saving estimate: {f.saving_assumption}",
