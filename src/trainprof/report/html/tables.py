@@ -12,7 +12,7 @@ from typing import Any
 from trainprof.analysis.job.rank_table import shown_rows
 from trainprof.formatting import number
 from trainprof.report.labels import SORT_LABELS
-from trainprof.report.terminal.hotspots import short_kernel_name
+from trainprof.report.names import short_name as short_kernel_name
 
 #: Rows per table unless the caller asks for another number.
 DEFAULT_ROWS = 25
