@@ -74,10 +74,26 @@ def test_fa3_rows_take_one_line_each_and_read_apart(fa3, width):
 
 def test_short_name_leads_with_the_kernel_class():
     assert short_name(fa3_backward(128)) == (
-        "FlashAttnBwdSm90<CollectiveMainloopBwdSm90<…>, CollectiveEpilogueBwd<…>, …> "
-        "in device_kernel")
+        "FlashAttnBwdSm90<CollectiveMainloopBwdSm90<…>, CollectiveEpilogueBwd<…>, "
+        "SingleTileScheduler<…>> in device_kernel")
     assert short_name(fa3_backward_preprocess(64)) == (
-        "FlashAttnBwdPreprocess<tuple<…>, bfloat16_t, …> in device_kernel")
+        "FlashAttnBwdPreprocess<tuple<C<64>, C<64>>, bfloat16_t, float, Sm90, false, false> "
+        "in device_kernel")
+    assert short_name(fa3_backward_postprocess(128)) == (
+        "FlashAttnBwdPostprocessConvertdQ<tuple<…>, bfloat16_t, float, Sm90, 256, TiledMMA<…>, "
+        "false, false, false> in device_kernel")
+    # PyTorch's elementwise kernels keep the functor that tells them apart; the lambda and
+    # the parameter lists go.
+    mul = ("void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<"
+           "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::"
+           "MulFunctor<float> > >(at::TensorIteratorBase&, at::native::BinaryFunctor<float, "
+           "float, float, at::native::binary_internal::MulFunctor<float> > const&)::{lambda(int)"
+           "#1}>(int, at::native::gpu_kernel_impl_nocast<at::native::BinaryFunctor<float, float, "
+           "float, at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&, "
+           "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::"
+           "MulFunctor<float> > const&)::{lambda(int)#1})")
+    assert short_name(mul) == ("elementwise_kernel<128, 2, gpu_kernel_impl_nocast<BinaryFunctor<"
+                               "float, float, float, MulFunctor<float>>>>")
     # Names under the limit read whole, as before (tests/cli/test_terminal_width.py).
     assert short_name("void at::native::(anonymous namespace)::softmax_warp_forward<float, 8>"
                       "(float*)") == "softmax_warp_forward<float, 8>"
@@ -140,3 +156,17 @@ def test_module_columns_left_out_at_80_are_named(builder, tmp_path):
     header = next(line for line in wide if line.startswith("module"))
     assert "dev self" in header and "host fwd" in header
     assert not any("left out below" in line for line in wide)
+
+
+def test_the_html_tables_shorten_the_same_way_and_keep_the_whole_name(fa3):
+    from trainprof.report.html.critical_path import what_if_table
+    from trainprof.report.html.tables import kernels_table
+
+    rank = fa3.to_dict()["ranks"][0]
+    kernels = kernels_table(rank["kernels"])
+    cells = [row[0] for row in kernels.rows if row[0].text.startswith("FlashAttnBwd")]
+    assert len(cells) == 4 and len({c.text for c in cells}) == 4
+    assert {c.title for c in cells} == set(FA3)  # the whole name in the tooltip
+    path = what_if_table(rank["critical_path"])
+    texts = [row[0].text for row in path.rows if row[0].text.startswith("kernel: Flash")]
+    assert len(texts) == 3 and len(set(texts)) == 3 and all(len(t) < 150 for t in texts)

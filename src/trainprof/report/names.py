@@ -4,8 +4,9 @@
 parameter list) and, for the huge CUTLASS 3 / CuTe template names (a FlashAttention 3 kernel
 runs to a thousand characters), leads with the class that says what the kernel is:
 ``cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnBwdSm90<…>>>`` reads
-``FlashAttnBwdSm90<CollectiveMainloopBwdSm90<…>, …> in device_kernel``. ``distinct_names``
-shortens a column's names so that no two different names read alike.
+``FlashAttnBwdSm90<CollectiveMainloopBwdSm90<…>, CollectiveEpilogueBwd<…>, …> in
+device_kernel``. ``distinct_names`` shortens a column's names so that no two different names
+read alike.
 """
 
 from __future__ import annotations
@@ -22,7 +23,11 @@ SILENT_NAMESPACES = ("at::native::", "(anonymous namespace)::")
 #: A name longer than this (after the parameter list is dropped) has its template arguments
 #: folded: shorter names (``vectorized_elementwise_kernel<4, AddFunctor<float>, …>``) read whole.
 LONG_NAME_CHARS = 96
-#: Template arguments shown at the first level of a folded name; the rest read ``…``.
+#: The longest a folded name's template arguments may make it: they are shown as many levels
+#: deep as fit (a PyTorch elementwise kernel keeps its functor), deeper ones read ``<…>``.
+FOLDED_CHARS = 120
+#: Template arguments shown at the first level of a folded name that does not fit even one
+#: level deep; the rest read ``…``.
 SHOWN_ARGUMENTS = 2
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\d+")
 
@@ -58,6 +63,7 @@ class _Node:
     head: str
     args: list[_Node] = field(default_factory=list)
     templated: bool = False
+    closed: bool = False  # its ``>`` is read: what follows (``::{lambda()#1}``) is dropped
 
     @property
     def base(self) -> str:
@@ -65,8 +71,14 @@ class _Node:
         return self.head.rsplit("::", 1)[-1].strip()
 
 
+_PARENTHESES = re.compile(r"\([^()]*\)")
+
+
 def _parse(text: str) -> _Node:
-    """``a::b<c<d>, 3>`` as a tree of names and arguments (unbalanced text: one leaf)."""
+    """``a::b<c<d>, 3>`` as a tree of names and arguments (parenthesised parts, casts and
+    function types, left out; unbalanced text: one leaf)."""
+    while _PARENTHESES.search(text):
+        text = _PARENTHESES.sub("", text)
     stack = [_Node("")]
     for piece in re.split(r"([<>,])", text):
         if piece == "<":
@@ -74,39 +86,48 @@ def _parse(text: str) -> _Node:
             stack[-1].templated = True
             stack[-1].args.append(child)
             stack.append(child)
+        elif piece in (",", ">") and len(stack) < 2:
+            return _Node(text)
         elif piece == ",":
-            if len(stack) < 2:
-                return _Node(text)
             sibling = _Node("")
             stack[-2].args.append(sibling)
             stack[-1] = sibling
         elif piece == ">":
-            if len(stack) < 2:
-                return _Node(text)
             stack.pop()
-        else:
+            stack[-1].closed = True
+        elif not stack[-1].closed:
             stack[-1].head += piece
     return stack[0] if len(stack) == 1 else _Node(text)
 
 
 def _folded(text: str) -> str:
     """A long template name led by its core: single wrappers (``device_kernel<X<…>>``) are
-    unwrapped and named after it, arguments past the first ``SHOWN_ARGUMENTS`` are ``…``,
-    and nested arguments are ``Name<…>``."""
+    unwrapped and named after it; its arguments are shown as deep as ``FOLDED_CHARS``
+    allows (deeper ones ``Name<…>``), and past the first ``SHOWN_ARGUMENTS`` at the first
+    level as ``…`` when even that is too long."""
     node = _parse(text)
     wrappers = []
-    while node.args and node.args[0].templated and len(node.args) == 1:
+    while len(node.args) == 1 and node.args[0].templated:
         wrappers.append(node.base)
         node = node.args[0]
-    shown = [_brief(a) for a in node.args[:SHOWN_ARGUMENTS]]
-    if len(node.args) > SHOWN_ARGUMENTS:
-        shown.append("…")
-    core = node.base + (f"<{', '.join(shown)}>" if node.templated else "")
+    for depth in (4, 3, 2, 1):
+        core = _rendered(node, depth)
+        if len(core) <= FOLDED_CHARS:
+            break
+    else:
+        shown = [_rendered(a, 0) for a in node.args[:SHOWN_ARGUMENTS]]
+        shown += ["…"] * (len(node.args) > SHOWN_ARGUMENTS)
+        core = node.base + (f"<{', '.join(shown)}>" if node.templated else "")
     return core + (f" in {wrappers[0]}" if wrappers else "")
 
 
-def _brief(node: _Node) -> str:
-    return node.base + ("<…>" if node.templated else "")
+def _rendered(node: _Node, depth: int) -> str:
+    """``node`` without namespaces, its arguments ``depth`` levels deep (then ``<…>``)."""
+    if not node.templated:
+        return node.base
+    if depth <= 0:
+        return node.base + "<…>"
+    return node.base + "<" + ", ".join(_rendered(a, depth - 1) for a in node.args) + ">"
 
 
 def distinct_names(names: Sequence[str], width: int | None = None) -> list[str]:
