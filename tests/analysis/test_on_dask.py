@@ -30,7 +30,7 @@ def ranks_of_one_trace(folder, count):
     """``count`` copies of the A100 DDP trace, each with its own rank."""
     data = json.loads(gzip.decompress(NCCL_TRACE.read_bytes()))
     for rank in range(count):
-        data["distributedInfo"]["rank"] = rank
+        data["distributedInfo"].update(rank=rank, world_size=count)
         (folder / f"rank{rank}.json.gz").write_bytes(gzip.compress(json.dumps(data).encode(), 1))
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from trainprof.analysis.calls.cache import per_trace
 from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.step_spread import step_spread
+from trainprof.formatting import counted
 from trainprof.trace.model import DEVICE_KINDS, FLAG_OPTIMIZER, LAUNCH_KINDS, Kind, Trace
 
 #: A trailing step launching fewer device events than this share of the step before it is
@@ -240,7 +241,7 @@ def _drop_uncaptured_tail(w: StepWindows, matched_counts: np.ndarray) -> None:
         keep = last
     if keep < n:
         w.notes.append(
-            f"Dropped the last {n - keep} step(s): the profiler stopped before their device "
+            f"Dropped the last {counted(n - keep, 'step')}: the profiler stopped before their device "
             "work was recorded."
         )
         w.numbers, w.starts, w.ends = w.numbers[:keep], w.starts[:keep], w.ends[:keep]

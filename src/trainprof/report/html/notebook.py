@@ -134,7 +134,7 @@ def _headline(analysis: Analysis) -> str:
     step = f"median step {max(medians):,.1f} ms" if medians else "no steps found"
     first = (f"; the costliest finding: {top[0]['title']} ({top[0]['severity']})"
              if top else "; no findings")
-    return f"{len(analysis.ranks)} rank(s), {step}{first}."
+    return f"{counted(len(analysis.ranks), 'rank')}, {step}{first}."
 
 
 def analysis_html(analysis: Analysis) -> str:

@@ -190,7 +190,7 @@ def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
     slowest = max(ranks, key=lambda r: r["steps"].get("median_ms") or 0)
     where = f"rank {slowest['rank']}" + (f" (slowest of {len(ranks)})" if len(ranks) > 1 else "")
     out = [f"## trainprof: {md_text(data.get('source') or slowest.get('file', ''), None)}", "",
-           f"{len(ranks)} rank(s)/window(s) · {md_text(slowest.get('device', ''))}", "",
+           f"{counted(len(ranks), 'rank or window', 'ranks or windows')} · {md_text(slowest.get('device', ''))}", "",
            "### Findings", "", findings_md(data.get("findings") or []), ""]
     job = data.get("job") or {}
     rank_table = job.get("rank_table")
