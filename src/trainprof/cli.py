@@ -356,22 +356,35 @@ FORMAT_OF_SUFFIX = {".json": "json", ".md": "md", ".html": "html", ".htm": "html
 
 def _check_output_format(parser: argparse.ArgumentParser, args: argparse.Namespace,
                          argv: list[str]) -> None:
-    """``-o result.json`` without ``--format`` writes JSON; a format that contradicts the file
-    name's ending (``--format md -o r.json``) is refused."""
+    """``-o result.json`` without ``--format`` writes JSON (``.json.gz`` too); a format that
+    contradicts the file name's ending (``--format md -o r.json``) is refused, and so is an
+    ending the command cannot write (``-o out.xml``) unless ``--format`` says what to write."""
     output, given = getattr(args, "output", None), getattr(args, "format", None)
     if output is None or given is None:
         return
-    wanted = FORMAT_OF_SUFFIX.get(Path(str(output)).suffix.lower())
+    ending = output_ending(Path(str(output)))
+    wanted = FORMAT_OF_SUFFIX.get(ending)
     explicit = any(a == "--format" or a.startswith("--format=") for a in argv)
     command = _subcommand_parser(parser, args.command) or parser
     choices = _format_choices(command)
-    if wanted is None or wanted == given:
+    if wanted == given or (explicit and (wanted is None or wanted not in choices)):
         return
     if explicit:
         command.error(f"--format {given} does not match the output file {output} "
                       f"(its ending asks for {wanted})")
     if wanted in choices:
         args.format = wanted
+    elif ending:
+        endings = ", ".join(e for e, f in FORMAT_OF_SUFFIX.items() if f in choices)
+        command.error(f"cannot tell which format to write to {output}: name it with one of "
+                      f"{endings} (.gz may follow), or give --format")
+
+
+def output_ending(path: Path) -> str:
+    """The ending that says a file's format, lower case, past a ``.gz``: ``.json`` for
+    ``r.JSON.gz``; ``""`` for a name without one."""
+    name = path.name.lower().removesuffix(".gz")
+    return Path(name).suffix
 
 
 def _format_choices(parser: argparse.ArgumentParser) -> tuple[str, ...]:

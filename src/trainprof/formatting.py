@@ -36,3 +36,8 @@ def ms(value: float | None, digits: int = 2) -> str:
 def ms_from_us(us: float | None, digits: int = 2) -> str:
     """Microseconds shown as milliseconds."""
     return MISSING if us is None else f"{us / 1000:.{digits}f}"
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and the noun, singular for exactly one: ``1 step``, ``3 steps``, ``0 steps``."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

@@ -3,6 +3,8 @@ rank-table, parallel and cluster-summary tests)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tracegen import TraceBuilder
 
 LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
@@ -33,4 +35,18 @@ def gpu_rank(rank: int, extra: dict[str, float] | None = None) -> TraceBuilder:
         b.launch(start - 15, 5, k_ts=start, k_dur=dur,
                  name="ncclDevKernel_AllReduce_Sum_f32_RING_LL")
         b.stream = 7
+    return b
+
+
+def in_job_of(b: TraceBuilder, real: Path, world_size: int) -> TraceBuilder:
+    """``b`` made a rank of the job ``real`` (a trace file) belongs to: its world size, and its
+    events moved to start when ``real``'s recording starts (a folder of traces that cannot be
+    one job is refused: analysis/job/one_job.py)."""
+    from trainprof.trace.load import load_file
+
+    shift = load_file(real).t0_us - min(e["ts"] for e in b.events if "ts" in e)
+    for event in b.events:
+        if "ts" in event:
+            event["ts"] += shift
+    b.metadata.setdefault("distributedInfo", {})["world_size"] = world_size
     return b

@@ -21,7 +21,7 @@ from trainprof.report.json import to_json_bytes
 
 from conftest import NCCL_TRACE, TRACE_FILTER
 from dask_processes import dask_cluster, free_port
-from rank_scenarios import gpu_rank
+from rank_scenarios import gpu_rank, in_job_of
 
 pytest.importorskip("distributed")
 
@@ -30,7 +30,7 @@ def ranks_of_one_trace(folder, count):
     """``count`` copies of the A100 DDP trace, each with its own rank."""
     data = json.loads(gzip.decompress(NCCL_TRACE.read_bytes()))
     for rank in range(count):
-        data["distributedInfo"]["rank"] = rank
+        data["distributedInfo"].update(rank=rank, world_size=count)
         (folder / f"rank{rank}.json.gz").write_bytes(gzip.compress(json.dumps(data).encode(), 1))
 
 
@@ -47,8 +47,9 @@ def test_a_dask_cluster_gives_the_local_result(tmp_path):
     job.mkdir()
     for file in sorted(TRACE_FILTER.glob("*.json.gz")):
         shutil.copy(file, job / file.name)
-    gpu_rank(2, {"compute": 400}).write(job / "rank2.json")
-    gpu_rank(3).write(job / "rank3.json")
+    like = TRACE_FILTER / "sampled_rank-0.json.gz"  # one job: its world size and start
+    in_job_of(gpu_rank(2, {"compute": 400}), like, 128).write(job / "rank2.json")
+    in_job_of(gpu_rank(3), like, 128).write(job / "rank3.json")
     (job / "settings.json").write_text('{"lr": 0.1}')
     local, local_warnings = analysed(job, workers=1)
     seen = []

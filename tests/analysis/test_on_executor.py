@@ -17,7 +17,7 @@ from trainprof.errors import TraceError
 from trainprof.report.json import to_json_bytes
 
 from conftest import TRACE_FILTER
-from rank_scenarios import gpu_rank
+from rank_scenarios import gpu_rank, in_job_of
 
 
 class CountingPool(ThreadPoolExecutor):
@@ -41,7 +41,8 @@ def job(tmp_path_factory):
     folder = tmp_path_factory.mktemp("job")
     for file in sorted(TRACE_FILTER.glob("*.json.gz")):
         shutil.copy(file, folder / file.name)
-    gpu_rank(2, {"compute": 400}).write(folder / "rank2.json")
+    in_job_of(gpu_rank(2, {"compute": 400}), TRACE_FILTER / "sampled_rank-0.json.gz",
+              128).write(folder / "rank2.json")
     (folder / "settings.json").write_text('{"lr": 0.1}')
     return folder
 

@@ -24,25 +24,30 @@ from trainprof.analysis.parallel.pool import (
 )
 from trainprof.errors import TraceError
 from trainprof.report.json import to_json_bytes
+from trainprof.trace.load import load_file
 
 from conftest import NCCL_TRACE, TRACE_FILTER
-from rank_scenarios import gpu_rank
+from rank_scenarios import gpu_rank, in_job_of
 
 MIB = 2**20
 
 
 @pytest.fixture(scope="module")
 def job_folder(tmp_path_factory):
-    """Five ranks: two real ones (trace_filter), a real A100 DDP rank, two synthetic ones, and
-    a JSON file that is not a trace."""
+    """Five ranks of one 128-rank job: two real ones (trace_filter), a real A100 DDP rank and
+    two synthetic ones, made one job (world size 128, recordings starting together: a folder
+    of unrelated traces is refused, docs/traces.md), and a JSON file that is not a trace."""
     folder = tmp_path_factory.mktemp("job")
     for file in sorted(TRACE_FILTER.glob("*.json.gz")):
         shutil.copy(file, folder / file.name)
+    start_us = load_file(TRACE_FILTER / "sampled_rank-0.json.gz").t0_us
     a100 = json.loads(gzip.decompress(NCCL_TRACE.read_bytes()))
-    a100["distributedInfo"]["rank"] = 2
+    a100["distributedInfo"].update(rank=2, world_size=128)
+    a100["baseTimeNanoseconds"] -= round((load_file(NCCL_TRACE).t0_us - start_us) * 1000)
     (folder / "rank2.json.gz").write_bytes(gzip.compress(json.dumps(a100).encode(), 1))
-    gpu_rank(3, {"compute": 400}).write(folder / "rank3.json")
-    gpu_rank(4).write(folder / "rank4.json")
+    for rank, extra in ((3, {"compute": 400}), (4, None)):
+        in_job_of(gpu_rank(rank, extra), TRACE_FILTER / "sampled_rank-0.json.gz", 128).write(
+            folder / f"rank{rank}.json")
     (folder / "settings.json").write_text('{"lr": 0.1}')
     return folder
 

@@ -3,6 +3,7 @@ one line on stderr that names the problem, and exit 2 (the CLI run in-process: f
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -102,6 +103,24 @@ def test_the_output_file_name_chooses_the_format(capsys, tmp_path):
     code, _, err = run(capsys, "analyze", str(COMPILED), "--format", "md", "-o", str(result))
     assert code == 2 and "--format md does not match the output file" in err
     assert "'trainprof analyze --help'" in err
+
+
+def test_an_output_ending_no_format_has_is_refused(capsys, tmp_path):
+    """``-o out.xml`` wrote the text report into an .xml file: now one sentence, exit 2, no
+    file; ``.json.gz`` is JSON (gzipped), and ``--format`` names the format of any ending."""
+    xml = tmp_path / "out.xml"
+    code, out, err = run(capsys, "analyze", str(COMPILED), "-o", str(xml))
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"cannot tell which format to write to {xml}" in err and ".json" in err
+    assert not xml.exists()
+    code, _, err = run(capsys, "compare", str(COMPILED), str(COMPILED), "-o",
+                       str(tmp_path / "c.html"))  # compare writes no HTML
+    assert code == 2 and ".md" in err and ".html" not in err.split(":", 2)[-1]
+    zipped = tmp_path / "r.json.gz"
+    assert run(capsys, "analyze", str(COMPILED), "-o", str(zipped))[0] == 0
+    assert json.loads(gzip.decompress(zipped.read_bytes()))["schema"] == "trainprof.analysis/1"
+    assert run(capsys, "analyze", str(COMPILED), "--format", "text", "-o", str(xml))[0] == 0
+    assert "Findings" in xml.read_text() or "Verdict" in xml.read_text()
 
 
 @pytest.mark.parametrize(("argv", "says"), [

@@ -23,12 +23,16 @@ def _read(folder):
     return events
 
 
-def test_a_folder_of_ranks_logs_each_rank_to_tensorboard(tmp_path, monkeypatch):
+def test_a_folder_of_ranks_logs_each_rank_to_tensorboard(tmp_path, monkeypatch, capsys):
     logdir = tmp_path / "tb"
     monkeypatch.setenv("TENSORBOARD_LOGDIR", str(logdir))
     result = tmp_path / "result.json"
     assert main(["analyze", str(TRACE_FILTER), "--log-to", "tensorboard", "--format", "json",
                  "-o", str(result)]) == 0
+    # One line on stderr says where the files went (the folder TensorBoard is to be given).
+    said = [line for line in capsys.readouterr().err.splitlines() if "TensorBoard" in line]
+    assert said == [f"trainprof: wrote the TensorBoard files to {logdir} "
+                    f"(tensorboard --logdir {logdir})"]
     expected = json.loads(result.read_text())
     events = _read(logdir)
     for rank in expected["ranks"]:

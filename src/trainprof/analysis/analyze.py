@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trainprof.analysis.job.one_job import why_not_one_job
 from trainprof.analysis.overview.rank import RECORDED_VERSIONS, analyze_trace, environment  # noqa: F401
 from trainprof.analysis.parallel.inputs import add_summarised, analyze_path
 from trainprof.analysis.results import SCHEMA, Analysis, RankAnalysis  # noqa: F401
@@ -53,5 +54,8 @@ def analyze_ranks(
     if not results:
         skipped = " (the files skipped above are not traces)" if Path(label).is_dir() else ""
         raise TraceError(f"{label or 'The input'} holds no Kineto traces{skipped}.")
+    reason = why_not_one_job(results)
+    if reason is not None:
+        raise TraceError(reason)
     results.sort(key=lambda r: (r.rank, r.window))
     return Analysis(ranks=results, notes=notes, source=label, job=run_job_sections(results))

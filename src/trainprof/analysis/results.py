@@ -37,6 +37,10 @@ class RankAnalysis(NotebookDisplay):
     environment: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     rank_in_trace: int | None = None
+    #: When the recording started, µs of the trace's own clock (Kineto: since the epoch); None
+    #: for a rank read from a cluster summary. Not in the JSON result: it tells apart traces
+    #: that cannot be one job (analysis/job/one_job.py).
+    started_us: float | None = None
     #: Deep-analysis results, one attribute per section (analysis/sections/registry.py).
     sections: RankSections = field(default_factory=RankSections)
     #: The rank's own findings (dicts) when it was read from a cluster summary: the rank rules

@@ -14,6 +14,7 @@ import msgspec
 from trainprof.analysis.overview.steps import find_steps
 from trainprof.errors import TrainprofError
 from trainprof.fileio import atomic_output
+from trainprof.formatting import counted
 from trainprof.pipeline import analyze
 from trainprof.report.annotate import events as ae
 from trainprof.report.annotate.critical_path import path_events
@@ -27,7 +28,7 @@ _ENCODER = msgspec.json.Encoder()
 def main(args: argparse.Namespace) -> int:
     """Write the annotated copy and say what it holds."""
     done = annotate(args.trace, args.output or default_output(args.trace))
-    print(f"Wrote {done.path}: {done.counters} counter events and {done.findings} findings "
+    print(f"Wrote {done.path}: {counted(done.counters, 'counter event')} and {counted(done.findings, 'finding')} "
           "on the timeline. Open it in Perfetto (ui.perfetto.dev) or chrome://tracing.")
     return 0
 

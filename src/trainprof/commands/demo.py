@@ -6,10 +6,12 @@ import argparse
 
 from trainprof.commands.analyze import analyze_path
 from trainprof.commands.quiet import quiet_profiler
+from trainprof.formatting import counted
 
 
 def main(args: argparse.Namespace) -> int:
-    """Train, record, analyse, save the JSON result and print the report, findings last."""
+    """Train, record, analyse, save the JSON result and print the report, opening on the
+    verdict (the findings) like every report."""
     from rich.console import Console
 
     quiet_profiler(args.verbose)
@@ -19,10 +21,10 @@ def main(args: argparse.Namespace) -> int:
     from trainprof.report.terminal.report import print_analysis
 
     console = Console()
-    console.print(f"Training a small model on the CPU for {args.steps} steps, with the profiler on…")
+    console.print(f"Training a small model on the CPU for {counted(args.steps, 'step')}, with the profiler on…")
     trace_dir = record_demo(args.out / "traces", steps=args.steps)
     analysis = analyze_path(trace_dir, show_progress=True)
     result = write_json(analysis, args.out / "analysis.json")
     console.print(f"Traces in {trace_dir}/, the JSON result in {result}.")
-    print_analysis(analysis, console, findings_last=True)  # the verdict is what stays on screen
+    print_analysis(analysis, console)
     return 0

@@ -14,7 +14,7 @@ from trainprof.diagnose.compare import TOP_CHANGED, Comparison
 from trainprof.formatting import number
 from trainprof.report.labels import category_label
 from trainprof.report.markdown.report import md_text, table
-from trainprof.report.terminal.hotspots import short_kernel_name
+from trainprof.report.names import short_name as short_kernel_name
 
 #: Widest name in the terminal's tables of changed ops and kernels (the rest is cut with "…"),
 #: and the columns beside it (borders included), so the table fits the terminal.

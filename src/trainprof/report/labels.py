@@ -26,6 +26,14 @@ TIMELINE_SHARES = (
     ("idle_pct", "idle", "#d5d5d5"),
 )
 
+#: The two Tensor Core shares a report shows, each named with its denominator: the GPU table's
+#: (Tensor Core kernel time / compute-kernel time, communication left out, in the step window)
+#: and the kernel table's (Tensor Core kernel time / all kernel time, whole trace).
+TENSOR_CORE_OF_COMPUTE = "Tensor Core (of compute)"
+TENSOR_CORE_OF_COMPUTE_NOTE = ("Tensor Core (of compute): share of compute-kernel time "
+                               "(communication kernels left out) in Tensor Core kernels")
+TENSOR_CORE_OF_ALL = "of all kernel time"
+
 #: The operator table's sort columns (``analysis.options.OPERATOR_SORT_COLUMNS``), in words.
 SORT_LABELS = {"device_self_us": "device self time", "device_total_us": "device total time",
                "host_self_us": "host self time", "host_total_us": "host total time",

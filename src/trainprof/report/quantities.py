@@ -3,7 +3,7 @@ style of the idle, copy, memory and communication sections."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich import box
@@ -39,6 +39,14 @@ def add_number_columns(table: Table, *headers: str) -> None:
     """Right-aligned columns that are never narrower than their header nor wrapped."""
     for header in headers:
         table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
+
+
+def name_room(width: int, numbers: Sequence[Sequence[str]], share: float = 1.0) -> int:
+    """The characters a table's name column gets beside its number columns (``numbers``: each
+    column's header and cells) in ``width``; ``share``: its part of the room left when other
+    name columns divide it (their ``ratio``)."""
+    used = sum(max(map(len, column)) + 3 for column in numbers)  # 3: padding and rule
+    return max(int((width - used - 2) * share), 8)
 
 
 def name_cell(text: str, width: int) -> Text:

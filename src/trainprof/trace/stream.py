@@ -262,7 +262,7 @@ class EventReader:
             if first is not None or not self._more():
                 break
         if first is None:
-            raise TraceError(f"{self.path} is empty.")
+            raise NotATraceError(f"{self.path} is empty.")
         head = self._buf[first.start():first.start() + 1]
         if head == b"[":
             self._bare = True

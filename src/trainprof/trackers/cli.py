@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from trainprof.trackers import TRACKER_NAMES
@@ -32,12 +33,23 @@ def open_asked(args: argparse.Namespace) -> list[Any]:
 
 
 def log_and_close(trackers: list[Any], analysis: Any | None) -> None:
-    """Log ``analysis`` (None: the analysis failed) and close every tracker."""
+    """Log ``analysis`` (None: the analysis failed), close every tracker, and say on stderr
+    where a tracker that writes files (TensorBoard) wrote them."""
     if not trackers:
         return
     from trainprof.trackers.log import log_analysis
 
+    folders = [files_folder(tracker) for tracker in trackers]
     if analysis is not None:
         log_analysis(analysis, trackers)
-    for tracker in trackers:
+    for tracker, folder in zip(trackers, folders, strict=True):
         tracker.close()
+        if analysis is not None and folder is not None and not getattr(tracker, "failed", False):
+            print(f"trainprof: wrote the TensorBoard files to {folder} "
+                  f"(tensorboard --logdir {folder})", file=sys.stderr)
+
+
+def files_folder(tracker: Any) -> Any:
+    """The folder a tracker that writes files (TensorBoard) writes to, else None (a
+    ``Guarded`` tracker is looked into)."""
+    return getattr(getattr(tracker, "tracker", tracker), "logdir", None)

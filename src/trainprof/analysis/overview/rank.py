@@ -85,6 +85,7 @@ def overview(head: Trace, steps: StepWindows, run: Callable[[WindowedSection], A
         environment=environment(head),
         notes=[*head.notes, *steps.notes, *(notes or [])],
         rank_in_trace=rank_in_trace(head),
+        started_us=head.t0_us,
         sections=sections,
     )
 

@@ -18,6 +18,7 @@ import numpy as np
 from trainprof.analysis.calls.cache import per_trace
 from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.step_spread import step_spread
+from trainprof.formatting import counted
 from trainprof.trace.model import DEVICE_KINDS, FLAG_OPTIMIZER, LAUNCH_KINDS, Kind, Trace
 
 #: A trailing step launching fewer device events than this share of the step before it is
@@ -40,6 +41,9 @@ class StepWindows:
     ends: np.ndarray  # float64
     source: str  # "ProfilerStep", "optimizer", "whole trace", or "time window" (streamed)
     notes: list[str] = field(default_factory=list)
+    #: The same steps as recorded, before re-timing to the device (None: ``starts``/``ends``).
+    recorded_starts: np.ndarray | None = None
+    recorded_ends: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -54,6 +58,17 @@ class StepWindows:
         if not len(self.starts):
             return (0.0, 0.0)
         return float(self.starts[0]), float(self.ends[-1])
+
+    @property
+    def recorded_span(self) -> tuple[float, float]:
+        """``span`` of the steps as recorded (the ProfilerStep ranges), before re-timing."""
+        if self.recorded_starts is None or self.recorded_ends is None or not len(self.starts):
+            return self.span
+        return float(self.recorded_starts[0]), float(self.recorded_ends[-1])
+
+    def keep_recorded(self) -> None:
+        """Remember the current bounds as the recorded ones (before re-timing them)."""
+        self.recorded_starts, self.recorded_ends = self.starts.copy(), self.ends.copy()
 
 
 #: (numbers, starts, ends, source) of the steps found.
@@ -100,6 +115,7 @@ def find_steps(trace: Trace) -> StepWindows:
         )
     numbers, starts, ends, source = steps
     windows = StepWindows(numbers=numbers, starts=starts, ends=ends, source=source)
+    windows.keep_recorded()
     if trace.has_gpu:
         _retime_to_device(trace, windows)
     return windows
@@ -225,10 +241,12 @@ def _drop_uncaptured_tail(w: StepWindows, matched_counts: np.ndarray) -> None:
         keep = last
     if keep < n:
         w.notes.append(
-            f"Dropped the last {n - keep} step(s): the profiler stopped before their device "
+            f"Dropped the last {counted(n - keep, 'step')}: the profiler stopped before their device "
             "work was recorded."
         )
         w.numbers, w.starts, w.ends = w.numbers[:keep], w.starts[:keep], w.ends[:keep]
+        if w.recorded_starts is not None and w.recorded_ends is not None:
+            w.recorded_starts, w.recorded_ends = w.recorded_starts[:keep], w.recorded_ends[:keep]
 
 
 class StepTime(TypedDict):

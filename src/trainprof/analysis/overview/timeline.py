@@ -15,9 +15,9 @@ import numpy as np
 
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.event_columns import event_ends
-from trainprof.analysis.overview.steps import StepWindows
+from trainprof.analysis.overview.steps import StepWindows, launch_links
 from trainprof.analysis.streaming.windows import Window, WindowedSection
-from trainprof.trace.model import FLAG_COMM, Kind, Trace
+from trainprof.trace.model import DEVICE_KINDS, FLAG_COMM, Kind, Trace
 
 
 @dataclass
@@ -31,9 +31,9 @@ class Timeline:
     memcpy_pct: float
     exposed_memcpy_pct: float
     comm_comp_overlap_pct: float | None  # None when the window has no communication
-    #: The same idle and compute shares over the device span only: the device events that start
-    #: inside the window, from the first start to the last end (not cut at the window's end),
-    #: HTA's and TraceLens's denominator, for cross-checks.
+    #: The same idle and compute shares over the device span only: the device events launched
+    #: inside the steps as recorded (ProfilerStep, not re-timed), from the first start to the
+    #: last end (not cut at the window's end), HTA's and TraceLens's denominator.
     device_span_ms: float
     device_span_idle_pct: float
     device_span_compute_pct: float
@@ -67,10 +67,23 @@ def device_sets(trace: Trace, start: float, end: float) -> DeviceSets:
     return DeviceSets(compute, communication, memcpy, busy)
 
 
-def device_span_sets(trace: Trace, start: float, end: float) -> DeviceSets:
-    """The activity of the device events that start inside [start, end), whole (not clipped)."""
+def device_span_members(trace: Trace, start: float, end: float) -> np.ndarray:
+    """The device events of the device span of the recorded steps [start, end): those whose
+    launch starts inside it (HTA's rule); one with no correlation id at all, by its own start;
+    one whose correlation id has no launch in the trace was launched before the recording."""
     ev = trace.events
-    inside = (ev.ts >= start) & (ev.ts < end)
+    dev_idx, launch_idx = launch_links(trace)
+    when = np.where(ev.correlation < 0, ev.ts, np.nan)
+    when[dev_idx] = ev.ts[launch_idx]
+    with np.errstate(invalid="ignore"):
+        return ev.of_kind(*DEVICE_KINDS) & (when >= start) & (when < end)
+
+
+def device_span_sets(trace: Trace, start: float, end: float) -> DeviceSets:
+    """The activity of the device span's events (``device_span_members``), whole (not
+    clipped to the window)."""
+    ev = trace.events
+    inside = device_span_members(trace, start, end)
     comm = ev.flagged(FLAG_COMM) & inside
     kernels = (ev.kind == Kind.KERNEL) & inside
     copies = ev.of_kind(Kind.MEMCPY, Kind.MEMSET) & inside
@@ -123,7 +136,7 @@ def _timeline_part(window: Window) -> _TimelinePart:
         part.memcpy = s.memcpy.total()
         part.exposed_memcpy = iv.subtract(iv.subtract(s.memcpy, s.compute),
                                           s.communication).total()
-    d = device_span_sets(trace, start, end)
+    d = device_span_sets(trace, *window.recorded_span)
     if len(d.busy):
         part.span_first, part.span_last = float(d.busy.starts[0]), float(d.busy.ends[-1])
     part.span_busy = _clipped(d.busy, *window.region).total()

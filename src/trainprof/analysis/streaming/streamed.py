@@ -148,6 +148,7 @@ def streamed_steps(spilled: SpilledTrace, recorded: StepWindows, per: int) -> St
     steps = StepWindows(numbers=recorded.numbers.copy(), starts=recorded.starts.copy(),
                         ends=recorded.ends.copy(), source=recorded.source,
                         notes=list(recorded.notes))
+    steps.keep_recorded()
     if steps.source in ("whole trace", TIME_WINDOWS) or not spilled.has_gpu:
         return steps
     n = len(steps)
@@ -186,7 +187,8 @@ def stream_windows(spilled: SpilledTrace, steps: StepWindows, per: int,
         stop = min(first + per, len(steps))
         yield Window(trace=spilled.window(*window_bounds(steps, first, stop, margin)),
                      steps=step_range(steps, first, stop), index=i, count=len(firsts),
-                     region=region_of(steps, first, stop), all_span=steps.span)
+                     region=region_of(steps, first, stop), all_span=steps.span,
+                     all_recorded_span=steps.recorded_span)
 
 
 def fitting_steps(spilled: SpilledTrace, steps: StepWindows, budget: int) -> int:

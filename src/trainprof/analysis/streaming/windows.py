@@ -48,11 +48,19 @@ class Window:
     region: tuple[float, float] = (-math.inf, math.inf)
     #: The span of every step of the trace (first start, last end); None: ``steps.span``.
     all_span: tuple[float, float] | None = None
+    #: The same as recorded, before re-timing; None: ``steps.recorded_span``.
+    all_recorded_span: tuple[float, float] | None = None
 
     @property
     def span(self) -> tuple[float, float]:
         """The span of every step of the trace (not only this window's)."""
         return self.steps.span if self.all_span is None else self.all_span
+
+    @property
+    def recorded_span(self) -> tuple[float, float]:
+        """``span`` of the steps as recorded (``StepWindows.recorded_span``)."""
+        return self.steps.recorded_span if self.all_recorded_span is None \
+            else self.all_recorded_span
 
     @property
     def first(self) -> bool:
@@ -81,8 +89,11 @@ class WindowedSection(Generic[P, R]):
 
 def step_range(steps: StepWindows, first: int, stop: int) -> StepWindows:
     """Steps ``first`` to ``stop - 1`` of ``steps`` (the notes stay with the whole)."""
+    rec_starts, rec_ends = steps.recorded_starts, steps.recorded_ends
     return StepWindows(numbers=steps.numbers[first:stop], starts=steps.starts[first:stop],
-                       ends=steps.ends[first:stop], source=steps.source, notes=[])
+                       ends=steps.ends[first:stop], source=steps.source, notes=[],
+                       recorded_starts=None if rec_starts is None else rec_starts[first:stop],
+                       recorded_ends=None if rec_ends is None else rec_ends[first:stop])
 
 
 def window_bounds(steps: StepWindows, first: int, stop: int,
@@ -107,7 +118,8 @@ def windows_of(trace: Trace, steps: StepWindows, per_window: int,
         start, end = window_bounds(steps, first, stop, margin)
         out.append(Window(trace=time_slice(trace, start, end),
                           steps=step_range(steps, first, stop), index=i, count=len(firsts),
-                          region=region_of(steps, first, stop), all_span=steps.span))
+                          region=region_of(steps, first, stop), all_span=steps.span,
+                          all_recorded_span=steps.recorded_span))
     return out
 
 

@@ -10,6 +10,7 @@ from markupsafe import Markup, escape
 from trainprof.report.html import svg
 from trainprof.report.html.chart import Chart
 from trainprof.report.html.tables import Cell, Column, Table, num
+from trainprof.report.names import distinct_names
 from trainprof.report.terminal.critical_path import CATEGORY_LABELS
 
 #: Colours of the path's categories (ours, never from a trace).
@@ -93,8 +94,12 @@ def what_if_table(section: dict[str, Any] | None) -> Table | None:
                            Column("step ms if 0", title="mean step time with it at zero"),
                            Column("if half"), Column("saves ≤ %", title="upper bound")],
                   caption="What if it took no time, or half (the graph replayed)")
-    for item in items:
-        table.rows.append([Cell(f"{item['kind']}: {item['name']}"), num(item["on_path_pct"]),
+    names = distinct_names([item["name"] for item in items])  # C++ names shortened, told apart
+    for item, name in zip(items, names, strict=True):
+        whole = f"{item['kind']}: {item['name']}"
+        shown = f"{item['kind']}: {name}"
+        table.rows.append([Cell(shown, title=whole if shown != whole else ""),
+                           num(item["on_path_pct"]),
                            num(item["step_ms_if_zero"], 2), num(item["step_ms_if_half"], 2),
                            num(item.get("saving_pct_if_zero"))])
     return table

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainprof.formatting import counted
 from trainprof.report.terminal.modules import columns
 
 #: Levels of the tree open when the page loads (deeper ones open on a click).
@@ -43,13 +44,13 @@ def modules_view(tree: dict[str, Any] | None) -> ModulesView | None:
     for r in tree.get("rows") or []:
         times = " · ".join(f"{label} {r[key] / 1000:,.2f} ms" for label, key in cols)
         node = ModuleNode(name=str(r["name"]), path=str(r["path"]),
-                          figures=f"{r['share_pct']:.1f}% · {r['calls']} calls · {times}",
+                          figures=f"{r['share_pct']:.1f}% · {counted(r['calls'], 'call')} · {times}",
                           share_pct=float(r["share_pct"]), open=r["depth"] < OPEN_LEVELS)
         nodes.append(node)
         parent = r["parent"]
         (nodes[parent].children if 0 <= parent < len(nodes) - 1 else roots).append(node)
     clock = "kernel time" if tree.get("clock") == "device" else "host time"
-    caption = (f"By {clock} over {tree.get('steps')} steps: share of all step time (forward "
+    caption = (f"By {clock} over {counted(int(tree.get('steps') or 0), 'step')}: share of all step time (forward "
                "and backward with submodules), calls, then self, forward and backward times. "
                "Click a module to open it.")
     return ModulesView(caption, roots, tree.get("note"))

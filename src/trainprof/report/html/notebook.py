@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
+from trainprof.formatting import counted
+
 if TYPE_CHECKING:
     from trainprof.analysis.results import Analysis, RankAnalysis
 
@@ -58,7 +60,7 @@ _TEMPLATES = {
 <iframe title="trainprof report" sandbox="allow-scripts" srcdoc="{{ page }}"
  style="width:100%;height:{{ height }}px;border:1px solid #ccc"></iframe></details></div>""",
     "rank": """<div class="trainprof-nb">{{ style }}
-<h4>Rank {{ rank }} on {{ device }}: {{ steps }} steps ({{ source }})</h4>{{ table }}
+<h4>Rank {{ rank }} on {{ device }}: {{ steps }} ({{ source }})</h4>{{ table }}
 <table><thead><tr><th>step</th><th>ms</th></tr></thead><tbody>
 {% for s in per_step %}<tr><td class="n">{{ s.step }}</td><td class="n">{{ '%.2f' % s.ms }}</td>
 </tr>{% endfor %}</tbody></table></div>""",
@@ -132,7 +134,7 @@ def _headline(analysis: Analysis) -> str:
     step = f"median step {max(medians):,.1f} ms" if medians else "no steps found"
     first = (f"; the costliest finding: {top[0]['title']} ({top[0]['severity']})"
              if top else "; no findings")
-    return f"{len(analysis.ranks)} rank(s), {step}{first}."
+    return f"{counted(len(analysis.ranks), 'rank')}, {step}{first}."
 
 
 def analysis_html(analysis: Analysis) -> str:
@@ -146,7 +148,7 @@ def analysis_html(analysis: Analysis) -> str:
 
 
 def rank_html(rank: RankAnalysis) -> str:
-    return _render("rank", rank=rank.rank, device=rank.device, steps=rank.steps.count,
+    return _render("rank", rank=rank.rank, device=rank.device, steps=counted(rank.steps.count, "step"),
                    source=rank.step_source, table=_markup(ranks_table([rank])),
                    per_step=rank.steps.per_step)
 
@@ -206,7 +208,7 @@ def short_of(obj: Any) -> str:
         return f"<Analysis of {obj.source or 'traces'}: {_headline(obj)[:-1]}>"
     if kind == "RankAnalysis":
         return (f"<RankAnalysis rank {obj.rank} window {obj.window} on {obj.device}: "
-                f"{obj.steps.count} steps, median {_num(obj.steps.median_ms, 2)} "
+                f"{counted(obj.steps.count, 'step')}, median {_num(obj.steps.median_ms, 2)} "
                 "ms>")
     if kind == "Findings":
         items = ", ".join(f"{f.id} ({f.severity}, {f.saving_pct:.1f}%)" for f in obj[:3])

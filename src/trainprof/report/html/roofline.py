@@ -9,6 +9,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from trainprof.formatting import counted
 from trainprof.report.html import svg
 from trainprof.report.html.chart import Chart
 from trainprof.report.html.tables import Column, Table, num, text
@@ -78,7 +79,7 @@ def roofline_chart(roof: dict[str, Any]) -> Chart | None:
         pct = r.get("pct_of_roofline")
         tip = (f"{r['op']} {r['shape']} {r['dtype']}: {r['achieved_tflops']:.2f} TFLOP/s at "
                f"{r['intensity']:.1f} FLOP/B" + ("" if pct is None else f", {pct:.1f}% of "
-                                                  "roofline") + f", {r['calls']} calls")
+                                                  "roofline") + f", {counted(r['calls'], 'call')}")
         body.append(f'<circle cx="{svg._n(x_of(r["intensity"]))}" '
                     f'cy="{svg._n(y_of(r["achieved_tflops"]))}" r="4" fill="{color}" '
                     f'fill-opacity="0.8"><title>{escape(tip)}</title></circle>')

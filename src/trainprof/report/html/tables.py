@@ -12,7 +12,7 @@ from typing import Any
 from trainprof.analysis.job.rank_table import shown_rows
 from trainprof.formatting import number
 from trainprof.report.labels import SORT_LABELS
-from trainprof.report.terminal.hotspots import short_kernel_name
+from trainprof.report.names import distinct_names
 
 #: Rows per table unless the caller asks for another number.
 DEFAULT_ROWS = 25
@@ -55,12 +55,6 @@ def text(value: Any) -> Cell:
     return Cell("" if value is None else str(value))
 
 
-def kernel_name(name: str) -> Cell:
-    """A kernel's name without its parameter list (the whole name in the tooltip)."""
-    short = short_kernel_name(name)
-    return Cell(short, title=name if short != name else "")
-
-
 def operators_table(ops: dict[str, Any], rows: int = DEFAULT_ROWS) -> Table:
     device = bool(ops.get("has_device"))
     cols = [Column("operator", numeric=False), Column("calls")]
@@ -90,9 +84,10 @@ def kernels_table(kernels: dict[str, Any], rows: int = DEFAULT_ROWS) -> Table:
             Column("class", numeric=False, title="docs/kernel_classes.md"),
             Column("launched by", numeric=False)]
     table = Table(cols, caption=_class_caption(kernels.get("classes")))
-    for r in kernels.get("rows", [])[:rows]:
+    shown = kernels.get("rows", [])[:rows]
+    for r, name in zip(shown, distinct_names([r["name"] for r in shown]), strict=True):
         table.rows.append([
-            kernel_name(r["name"]), num(r["calls"], 0), num(_ms(r.get("total_us")), 2),
+            Cell(name, title=r["name"] if name != r["name"] else ""), num(r["calls"], 0), num(_ms(r.get("total_us")), 2),
             num(r.get("mean_us"), 1), num(r.get("share_pct"), 1, "%"),
             num(r.get("occupancy_pct"), 0, "%"), text("yes" if r.get("tensor_cores") else "no"),
             text(_class_label(r)), text(r.get("op") or ""),

@@ -25,6 +25,8 @@ from trainprof.report.html.tables import Table, fmt
 from trainprof.report.labels import (
     CATEGORY_COLORS,
     PHASE_COLORS,
+    TENSOR_CORE_OF_COMPUTE,
+    TENSOR_CORE_OF_COMPUTE_NOTE,
     TIMELINE_SHARES,
     category_label,
     evidence_text,
@@ -232,7 +234,7 @@ def _gpu_table(gpus: list[dict[str, Any]]) -> Table | None:
     cols = [tables.Column("device"), tables.Column("utilisation"),
             tables.Column("SM efficiency", title="estimated from launch sizes"),
             tables.Column("occupancy", title="estimated from launch sizes"),
-            tables.Column("Tensor Core time")]
+            tables.Column(TENSOR_CORE_OF_COMPUTE, title=TENSOR_CORE_OF_COMPUTE_NOTE)]
     table = Table(cols, sortable=False)
     for g in gpus:
         table.rows.append([tables.text(g.get("device")), tables.num(g.get("utilization_pct"), 1, "%"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainprof.formatting import counted
 from trainprof.report.markdown.text import md_text, table
 from trainprof.report.terminal.modules import MIN_SHARE_PCT, columns, shown_rows
 
@@ -22,7 +23,7 @@ def modules_md(tree: dict[str, Any]) -> str:
              *(f"{r[key] / 1000:,.2f}" for _, key in cols), f"{r['share_pct']:.1f}%"]
             for r in kept]
     clock = "kernel time" if tree.get("clock") == "device" else "host time"
-    out = [f"By {clock}, over {tree.get('steps')} steps; fwd and bwd include submodules.", "",
+    out = [f"By {clock}, over {counted(int(tree.get('steps') or 0), 'step')}; fwd and bwd include submodules.", "",
            table(head, rows)]
     if hidden:
         out += ["", f"{hidden} smaller modules (under {MIN_SHARE_PCT:g}% of the step each) "

@@ -13,11 +13,11 @@ from trainprof.analysis.job.rank_table import shown_rows
 from trainprof.analysis.options import table_options
 from trainprof.analysis.results import Analysis
 from trainprof.diagnose.findings import shared_number, where_text
-from trainprof.formatting import number
+from trainprof.formatting import counted, number
 from trainprof.report.labels import category_label, evidence_text
 from trainprof.report.markdown.modules import modules_md
 from trainprof.report.markdown.text import MAX_CELL, code_block, md_text, table
-from trainprof.report.terminal.hotspots import short_kernel_name
+from trainprof.report.names import short_name as short_kernel_name
 from trainprof.vocabulary import PHASES
 
 __all__ = ["MAX_CELL", "code_block", "md_text", "table", "to_markdown"]
@@ -60,7 +60,7 @@ def findings_md(findings: list[dict[str, Any]]) -> str:
 
 def overview_md(r: dict[str, Any]) -> str:
     s, gpu, tl = r["steps"], r.get("gpu") or {}, r.get("timeline") or {}
-    facts = [["median step", f"{_f(s.get('median_ms'))} ms ({s['count']} steps, "
+    facts = [["median step", f"{_f(s.get('median_ms'))} ms ({counted(s['count'], 'step')}, "
               f"{md_text(s.get('source', ''))})"],
              ["step-to-step variation (CV)", f"{_f((s.get('cv') or 0) * 100)}%"]]
     if gpu:
@@ -162,7 +162,7 @@ def critical_path_md(path: dict[str, Any] | None) -> str:
              for k, v in sorted(path["split_pct"].items(), key=lambda kv: -kv[1]) if v > 0]
     out = [f"{_f(path['step_ms'], 2)} ms a step, replayed.", "",
            table(["on the path", "% of step"], split, "lr")]
-    from trainprof.report.terminal.hotspots import short_kernel_name
+    from trainprof.report.names import short_name as short_kernel_name
 
     items = [[md_text(f"{i['kind']}: " + (short_kernel_name(i["name"]) if i["kind"] == "kernel"
                                           else i["name"])), _f(i.get("on_path_pct"), 1, "%"),
@@ -193,7 +193,7 @@ def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
     slowest = max(ranks, key=lambda r: r["steps"].get("median_ms") or 0)
     where = f"rank {slowest['rank']}" + (f" (slowest of {len(ranks)})" if len(ranks) > 1 else "")
     out = [f"## trainprof: {md_text(data.get('source') or slowest.get('file', ''), None)}", "",
-           f"{len(ranks)} rank(s)/window(s) · {md_text(slowest.get('device', ''))}", "",
+           f"{counted(len(ranks), 'rank or window', 'ranks or windows')} · {md_text(slowest.get('device', ''))}", "",
            "### Findings", "", findings_md(data.get("findings") or []), ""]
     job = data.get("job") or {}
     rank_table = job.get("rank_table")

@@ -8,18 +8,20 @@ from rich.text import Text
 from trainprof.analysis.options import table_options
 from trainprof.analysis.sections.kernels import KernelStats
 from trainprof.analysis.sections.operators import OperatorStats
-from trainprof.formatting import ms_from_us
-from trainprof.report.labels import SORT_LABELS
+from trainprof.formatting import counted, ms_from_us
+from trainprof.report.labels import SORT_LABELS, TENSOR_CORE_OF_ALL
+from trainprof.report.names import distinct_names
+from trainprof.report.names import short_name as short_kernel_name
 from trainprof.report.quantities import (
     ByWidth,
     add_name_column,
     add_number_columns,
     compact_table,
     name_cell,
+    name_room,
     pct,
     two_line_name,
 )
-from trainprof.trace.demangle import readable_name
 from trainprof.trace.model import split_frame
 
 #: The widest the name columns get (in a wide terminal).
@@ -28,26 +30,6 @@ KERNEL_WIDTH = 40
 LAUNCHER_WIDTH = 24
 #: Call sites listed under the operator table.
 SHOWN_SITES = 3
-
-
-#: Namespaces that say nothing about a kernel (nearly every PyTorch kernel is in them).
-_SILENT_NAMESPACES = ("at::native::", "(anonymous namespace)::")
-
-
-def short_kernel_name(name: str) -> str:
-    """A kernel name without ``void``, PyTorch's ``at::native::`` namespace and its trailing
-    parameter list (templates stay): what tells kernels apart comes first."""
-    text = readable_name(name.strip()).removeprefix("void ").strip()
-    for namespace in _SILENT_NAMESPACES:
-        text = text.replace(namespace, "")
-    if text.endswith(")"):
-        depth = 0
-        for i in range(len(text) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(text[i], 0)
-            if depth == 0:
-                text = text[:i]
-                break
-    return text.strip() or name
 
 
 _ms = ms_from_us
@@ -81,7 +63,7 @@ def _operators(result: OperatorStats, width: int) -> Group:
         times += [r.device_self_us, r.device_total_us] if device else []
         t.add_row(cell, str(r.calls), *(_ms(us) for us in times))
     sites = [(r.name, r.call_sites[0]) for r in rows if r.call_sites and r.call_sites[0].source]
-    lines = [Text(f"  {name} ← {file_line(site.source or '')} ({site.calls} calls)", style="dim",
+    lines = [Text(f"  {name} ← {file_line(site.source or '')} ({counted(site.calls, 'call')})", style="dim",
                   no_wrap=True, overflow="ellipsis") for name, site in sites[:SHOWN_SITES]]
     if lines:
         lines.insert(0, Text("called from (heaviest call site):", style="dim"))
@@ -109,22 +91,26 @@ KERNEL_LAUNCHER_COLUMN_FROM = 110
 
 
 def _kernels(result: KernelStats, width: int) -> Group:
-    head = Text(f"Kernels by total time ({result.calls} calls, {result.total_us / 1000:.1f} ms; "
-                f"Tensor Core kernels {pct(result.tensor_core_pct)} of the time)",
+    head = Text(f"Kernels by total time ({counted(result.calls, 'call')}, {result.total_us / 1000:.1f} ms; "
+                f"Tensor Core kernels {pct(result.tensor_core_pct)} {TENSOR_CORE_OF_ALL})",
                 style="italic")
     beside = width >= KERNEL_LAUNCHER_COLUMN_FROM
     t = compact_table()
     add_name_column(t, "kernel" if beside else "kernel (launched by)", KERNEL_WIDTH)
-    add_number_columns(t, "calls", "total ms", "mean µs", "share", "TC", "occ.")
+    headers = ("calls", "total ms", "mean µs", "share", "TC", "occ.")
+    add_number_columns(t, *headers)
     if beside:
         add_name_column(t, "launched by", LAUNCHER_WIDTH)
-    for r in result.top(table_options().top):
-        name = short_kernel_name(r.name)
+    rows = result.top(table_options().top)
+    numbers = [[str(r.calls), _ms(r.total_us), f"{r.mean_us:.1f}", pct(r.share_pct),
+                "yes" if r.tensor_cores else "", pct(r.occupancy_pct, 0)] for r in rows]
+    room = name_room(width, [[h, *(n[i] for n in numbers)] for i, h in enumerate(headers)],
+                     KERNEL_WIDTH / (KERNEL_WIDTH + LAUNCHER_WIDTH) if beside else 1.0)
+    names = distinct_names([r.name for r in rows], room)
+    for r, name, cells in zip(rows, names, numbers, strict=True):
         cell = (name_cell(name, KERNEL_WIDTH) if beside or not r.op
                 else two_line_name(name, r.op))
-        numbers = [str(r.calls), _ms(r.total_us), f"{r.mean_us:.1f}", pct(r.share_pct),
-                   "yes" if r.tensor_cores else "", pct(r.occupancy_pct, 0)]
-        t.add_row(cell, *numbers, *([name_cell(r.op or "", LAUNCHER_WIDTH)] if beside else []))
+        t.add_row(cell, *cells, *([name_cell(r.op or "", LAUNCHER_WIDTH)] if beside else []))
     note = Text("TC: a Tensor Core kernel (by name); occ.: estimated achieved occupancy",
                 style="dim")
     classes = kernel_class_line(result)

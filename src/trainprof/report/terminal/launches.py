@@ -8,6 +8,7 @@ from rich.text import Text
 from trainprof.analysis.options import table_options
 from trainprof.analysis.sections.launch import BACK_TO_BACK_US, SMALL_KERNEL_US, LaunchStats
 from trainprof.analysis.sections.syncs import PROFILER_SYNC, SyncStats
+from trainprof.formatting import counted
 from trainprof.report.quantities import (
     add_name_column,
     add_number_columns,
@@ -30,7 +31,7 @@ def _us(value: float | None) -> str:
 def render_launch(result: LaunchStats) -> Group | None:
     if not result.launches:
         return None
-    head = Text(f"Kernel launches in the steps ({result.launches} calls, {result.kernels} "
+    head = Text(f"Kernel launches in the steps ({counted(result.launches, 'call')}, {result.kernels} "
                 "kernels)", style="italic")
     t = compact_table()
     t.add_column("")

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from trainprof.analysis.options import table_options
 from trainprof.analysis.sections.modules import ModuleTree
+from trainprof.formatting import counted
 from trainprof.report.quantities import (
     ByWidth,
     add_name_column,
@@ -56,10 +57,12 @@ def _tree(result: ModuleTree, width: int) -> Group:
     tree = result.to_dict()
     kept, hidden = shown_rows(tree)
     cols = columns(tree)
+    left_out = []
     if width < ALL_COLUMNS_FROM:  # the names need the room more than the self time
+        left_out = [h for h, _ in cols if (h, _) not in cols[1:3]]
         cols = cols[1:3]
     clock = "kernel time" if result.clock == "device" else "host time"
-    head = Text(f"Modules by {clock} (ms over {result.steps} steps; fwd and bwd include "
+    head = Text(f"Modules by {clock} (ms over {counted(result.steps, 'step')}; fwd and bwd include "
                 "submodules; share of all step time)", style="italic")
     t = compact_table()
     add_name_column(t, "module", MODULE_WIDTH)
@@ -68,6 +71,9 @@ def _tree(result: ModuleTree, width: int) -> Group:
         t.add_row(name_cell("  " * r["depth"] + r["name"], MODULE_WIDTH), str(r["calls"]),
                   *(f"{r[key] / 1000:.2f}" for _, key in cols), pct(r["share_pct"]))
     parts: list[Any] = [head, t]
+    if left_out:  # said, never dropped silently
+        parts.append(Text(f"Columns {' and '.join(left_out)} left out below {ALL_COLUMNS_FROM} "
+                          "columns of terminal; all are in the JSON result", style="dim"))
     if hidden:
         parts.append(Text(f"{hidden} smaller modules (under {MIN_SHARE_PCT:g}% of the step "
                           "each) not shown; all are in the JSON result", style="dim"))

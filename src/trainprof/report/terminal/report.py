@@ -20,8 +20,12 @@ from trainprof.diagnose.findings import (
     shared_number,
     where_text,
 )
-from trainprof.formatting import number
-from trainprof.report.labels import category_label
+from trainprof.formatting import counted, number
+from trainprof.report.labels import (
+    TENSOR_CORE_OF_COMPUTE,
+    TENSOR_CORE_OF_COMPUTE_NOTE,
+    category_label,
+)
 from trainprof.report.quantities import ByWidth
 from trainprof.report.terminal.rank_spread import SPREAD_HEAD, spread_rows, spread_shown
 from trainprof.report.terminal.sections import RENDERERS
@@ -41,7 +45,7 @@ def _fmt(value: float | None, unit: str = "%", digits: int = 1) -> str:
 
 def step_table(r: RankAnalysis) -> Table:
     s = r.steps
-    t = Table(title=f"Step time ({s.count} steps, from {r.step_source})", title_justify="left")
+    t = Table(title=f"Step time ({counted(s.count, 'step')}, from {r.step_source})", title_justify="left")
     for col in ("mean", "median", "p90", "min", "max"):
         t.add_column(col, justify="right")
     t.add_column("CV", justify="right")
@@ -81,8 +85,9 @@ def gpu_table(r: RankAnalysis) -> Table | None:
     if not r.gpus:
         return None
     t = Table(title="GPU (over the step window)", title_justify="left",
-              caption="* estimated from launch sizes", caption_justify="left")
-    for col in ("device", "utilisation", "SM efficiency*", "occupancy*", "Tensor Core time"):
+              caption=f"* estimated from launch sizes; {TENSOR_CORE_OF_COMPUTE_NOTE}",
+              caption_justify="left")
+    for col in ("device", "utilisation", "SM efficiency*", "occupancy*", TENSOR_CORE_OF_COMPUTE):
         t.add_column(col, justify="right")
     for g in r.gpus:
         t.add_row(str(g.device), _fmt(g.utilization_pct), _fmt(g.sm_efficiency_pct),
@@ -134,7 +139,7 @@ def ranks_table(a: Analysis) -> ByWidth:
     fit beside them, they go under the table as one line."""
     table = a.job.rank_table or rank_table(a.ranks)
     windows = sum(r.windows for r in table.rows)
-    extra = f", {windows} windows" if windows > len(table.rows) else ""
+    extra = f", {counted(windows, 'window')}" if windows > len(table.rows) else ""
     straggler = _straggler(a)
     shown = table.shown(keep=(straggler,))
     cells, marks = [], []
@@ -158,7 +163,7 @@ def ranks_table(a: Analysis) -> ByWidth:
     def build(width: int) -> Table:
         mark_width = max(map(len, marks), default=0)
         beside = sum(widths) + mark_width + 3 * len(widths) <= width  # 3: padding, rule
-        t = Table(title=f"{len(table.rows)} ranks{extra} (ms per step; exp.: communication "
+        t = Table(title=f"{counted(len(table.rows), 'rank')}{extra} (ms per step; exp.: communication "
                         "not hidden by compute)",
                   title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
         for col, w in zip(columns, widths, strict=True):
@@ -264,13 +269,11 @@ def findings_panel(a: Analysis, overview: str = "below") -> Panel:
     return Panel(Group(*parts), title="Findings, most costly first", title_align="left")
 
 
-def print_analysis(analysis: Analysis, console: Console | None = None,
-                   findings_last: bool = False) -> None:
-    """Print the findings, then the overview of every rank (a summary table first when there are
-    several); `findings_last` puts the findings at the end instead (`trainprof demo`)."""
+def print_analysis(analysis: Analysis, console: Console | None = None) -> None:
+    """Print the verdict (the findings) first, as every report opens, then the overview of
+    every rank (a summary table first when there are several)."""
     console = console or Console()
-    if not findings_last:
-        console.print(findings_panel(analysis))
+    console.print(findings_panel(analysis))
     if len(analysis.ranks) > 1:
         console.print(ranks_table(analysis))
         spread = spread_table(analysis)
@@ -288,5 +291,3 @@ def print_analysis(analysis: Analysis, console: Console | None = None,
             console.print(rendered)
     for note in analysis.notes:
         console.print(Text(f"note: {note}", style="yellow"))
-    if findings_last:
-        console.print(findings_panel(analysis, overview="above"))

@@ -8,6 +8,7 @@ from rich.table import Table
 from trainprof.analysis.job.collective_ranks import CollectiveRanks
 from trainprof.analysis.roofline.collectives import Collectives
 from trainprof.analysis.roofline.section import Roofline, RooflineRow
+from trainprof.formatting import counted
 from trainprof.report.quantities import (
     ByWidth,
     add_name_column,
@@ -52,7 +53,7 @@ def _table(title: str, rows: list[tuple[str, str, RooflineRow]], width: int) -> 
             t.add_row(label, r.dtype, f"{r.calls}", *numbers, f"{r.intensity:.0f}",
                       r.bound or "n/a", *tail)
         else:
-            more = f"{r.dtype}, {r.calls} calls, {r.bound or 'no'}-bound"
+            more = f"{r.dtype}, {counted(r.calls, 'call')}, {r.bound or 'no'}-bound"
             t.add_row(two_line_name(name, f"{detail} · {more}" if detail else more, wrap=True),
                       *numbers, *tail)
     return t
