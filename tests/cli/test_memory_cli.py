@@ -57,7 +57,9 @@ def test_json_report(tmp_path, capsys):
                              "cached_free": 12 * MiB, "largest_free_block": 6 * MiB,
                              "cause": "fragmentation"}]
     assert [f["id"] for f in snap["findings"]] == ["memory_fragmentation"]
-    assert snap["live_sites"][0] == {"site": "/job/train.py:42 in train_step", "bytes": 12 * MiB,
+    assert snap["live_sites"][0] == {"site": "/job/train.py:42 in train_step",
+                                     "file": "/job/train.py", "line": 42,
+                                     "function": "train_step", "bytes": 12 * MiB,
                                      "count": 2, "stack": [
                                          f"{TORCH_LINEAR[0]}:125 in forward",
                                          "/job/train.py:42 in train_step"]}

@@ -1,0 +1,103 @@
+"""The frames of a snapshot's stacks: which are Python, which are the user's, and the site.
+
+`_record_memory_history()` at its defaults (`stacks="all"`) records C++ frames with the Python
+ones interleaved, innermost first: `torch::unwind::unwind()` (file `??`), `gather_with_cpp()`
+(`memory_snapshot.cpp`), the allocator (`CUDACachingAllocator.cpp`), `c10::`/`at::` dispatch
+(`RegisterCUDA.cpp`), the binding (`python_torch_functions_0.cpp`), then CPython's
+`_PyEval_EvalFrameDefault` with the Python frame it ran just before it (torch's
+`profiler/combined_traceback.cpp` puts each Python frame in front of its interpreter frame), and
+at the bottom `Py_BytesMain`, `__libc_start_main`, `_start`. With `stacks="python"` only the
+Python frames are there. Either way a site is a Python frame: C++, interpreter and `??` frames
+are never one.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, NamedTuple
+
+NO_STACK = "(no stack recorded)"
+#: A stack with frames but no Python frame at all: the autograd engine's device threads, where
+#: gradients and backward temporaries are allocated, record C++ frames only.
+NO_PYTHON = "(no Python frame: allocated from C++, e.g. the autograd engine's thread)"
+#: Python source files, and the interpreter's pseudo-files (`<stdin>`, `<string>`,
+#: `<ipython-input-3-...>`, `<frozen runpy>`, FX's `<eval_with_key>.3`); the unwinder's
+#: `<unwind unsupported>` is not one. C++ frames name `??`, a `.cpp`/`.h`/`.c` file, a header
+#: without extension (`/usr/include/c++/11/functional`) or a shared library.
+_PYTHON_FILE = re.compile(r"\.pyw?$|^<(?!unwind unsupported>)[^>]*>(?:\.\d+)?$")
+#: Python code of PyTorch (its compilers and the code Inductor writes) and of trainprof.
+_FRAMEWORK = re.compile(r"/(?:torch|functorch|triton|trainprof)/|/torchinductor_"
+                        r"|^/<(?:frozen|eval_with_key)")
+_PROFILE_FRAME = re.compile(r"^(.+)\((\d+)\): (.+)$")
+
+
+class Where(NamedTuple):
+    """A frame's file, line and function."""
+
+    file: str
+    line: int
+    function: str
+
+
+def where(frame: Any) -> Where:
+    """(file, line, function). Snapshots that torch converts from a profile
+    (`_memory_viz._profile_to_snapshot`) name no file (`none`) and put `path(line): function`
+    in the name; their other frames (`<built-in ...>`, `nn.Module: Linear_0`) have no file."""
+    if not isinstance(frame, dict):
+        return Where("", 0, str(frame))
+    filename, name = str(frame.get("filename", "") or ""), str(frame.get("name", "?"))
+    line = frame.get("line", 0)
+    line = line if isinstance(line, int) else 0
+    if filename in ("", "none"):
+        match = _PROFILE_FRAME.match(name)
+        return Where(match[1], int(match[2]), match[3]) if match else Where("", line, name)
+    return Where(filename, line, name)
+
+
+def frame_text(frame: Any) -> str:
+    """`file:line in name`, from a frame dict; a frame of another shape as its text."""
+    if not isinstance(frame, dict):
+        return str(frame)
+    w = where(frame)
+    return f"{w.file}:{w.line} in {w.function}" if w.file else w.function
+
+
+def _path(file: str) -> str:
+    return "/" + file.replace("\\", "/")  # relative (torch/nn/...) and Windows paths too
+
+
+def is_python_frame(frame: Any) -> bool:
+    """A frame of Python code (a `.py` file), not C++, CPython's C or an unknown `??`."""
+    return bool(_PYTHON_FILE.search(where(frame).file))
+
+
+def is_framework_frame(frame: Any) -> bool:
+    """PyTorch's or trainprof's Python code, or not a Python frame at all: never a site."""
+    if not is_python_frame(frame):
+        return True
+    return bool(_FRAMEWORK.search(_path(where(frame).file)))
+
+
+class SiteKey(NamedTuple):
+    """What allocation sites are grouped by: the frame's file, line and function (or a label
+    for stacks without a user frame, `file` empty)."""
+
+    file: str
+    line: int
+    function: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.file}:{self.line} in {self.function}" if self.file else self.function
+
+
+def site_key(frames: Any) -> SiteKey:
+    """The first Python frame outside PyTorch and trainprof; else the first Python frame (all of
+    the stack is PyTorch's); `NO_PYTHON` for C++-only stacks, `NO_STACK` without frames."""
+    if not isinstance(frames, list) or not frames:
+        return SiteKey("", 0, NO_STACK)
+    python = [f for f in frames if is_python_frame(f)]
+    if not python:
+        return SiteKey("", 0, NO_PYTHON)
+    chosen = next((f for f in python if not is_framework_frame(f)), python[0])
+    return SiteKey(*where(chosen))

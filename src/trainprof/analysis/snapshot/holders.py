@@ -1,0 +1,99 @@
+"""What a block holds (parameters, gradients, optimizer state, activations), estimated from the
+stack that allocated it: the files and functions of its frames, Python and C++.
+
+An estimate, by these rules, the first that matches (docs/memory_snapshots.md, "Holders"):
+
+* `optimizer_state`: a frame in `torch/optim/`, a function `_init_group`, or a `step` in a file
+  whose name says optim (`optimizers.py`): Adam's `exp_avg` made by `zeros_like` in a step;
+* `gradients`: the autograd engine (`torch::autograd::Engine`, `AccumulateGrad`, the generated
+  `*Backward` nodes in C++ frames; `torch/autograd/`, `Tensor.backward` in Python): the `.grad`
+  tensors and the backward pass's temporaries;
+* `parameters`: `Module.to`/`_apply`/`cuda`, `load_state_dict`, `torch/nn/init.py`,
+  `reset_parameters`, or a Python `__init__` (a model that makes its weights on the device);
+* `activations`: a `forward`, `torch/nn/modules/` or `torch/nn/functional.py`: a forward pass's
+  outputs, kept for backward or not yet freed;
+* `other`: a Python stack that matches none (data moved to the device, a loss outside a module);
+  `unknown`: no stack, or C++ frames that say nothing of the above.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from trainprof.analysis.snapshot.frames import is_python_frame, where
+from trainprof.analysis.snapshot.sites import Site, top_sites
+
+HOLDERS = ("parameters", "gradients", "optimizer_state", "activations", "other", "unknown")
+_OPTIMIZER_FILE = re.compile(r"/torch/optim/")
+_OPTIMIZER_STEP_FILE = re.compile(r"optim[^/]*\.py$", re.IGNORECASE)
+_AUTOGRAD_CPP = re.compile(r"torch::autograd::(?:Engine|generated::|AccumulateGrad)|AccumulateGrad")
+_AUTOGRAD_FILE = re.compile(r"/torch/autograd/")
+_MODULE_FILE = re.compile(r"/torch/nn/modules/module\.py$")
+_MODULE_SETUP = {"to", "_apply", "cuda", "load_state_dict", "_load_from_state_dict", "to_empty"}
+_INIT_FILE = re.compile(r"/torch/nn/(?:init|parameter)\.py$")
+_FORWARD_FILE = re.compile(r"/torch/nn/(?:modules/|functional\.py$)")
+
+
+def _is_optimizer(file: str, function: str) -> bool:
+    return bool(_OPTIMIZER_FILE.search(file) or function == "_init_group"
+                or (function == "step" and _OPTIMIZER_STEP_FILE.search(file)))
+
+
+def _is_gradient(file: str, function: str, python: bool) -> bool:
+    if not python:
+        return bool(_AUTOGRAD_CPP.search(function))
+    return bool(_AUTOGRAD_FILE.search(file)
+                or (function == "backward" and file.endswith("/torch/_tensor.py")))
+
+
+def _is_parameter(file: str, function: str) -> bool:
+    return bool((_MODULE_FILE.search(file) and function in _MODULE_SETUP)
+                or _INIT_FILE.search(file) or function in ("reset_parameters", "__init__"))
+
+
+def _is_activation(file: str, function: str) -> bool:
+    return function == "forward" or bool(_FORWARD_FILE.search(file))
+
+
+def holder_of(frames: Any) -> str:
+    """The holder a stack points to, by the rules above (one of `HOLDERS`)."""
+    if not isinstance(frames, list) or not frames:
+        return "unknown"
+    parsed = [("/" + w.file.replace("\\", "/"), w.function, is_python_frame(f))
+              for f in frames for w in (where(f),)]
+    if any(_is_optimizer(file, fn) for file, fn, python in parsed if python):
+        return "optimizer_state"
+    if any(_is_gradient(file, fn, python) for file, fn, python in parsed):
+        return "gradients"
+    python_frames = [(file, fn) for file, fn, python in parsed if python]
+    if any(_is_parameter(file, fn) for file, fn in python_frames):
+        return "parameters"
+    if any(_is_activation(file, fn) for file, fn in python_frames):
+        return "activations"
+    return "other" if python_frames else "unknown"
+
+
+#: Sites kept per holder.
+HOLDER_SITES = 3
+
+
+def grouped(items: list[tuple[int, Any]]) -> dict[str, list[tuple[int, Any]]]:
+    """(bytes, frames) pairs per holder, every holder listed."""
+    out: dict[str, list[tuple[int, Any]]] = {h: [] for h in HOLDERS}
+    named: dict[int, str] = {}  # stacks are shared objects in a snapshot: judge each once
+    for nbytes, frames in items:
+        holder = named.get(id(frames)) if isinstance(frames, list) else None
+        if holder is None:
+            holder = holder_of(frames)
+            if isinstance(frames, list):
+                named[id(frames)] = holder
+        out[holder].append((nbytes, frames))
+    return out
+
+
+def by_holder(items: list[tuple[int, Any]]) -> tuple[dict[str, int], dict[str, list[Site]]]:
+    """Bytes per holder (every holder listed, 0 when none), and each holder's top sites."""
+    groups = grouped(items)
+    return ({h: sum(n for n, _ in g) for h, g in groups.items()},
+            {h: top_sites(g, HOLDER_SITES) for h, g in groups.items() if g})
