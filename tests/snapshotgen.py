@@ -220,15 +220,18 @@ ALLOCATOR_SETTINGS = {  # the keys torch 2.x writes (torch/csrc/cuda/memory_snap
     "roundup_power2_divisions": {"1": 0, "2": 0, "4": 0}}
 
 
-def real_shaped_run(stacks: str = "all", steps: int = 2) -> AllocatorReplay:
+def real_shaped_run(stacks: str = "all", steps: int = 2, annotate: bool = False
+                    ) -> AllocatorReplay:
     """A training run recorded with `_record_memory_history(stacks=stacks)` from its start:
     `model.to("cuda")` (4 parameters of 1,700 MiB), then steps of a forward (6 activations of
     1 GiB), a backward whose gradients the autograd engine's thread allocates (C++ frames only;
     with `stacks="python"` no frames) while it frees the activations, an optimizer step that
     makes its state lazily in the first step (two `zeros_like` per parameter, in the user's own
-    optimizer under torch's `Optimizer` wrapper), and `zero_grad(set_to_none=True)`.
-    The peak is in step 2's backward, at its last gradient: parameters, state, every gradient
-    and the two activations not yet freed."""
+    optimizer under torch's `Optimizer` wrapper), and `zero_grad(set_to_none=True)`, whose
+    frees carry its own stack. `annotate`: each step inside `ProfilerStep#N` annotations (as
+    with `global_record_annotations=True` under the profiler). The peak is in step 2's
+    backward, at its last gradient: parameters, state, every gradient and the three
+    activations not yet freed."""
     replay = AllocatorReplay(segment_size=40 * GiB)
     module = f"{SITE_PACKAGES}/torch/nn/modules/module.py"
     to_device = cuda_stack((module, 1355, "convert"), (module, 942, "_apply"),
@@ -242,7 +245,8 @@ def real_shaped_run(stacks: str = "all", steps: int = 2) -> AllocatorReplay:
                            USER_TRAIN, stacks=stacks)
     params = [replay.alloc(PARAM_SIZE, to_device) for _ in range(PARAM_BLOCKS)]
     state: list[int] = []
-    for _ in range(steps):
+
+    def step() -> None:
         acts = [replay.alloc(ACT_SIZE, forward) for _ in range(ACT_BLOCKS)]
         grads = []
         for i in range(PARAM_BLOCKS):
@@ -251,16 +255,22 @@ def real_shaped_run(stacks: str = "all", steps: int = 2) -> AllocatorReplay:
         for addr in acts[PARAM_BLOCKS:]:
             replay.free(addr)
         if not state:
-            state = [replay.alloc(PARAM_SIZE, optimizer) for _ in range(2 * len(params))]
+            state.extend(replay.alloc(PARAM_SIZE, optimizer) for _ in range(2 * len(params)))
         for addr in grads:
             replay.free(addr, zero_grad)
+
+    for n in range(steps):
+        if annotate:
+            replay.step(n, step)
+        else:
+            step()
     return replay
 
 
-def real_shaped_snapshot(stacks: str = "all") -> dict[str, Any]:
+def real_shaped_snapshot(stacks: str = "all", annotate: bool = False) -> dict[str, Any]:
     """`real_shaped_run` as `torch.cuda.memory._snapshot()` returns it: its allocator settings,
     and the `snapshot` entry the allocator adds to the history when a snapshot is taken."""
-    replay = real_shaped_run(stacks)
+    replay = real_shaped_run(stacks, annotate=annotate)
     replay.builder.trace("snapshot", 0, 0, replay.time_us + 10, replay.device)
     snap = replay.snapshot()
     snap["allocator_settings"] = dict(ALLOCATOR_SETTINGS)

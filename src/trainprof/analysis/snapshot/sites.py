@@ -54,10 +54,17 @@ def site_of(frames: Any) -> str:
     return site_key(frames).text
 
 
+#: C++ frames of the recording itself (the unwinder, the allocator): never shown in a stack.
+_PLUMBING = ("unwind::unwind", "gather_with_cpp", "CapturedTraceback", "CUDACachingAllocator")
+
+
 def shown_frames(frames: list[Any]) -> list[Any]:
-    """The Python frames of a stack (C++ and interpreter frames left out), or all of them when
-    it has none."""
-    return [f for f in frames if is_python_frame(f)] or frames
+    """The Python frames of a stack (C++ and interpreter frames left out); for a C++-only stack,
+    its frames below the unwinder's and the allocator's own."""
+    python = [f for f in frames if is_python_frame(f)]
+    if python:
+        return python
+    return [f for f in frames if not any(p in frame_text(f) for p in _PLUMBING)] or frames
 
 
 def _site(key: SiteKey) -> Site:
