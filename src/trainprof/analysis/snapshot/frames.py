@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
+from trainprof.trace.model import TRAINPROF_FRAME
+
 NO_STACK = "(no stack recorded)"
 #: A stack with frames but no Python frame at all: the autograd engine's device threads, where
 #: gradients and backward temporaries are allocated, record C++ frames only.
@@ -25,9 +27,9 @@ NO_PYTHON = "(no Python frame: allocated from C++, e.g. the autograd engine's th
 #: `<unwind unsupported>` is not one. C++ frames name `??`, a `.cpp`/`.h`/`.c` file, a header
 #: without extension (`/usr/include/c++/11/functional`) or a shared library.
 _PYTHON_FILE = re.compile(r"\.pyw?$|^<(?!unwind unsupported>)[^>]*>(?:\.\d+)?$")
-#: Python code of PyTorch (its compilers and the code Inductor writes) and of trainprof.
-_FRAMEWORK = re.compile(r"/(?:torch|functorch|triton|trainprof)/|/torchinductor_"
-                        r"|^/<(?:frozen|eval_with_key)")
+#: Python code of PyTorch (its compilers and the code Inductor writes); trainprof's own modules
+#: are `trace.model.TRAINPROF_FRAME`.
+_FRAMEWORK = re.compile(r"/(?:torch|functorch|triton)/|/torchinductor_|^/<(?:frozen|eval_with_key)")
 _PROFILE_FRAME = re.compile(r"^(.+)\((\d+)\): (.+)$")
 
 
@@ -75,7 +77,8 @@ def is_framework_frame(frame: Any) -> bool:
     """PyTorch's or trainprof's Python code, or not a Python frame at all: never a site."""
     if not is_python_frame(frame):
         return True
-    return bool(_FRAMEWORK.search(_path(where(frame).file)))
+    path = _path(where(frame).file)
+    return bool(_FRAMEWORK.search(path) or TRAINPROF_FRAME.search(path))
 
 
 class SiteKey(NamedTuple):
