@@ -79,6 +79,8 @@ def _alloc_frames(entries: list[dict[str, Any]]) -> dict[int, Any]:
     out: dict[int, Any] = {}
     for k, e in enumerate(entries):
         addr = e.get("addr")
+        if not isinstance(addr, int):
+            continue
         if e.get("action") == _ALLOC:
             last_alloc[addr] = e.get("frames")
         elif e.get("action") == _FREED and addr in last_alloc:
