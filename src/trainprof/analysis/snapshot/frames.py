@@ -14,6 +14,7 @@ are never one.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from trainprof.trace.model import TRAINPROF_FRAME
@@ -68,17 +69,26 @@ def _path(file: str) -> str:
     return "/" + file.replace("\\", "/")  # relative (torch/nn/...) and Windows paths too
 
 
+@lru_cache(maxsize=65536)
+def _python_file(file: str) -> bool:
+    return bool(_PYTHON_FILE.search(file))
+
+
+@lru_cache(maxsize=65536)
+def _framework_file(file: str) -> bool:
+    path = _path(file)
+    return bool(_FRAMEWORK.search(path) or TRAINPROF_FRAME.search(path))
+
+
 def is_python_frame(frame: Any) -> bool:
     """A frame of Python code (a `.py` file), not C++, CPython's C or an unknown `??`."""
-    return bool(_PYTHON_FILE.search(where(frame).file))
+    return _python_file(where(frame).file)
 
 
 def is_framework_frame(frame: Any) -> bool:
     """PyTorch's or trainprof's Python code, or not a Python frame at all: never a site."""
-    if not is_python_frame(frame):
-        return True
-    path = _path(where(frame).file)
-    return bool(_FRAMEWORK.search(path) or TRAINPROF_FRAME.search(path))
+    file = where(frame).file
+    return not _python_file(file) or _framework_file(file)
 
 
 class SiteKey(NamedTuple):
@@ -94,13 +104,36 @@ class SiteKey(NamedTuple):
         return f"{self.file}:{self.line} in {self.function}" if self.file else self.function
 
 
-def site_key(frames: Any) -> SiteKey:
+#: A frame judged once: where it is, whether it is Python, whether it is PyTorch's or trainprof's.
+Judged = tuple[Where, bool, bool]
+
+
+def judged(frame: Any, seen: dict[int, Judged] | None = None) -> Judged:
+    """(where, Python?, framework?) of a frame; `seen` caches by the frame object, which real
+    snapshots share between stacks (torch symbolises each distinct frame once)."""
+    key = id(frame)
+    if seen is not None and key in seen:
+        return seen[key]
+    w = where(frame)
+    python = _python_file(w.file)
+    out = (w, python, not python or _framework_file(w.file))
+    if seen is not None:
+        seen[key] = out
+    return out
+
+
+def site_key(frames: Any, seen: dict[int, Judged] | None = None) -> SiteKey:
     """The first Python frame outside PyTorch and trainprof; else the first Python frame (all of
-    the stack is PyTorch's); `NO_PYTHON` for C++-only stacks, `NO_STACK` without frames."""
+    the stack is PyTorch's); `NO_PYTHON` for C++-only stacks, `NO_STACK` without frames.
+    `seen`: a cache of judged frames for one snapshot (`judged`)."""
     if not isinstance(frames, list) or not frames:
         return SiteKey("", 0, NO_STACK)
-    python = [f for f in frames if is_python_frame(f)]
-    if not python:
-        return SiteKey("", 0, NO_PYTHON)
-    chosen = next((f for f in python if not is_framework_frame(f)), python[0])
-    return SiteKey(*where(chosen))
+    first = None
+    for frame in frames:
+        w, python, framework = judged(frame, seen)
+        if not python:
+            continue
+        if not framework:
+            return SiteKey(*w)
+        first = first or w
+    return SiteKey(*first) if first else SiteKey("", 0, NO_PYTHON)

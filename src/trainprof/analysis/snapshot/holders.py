@@ -19,6 +19,7 @@ An estimate, by these rules, the first that matches (docs/memory_snapshots.md, "
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 from trainprof.analysis.snapshot.frames import is_python_frame, where
@@ -56,22 +57,36 @@ def _is_activation(file: str, function: str) -> bool:
     return function == "forward" or bool(_FORWARD_FILE.search(file))
 
 
-def holder_of(frames: Any) -> str:
-    """The holder a stack points to, by the rules above (one of `HOLDERS`)."""
+#: Per frame, which rules it matches: (optimizer, gradient, parameter, activation, Python).
+Flags = tuple[bool, bool, bool, bool, bool]
+
+
+@lru_cache(maxsize=65536)
+def _flags(file: str, function: str, python: bool) -> Flags:
+    path = "/" + file.replace("\\", "/")
+    if not python:
+        return (False, _is_gradient(path, function, False), False, False, False)
+    return (_is_optimizer(path, function), _is_gradient(path, function, True),
+            _is_parameter(path, function), _is_activation(path, function), True)
+
+
+def holder_of(frames: Any, seen: dict[int, Flags] | None = None) -> str:
+    """The holder a stack points to, by the rules above (one of `HOLDERS`). `seen` caches each
+    frame object's flags (frames are shared between a snapshot's stacks)."""
     if not isinstance(frames, list) or not frames:
         return "unknown"
-    parsed = [("/" + w.file.replace("\\", "/"), w.function, is_python_frame(f))
-              for f in frames for w in (where(f),)]
-    if any(_is_optimizer(file, fn) for file, fn, python in parsed if python):
-        return "optimizer_state"
-    if any(_is_gradient(file, fn, python) for file, fn, python in parsed):
-        return "gradients"
-    python_frames = [(file, fn) for file, fn, python in parsed if python]
-    if any(_is_parameter(file, fn) for file, fn in python_frames):
-        return "parameters"
-    if any(_is_activation(file, fn) for file, fn in python_frames):
-        return "activations"
-    return "other" if python_frames else "unknown"
+    cache = {} if seen is None else seen
+    flags = []
+    for frame in frames:
+        found = cache.get(id(frame))
+        if found is None:
+            w = where(frame)
+            found = cache[id(frame)] = _flags(w.file, w.function, is_python_frame(frame))
+        flags.append(found)
+    for rule, holder in enumerate(("optimizer_state", "gradients", "parameters", "activations")):
+        if any(f[rule] for f in flags):
+            return holder
+    return "other" if any(f[4] for f in flags) else "unknown"
 
 
 #: Sites kept per holder.
@@ -82,10 +97,11 @@ def grouped(items: list[tuple[int, Any]]) -> dict[str, list[tuple[int, Any]]]:
     """(bytes, frames) pairs per holder, every holder listed."""
     out: dict[str, list[tuple[int, Any]]] = {h: [] for h in HOLDERS}
     named: dict[int, str] = {}  # stacks are shared objects in a snapshot: judge each once
+    seen: dict[int, Flags] = {}  # and so are frames, between stacks
     for nbytes, frames in items:
         holder = named.get(id(frames)) if isinstance(frames, list) else None
         if holder is None:
-            holder = holder_of(frames)
+            holder = holder_of(frames, seen)
             if isinstance(frames, list):
                 named[id(frames)] = holder
         out[holder].append((nbytes, frames))

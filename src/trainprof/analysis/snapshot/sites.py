@@ -15,6 +15,7 @@ from typing import Any
 
 from trainprof.analysis.snapshot.frames import (
     NO_STACK,
+    Judged,
     SiteKey,
     frame_text,
     is_python_frame,
@@ -75,10 +76,11 @@ def top_sites(items: Iterable[tuple[int, Any]], top: int = TOP_SITES) -> list[Si
     """The `top` sites by bytes, from (bytes, frames) pairs."""
     sites: dict[SiteKey, Site] = {}
     by_frames: dict[int, SiteKey] = {}  # stacks are shared objects in a snapshot: name each once
+    seen: dict[int, Judged] = {}  # and so are frames, between stacks
     for nbytes, frames in items:
         key = by_frames.get(id(frames)) if isinstance(frames, list) else None
         if key is None:
-            key = site_key(frames)
+            key = site_key(frames, seen)
             if isinstance(frames, list):
                 by_frames[id(frames)] = key
         site = sites.get(key)
