@@ -58,34 +58,29 @@ def live_blocks(segments: list[dict[str, Any]], device: int) -> dict[int, tuple[
 
 def live_at(entries: list[dict[str, Any]], index: int,
             at_end: dict[int, tuple[int, Any]]) -> dict[int, tuple[int, Any]]:
-    """The live blocks just after `entries[index]`, from those live at the end of the history."""
-    made_by = _alloc_frames(entries)
+    """The live blocks just after `entries[index]`, from those live at the end of the history:
+    one walk backwards, which goes on past `index` only until each block freed after it has
+    met the `alloc` that made it (its frames)."""
     live = dict(at_end)
-    for k in range(len(entries) - 1, index, -1):
+    unnamed: set[int] = set()  # freed after the peak, named by the free's stack for now
+    for k in range(len(entries) - 1, -1, -1):
+        if k <= index and not unnamed:
+            break
         e = entries[k]
         action, addr = e.get("action"), e.get("addr")
         if not isinstance(addr, int):
             continue
         if action == _ALLOC:
-            live.pop(addr, None)
-        elif action == _FREED:
-            live[addr] = (int(e.get("size", 0) or 0), made_by.get(k, e.get("frames")))
+            if k > index:
+                live.pop(addr, None)
+                unnamed.discard(addr)
+            elif addr in unnamed:
+                unnamed.discard(addr)
+                live[addr] = (live[addr][0], e.get("frames"))
+        elif action == _FREED and k > index:
+            live[addr] = (int(e.get("size", 0) or 0), e.get("frames"))
+            unnamed.add(addr)
     return live
-
-
-def _alloc_frames(entries: list[dict[str, Any]]) -> dict[int, Any]:
-    """For each `free_completed` entry, the frames of the `alloc` that made its block."""
-    last_alloc: dict[int, Any] = {}
-    out: dict[int, Any] = {}
-    for k, e in enumerate(entries):
-        addr = e.get("addr")
-        if not isinstance(addr, int):
-            continue
-        if e.get("action") == _ALLOC:
-            last_alloc[addr] = e.get("frames")
-        elif e.get("action") == _FREED and addr in last_alloc:
-            out[k] = last_alloc.pop(addr)
-    return out
 
 
 def peak_state(device: int, entries: list[dict[str, Any]], peak_entry: int,

@@ -77,6 +77,7 @@ def top_sites(items: Iterable[tuple[int, Any]], top: int = TOP_SITES) -> list[Si
     sites: dict[SiteKey, Site] = {}
     by_frames: dict[int, SiteKey] = {}  # stacks are shared objects in a snapshot: name each once
     seen: dict[int, Judged] = {}  # and so are frames, between stacks
+    largest: dict[SiteKey, list[Any]] = {}  # the stack of each site's largest block
     for nbytes, frames in items:
         key = by_frames.get(id(frames)) if isinstance(frames, list) else None
         if key is None:
@@ -90,8 +91,13 @@ def top_sites(items: Iterable[tuple[int, Any]], top: int = TOP_SITES) -> list[Si
         site.count += 1
         if nbytes > site._largest and isinstance(frames, list):
             site._largest = nbytes
-            site.stack = [frame_text(f) for f in shown_frames(frames)[:STACK_FRAMES]]
-    return sorted(sites.values(), key=lambda s: (-s.bytes, s.site))[:top]
+            largest[key] = frames
+    kept = sorted(sites.values(), key=lambda s: (-s.bytes, s.site))[:top]
+    shown = {id(site) for site in kept}
+    for key, site in sites.items():  # the stack's text, for the sites kept only
+        if key in largest and id(site) in shown:
+            site.stack = [frame_text(f) for f in shown_frames(largest[key])[:STACK_FRAMES]]
+    return kept
 
 
 def live_block_sites(segments: list[dict[str, Any]], top: int = TOP_SITES) -> list[Site]:
