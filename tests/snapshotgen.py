@@ -220,8 +220,8 @@ ALLOCATOR_SETTINGS = {  # the keys torch 2.x writes (torch/csrc/cuda/memory_snap
     "roundup_power2_divisions": {"1": 0, "2": 0, "4": 0}}
 
 
-def real_shaped_run(stacks: str = "all", steps: int = 2, annotate: bool = False
-                    ) -> AllocatorReplay:
+def real_shaped_run(stacks: str = "all", steps: int = 2, annotate: bool = False,
+                    segment_size: int = 40 * (1 << 30)) -> AllocatorReplay:
     """A training run recorded with `_record_memory_history(stacks=stacks)` from its start:
     `model.to("cuda")` (4 parameters of 1,700 MiB), then steps of a forward (6 activations of
     1 GiB), a backward whose gradients the autograd engine's thread allocates (C++ frames only;
@@ -232,7 +232,7 @@ def real_shaped_run(stacks: str = "all", steps: int = 2, annotate: bool = False
     with `global_record_annotations=True` under the profiler). The peak is in step 2's
     backward, at its last gradient: parameters, state, every gradient and the three
     activations not yet freed."""
-    replay = AllocatorReplay(segment_size=40 * GiB)
+    replay = AllocatorReplay(segment_size=segment_size)
     module = f"{SITE_PACKAGES}/torch/nn/modules/module.py"
     to_device = cuda_stack((module, 1355, "convert"), (module, 942, "_apply"),
                            (module, 1369, "to"), TO_DEVICE, stacks=stacks)

@@ -182,3 +182,28 @@ def test_a_forward_heavy_peak_gets_activation_checkpointing(stacks):
     assert max(peak.holders, key=lambda k: peak.holders[k]) == "activations"
     (finding,) = snapshot_findings(result)
     assert finding.fix is HOLDER_FIXES["activations"] and "checkpoint" in finding.fix.pytorch
+
+
+@pytest.mark.parametrize("requested_gib", [13, 25])
+def test_an_out_of_memory_error_in_a_real_shaped_run(requested_gib):
+    """A third step's forward asks for one block larger than any free one: fragmentation when
+    the free blocks together would hold it, capacity when not; the advice also names what holds
+    the memory (the optimizer state)."""
+    from snapshotgen import GiB, cuda_stack
+
+    snapshot = real_shaped_snapshot("all")
+    blocks = [b for seg in snapshot["segments"] for b in seg["blocks"]]
+    free = [b["size"] for b in blocks if b["state"] == "inactive"]
+    snapshot["device_traces"][0].append({
+        "action": "oom", "device_free": 0, "size": requested_gib * GiB, "stream": 0,
+        "time_us": snapshot["device_traces"][0][-1]["time_us"] + 10,
+        "frames": cuda_stack(USER_FORWARD)})
+    result = analyze_snapshot(snapshot)
+    (oom,) = result.ooms
+    assert (oom.largest_free_block, oom.cached_free) == (max(free), sum(free))
+    cause = "fragmentation" if sum(free) >= requested_gib * GiB > max(free) else "capacity"
+    assert oom.cause == cause == ("fragmentation" if requested_gib == 13 else "capacity")
+    found = {f.id: f for f in snapshot_findings(result)}
+    rule = "memory_fragmentation" if cause == "fragmentation" else "memory_pressure"
+    assert found[rule].severity == "high"
+    assert found["memory_pressure"].fix is HOLDER_FIXES["optimizer_state"]
