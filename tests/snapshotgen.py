@@ -2,7 +2,9 @@
 
 `SnapshotBuilder` lays out segments and blocks by hand (known fragmentation, known sites);
 `AllocatorReplay` runs allocations and frees through a toy allocator that writes the history
-(`device_traces`, `external_annotations`) and ends with matching segments and blocks.
+(`device_traces`, `external_annotations`) and ends with matching segments and blocks;
+`cuda_stack` and `real_shaped_run` give them the stacks real CUDA runs record (C++ frames
+interleaved with Python ones) and a training run's allocations.
 """
 
 from __future__ import annotations
@@ -136,7 +138,8 @@ class AllocatorReplay:
 
 # Stacks as `torch.cuda.memory._record_memory_history()` records them at its defaults
 # (`context="all"`, `stacks="all"`): C++ frames with the Python frames interleaved, innermost
-# first. Field names and order from torch 2.x (torch/csrc/cuda/Module.cpp `_cuda_memorySnapshot`,
+# first. Field names and order from torch 2.13 (torch/cuda/memory.py `_snapshot`'s docstring;
+# torch/csrc/cuda/Module.cpp `_cuda_memorySnapshot`,
 # frames symbolised by torch/csrc/profiler/combined_traceback.cpp `symbolize`, which puts each
 # Python frame just before the `_PyEval_EvalFrameDefault` that ran it); the frames themselves
 # (`??` files with line 0, bare `.cpp` names, CPython's C functions between Python frames) as

@@ -1,9 +1,12 @@
 """Snapshots in the shape real CUDA training runs record (`_record_memory_history()` at its
 defaults: C++ frames with the Python ones interleaved; or `stacks="python"`; contexts "all",
-"alloc", "state"). The format: torch 2.x `torch.cuda.memory._snapshot()` (field names from
-torch/cuda/memory.py's `_snapshot` docstring and torch/csrc/cuda/Module.cpp), the frames as seen
-in five real CUDA snapshots (issue 25); built by tests/snapshotgen.py (`cuda_stack`,
-`real_shaped_run`). Every expected figure is recomputed here by replaying the history."""
+"alloc", "state"). The format: `torch.cuda.memory._snapshot()` as torch 2.13 (the version
+installed here) documents it in torch/cuda/memory.py and writes it in torch/csrc/cuda/Module.cpp
+and memory_snapshot.cpp (the `allocator_settings` keys); the interleaving as
+torch/csrc/profiler/combined_traceback.cpp `symbolize` does it; the frames themselves as seen in
+five real CUDA snapshots of training runs (issue 25). Built by tests/snapshotgen.py
+(`cuda_stack`, `real_shaped_run`). Every expected figure is recomputed here by replaying the
+history."""
 
 from __future__ import annotations
 
@@ -207,3 +210,23 @@ def test_an_out_of_memory_error_in_a_real_shaped_run(requested_gib):
     rule = "memory_fragmentation" if cause == "fragmentation" else "memory_pressure"
     assert found[rule].severity == "high"
     assert found["memory_pressure"].fix is HOLDER_FIXES["optimizer_state"]
+
+
+@pytest.mark.parametrize(("stack", "holder"), [
+    # a custom autograd Function (flash attention, a fused layer) runs in forward
+    ([USER_FORWARD, ("/venv/lib/python3.11/site-packages/torch/autograd/function.py", 575,
+                     "apply")], "activations"),
+    # backward on the calling thread (CPU tensors, or a hook): Tensor.backward
+    ([("/venv/lib/python3.11/site-packages/torch/autograd/graph.py", 829,
+       "_engine_run_backward"),
+      ("/venv/lib/python3.11/site-packages/torch/_tensor.py", 626, "backward"),
+      ("/home/u/proj/train.py", 116, "train")], "gradients"),
+    ([("/venv/lib/python3.11/site-packages/torch/nn/init.py", 70, "_no_grad_trunc_normal_"),
+      ("/home/u/proj/cs336_basics/model.py", 20, "reset_parameters")], "parameters"),
+    ([("/home/u/proj/train.py", 101, "train")], "other"),
+])
+def test_holder_rules_on_python_stacks(stack, holder):
+    from snapshotgen import cuda_stack
+    from trainprof.analysis.snapshot.holders import holder_of
+
+    assert holder_of(cuda_stack(*stack)) == holder == holder_of(cuda_stack(*stack, stacks="python"))

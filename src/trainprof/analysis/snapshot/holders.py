@@ -6,8 +6,8 @@ An estimate, by these rules, the first that matches (docs/memory_snapshots.md, "
 * `optimizer_state`: a frame in `torch/optim/`, a function `_init_group`, or a `step` in a file
   whose name says optim (`optimizers.py`): Adam's `exp_avg` made by `zeros_like` in a step;
 * `gradients`: the autograd engine (`torch::autograd::Engine`, `AccumulateGrad`, the generated
-  `*Backward` nodes in C++ frames; `torch/autograd/`, `Tensor.backward` in Python): the `.grad`
-  tensors and the backward pass's temporaries;
+  `*Backward` nodes in C++ frames; `Tensor.backward`, `torch.autograd.backward`/`grad`,
+  `_engine_run_backward` in Python): the `.grad` tensors and the backward pass's temporaries;
 * `parameters`: `Module.to`/`_apply`/`cuda`, `load_state_dict`, `torch/nn/init.py`,
   `reset_parameters`, or a Python `__init__` (a model that makes its weights on the device);
 * `activations`: a `forward`, `torch/nn/modules/` or `torch/nn/functional.py`: a forward pass's
@@ -29,7 +29,11 @@ HOLDERS = ("parameters", "gradients", "optimizer_state", "activations", "other",
 _OPTIMIZER_FILE = re.compile(r"/torch/optim/")
 _OPTIMIZER_STEP_FILE = re.compile(r"optim[^/]*\.py$", re.IGNORECASE)
 _AUTOGRAD_CPP = re.compile(r"torch::autograd::(?:Engine|generated::|AccumulateGrad)|AccumulateGrad")
-_AUTOGRAD_FILE = re.compile(r"/torch/autograd/")
+#: Python frames of a backward pass: `loss.backward()`, `torch.autograd.backward/grad` and the
+#: engine's entry (not all of torch/autograd/: a custom Function's `apply` runs in forward).
+_BACKWARD_FRAMES = {("/torch/_tensor.py", "backward"), ("/torch/autograd/__init__.py", "backward"),
+                    ("/torch/autograd/__init__.py", "grad"),
+                    ("/torch/autograd/graph.py", "_engine_run_backward")}
 _MODULE_FILE = re.compile(r"/torch/nn/modules/module\.py$")
 _MODULE_SETUP = {"to", "_apply", "cuda", "load_state_dict", "_load_from_state_dict", "to_empty"}
 _INIT_FILE = re.compile(r"/torch/nn/(?:init|parameter)\.py$")
@@ -44,8 +48,7 @@ def _is_optimizer(file: str, function: str) -> bool:
 def _is_gradient(file: str, function: str, python: bool) -> bool:
     if not python:
         return bool(_AUTOGRAD_CPP.search(function))
-    return bool(_AUTOGRAD_FILE.search(file)
-                or (function == "backward" and file.endswith("/torch/_tensor.py")))
+    return any(file.endswith(tail) and function == name for tail, name in _BACKWARD_FRAMES)
 
 
 def _is_parameter(file: str, function: str) -> bool:
