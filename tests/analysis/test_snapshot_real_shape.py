@@ -230,3 +230,15 @@ def test_holder_rules_on_python_stacks(stack, holder):
     from trainprof.analysis.snapshot.holders import holder_of
 
     assert holder_of(cuda_stack(*stack)) == holder == holder_of(cuda_stack(*stack, stacks="python"))
+
+
+def test_without_history_the_holders_are_those_live_at_the_snapshot():
+    snapshot = real_shaped_snapshot("all")
+    snapshot["device_traces"] = [[]]
+    result = analyze_snapshot(snapshot)
+    assert result.peaks == []
+    share = 2 * PARAM_BLOCKS / (3 * PARAM_BLOCKS)  # the state beside the weights, at the end
+    (finding,) = snapshot_findings(result)
+    assert share >= HOLDER_MEDIUM_SHARE and finding.severity == "medium"
+    assert finding.title == (f"Optimizer state holds {100 * share:.0f}% of cuda:0's live memory "
+                             "at the snapshot")
