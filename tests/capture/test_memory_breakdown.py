@@ -230,11 +230,17 @@ for _ in range(4):
 def test_trainprof_run_prints_the_breakdown_and_memory_snapshot_warns_once_on_cpu(tmp_path):
     (tmp_path / "train.py").write_text(RUN_SCRIPT)
     done = run_python(["-m", "trainprof", "run", "--out", "traces", "--wait", "1", "--warmup", "1",
-                       "--active", "1", "--memory-snapshot", "--", "train.py"], cwd=tmp_path)
+                       "--active", "1", "--memory-snapshot", "--with-stack", "--", "train.py"],
+                      cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     out = " ".join(done.stdout.split())
     assert "Where the memory goes on cpu" in out
     assert "parameters 1.30 kB" in out and "optimizer state 2.62 kB" in out  # 2 x 1300 + 4 x 4
     assert "left resident by the first step" in out
+    # ops are charged to the script's line, not to trainprof's own profiler step (issue 25);
+    # torch's Python tracer names a frame already running when tracing starts by the line it
+    # is at then (here the optimizer step, where trainprof's hook starts the window)
+    line = next(i for i, text in enumerate(RUN_SCRIPT.splitlines(), 1) if "optimizer.step" in text)
+    assert f"aten::addmm ← train.py:{line} <module>" in out and "profiler.py" not in out
     assert done.stderr.count("memory_snapshot needs a CUDA device") == 1
     assert sorted(p.name for p in (tmp_path / "traces").iterdir()) == ["rank0.step2.pt.trace.json.gz"]
