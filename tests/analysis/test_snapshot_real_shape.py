@@ -242,3 +242,20 @@ def test_without_history_the_holders_are_those_live_at_the_snapshot():
     assert share >= HOLDER_MEDIUM_SHARE and finding.severity == "medium"
     assert finding.title == (f"Optimizer state holds {100 * share:.0f}% of cuda:0's live memory "
                              "at the snapshot")
+
+
+def test_the_holders_largest_site_is_its_own_bytes():
+    """Parameters made at two lines: the evidence names the larger with its own bytes."""
+    from snapshotgen import AllocatorReplay, GiB, cuda_stack
+
+    replay = AllocatorReplay(segment_size=8 * GiB)
+    module = "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py"
+    big = cuda_stack((module, 942, "_apply"), ("/home/u/proj/train.py", 90, "train"))
+    small = cuda_stack(("/home/u/proj/model.py", 12, "__init__"))
+    for size, stack in ((3 * GiB, big), (GiB, small), (GiB, small)):
+        replay.alloc(size, stack)
+    (finding,) = snapshot_findings(analyze_snapshot(replay.snapshot()))
+    site = finding.evidence[-1]
+    assert (site.what, site.where) == ("its largest site", "/home/u/proj/train.py:90 in train")
+    assert site.value == f"{3 * GiB / 1e9:,.2f} GB"
+    assert finding.title.startswith("Parameters hold 100% of cuda:0's live memory")

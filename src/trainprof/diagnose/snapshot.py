@@ -299,6 +299,7 @@ class Holder(NamedTuple):
     total: int
     when: str
     site: str
+    site_bytes: int
 
     @property
     def share(self) -> float:
@@ -322,7 +323,7 @@ def largest_holders(result: SnapshotAnalysis) -> list[Holder]:
         top = sites.get(name) or []
         out.append(Holder(d.device, name, named[name], total,
                           _peak_when(peak.ms, peak.step) if peak else "at the snapshot",
-                          top[0].site if top else ""))
+                          top[0].site if top else "", top[0].bytes if top else 0))
     return out
 
 
@@ -364,6 +365,6 @@ def _largest_holder(result: SnapshotAnalysis, rank: int | None) -> list[Finding]
             f"docs/memory_snapshots.md, Holders). Making the {what} smaller lowers the peak most.",
             [Evidence(what, _mb(h.bytes), "", f"cuda:{h.device}"),
              Evidence("live memory then", _mb(h.total), "", f"cuda:{h.device}"),
-             *([Evidence("largest site", _mb(h.bytes), "", h.site)] if h.site else [])],
+             *([Evidence("its largest site", _mb(h.site_bytes), "", h.site)] if h.site else [])],
             HOLDER_FIXES[h.name]))
     return out
