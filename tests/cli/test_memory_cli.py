@@ -178,6 +178,8 @@ def test_a_real_shaped_snapshot_opens_on_one_sentence_naming_the_users_line(tmp_
         f"{peak / 1e9:,.2f} GB live ({state / 1e9:,.2f} GB), most of it allocated at "
         "/home/u/proj/cs336_basics/optimizers.py:82 in step (estimated from the stacks).")
     assert "gather_with_cpp" not in out and "memory_snapshot.cpp" not in out
+    peak_table = " ".join(out[out.index("live at cuda:0's peak"):].split())
+    assert peak_table.index("optimizers.py:82 in step") < peak_table.index("model.py:150")
 
 
 def main_json(path) -> dict:

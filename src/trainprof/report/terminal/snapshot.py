@@ -102,7 +102,8 @@ def history_renderables(h: dict[str, Any]) -> list[Any]:
     unit = "ms" if h["has_time"] else "events"
     out: list[Any] = [Text(
         f"cuda:{h['device']}: {h['events']} allocator events; live memory peaks at "
-        f"{size(h.get('peak_live'))} ({h.get('peak_ms') or 0:,.1f} {unit} in)"
+        f"{size(h.get('peak_live'))} ({h.get('peak_ms') or 0:,.1f} {unit} in"
+        + (f", step {h['peak_step']}" if h.get("peak_step") is not None else "") + ")"
         + (f"; {h['growth_mb_per_step']:+.1f} MB per step" if h.get("growth_mb_per_step")
            is not None else ""))]
     if h["steps"]:
@@ -175,6 +176,10 @@ def snapshot_renderables(s: dict[str, Any]) -> list[Any]:
     out += [holders] if holders is not None else []
     if s["live_sites"]:
         out.append(sites_table("Top allocation sites, live at the snapshot", s["live_sites"], "blocks"))
+    for peak in s.get("peaks", []):
+        if peak["sites"]:
+            out.append(sites_table(f"Top allocation sites, live at cuda:{peak['device']}'s peak",
+                                   peak["sites"], "blocks"))
     if s["allocated_sites"]:
         out.append(sites_table("Top allocation sites over the history (bytes allocated)",
                                s["allocated_sites"], "allocations"))
