@@ -2,7 +2,9 @@
 
 `SnapshotBuilder` lays out segments and blocks by hand (known fragmentation, known sites);
 `AllocatorReplay` runs allocations and frees through a toy allocator that writes the history
-(`device_traces`, `external_annotations`) and ends with matching segments and blocks.
+(`device_traces`, `external_annotations`) and ends with matching segments and blocks;
+`cuda_stack` and `real_shaped_run` give them the stacks real CUDA runs record (C++ frames
+interleaved with Python ones) and a training run's allocations.
 """
 
 from __future__ import annotations
@@ -98,8 +100,11 @@ class AllocatorReplay:
         self.builder.trace("alloc", size, addr, self.time_us, self.device, frames=stack or [])
         return addr
 
-    def free(self, addr: int) -> None:
+    def free(self, addr: int, free_stack: list[dict[str, Any]] | None = None) -> None:
+        """Frees a block; its entries carry `free_stack` (the stack of the free, as
+        `context="all"` records it) or else the stack that allocated it."""
         size, stack = self.live.pop(addr)
+        stack = stack if free_stack is None else free_stack
         for action in ("free_requested", "free_completed"):
             self.time_us += 5
             self.builder.trace(action, size, addr, self.time_us, self.device, frames=stack)
@@ -129,3 +134,147 @@ class AllocatorReplay:
         if not history:
             snap["device_traces"] = [[]]
         return snap
+
+
+# Stacks as `torch.cuda.memory._record_memory_history()` records them at its defaults
+# (`context="all"`, `stacks="all"`): C++ frames with the Python frames interleaved, innermost
+# first. Field names and order from torch 2.13 (torch/cuda/memory.py `_snapshot`'s docstring;
+# torch/csrc/cuda/Module.cpp `_cuda_memorySnapshot`,
+# frames symbolised by torch/csrc/profiler/combined_traceback.cpp `symbolize`, which puts each
+# Python frame just before the `_PyEval_EvalFrameDefault` that ran it); the frames themselves
+# (`??` files with line 0, bare `.cpp` names, CPython's C functions between Python frames) as
+# seen in five real CUDA snapshots of training runs (reported in issue 25).
+SITE_PACKAGES = "/home/u/.venv/lib/python3.11/site-packages"
+ALLOCATOR_FRAMES = (
+    ("??", 0, "torch::unwind::unwind()"),
+    ("memory_snapshot.cpp", 0, "torch::cuda::(anonymous namespace)::gather_with_cpp()"),
+    ("CUDACachingAllocator.cpp", 0,
+     "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(signed char, "
+     "unsigned long, CUstream_st*)"),
+    ("CUDACachingAllocator.cpp", 0,
+     "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::allocate(unsigned long)"),
+    ("??", 0, "at::TensorBase at::detail::_empty_generic<long>(c10::ArrayRef<long>, "
+              "c10::Allocator*, c10::DispatchKeySet, c10::ScalarType, "
+              "std::optional<c10::MemoryFormat>)"),
+    ("??", 0, "at::detail::empty_cuda(c10::ArrayRef<long>, c10::ScalarType, "
+              "std::optional<c10::Device>, std::optional<c10::MemoryFormat>)"),
+    ("RegisterCUDA.cpp", 0, "at::(anonymous namespace)::(anonymous namespace)::"
+                            "wrapper_CUDA_memory_format_empty(c10::ArrayRef<c10::SymInt>, ...)"),
+    ("??", 0, "at::_ops::empty_memory_format::redispatch(c10::DispatchKeySet, ...)"),
+)
+BINDING_FRAMES = (
+    ("??", 0, "at::_ops::zeros_like::call(at::Tensor const&, ...)"),
+    ("python_torch_functions_0.cpp", 0,
+     "torch::autograd::THPVariable_zeros_like(_object*, _object*, _object*)"),
+    ("??", 0, "cfunction_call"),
+    ("??", 0, "_PyObject_MakeTpCall"),
+)
+EVAL_FRAME = ("??", 0, "_PyEval_EvalFrameDefault")
+INTERPRETER_BOTTOM = (
+    ("??", 0, "PyEval_EvalCode"), ("??", 0, "run_eval_code_obj"), ("??", 0, "run_mod"),
+    ("??", 0, "pyrun_file"), ("??", 0, "_PyRun_SimpleFileObject"),
+    ("??", 0, "_PyRun_AnyFileObject"), ("??", 0, "pymain_run_file"), ("??", 0, "Py_RunMain"),
+    ("??", 0, "Py_BytesMain"), ("??", 0, "__libc_start_main"), ("??", 0, "_start"),
+)
+AUTOGRAD_THREAD = (
+    ("??", 0, "at::native::mm(at::Tensor const&, at::Tensor const&)"),
+    ("??", 0, "torch::autograd::generated::MmBackward0::apply(std::vector<at::Tensor>&&)"),
+    ("??", 0, "torch::autograd::Node::operator()(std::vector<at::Tensor>&&)"),
+    ("??", 0, "torch::autograd::Engine::evaluate_function(std::shared_ptr<torch::autograd::"
+              "GraphTask>&, torch::autograd::Node*, torch::autograd::InputBuffer&, ...)"),
+    ("??", 0, "torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::"
+              "GraphTask> const&)"),
+    ("??", 0, "torch::autograd::Engine::thread_init(int, std::shared_ptr<torch::autograd::"
+              "ReadyQueue> const&, bool)"),
+    ("??", 0, "execute_native_thread_routine"), ("??", 0, "start_thread"), ("??", 0, "clone3"),
+)
+
+
+def cuda_stack(*python: tuple[str, int, str], stacks: str = "all") -> list[dict[str, Any]]:
+    """The frames of one allocation made by the Python frames `python` (innermost first) as a
+    snapshot records them: with `stacks="all"` the allocator's C++ frames first, each Python
+    frame followed by its interpreter frame, and the interpreter's start at the bottom; with
+    `stacks="python"` the Python frames alone."""
+    if stacks == "python":
+        return frames(*python)
+    out = [*ALLOCATOR_FRAMES, *BINDING_FRAMES]
+    for frame in python:
+        out += [frame, EVAL_FRAME, ("??", 0, "_PyFunction_Vectorcall")]
+    return frames(*out, *INTERPRETER_BOTTOM)
+
+
+def autograd_thread_stack() -> list[dict[str, Any]]:
+    """An allocation of the autograd engine's device thread with `stacks="all"`: C++ only."""
+    return frames(*ALLOCATOR_FRAMES, *AUTOGRAD_THREAD)
+
+
+GiB = 1 << 30
+#: The training run of `real_shaped_run`: its user files and the sizes of what it holds.
+USER_TRAIN = ("/home/u/proj/train.py", 118, "train")
+USER_FORWARD = ("/home/u/proj/cs336_basics/model.py", 150, "forward")
+USER_OPTIMIZER = ("/home/u/proj/cs336_basics/optimizers.py", 82, "step")
+TO_DEVICE = ("/home/u/proj/train.py", 90, "train")
+PARAM_BLOCKS, PARAM_SIZE = 4, 1_700 * MiB
+ACT_BLOCKS, ACT_SIZE = 6, GiB
+ALLOCATOR_SETTINGS = {  # the keys torch 2.x writes (torch/csrc/cuda/memory_snapshot.cpp)
+    "PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1, "garbage_collection_threshold": 0.0,
+    "expandable_segments": False, "pinned_num_register_threads": 1,
+    "release_lock_on_cudamalloc": False, "pinned_use_cuda_host_register": False,
+    "roundup_power2_divisions": {"1": 0, "2": 0, "4": 0}}
+
+
+def real_shaped_run(stacks: str = "all", steps: int = 2, annotate: bool = False,
+                    segment_size: int = 40 * (1 << 30)) -> AllocatorReplay:
+    """A training run recorded with `_record_memory_history(stacks=stacks)` from its start:
+    `model.to("cuda")` (4 parameters of 1,700 MiB), then steps of a forward (6 activations of
+    1 GiB), a backward whose gradients the autograd engine's thread allocates (C++ frames only;
+    with `stacks="python"` no frames) while it frees the activations, an optimizer step that
+    makes its state lazily in the first step (two `zeros_like` per parameter, in the user's own
+    optimizer under torch's `Optimizer` wrapper), and `zero_grad(set_to_none=True)`, whose
+    frees carry its own stack. `annotate`: each step inside `ProfilerStep#N` annotations (as
+    with `global_record_annotations=True` under the profiler). The peak is in step 2's
+    backward, at its last gradient: parameters, state, every gradient and the three
+    activations not yet freed."""
+    replay = AllocatorReplay(segment_size=segment_size)
+    module = f"{SITE_PACKAGES}/torch/nn/modules/module.py"
+    to_device = cuda_stack((module, 1355, "convert"), (module, 942, "_apply"),
+                           (module, 1369, "to"), TO_DEVICE, stacks=stacks)
+    forward = cuda_stack(USER_FORWARD, (module, 1784, "_call_impl"),
+                         (module, 1773, "_wrapped_call_impl"), USER_TRAIN, stacks=stacks)
+    optimizer = cuda_stack(USER_OPTIMIZER, (f"{SITE_PACKAGES}/torch/optim/optimizer.py", 493,
+                                            "wrapper"), USER_TRAIN, stacks=stacks)
+    backward = autograd_thread_stack() if stacks == "all" else []
+    zero_grad = cuda_stack((f"{SITE_PACKAGES}/torch/optim/optimizer.py", 980, "zero_grad"),
+                           USER_TRAIN, stacks=stacks)
+    params = [replay.alloc(PARAM_SIZE, to_device) for _ in range(PARAM_BLOCKS)]
+    state: list[int] = []
+
+    def step() -> None:
+        acts = [replay.alloc(ACT_SIZE, forward) for _ in range(ACT_BLOCKS)]
+        grads = []
+        for i in range(PARAM_BLOCKS):
+            grads.append(replay.alloc(PARAM_SIZE, backward))
+            replay.free(acts[i])
+        for addr in acts[PARAM_BLOCKS:]:
+            replay.free(addr)
+        if not state:
+            state.extend(replay.alloc(PARAM_SIZE, optimizer) for _ in range(2 * len(params)))
+        for addr in grads:
+            replay.free(addr, zero_grad)
+
+    for n in range(steps):
+        if annotate:
+            replay.step(n, step)
+        else:
+            step()
+    return replay
+
+
+def real_shaped_snapshot(stacks: str = "all", annotate: bool = False) -> dict[str, Any]:
+    """`real_shaped_run` as `torch.cuda.memory._snapshot()` returns it: its allocator settings,
+    and the `snapshot` entry the allocator adds to the history when a snapshot is taken."""
+    replay = real_shaped_run(stacks, annotate=annotate)
+    replay.builder.trace("snapshot", 0, 0, replay.time_us + 10, replay.device)
+    snap = replay.snapshot()
+    snap["allocator_settings"] = dict(ALLOCATOR_SETTINGS)
+    return snap

@@ -57,7 +57,9 @@ def test_json_report(tmp_path, capsys):
                              "cached_free": 12 * MiB, "largest_free_block": 6 * MiB,
                              "cause": "fragmentation"}]
     assert [f["id"] for f in snap["findings"]] == ["memory_fragmentation"]
-    assert snap["live_sites"][0] == {"site": "/job/train.py:42 in train_step", "bytes": 12 * MiB,
+    assert snap["live_sites"][0] == {"site": "/job/train.py:42 in train_step",
+                                     "file": "/job/train.py", "line": 42,
+                                     "function": "train_step", "bytes": 12 * MiB,
                                      "count": 2, "stack": [
                                          f"{TORCH_LINEAR[0]}:125 in forward",
                                          "/job/train.py:42 in train_step"]}
@@ -154,3 +156,33 @@ def test_snapshot_report_reads_whole_at_any_width(tmp_path, width):
     after = text.splitlines()[text.splitlines().index(fix) + 1]
     indent = fix.index("Fix:")
     assert after[:indent].strip("│ ") == "" and after[indent] != " "
+
+
+def test_a_real_shaped_snapshot_opens_on_one_sentence_naming_the_users_line(tmp_path, capsys):
+    """A snapshot as `_record_memory_history()` records it at its defaults (C++ frames between
+    the Python ones: tests/snapshotgen.py, `cuda_stack`): the report opens on what holds the
+    peak and the user's line it was allocated at, never on the allocator's C++ frames."""
+    from snapshotgen import PARAM_BLOCKS, PARAM_SIZE, real_shaped_snapshot
+
+    snap = real_shaped_snapshot("all")
+    assert "memory_snapshot.cpp" in str(snap["segments"][0]["blocks"][0]["frames"])
+    assert main(["memory", write(tmp_path / "real.pickle", snap)]) == 0
+    out = capsys.readouterr().out
+    paragraph = " ".join(out.split("╭")[0].split())  # before the advice panel
+    peak = max(h["peak_live"] for h in main_json(tmp_path / "real.pickle")["histories"])
+    state = 2 * PARAM_BLOCKS * PARAM_SIZE
+    sentence = paragraph.split(".pickle ", 1)[1]
+    assert sentence == (
+        f"cuda:0 at its peak ({main_json(tmp_path / 'real.pickle')['peaks'][0]['ms']:,.1f} ms "
+        f"into the history): optimizer state holds {100 * state / peak:.0f}% of the "
+        f"{peak / 1e9:,.2f} GB live ({state / 1e9:,.2f} GB), most of it allocated at "
+        "/home/u/proj/cs336_basics/optimizers.py:82 in step (estimated from the stacks).")
+    assert "gather_with_cpp" not in out and "memory_snapshot.cpp" not in out
+    peak_table = " ".join(out[out.index("live at cuda:0's peak"):].split())
+    assert peak_table.index("optimizers.py:82 in step") < peak_table.index("model.py:150")
+
+
+def main_json(path) -> dict:
+    from trainprof.diagnose.snapshot import memory_snapshot_report
+
+    return memory_snapshot_report(path)["snapshots"][0]

@@ -133,3 +133,22 @@ def test_the_snapshot_report_renders_cleanly_in_chromium(tmp_path):
         sites = page.evaluate("[...document.querySelectorAll('#memory td.text')]"
                               ".map(td => td.textContent)")
         assert any(text.startswith(IMG_PAYLOAD) for text in sites)  # shown as text, not markup
+
+
+def test_a_real_shaped_snapshot_says_what_holds_its_peak(tmp_path):
+    """A snapshot as `_record_memory_history()` records it at its defaults (tests/snapshotgen.py,
+    `cuda_stack`): the page opens on what holds the peak and the user's line, with a table of
+    the holders at the peak and at the snapshot."""
+    import html as html_lib
+
+    from snapshotgen import PARAM_BLOCKS, PARAM_SIZE, real_shaped_snapshot
+
+    data = report_result(write(tmp_path / "real.pickle", real_shaped_snapshot("all")))
+    (s,) = data["memory_snapshots"]
+    page = html_lib.unescape(render_html(data))
+    assert s["verdict"][0] in page and "optimizers.py:82 in step" in s["verdict"][0]
+    assert "What holds the memory" in page
+    section = page[page.index("What holds the memory"):]
+    state = f"{2 * PARAM_BLOCKS * PARAM_SIZE / 1e9:.2f} GB"
+    assert re.search(rf"optimizer state</td>\s*<td[^>]*>{state}</td>\s*<td[^>]*>{state}", section)
+    assert "gather_with_cpp" not in page

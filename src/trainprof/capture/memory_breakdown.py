@@ -7,9 +7,11 @@ device), read from the model and optimizer objects, and activations as the rest 
 
 Bytes are counted per storage, once: tied weights, views and flat buffers are not counted twice.
 The rest of the peak is what the peak holds beyond those three: on a GPU the caching
-allocator's `max_memory_allocated` minus the persistent bytes on that device; on the CPU the
+allocator's `max_memory_allocated` minus the persistent bytes on that device. On the CPU the
 growth of the process's peak RSS since recording began, minus the gradients and optimizer state
-(which appear after it began). See docs/memory_breakdown.md for what each number includes.
+(which appear after it began), is split in two: what the first step left resident (`runtime`:
+torch's lazy start-up, the profiler's buffers, memory the C allocator keeps) and the rise of
+the peak above that level (`activations`). See docs/memory_breakdown.md.
 """
 
 from __future__ import annotations
@@ -133,7 +135,7 @@ def tally(model: Any = None, optimizer: Any = None) -> Tally:
 
 
 def breakdown_dict(counted: Tally, device: str, peak: int | None, rest: int | None,
-                   notes: list[str]) -> dict[str, Any]:
+                   notes: list[str], runtime: int | None = None) -> dict[str, Any]:
     """The breakdown as plain JSON values (docs/memory_breakdown.md)."""
     state = counted.total("optimizer_state")
     per_parameter = (state / counted.stateful_parameter_bytes
@@ -144,10 +146,11 @@ def breakdown_dict(counted: Tally, device: str, peak: int | None, rest: int | No
     # add up to the peak instead of calling 99.9% of a 77 kB model's peak "activations".
     process = None
     if not device.startswith("cuda") and peak is not None and rest is not None:
-        process = max(peak - sum(values.values()) - rest, 0)
+        process = max(peak - sum(values.values()) - rest - (runtime or 0), 0)
     return {
         "device": device,
-        "bytes": {**values, "activations": rest, "process": process, "peak": peak},
+        "bytes": {**values, "activations": rest, "runtime": runtime, "process": process,
+                  "peak": peak},
         "peak_source": "max_memory_allocated" if device.startswith("cuda") else "peak RSS",
         "rows": counted.rows_dicts(),
         "optimizer_state_keys": dict(sorted(counted.state_keys.items(), key=lambda kv: -kv[1])),
@@ -170,6 +173,19 @@ def current_rss() -> int | None:
     return int(psutil.Process().memory_info().rss)
 
 
+def resident_after_trim() -> int | None:
+    """The process's resident memory once the C allocator has returned its free memory to the
+    system (glibc's `malloc_trim(0)`), so that freed activations do not count as kept; the plain
+    RSS where there is no glibc."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    return current_rss()
+
+
 class MemoryProbe:
     """One job's memory: persistent bytes captured once after an optimizer step, and the peak."""
 
@@ -180,6 +196,7 @@ class MemoryProbe:
         self._warn = warn
         self._failed = False
         self._start_rss = current_rss()  # for the CPU: the process before training grew it
+        self._first_step_rss: int | None = None  # the CPU process right after the first step
         self._start_peak = peak_memory_bytes(torch.device("cpu"))
 
     def capture_once(self, model: Any, optimizer: Any) -> None:
@@ -188,6 +205,7 @@ class MemoryProbe:
         if self.captured is not None or self._failed:
             return
         try:
+            self._first_step_rss = resident_after_trim()
             self.captured = tally(model, optimizer)
             if self.device is None:
                 params = _parameters(model, _unwrap(optimizer))
@@ -202,7 +220,11 @@ class MemoryProbe:
             return None
         try:
             peak, rest, notes = self._rest_of_peak(self.captured, self.device)
-            return breakdown_dict(self.captured, str(self.device), peak, rest, notes)
+            runtime = None
+            if rest is not None and self.device.type != "cuda":
+                runtime = self._first_step_growth(self.captured, rest)
+                rest -= runtime
+            return breakdown_dict(self.captured, str(self.device), peak, rest, notes, runtime)
         except Exception as error:
             self._warn("could not read the peak memory for the memory breakdown", error)
             return None
@@ -222,5 +244,16 @@ class MemoryProbe:
                 "model?), so the training step's own peak, and the activations, are unknown"]
         created = counted.total("gradients", "cpu") + counted.total("optimizer_state", "cpu")
         return peak, max(peak - self._start_rss - created, 0), [
-            "CPU: the rest is the growth of the process's peak RSS since recording began, less "
-            "the gradients and optimizer state; it includes temporaries and allocator caching"]
+            "CPU: the growth of the process's peak RSS since recording began, less the gradients "
+            "and optimizer state, is what the first optimizer step left resident once freed "
+            "memory went back to the system (torch's lazy start-up, the profiler's buffers) and "
+            "the peak's rise above that level (activations and temporaries; under the profiler "
+            "also its buffers filling and the trace being written)"]
+
+    def _first_step_growth(self, counted: Tally, rest: int) -> int:
+        """What the first step left resident beyond gradients and optimizer state (CPU): the
+        part of the rest of the peak that is not the steps' own rise above it."""
+        if self._first_step_rss is None or self._start_rss is None:
+            return 0
+        created = counted.total("gradients", "cpu") + counted.total("optimizer_state", "cpu")
+        return min(max(self._first_step_rss - self._start_rss - created, 0), rest)

@@ -1,12 +1,13 @@
 """Advice from a memory snapshot, as findings of the memory rules (`memory_pressure`,
 `memory_fragmentation`, `memory_growth`): same ids, thresholds and fixes as for traces
-(rules/memory.py), with the allocator settings that a snapshot can justify.
+(rules/memory.py), with the allocator settings that a snapshot can justify, and the fix for what
+holds the peak (optimizer state, activations, gradients or parameters: `HOLDER_FIXES`).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 from trainprof.analysis.snapshot.analyze import (
     DeviceState,
@@ -14,6 +15,7 @@ from trainprof.analysis.snapshot.analyze import (
     SnapshotAnalysis,
     analyze_snapshot,
 )
+from trainprof.analysis.snapshot.holders import HOLDERS
 from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import Evidence, Finding, Fix, Severity, ranked
 from trainprof.diagnose.rules.memory import (
@@ -48,6 +50,75 @@ UNSPLIT_CACHE = Fix(
 )
 
 
+#: The largest holder of the peak is a finding (memory_pressure, low) when it holds at least
+#: this share of the peak and this many bytes: below either, changing it would not move the peak
+#: much, or not matter. It is medium from HOLDER_MEDIUM_SHARE (most of the peak).
+HOLDER_SHARE = 0.4
+HOLDER_MIN_BYTES = 1e9
+HOLDER_MEDIUM_SHARE = 0.5
+#: Holders a fix can target (not "other", "unknown").
+NAMED_HOLDERS = HOLDERS[:4]
+HOLDER_WORDS = {"parameters": "parameters", "gradients": "gradients",
+                "optimizer_state": "optimizer state", "activations": "activations"}
+#: What to change for each holder of the peak.
+HOLDER_FIXES = {
+    "optimizer_state": Fix(
+        summary=(
+            "Shrink or shard the optimizer state: an 8-bit optimizer keeps 2 bytes per "
+            "parameter instead of Adam's 8; ZeRO-1/FSDP shards it across ranks; foreach=False "
+            "avoids the multi-tensor step's temporary copies of every state at once."
+        ),
+        pytorch=(
+            "import bitsandbytes as bnb\n"
+            "optimizer = bnb.optim.AdamW8bit(model.parameters(), lr=3e-4)\n"
+            "# or, on N GPUs: shard the state\n"
+            "from torch.distributed.optim import ZeroRedundancyOptimizer\n"
+            "optimizer = ZeroRedundancyOptimizer(model.parameters(), "
+            "optimizer_class=torch.optim.AdamW, lr=3e-4)"
+        ),
+        accelerate="accelerate launch --use_fsdp --fsdp_sharding_strategy SHARD_GRAD_OP train.py",
+    ),
+    "activations": Fix(
+        summary=(
+            "Keep fewer activations: activation checkpointing (recompute in backward), a smaller "
+            "micro-batch with gradient accumulation, bf16 autocast."
+        ),
+        pytorch=(
+            "from torch.utils.checkpoint import checkpoint\n"
+            "h = checkpoint(block, h, use_reentrant=False)   # per transformer block\n"
+            "with torch.autocast('cuda', dtype=torch.bfloat16): loss = model(x)"
+        ),
+        accelerate="model.gradient_checkpointing_enable()   # Hugging Face models",
+    ),
+    "gradients": Fix(
+        summary=(
+            "Hold gradients for less time or in less memory: step each parameter as soon as its "
+            "gradient is accumulated (optimizer in backward), shard them (ZeRO-2/FSDP), and keep "
+            "zero_grad(set_to_none=True)."
+        ),
+        pytorch=(
+            "optimizers = {p: torch.optim.AdamW([p], lr=3e-4) for p in model.parameters()}\n"
+            "for p in model.parameters():\n"
+            "    p.register_post_accumulate_grad_hook(\n"
+            "        lambda p: (optimizers[p].step(), optimizers[p].zero_grad()))"
+        ),
+        accelerate="accelerate launch --use_fsdp --fsdp_sharding_strategy SHARD_GRAD_OP train.py",
+    ),
+    "parameters": Fix(
+        summary=(
+            "Hold fewer parameter bytes per GPU: bf16 weights, FSDP/ZeRO-3 sharding, or CPU "
+            "offload of what is not in use."
+        ),
+        pytorch=(
+            "from torch.distributed.fsdp import fully_shard\n"
+            "for block in model.layers: fully_shard(block)\n"
+            "fully_shard(model)"
+        ),
+        accelerate="accelerate launch --use_fsdp --fsdp_sharding_strategy FULL_SHARD train.py",
+    ),
+}
+
+
 def memory_snapshot_report(path: str | os.PathLike[str], trust: bool = False) -> dict[str, Any]:
     """Every snapshot at `path` (a file, or a folder's `*.pickle`) analysed, with its findings,
     as plain JSON values; `SnapshotError` when one cannot be read or is refused."""
@@ -66,7 +137,8 @@ def snapshot_result(path: str | os.PathLike[str], trust: bool = False) -> dict[s
         raise SnapshotError(f"{path} has a segment, block or history entry that is not shaped "
                             f"like a memory snapshot's ({type(exc).__name__}: {exc}).") from None
     findings = snapshot_findings(result)
-    out = {**result.to_dict(), "findings": [f.to_dict() for f in findings]}
+    out = {**result.to_dict(), "findings": [f.to_dict() for f in findings],
+           "verdict": [holder_sentence(h) for h in largest_holders(result)]}
     if not any(f.id == "memory_fragmentation" for f in findings):
         out["notes"] = [*out.get("notes", []), *_not_fragmented(result)]
     return out
@@ -101,7 +173,7 @@ def snapshot_findings(result: SnapshotAnalysis) -> list[Finding]:
     rank = result.recorded_by.get("rank")
     rank = rank if isinstance(rank, int) else None
     found = [*_out_of_memory(result, rank), *_fragmented(result, rank), *_full(result, rank),
-             *_growing(result, rank)]
+             *_growing(result, rank), *_largest_holder(result, rank)]
     firsts: dict[str, Finding] = {}
     for f in ranked(found):
         firsts.setdefault(f.id, f)
@@ -114,7 +186,10 @@ def _finding(rule: str, severity: Severity, rank: int | None, title: str, explan
 
 
 def _mb(nbytes: float | None) -> str:
-    return "n/a" if nbytes is None else f"{nbytes / _MB:,.1f} MB"
+    """MB, or GB from a GB up (10^6 and 10^9 bytes)."""
+    if nbytes is None:
+        return "n/a"
+    return f"{nbytes / 1e9:,.2f} GB" if nbytes >= 1e9 else f"{nbytes / _MB:,.1f} MB"
 
 
 def _oom_evidence(o: OutOfMemory) -> list[Evidence]:
@@ -144,7 +219,7 @@ def _out_of_memory(result: SnapshotAnalysis, rank: int | None) -> list[Finding]:
                 f"Out of memory: {_mb(o.requested)} asked, too little free on the device",
                 "Live tensors fill the device: even all free memory together would not hold the "
                 "request. Hold fewer or smaller tensors at the peak.",
-                _oom_evidence(o) + sites, SAVE_MEMORY))
+                _oom_evidence(o) + sites, holder_fix(result, o.device)))
         else:
             out.append(_finding(
                 "memory_pressure", "high", rank, f"Out of memory: {_mb(o.requested)} asked",
@@ -191,7 +266,7 @@ def _full(result: SnapshotAnalysis, rank: int | None) -> list[Finding]:
             "The cache holds almost the whole device: a longer sequence or a fragmented cache "
             "means an out-of-memory error.",
             [Evidence("reserved, of the device's memory", pct, "%", f"cuda:{d.device}"),
-             *_device_evidence(d)[1:3]], SAVE_MEMORY))
+             *_device_evidence(d)[1:3]], holder_fix(result, d.device)))
     return out
 
 
@@ -211,4 +286,85 @@ def _growing(result: SnapshotAnalysis, rank: int | None) -> list[Finding]:
             "Each step ends with more memory live than the last: something keeps tensors (often "
             "with their autograd graph) across steps, until the run fails out of memory.",
             evidence, NO_LEAK))
+    return out
+
+
+class Holder(NamedTuple):
+    """The largest named holder of a device's peak (or of its live memory at the snapshot,
+    without history): its bytes, the total they are a share of, when, and its largest site."""
+
+    device: int
+    name: str
+    bytes: int
+    total: int
+    when: str
+    site: str
+    site_bytes: int
+
+    @property
+    def share(self) -> float:
+        return self.bytes / self.total if self.total else 0.0
+
+
+def largest_holders(result: SnapshotAnalysis) -> list[Holder]:
+    """Per device, the largest of parameters, gradients, optimizer state and activations at the
+    history's peak, or at the snapshot when there is no history."""
+    out = []
+    peaks = {p.device: p for p in result.peaks}
+    for d in result.devices:
+        peak = peaks.get(d.device)
+        holders = peak.holders if peak else result.holders.get(d.device, {})
+        sites = peak.holder_sites if peak else result.holder_sites.get(d.device, {})
+        total = peak.live if peak else sum(holders.values())
+        named = {k: v for k, v in holders.items() if k in NAMED_HOLDERS and v > 0}
+        if not named or not total:
+            continue
+        name = max(named, key=lambda k: named[k])
+        top = sites.get(name) or []
+        out.append(Holder(d.device, name, named[name], total,
+                          _peak_when(peak.ms, peak.step) if peak else "at the snapshot",
+                          top[0].site if top else "", top[0].bytes if top else 0))
+    return out
+
+
+def _peak_when(ms: float | None, step: int | None) -> str:
+    """`at its peak (12.5 ms into the history, step 3)`, with what is known of when."""
+    parts = [f"{ms:,.1f} ms into the history"] if ms is not None else []
+    parts += [f"step {step}"] if step is not None else []
+    return f"at its peak ({', '.join(parts)})" if parts else "at its peak"
+
+
+def holder_fix(result: SnapshotAnalysis, device: int | None) -> Fix:
+    """The fix for what holds the device's peak, or the general one when no holder stands out."""
+    for h in largest_holders(result):
+        if h.device == device and h.share >= HOLDER_SHARE:
+            return HOLDER_FIXES[h.name]
+    return SAVE_MEMORY
+
+
+def holder_sentence(h: Holder) -> str:
+    """One sentence: what holds the device's memory, how much, and the user's line it came from."""
+    what = HOLDER_WORDS[h.name]
+    verb = "holds" if h.name == "optimizer_state" else "hold"
+    where = f", most of it allocated at {h.site}" if h.site else ""
+    return (f"cuda:{h.device} {h.when}: {what} {verb} {100 * h.share:.0f}% of the "
+            f"{_mb(h.total)} live ({_mb(h.bytes)}){where} (estimated from the stacks).")
+
+
+def _largest_holder(result: SnapshotAnalysis, rank: int | None) -> list[Finding]:
+    out = []
+    for h in largest_holders(result):
+        if h.share < HOLDER_SHARE or h.bytes < HOLDER_MIN_BYTES:
+            continue
+        what = HOLDER_WORDS[h.name]
+        out.append(_finding(
+            "memory_pressure", "medium" if h.share >= HOLDER_MEDIUM_SHARE else "low", rank,
+            f"{what.capitalize()} {'holds' if h.name == 'optimizer_state' else 'hold'} "
+            f"{100 * h.share:.0f}% of cuda:{h.device}'s live memory {h.when}",
+            "Judged from the stacks that allocated each live block (an estimate: "
+            f"docs/memory_snapshots.md, Holders). Making the {what} smaller lowers the peak most.",
+            [Evidence(what, _mb(h.bytes), "", f"cuda:{h.device}"),
+             Evidence("live memory then", _mb(h.total), "", f"cuda:{h.device}"),
+             *([Evidence("its largest site", _mb(h.site_bytes), "", h.site)] if h.site else [])],
+            HOLDER_FIXES[h.name]))
     return out

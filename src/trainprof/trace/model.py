@@ -212,11 +212,19 @@ def sync_cause(name: str) -> str | None:
 
 
 # Call-stack frames ("path/file.py(123): function") inside PyTorch and the training frameworks,
-# and interpreter built-ins: the source line reported is the first frame that is none of these.
+# trainprof itself (`trainprof run`'s runner and its profiler's `step` wrap the user's code) and
+# interpreter built-ins: the source line reported is the first frame that is none of these.
 _FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<function>.*)$")
+#: trainprof's own modules, wherever it is installed: `trainprof/` followed by one of the
+#: package's own entries (a clone named trainprof with the user's `examples/` is not one).
+_OWN_NAMES = sorted({p.stem for p in Path(__file__).resolve().parents[1].iterdir()
+                     if p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists())})
+TRAINPROF_FRAME = re.compile(
+    r"(?:^|[/\\])trainprof[/\\](?:" + "|".join(map(re.escape, _OWN_NAMES)) + r")(?:[/\\.]|$)")
 _LIBRARY_FRAME = re.compile(
     r"(?:^|[/\\])(?:torch|functorch|triton|torchvision|torchaudio|accelerate|lightning"
     r"|pytorch_lightning|lightning_fabric)[/\\]|^<(?:built-in|frozen )|^<string>"
+    r"|" + TRAINPROF_FRAME.pattern
 )
 
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainprof.analysis.snapshot.history import History, history, step_windows
+from trainprof.analysis.snapshot.holders import by_holder
+from trainprof.analysis.snapshot.peak import PeakState, live_blocks, peak_state
 from trainprof.analysis.snapshot.sites import Site, history_sites, live_block_sites
 
 #: The caching allocator serves requests up to this size from "small" segments, larger ones from
@@ -88,6 +90,11 @@ class SnapshotAnalysis:
     live_sites: list[Site]
     allocated_sites: list[Site]
     histories: list[History]
+    #: Per device, bytes live at the snapshot by holder (holders.py: an estimate from stacks).
+    holders: dict[int, dict[str, int]]
+    holder_sites: dict[int, dict[str, list[Site]]]
+    #: Per device with history: what was live at the peak of the history.
+    peaks: list[PeakState]
     allocator_settings: dict[str, Any]
     recorded_by: dict[str, Any]  # what trainprof added (rank, step, reason, breakdown)
     notes: list[str] = field(default_factory=list)
@@ -98,6 +105,11 @@ class SnapshotAnalysis:
                 "live_sites": [s.to_dict() for s in self.live_sites],
                 "allocated_sites": [s.to_dict() for s in self.allocated_sites],
                 "histories": [h.to_dict() for h in self.histories],
+                "holders": {str(k): v for k, v in self.holders.items()},
+                "holder_sites": {str(k): {h: [s.to_dict() for s in sites]
+                                          for h, sites in v.items()}
+                                 for k, v in self.holder_sites.items()},
+                "peaks": [p.to_dict() for p in self.peaks],
                 "allocator_settings": self.allocator_settings, "recorded_by": self.recorded_by,
                 "notes": self.notes}
 
@@ -114,6 +126,10 @@ def analyze_snapshot(snapshot: dict[str, Any], source: str = "") -> SnapshotAnal
     histories = [history(i, entries, by_id[i].allocated + by_id[i].pending_free, by_id[i].reserved,
                          steps)
                  for i, entries in enumerate(traces) if entries and i in by_id]
+    peaks = [peak_state(h.device, traces[h.device], h.peak_entry, segments,
+                        h.peak_ms if h.has_time else None, h.peak_step)
+             for h in histories if h.peak_entry is not None]
+    held = live_holders(segments, devices)
     settings = snapshot.get("allocator_settings")
     notes = [] if any(traces) else [
         "the snapshot has no allocator history (record it with "
@@ -123,8 +139,16 @@ def analyze_snapshot(snapshot: dict[str, Any], source: str = "") -> SnapshotAnal
         source=source, devices=devices, ooms=out_of_memory_errors(traces, by_id, extra),
         live_sites=live_block_sites(segments),
         allocated_sites=history_sites([e for entries in traces for e in entries]),
-        histories=histories, allocator_settings=settings if isinstance(settings, dict) else {},
+        histories=histories, holders={k: v[0] for k, v in held.items()},
+        holder_sites={k: v[1] for k, v in held.items()}, peaks=peaks,
+        allocator_settings=settings if isinstance(settings, dict) else {},
         recorded_by={k: v for k, v in extra.items() if k != "device_totals"}, notes=notes)
+
+
+def live_holders(segments: list[dict[str, Any]], devices: list[DeviceState]
+                 ) -> dict[int, tuple[dict[str, int], dict[str, list[Site]]]]:
+    """Bytes in use at the snapshot per device and holder, and each holder's top sites."""
+    return {d.device: by_holder(list(live_blocks(segments, d.device).values())) for d in devices}
 
 
 def device_states(segments: list[dict[str, Any]], traces: list[Any],

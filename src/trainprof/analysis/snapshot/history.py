@@ -52,6 +52,8 @@ class History:
     reserved: list[float] = field(default_factory=list)
     peak_live: float | None = None
     peak_ms: float | None = None
+    peak_entry: int | None = None  # index of the history entry that reached the peak
+    peak_step: int | None = None  # the ProfilerStep#N the peak fell in, when known
     steps: list[StepAllocations] = field(default_factory=list)
     growth_mb_per_step: float | None = None
     rising_share: float | None = None
@@ -62,6 +64,7 @@ class History:
         return {"device": self.device, "events": self.events, "has_time": self.has_time,
                 "timeline": {"ms": self.ms, "live": self.live, "reserved": self.reserved},
                 "peak_live": self.peak_live, "peak_ms": self.peak_ms,
+                "peak_entry": self.peak_entry, "peak_step": self.peak_step,
                 "steps": [s.to_dict() for s in self.steps],
                 "growth_mb_per_step": self.growth_mb_per_step, "rising_share": self.rising_share,
                 "leak_suspected": self.leak_suspected, "notes": self.notes}
@@ -116,7 +119,10 @@ def history(device: int, entries: list[dict[str, Any]], live_at_end: int, reserv
     out.reserved = [float(x) for x in reserved[keep]]
     top = int(np.argmax(live))
     out.peak_live, out.peak_ms = float(live[top]), float((ts[top] - origin) / scale)
+    out.peak_entry = top
     if steps is not None and has_time:
+        inside = (steps.starts <= ts[top]) & (ts[top] <= steps.ends)
+        out.peak_step = int(steps.numbers[inside][0]) if inside.any() else None
         _add_steps(out, ts, size, actions, live, live_start, steps)
     elif steps is None:
         out.notes.append("no ProfilerStep annotations: allocations per step are unknown")

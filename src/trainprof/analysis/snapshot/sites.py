@@ -1,99 +1,103 @@
 """Allocation sites of a memory snapshot: the line of the user's code each block comes from.
 
-A block's `frames` are its Python stack, innermost first. Its site is the innermost frame that is
-not PyTorch's own code (torch's modules, C++ frames, `<frozen ...>`), so a Linear's weight
-gradient is charged to the line that called the model, not to `torch/nn/modules/linear.py`.
+A block's `frames` are its stack, innermost first, Python frames interleaved with C++ ones when
+history was recorded with `stacks="all"` (the default). Its site is the first Python frame
+outside PyTorch and trainprof (`frames.site_key`), so a Linear's weight gradient is charged to
+the line that called the model, not to `torch/nn/modules/linear.py` nor to the allocator's
+`gather_with_cpp()`. Sites are grouped by file, line and function.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from trainprof.analysis.snapshot.frames import (
+    NO_STACK,
+    Judged,
+    SiteKey,
+    frame_text,
+    is_python_frame,
+    site_key,
+)
+
+__all__ = ["NO_STACK", "Site", "history_sites", "live_block_sites", "site_of", "top_sites"]
 
 #: Sites listed per view (live blocks, allocations over the history).
 TOP_SITES = 10
 #: Frames kept of each site's example stack, innermost first.
 STACK_FRAMES = 12
-NO_STACK = "(no stack recorded)"
-_FRAMEWORK_PARTS = ("/torch/", "/trainprof/capture/")
-_PROFILE_FRAME = re.compile(r"^(.+)\((\d+)\): (.+)$")
 
 
 @dataclass
 class Site:
-    """Where allocations come from: the first user frame, the bytes and blocks charged to it,
-    and the stack of its largest block."""
+    """Where allocations come from: the first user frame (`site`, and its `file`, `line`,
+    `function`), the bytes and blocks charged to it, and the stack of its largest block."""
 
     site: str
+    file: str = ""
+    line: int = 0
+    function: str = ""
     bytes: int = 0
     count: int = 0
     stack: list[str] = field(default_factory=list)
     _largest: int = -1
 
     def to_dict(self) -> dict[str, Any]:
-        return {"site": self.site, "bytes": self.bytes, "count": self.count, "stack": self.stack}
-
-
-def _where(frame: dict[str, Any]) -> tuple[str, Any, str]:
-    """(file, line, function). Snapshots that torch converts from a profile
-    (`_memory_viz._profile_to_snapshot`) name no file and put `path(line): function` in the
-    name; their other frames (`<built-in ...>`, `nn.Module: Linear_0`) have no file at all."""
-    filename, line, name = str(frame.get("filename", "")), frame.get("line", "?"), str(frame.get("name", "?"))
-    if filename in ("", "none"):
-        match = _PROFILE_FRAME.match(name)
-        return (match.group(1), int(match.group(2)), match.group(3)) if match else ("", line, name)
-    return filename, line, name
-
-
-def frame_text(frame: Any) -> str:
-    """`file:line in name`, from a frame dict; a frame of another shape as its text."""
-    if not isinstance(frame, dict):
-        return str(frame)
-    filename, line, name = _where(frame)
-    return f"{filename}:{line} in {name}" if filename else name
-
-
-def is_framework_frame(frame: Any) -> bool:
-    """PyTorch's own code (and trainprof's recorder), or a frame with no file: never a site."""
-    if not isinstance(frame, dict):
-        return True
-    filename = _where(frame)[0]
-    path = "/" + filename.replace("\\", "/")  # relative (torch/nn/...) and Windows paths too
-    return (filename.startswith(("<frozen", "??")) or not filename
-            or any(part in path for part in _FRAMEWORK_PARTS))
+        return {"site": self.site, "file": self.file, "line": self.line,
+                "function": self.function, "bytes": self.bytes, "count": self.count,
+                "stack": self.stack}
 
 
 def site_of(frames: Any) -> str:
-    """The innermost frame outside PyTorch, else the innermost frame, else `NO_STACK`."""
-    if not isinstance(frames, list) or not frames:
-        return NO_STACK
-    for frame in frames:
-        if not is_framework_frame(frame):
-            return frame_text(frame)
-    return frame_text(frames[0])
+    """The site of a stack as text: `file:line in function`, or a label without one."""
+    return site_key(frames).text
+
+
+#: C++ frames of the recording itself (the unwinder, the allocator): never shown in a stack.
+_PLUMBING = ("unwind::unwind", "gather_with_cpp", "CapturedTraceback", "CUDACachingAllocator")
+
+
+def shown_frames(frames: list[Any]) -> list[Any]:
+    """The Python frames of a stack (C++ and interpreter frames left out); for a C++-only stack,
+    its frames below the unwinder's and the allocator's own."""
+    python = [f for f in frames if is_python_frame(f)]
+    if python:
+        return python
+    return [f for f in frames if not any(p in frame_text(f) for p in _PLUMBING)] or frames
+
+
+def _site(key: SiteKey) -> Site:
+    return Site(key.text, key.file, key.line, key.function if key.file else "")
 
 
 def top_sites(items: Iterable[tuple[int, Any]], top: int = TOP_SITES) -> list[Site]:
     """The `top` sites by bytes, from (bytes, frames) pairs."""
-    sites: dict[str, Site] = {}
-    by_frames: dict[int, str] = {}  # stacks are shared objects in a snapshot: name each once
+    sites: dict[SiteKey, Site] = {}
+    by_frames: dict[int, SiteKey] = {}  # stacks are shared objects in a snapshot: name each once
+    seen: dict[int, Judged] = {}  # and so are frames, between stacks
+    largest: dict[SiteKey, list[Any]] = {}  # the stack of each site's largest block
     for nbytes, frames in items:
         key = by_frames.get(id(frames)) if isinstance(frames, list) else None
         if key is None:
-            key = site_of(frames)
+            key = site_key(frames, seen)
             if isinstance(frames, list):
                 by_frames[id(frames)] = key
         site = sites.get(key)
         if site is None:
-            site = sites[key] = Site(key)
+            site = sites[key] = _site(key)
         site.bytes += nbytes
         site.count += 1
         if nbytes > site._largest and isinstance(frames, list):
             site._largest = nbytes
-            site.stack = [frame_text(f) for f in frames[:STACK_FRAMES]]
-    return sorted(sites.values(), key=lambda s: (-s.bytes, s.site))[:top]
+            largest[key] = frames
+    kept = sorted(sites.values(), key=lambda s: (-s.bytes, s.site))[:top]
+    shown = {id(site) for site in kept}
+    for key, site in sites.items():  # the stack's text, for the sites kept only
+        if key in largest and id(site) in shown:
+            site.stack = [frame_text(f) for f in shown_frames(largest[key])[:STACK_FRAMES]]
+    return kept
 
 
 def live_block_sites(segments: list[dict[str, Any]], top: int = TOP_SITES) -> list[Site]:

@@ -19,7 +19,7 @@ from trainprof.report.html.tables import Table
 from trainprof.report.html.view import Chart, finding_view
 from trainprof.report.quantities import size
 from trainprof.report.terminal.memory_breakdown import dtype_rows, parts, rule_of_thumb
-from trainprof.report.terminal.snapshot import OOM_CAUSES, oom_line, title_of
+from trainprof.report.terminal.snapshot import HOLDER_LABELS, OOM_CAUSES, oom_line, title_of
 
 _MB = 1e6
 #: Stacks shown under the sites table (the largest sites).
@@ -34,11 +34,13 @@ class SnapshotView:
     title: str
     error: str = ""
     oom: list[str] = field(default_factory=list)
+    verdict: list[str] = field(default_factory=list)
     findings: list[dict[str, Any]] = field(default_factory=list)
     breakdown: Chart | None = None
     breakdown_table: Table | None = None
     breakdown_notes: list[str] = field(default_factory=list)
     devices: Table | None = None
+    holders: Table | None = None
     timelines: list[Chart] = field(default_factory=list)
     live_sites: Table | None = None
     allocated_sites: Table | None = None
@@ -59,6 +61,9 @@ def memory_headline(data: dict[str, Any]) -> str | None:
     findings = [f for s in shots for f in s["findings"]]
     if findings:
         return f"{findings[0]['title']} (memory snapshot)."
+    verdicts = [v for s in shots for v in s.get("verdict", [])]
+    if verdicts:
+        return verdicts[0]
     split = [d for s in shots for d in s["devices"]
              if (d.get("fragmentation_pct") or 0.0) >= SPLIT_FREE_NOTE_PCT]
     if split:
@@ -76,11 +81,13 @@ def snapshot_view(s: dict[str, Any], index: int) -> SnapshotView:
     if "error" in s:
         return SnapshotView(anchor, str(s["source"]), error=str(s["error"]))
     view = SnapshotView(anchor, title_of(s), oom=[oom_line(o) for o in s["ooms"]],
+                        verdict=[str(v) for v in s.get("verdict", [])],
                         findings=[finding_view(f, i) for i, f in enumerate(s["findings"], 1)])
     breakdown = (s.get("recorded_by") or {}).get("memory_breakdown")
     if breakdown:
         _add_breakdown(view, breakdown)
     view.devices = _devices_table(s["devices"]) if s["devices"] else None
+    view.holders = _holders_table(s)
     view.timelines = [c for c in (_timeline(h) for h in s["histories"]) if c is not None]
     view.live_sites = _sites_table(s["live_sites"], "blocks", "live at the snapshot")
     view.allocated_sites = _sites_table(s["allocated_sites"], "allocations",
@@ -109,6 +116,25 @@ def _add_breakdown(view: SnapshotView, b: dict[str, Any]) -> None:
     table.caption = f"peak {size((b.get('bytes') or {}).get('peak'))} ({b.get('peak_source')})"
     view.breakdown_table = table
     view.breakdown_notes = [x for x in [rule_of_thumb(b), *(b.get("notes") or [])] if x]
+
+
+def _holders_table(s: dict[str, Any]) -> Table | None:
+    """Bytes per holder at each device's peak and at the snapshot (an estimate from stacks)."""
+    holders = s.get("holders") or {}
+    if not holders:
+        return None
+    peaks = {str(p["device"]): p.get("holders", {}) for p in s.get("peaks", [])}
+    table = Table([tables.Column("device", False), tables.Column("holder", False),
+                   tables.Column("at the peak"), tables.Column("at the snapshot")])
+    for device, at_end in holders.items():
+        at_peak = peaks.get(device, {})
+        for name, label in HOLDER_LABELS.items():
+            if at_end.get(name) or at_peak.get(name):
+                table.rows.append([tables.text(f"cuda:{device}"), tables.text(label),
+                                   tables.Cell(size(at_peak.get(name)), at_peak.get(name)),
+                                   tables.Cell(size(at_end.get(name)), at_end.get(name))])
+    table.caption = "estimated from the stacks that allocated each block (docs/memory_snapshots.md)"
+    return table
 
 
 def _devices_table(devices: list[dict[str, Any]]) -> Table:

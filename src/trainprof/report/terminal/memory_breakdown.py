@@ -18,10 +18,12 @@ PARTS = (
     ("gradients", "gradients", "#59a14f"),
     ("optimizer_state", "optimizer state", "#f28e2b"),
     ("activations", "activations and temporaries (rest of the peak)", "#b07aa1"),
+    ("runtime", "left resident by the first step (torch's start-up, profiler buffers)",
+     "#9c755f"),
     ("process", "the process before training (interpreter, libraries, data)", "#bab0ac"),
 )
-#: Parts that only some breakdowns have (the process part: CPU only); absent, they are no row.
-_OPTIONAL = ("process",)
+#: Parts that only some breakdowns have (runtime and process: CPU only); absent, they are no row.
+_OPTIONAL = ("runtime", "process")
 _BAR = 24
 
 

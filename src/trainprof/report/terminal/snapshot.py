@@ -102,7 +102,8 @@ def history_renderables(h: dict[str, Any]) -> list[Any]:
     unit = "ms" if h["has_time"] else "events"
     out: list[Any] = [Text(
         f"cuda:{h['device']}: {h['events']} allocator events; live memory peaks at "
-        f"{size(h.get('peak_live'))} ({h.get('peak_ms') or 0:,.1f} {unit} in)"
+        f"{size(h.get('peak_live'))} ({h.get('peak_ms') or 0:,.1f} {unit} in"
+        + (f", step {h['peak_step']}" if h.get("peak_step") is not None else "") + ")"
         + (f"; {h['growth_mb_per_step']:+.1f} MB per step" if h.get("growth_mb_per_step")
            is not None else ""))]
     if h["steps"]:
@@ -114,6 +115,32 @@ def history_renderables(h: dict[str, Any]) -> list[Any]:
                       size(step["live_at_end"]))
         out.append(t)
     return out
+
+
+HOLDER_LABELS = {"parameters": "parameters", "gradients": "gradients (and backward temporaries)",
+                 "optimizer_state": "optimizer state", "activations": "activations",
+                 "other": "other (a Python stack none of the rules name)",
+                 "unknown": "unknown (no stack, or C++ frames only)"}
+
+
+def holders_table(s: dict[str, Any]) -> Table | None:
+    """Bytes per holder at each device's peak and at the snapshot (an estimate from stacks)."""
+    peaks = {str(p["device"]): p for p in s.get("peaks", [])}
+    holders = s.get("holders") or {}
+    if not holders:
+        return None
+    t = compact_table("What holds the memory (estimated from the allocation stacks)")
+    t.add_column("device", no_wrap=True)
+    t.add_column("holder", overflow="fold")
+    t.add_column("at the peak", justify="right", no_wrap=True)
+    t.add_column("at the snapshot", justify="right", no_wrap=True)
+    for device, at_end in holders.items():
+        at_peak = (peaks.get(device) or {}).get("holders", {})
+        for name, label in HOLDER_LABELS.items():
+            if at_end.get(name) or at_peak.get(name):
+                t.add_row(f"cuda:{device}", label,
+                          size(at_peak[name]) if name in at_peak else "n/a", size(at_end[name]))
+    return t
 
 
 def findings_renderable(findings: list[dict[str, Any]]) -> Panel | None:
@@ -139,13 +166,20 @@ def snapshot_renderables(s: dict[str, Any]) -> list[Any]:
     """Everything about one snapshot, in reading order."""
     out: list[Any] = [Text(f"Memory snapshot: {title_of(s)}", style="bold")]
     out += [Text(oom_line(o), style="bold red") for o in s["ooms"]]
+    out += [Text(sentence, style="bold") for sentence in s.get("verdict", [])]
     advice = findings_renderable(s["findings"])
     out += [advice] if advice is not None else []
     breakdown = (s.get("recorded_by") or {}).get("memory_breakdown")
     out += [breakdown_renderable(breakdown)] if breakdown else []
     out += [devices_table(s)] if s["devices"] else []
+    holders = holders_table(s)
+    out += [holders] if holders is not None else []
     if s["live_sites"]:
         out.append(sites_table("Top allocation sites, live at the snapshot", s["live_sites"], "blocks"))
+    for peak in s.get("peaks", []):
+        if peak["sites"]:
+            out.append(sites_table(f"Top allocation sites, live at cuda:{peak['device']}'s peak",
+                                   peak["sites"], "blocks"))
     if s["allocated_sites"]:
         out.append(sites_table("Top allocation sites over the history (bytes allocated)",
                                s["allocated_sites"], "allocations"))
