@@ -36,6 +36,10 @@ SKIP_REASONS = {
     "needs-gpu": "needs a CUDA device",
     "needs-server": "needs a running server or cluster",
 }
+#: Set for the examples: no tracker reaches the network, ``torch.compile`` runs the model as is
+#: (the example's code path is the same; compiling with inductor takes a minute on a CPU), and
+#: the tiny model's ops take one thread each.
+EXAMPLE_ENV = {"WANDB_MODE": "disabled", "TORCH_COMPILE_DISABLE": "1", "OMP_NUM_THREADS": "1"}
 MARKER = re.compile(r"<!--\s*example:\s*(\S+)\s*-->")
 FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
 
@@ -98,7 +102,7 @@ def outcomes(tmp_path_factory) -> dict[str, str | None]:
                          "blocks": blocks})
     (tmp / "spec.json").write_text(json.dumps(spec))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), *sys.path]),
-           "HOME": str(tmp), "WANDB_MODE": "disabled", "TORCH_COMPILE_DISABLE": "1", "OMP_NUM_THREADS": "1"}
+           **EXAMPLE_ENV, "HOME": str(tmp)}  # what trackers and caches write stays in tmp
     subprocess.run([sys.executable, str(RUNNER), str(tmp / "spec.json"), str(tmp / "out.json")],
                    env=env, check=True, timeout=300, cwd=tmp)
     return json.loads((tmp / "out.json").read_text())
