@@ -118,6 +118,50 @@ def test_an_unreadable_trace_fails_in_parallel_as_in_serial(tmp_path):
     assert str(parallel.value) == str(serial.value) and "rank1.json.gz" in str(serial.value)
 
 
+#: Ctrl-C (SIGINT to the process group) the moment a worker process has been started, before
+#: this process has recorded it and before the worker's Python has started.
+CTRL_C_AT_START = """
+import os, signal, sys
+from pathlib import Path
+from trainprof.analysis.parallel import pool
+
+start = pool._Worker.start
+
+def start_then_ctrl_c():
+    worker = start()
+    os.killpg(0, signal.SIGINT)
+    return worker
+
+pool._Worker.start = staticmethod(start_then_ctrl_c)
+try:
+    pool.analyze_files([Path(f) for f in sys.argv[1:]], workers=2)
+    print('not interrupted')
+except KeyboardInterrupt:
+    pass
+try:
+    if os.waitpid(-1, os.WNOHANG) is not None:
+        print('a worker was left behind')
+except ChildProcessError:
+    pass
+"""
+
+
+def test_ctrl_c_as_a_worker_starts_stops_it_silently():
+    """The worker is recorded before the Ctrl-C is raised here, so it is stopped, and it
+    ignores the Ctrl-C from its first instruction: no worker left, no traceback from one
+    (before, the KeyboardInterrupt came out of the list of workers being started, and the
+    worker was left behind)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    files = [str(f) for f in sorted(TRACE_FILTER.glob("*.json.gz"))]
+    proc = subprocess.run([sys.executable, "-c", CTRL_C_AT_START, *files], capture_output=True,
+                          text=True, env=env, timeout=60, start_new_session=True)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+
+
 def test_worker_count_is_bounded_by_cores_and_memory():
     sizes = [100 * MIB] * 32
     per_worker = WORKER_BASE_BYTES + PEAK_BYTES_PER_JSON_BYTE * 100 * MIB

@@ -4,7 +4,9 @@ Each file is loaded and analysed in one process and only its ``RankAnalysis`` co
 a worker holds one rank's worth of memory at a time. This process analyses files too: N
 workers are this process and N - 1 others (``analysis/parallel/worker.py``), each with one task queued
 ahead so it never waits. Results are kept in file order: they equal a serial run's. Serial for
-one file, one core, a small total, or ``workers=1``. docs/distributed.md.
+one file, one core, a small total, or ``workers=1``. docs/distributed.md. Ctrl-C stops every
+worker whenever it comes: the workers are started, and stopped, with SIGINT held back
+(trainprof/interrupts.py, docs/robustness.md "Ctrl-C").
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from trainprof.analysis.options import table_options, using_table_options
 from trainprof.analysis.parallel.worker import analyse_file
 from trainprof.analysis.streaming.memory_budget import default_budget, json_bytes
 from trainprof.errors import TrainprofError
+from trainprof.interrupts import held_interrupts
 from trainprof.pipes import read_frame, write_frame
 from trainprof.trace.load import Progress
 
@@ -41,7 +44,8 @@ PEAK_BYTES_PER_JSON_BYTE = 1.5
 #: Below this much JSON in all, files are analysed in this process: a worker takes about
 #: 0.3 s to start, the time to analyse some 20 MB of JSON, so smaller jobs gain nothing.
 PARALLEL_MIN_JSON_BYTES = 64 * 2**20
-#: How long a worker may take to exit once its task pipe is closed (it is then killed).
+#: How long a worker may take to exit once its task pipe is closed (it is then killed), and
+#: how long its reader thread may then take to see the end of its results pipe.
 STOP_WAIT_S = 5.0
 
 
@@ -139,13 +143,20 @@ class _Pool:
         self.done = 0
 
     def run(self) -> list[tuple[str, Any]]:
-        workers = [_Worker.start() for _ in range(self.count - 1)]
+        workers: list[_Worker] = []
         finished = False
         try:
-            for w, worker in enumerate(workers):
-                worker.reader = threading.Thread(
-                    target=_drain, args=(w, worker.proc.stdout, self.results), daemon=True)
-                worker.reader.start()
+            for w in range(self.count - 1):
+                # held: a Ctrl-C raises once the worker is in `workers`; the worker and its
+                # reader thread inherit the block (the worker ignores SIGINT, the reader keeps
+                # it blocked so that it is always this thread that gets it)
+                with held_interrupts():
+                    worker = _Worker.start()
+                    workers.append(worker)
+                    worker.reader = threading.Thread(
+                        target=_drain, args=(w, worker.proc.stdout, self.results), daemon=True)
+                    worker.reader.start()
+            for worker in workers:
                 self._send(worker)
                 self._send(worker)
             while self.pending or any(p.tasks for p in workers):
@@ -230,7 +241,13 @@ def _drain(w: int, stream: IO[bytes], results: queue.Queue) -> None:
 
 def _stop(workers: list[_Worker], kill: bool) -> None:
     """Close every worker's task pipe (it then exits); kill one that does not, or all of them
-    at once after an error (their work is no longer wanted)."""
+    at once after an error (their work is no longer wanted). A Ctrl-C meanwhile is raised
+    once every worker is stopped."""
+    with held_interrupts():
+        _stop_all(workers, kill)
+
+
+def _stop_all(workers: list[_Worker], kill: bool) -> None:
     for w in workers:
         if kill:
             w.proc.kill()
@@ -242,6 +259,6 @@ def _stop(workers: list[_Worker], kill: bool) -> None:
         except subprocess.TimeoutExpired:
             w.proc.kill()
             w.proc.wait()
-        if w.reader is not None:
-            w.reader.join()  # it ends at the end of the pipe, now that the worker is gone
+        if w.reader is not None:  # it ends at the end of the pipe, now that the worker is gone
+            w.reader.join(timeout=STOP_WAIT_S)
         w.proc.stdout.close()  # type: ignore[union-attr]

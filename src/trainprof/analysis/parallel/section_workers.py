@@ -10,7 +10,9 @@ the sections whose results are the largest to send back, HOME_JOBS), and the chi
 each result, pickled, to a file of their own (memory, where the system has /dev/shm). The
 results are the serial run's to the bit: each section runs whole in one process. A child that dies or raises leaves its missing sections to
 this process, which computes them itself (a section that raises then raises here, as in a
-serial run). Ctrl-C here kills the children; a child ends with ``os._exit`` (no atexit
+serial run). Ctrl-C here kills the children, whenever it comes: SIGINT is held back while a
+child is forked and recorded and while the children are stopped (trainprof/interrupts.py,
+docs/robustness.md "Ctrl-C"); a child ignores it and ends with ``os._exit`` (no atexit
 handlers, no second flush of this process's stdio buffers). docs/performance.md ("Sections
 on every core").
 """
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from trainprof.analysis.streaming.memory_budget import available_memory
+from trainprof.interrupts import held_interrupts, ignore_interrupts
 from trainprof.pipes import read_frame, write_frame
 from trainprof.trace.model import Trace
 from trainprof.trace.parallel_decode import SHARED_DIR, usable_cores
@@ -154,10 +157,12 @@ def run_jobs(trace: Trace, steps: Any, jobs: Sequence[Job], workers: int,
             gc.freeze()
         try:
             for _ in range(min(workers - 1, len(queued))):
-                child = _Child.fork(trace, steps, jobs, queue_r)
+                with held_interrupts():  # a Ctrl-C now raises once the child is in `children`
+                    child = _Child.fork(trace, steps, jobs, queue_r)
+                    if child is not None:
+                        children.append(child)
                 if child is None:  # the system would not fork: fewer processes do the work
                     break
-                children.append(child)
         finally:
             if freeze:
                 gc.unfreeze()
@@ -170,9 +175,10 @@ def run_jobs(trace: Trace, steps: Any, jobs: Sequence[Job], workers: int,
         for child in children:
             results.update(child.collect())
     finally:
-        for child in children:
-            child.stop()
-        os.close(queue_r)
+        with held_interrupts():  # a second Ctrl-C does not leave some children running
+            for child in children:
+                child.stop()
+            os.close(queue_r)
     out = []
     for i, (_, fn) in enumerate(jobs):
         if failure is not None and failure[0] == i:
@@ -202,12 +208,13 @@ class _Child:
 
     pid: int
     results: IO[bytes]
-    reaped: bool = False
+    reaped: bool = False  # by the system (SIGCHLD ignored): its pid is no longer its own
 
     @staticmethod
     def fork(trace: Trace, steps: Any, jobs: Sequence[Job], queue: int) -> _Child | None:
         """A child taking jobs from ``queue``; None when the system cannot start one (no
-        memory or processes left, no room for its results file)."""
+        memory or processes left, no room for its results file). Called with SIGINT held
+        back: the child inherits the block and ignores SIGINT before it lets it through."""
         folder = SHARED_DIR if os.path.isdir(SHARED_DIR) else None
         parent = os.getpid()
         try:
@@ -220,15 +227,20 @@ class _Child:
             results.close()
             return None
         if pid == 0:  # the child: never returns
-            _child_main(trace, steps, jobs, queue, results.fileno(), parent)
+            try:
+                _child_main(trace, steps, jobs, queue, results.fileno(), parent)
+            finally:
+                os._exit(1)
         return _Child(pid, results)
 
     def collect(self) -> dict[int, Any]:
         """Wait for the child to end; the results it wrote whole (a frame cut short or that
-        does not load is left out, computed again by the caller)."""
-        with contextlib.suppress(ChildProcessError):  # reaped already (SIGCHLD ignored)
-            os.waitpid(self.pid, 0)
-        self.reaped = True
+        does not load is left out, computed again by the caller). The child is left for
+        ``stop`` to reap: its pid stays its own, whenever a Ctrl-C cuts this short."""
+        try:
+            self.reaped = _wait_for_exit(self.pid)
+        except ChildProcessError:  # reaped by the system (SIGCHLD ignored)
+            self.reaped = True
         out: dict[int, Any] = {}
         self.results.seek(0)
         while True:
@@ -240,7 +252,7 @@ class _Child:
 
     def stop(self) -> None:
         """Kill the child if it still runs (after an error or Ctrl-C here), reap it, close."""
-        if not self.reaped:
+        if not self.reaped:  # a child that has ended waits, unreaped, for this
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
@@ -256,7 +268,7 @@ def _child_main(trace: Trace, steps: Any, jobs: Sequence[Job], queue: int, fd: i
     would not pickle (its job, and any taken after, are then the parent's)."""
     code = 1
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent kills the children
+        ignore_interrupts()  # Ctrl-C: the parent kills the children
         _die_with(parent)
         with os.fdopen(os.dup(fd), "wb") as stream:
             for i in _taken(queue):
@@ -266,6 +278,16 @@ def _child_main(trace: Trace, steps: Any, jobs: Sequence[Job], queue: int, fd: i
         pass
     finally:
         os._exit(code)
+
+
+def _wait_for_exit(pid: int) -> bool:
+    """Until the child ``pid`` has ended, leaving it unreaped where the system can
+    (``waitid`` with WNOWAIT: False), else reaping it (True)."""
+    if hasattr(os, "waitid") and hasattr(os, "WNOWAIT"):
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        return False
+    os.waitpid(pid, 0)  # pragma: no cover (Linux and macOS have waitid)
+    return True  # pragma: no cover
 
 
 def _die_with(parent: int) -> None:

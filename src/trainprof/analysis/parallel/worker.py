@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import pickle
 import re
-import signal
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainprof.analysis.options import TableOptions, using_table_options
 from trainprof.errors import TraceError
+from trainprof.interrupts import ignore_interrupts
 from trainprof.pipes import read_frame, write_frame
 
 if TYPE_CHECKING:
@@ -70,7 +70,8 @@ def compact(result: RankAnalysis) -> RankAnalysis:
 
 def main() -> None:
     # Ctrl-C reaches the whole process group: the parent handles it and stops the workers.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Started with SIGINT held back (analysis/parallel/pool.py), so none is raised before this.
+    ignore_interrupts()
     tasks = sys.stdin.buffer
     results = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt frames
