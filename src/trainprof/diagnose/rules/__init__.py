@@ -19,6 +19,7 @@ from trainprof.diagnose.rules import (
     host,
     input,
     memory,
+    parallelism,
     training,
 )
 
@@ -47,10 +48,12 @@ RANK_RULES: list[RankRule] = [
     memory.memory_fragmentation,
 ]
 RANK_RULES += [compilation.compilation, compilation.untraced_time, host.cuda_api_time]
+RANK_RULES += [parallelism.fsdp_exposed_communication]
 JOB_RULES: list[JobRule] = [
     distributed.communication_exposed,
     distributed.straggler,
 ]
+JOB_RULES += [parallelism.pipeline_imbalance, parallelism.pipeline_bubble]
 
 #: Every finding id, in the order docs/rules.md lists them.
 FINDING_IDS = [
@@ -61,3 +64,4 @@ FINDING_IDS = [
     "communication_exposed", "straggler", "far_from_roofline", "slow_collectives",
 ]
 FINDING_IDS += ["compilation", "untraced_time", "cuda_api_time"]
+FINDING_IDS += ["pipeline_imbalance", "pipeline_bubble", "fsdp_exposed_communication"]
