@@ -76,8 +76,8 @@ def _partial(window: Window) -> _Part:
     for s in Signal:
         if s != Signal.NONE and (n := int((signal == s).sum())):
             out.signals[s.name.lower()] = n
-    out.stages = {s for i in host.tolist()
-                  if (s := pipeline_stage(ev.names[ev.name[i]])) is not None}
+    out.stages = {stage for i in host.tolist()
+                  if (stage := pipeline_stage(ev.names[ev.name[i]])) is not None}
     comm = activity.comm_events(trace)
     types = per_name(ev.names, ev.name[comm], comm_type)
     mine = part.owns(ev.ts[comm], ends[comm])
@@ -96,13 +96,11 @@ def _count_calls(trace: Trace, idx: np.ndarray, types: np.ndarray, out: _Part) -
     """Collective calls by (source, type); all-reduces issued in backward and functional
     (DTensor) collectives as signals of their own."""
     ev = trace.events
-    names = [ev.names[n] for n in ev.name[idx].tolist()]
-    for i, name, kind in zip(idx.tolist(), names, types.tolist(), strict=True):
-        source = ("kernel" if ev.kind[i] == Kind.KERNEL else "call" if is_c10d_call(name)
-                  else "backend")
-        out.calls[(source, kind or "other")] += 1
-        if is_functional(name):
-            out.signals["functional_collective"] += 1
+    call = per_name(ev.names, ev.name[idx], is_c10d_call).astype(bool)
+    source = np.where(ev.kind[idx] == Kind.KERNEL, "kernel", np.where(call, "call", "backend"))
+    out.calls.update(zip(source.tolist(), types.tolist(), strict=True))
+    if n := int(per_name(ev.names, ev.name[idx], is_functional).astype(bool).sum()):
+        out.signals["functional_collective"] += n
     reduces = idx[(types == "all_reduce") & (ev.kind[idx] != Kind.KERNEL)]
     if len(reduces):
         back = np.flatnonzero(ev.flagged(FLAG_BACKWARD) & (ev.kind == Kind.CPU_OP))

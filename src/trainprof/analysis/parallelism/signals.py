@@ -13,7 +13,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from enum import IntEnum
+from typing import Any
 
 import numpy as np
 
@@ -67,10 +69,10 @@ def pipeline_stage(name: str) -> int | None:
     return int(m.group(2)) if m and m.group(2) is not None else None
 
 
-def comm_type(name: str) -> str | None:
-    """The collective type of a communication event, among TYPES, or None."""
+def comm_type(name: str) -> str:
+    """The collective type of a communication event among TYPES, or "other"."""
     kind = collective_type(name)
-    return kind if kind in TYPES else None
+    return kind if kind in TYPES else "other"
 
 
 def is_functional(name: str) -> bool:
@@ -81,8 +83,9 @@ def is_c10d_call(name: str) -> bool:
     return bool(_C10D_CALL.match(name))
 
 
-def per_name(names: list[str], ids: np.ndarray, fn: object) -> np.ndarray:
+def per_name(names: list[str], ids: np.ndarray, fn: Callable[[str], Any]) -> np.ndarray:
     """``fn`` of each name id in ``ids``, worked out once per distinct id."""
     used, which = np.unique(ids, return_inverse=True)
-    values = np.array([fn(names[i]) for i in used.tolist()], dtype=object)  # type: ignore[operator]
+    values = np.empty(len(used), dtype=object)
+    values[:] = [fn(names[i]) for i in used.tolist()]
     return values[which.reshape(-1)] if len(ids) else np.zeros(0, dtype=object)

@@ -15,6 +15,7 @@ from trainprof.analysis.results import Analysis
 from trainprof.formatting import number
 from trainprof.report.labels import category_label, evidence_text
 from trainprof.report.markdown.modules import modules_md
+from trainprof.report.markdown.parallelism import parallelism_md
 from trainprof.report.markdown.text import MAX_CELL, code_block, md_text, table
 from trainprof.report.terminal.hotspots import short_kernel_name
 from trainprof.vocabulary import PHASES
@@ -209,6 +210,9 @@ def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
     hardware = hardware_md(slowest, top)
     if hardware:
         out += ["### How far from the hardware", "", hardware, ""]
+    parallel = parallelism_md(slowest.get("parallelism"), job.get("pipeline"))
+    if parallel:
+        out += ["### Parallelism", "", parallel, ""]
     per_rank = collective_ranks_md(job.get("collective_ranks"))
     if per_rank:
         out += ["### Collectives' bus bandwidth per rank", "", per_rank, ""]
