@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from trainprof.analysis.dataframes import data_frame
+
 if TYPE_CHECKING:
     from trainprof.analysis.results import RankAnalysis
 
@@ -99,6 +101,10 @@ class Pipeline:
                 "heaviest_stage": heavy.stage if heavy else None,
                 "imbalance_pct": self.imbalance_pct,
                 "imbalance_saving_ms": self.imbalance_saving_ms, "notes": self.notes}
+
+    def to_pandas(self) -> Any:
+        """One row per stage."""
+        return data_frame([s.to_dict() for s in self.stages])
 
 
 def pipeline_stages(ranks: list[RankAnalysis]) -> Pipeline | None:

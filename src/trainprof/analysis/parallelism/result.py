@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from trainprof.analysis.dataframes import data_frame
+
 #: The kinds of parallelism, in the order they are named.
 KINDS = ("fsdp", "pipeline", "tensor", "expert", "ddp")
 
@@ -123,3 +125,12 @@ class Parallelism:
         if self.layers:
             out["fsdp_layers"] = [x.to_dict(self.steps) for x in self.layers]
         return out
+
+    def to_pandas(self) -> Any:
+        """One row per FSDP layer, else per pipeline step, else per kind with its evidence."""
+        if self.layers:
+            return data_frame([x.to_dict(self.steps) for x in self.layers])
+        if self.stage_steps:
+            return data_frame([s.to_dict() for s in self.stage_steps])
+        return data_frame([{"kind": k, "evidence": self.evidence[k]} for k in self.kinds])
+
