@@ -38,15 +38,22 @@ def compute(trace: Trace, start: float, end: float) -> iv.Intervals:
     return iv.clip(iv.union(ev.ts[ops], ends[ops]), start, end)
 
 
+def all_comm_events(trace: Trace) -> np.ndarray:
+    """Every communication event: kernels, c10d calls, backend ranges."""
+    ev = trace.events
+    comm = np.flatnonzero(ev.flagged(FLAG_COMM))
+    return comm[np.isin(ev.kind[comm], (Kind.KERNEL, *HOST_KINDS))]
+
+
 def comm_events(trace: Trace) -> np.ndarray:
     """The communication events the rank's figures use: its communication kernels on a GPU
     rank that has some, else its host communication ranges (c10d ops, ``gloo:*`` ranges)."""
     ev = trace.events
-    comm = ev.flagged(FLAG_COMM)
-    kernels = np.flatnonzero(comm & (ev.kind == Kind.KERNEL))
+    comm = np.flatnonzero(ev.flagged(FLAG_COMM))
+    kernels = comm[ev.kind[comm] == Kind.KERNEL]
     if len(kernels):
         return kernels
-    return np.flatnonzero(comm & ev.of_kind(*HOST_KINDS))
+    return comm[np.isin(ev.kind[comm], tuple(HOST_KINDS))]
 
 
 def busy(trace: Trace, idx: np.ndarray, start: float, end: float) -> iv.Intervals:

@@ -25,7 +25,8 @@ def detect(signals: Counter[str], calls: dict[str, int]) -> tuple[list[str], dic
     if functional and not fsdp:
         evidence["tensor"] = f"{functional} functional (DTensor) collectives"
     if calls.get("all_to_all"):
-        evidence["expert"] = f"{calls['all_to_all']} all-to-all calls"
+        evidence["expert"] = (f"{calls['all_to_all']} all-to-all calls (experts; also sharded "
+                              "embeddings or Ulysses sequence parallelism)")
     ddp, in_backward = signals.get("ddp_range", 0), signals.get("all_reduce_in_backward", 0)
     if not fsdp and (ddp or in_backward):
         evidence["ddp"] = (f"{ddp} DistributedDataParallel.forward ranges, " if ddp else "") + \

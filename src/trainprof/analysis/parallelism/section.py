@@ -22,23 +22,28 @@ from trainprof.analysis.parallelism.result import (
     StageStep,
 )
 from trainprof.analysis.parallelism.signals import (
-    P2P_TYPES,
-    TYPES,
+    ALL_REDUCE,
+    P2P_CODES,
+    TYPE_NAMES,
     Signal,
-    comm_type,
     is_c10d_call,
     is_functional,
     name_signal,
-    per_name,
     pipeline_stage,
+    type_code,
 )
 from trainprof.analysis.streaming.parts import part_of
 from trainprof.analysis.streaming.windows import Window, WindowedSection
 from trainprof.trace.model import FLAG_BACKWARD, Kind, Trace
 
 _HOST = (Kind.CPU_OP, Kind.USER_ANNOTATION)
+#: Where a collective call is counted from, as codes.
+_SOURCES = ("call", "backend", "kernel")
 # Kept on the trace object: the signal of each name id of the trace.
 _ATTRIBUTE = "_trainprof_parallelism_signals"
+_COMM_ATTRIBUTE = "_trainprof_parallelism_comm_names"
+#: Bits of ``_comm_names`` above the type code (which stays under 16).
+_CALL, _FUNCTIONAL = 16, 32
 
 
 @dataclass
@@ -70,7 +75,8 @@ def _partial(window: Window) -> _Part:
     if part.end <= part.start:
         return out
     ends = event_ends(ev)
-    host = np.flatnonzero(ev.of_kind(*_HOST) & (_name_signals(trace)[ev.name] != 0))
+    host = np.flatnonzero(_name_signals(trace)[ev.name] != 0)
+    host = host[np.isin(ev.kind[host], _HOST)]
     host = host[part.owns(ev.ts[host], ends[host])]
     signal = _name_signals(trace)[ev.name[host]]
     for s in Signal:
@@ -78,30 +84,60 @@ def _partial(window: Window) -> _Part:
             out.signals[s.name.lower()] = n
     out.stages = {stage for i in host.tolist()
                   if (stage := pipeline_stage(ev.names[ev.name[i]])) is not None}
+    every = activity.all_comm_events(trace)
+    mine = part.owns(ev.ts[every], ends[every])
+    _count_calls(trace, every[mine], _types(trace, every[mine]), out)
     comm = activity.comm_events(trace)
-    types = per_name(ev.names, ev.name[comm], comm_type)
+    types = _types(trace, comm)
     mine = part.owns(ev.ts[comm], ends[comm])
-    _count_calls(trace, comm[mine], types[mine], out)
     micro = host[(signal == Signal.FORWARD_MICRO_BATCH) | (signal == Signal.BACKWARD_MICRO_BATCH)]
-    p2p = comm[np.isin(types, P2P_TYPES)]
+    p2p = comm[np.isin(types, P2P_CODES)]
     if len(p2p) or len(micro):
         out.stage_steps = _stage_steps(window, p2p, micro)
-        _count_roles(trace, p2p[mine[np.isin(types, P2P_TYPES)]], micro, out)
+        _count_roles(trace, p2p[mine[np.isin(types, P2P_CODES)]], micro, out)
     if out.signals.get("fsdp_range"):
         out.layers = layer_comm(trace, part, host[signal == Signal.FSDP_RANGE], comm)
     return out
+
+
+def _comm_names(trace: Trace) -> np.ndarray:
+    """Per name of the trace, 16 x (is a c10d call) + 32 x (is a functional collective) + its
+    type code (signals.TYPE_NAMES), filled for the names of communication events (worked out
+    once per trace)."""
+    store = trace.__dict__
+    if _COMM_ATTRIBUTE not in store:
+        ev = trace.events
+        codes = np.zeros(len(ev.names), dtype=np.int64)
+        for n in np.unique(ev.name[activity.all_comm_events(trace)]).tolist():
+            name = ev.names[n]
+            codes[n] = type_code(name) + _CALL * is_c10d_call(name) \
+                + _FUNCTIONAL * is_functional(name)
+        store[_COMM_ATTRIBUTE] = codes
+    table: np.ndarray = store[_COMM_ATTRIBUTE]
+    return table
+
+
+def _types(trace: Trace, idx: np.ndarray) -> np.ndarray:
+    """The type code (signals.TYPE_NAMES) of each communication event ``idx``."""
+    return _comm_names(trace)[trace.events.name[idx]] % _CALL
 
 
 def _count_calls(trace: Trace, idx: np.ndarray, types: np.ndarray, out: _Part) -> None:
     """Collective calls by (source, type); all-reduces issued in backward and functional
     (DTensor) collectives as signals of their own."""
     ev = trace.events
-    call = per_name(ev.names, ev.name[idx], is_c10d_call).astype(bool)
-    source = np.where(ev.kind[idx] == Kind.KERNEL, "kernel", np.where(call, "call", "backend"))
-    out.calls.update(zip(source.tolist(), types.tolist(), strict=True))
-    if n := int(per_name(ev.names, ev.name[idx], is_functional).astype(bool).sum()):
+    flags = _comm_names(trace)[ev.name[idx]]
+    source = np.where(ev.kind[idx] == Kind.KERNEL, 2, np.where(flags & _CALL, 0, 1))
+    n_types = len(TYPE_NAMES)
+    counts = np.bincount(source * n_types + types, minlength=len(_SOURCES) * n_types)
+    for key in np.flatnonzero(counts).tolist():
+        out.calls[(_SOURCES[key // n_types], TYPE_NAMES[key % n_types])] += int(counts[key])
+    if n := int(np.count_nonzero(flags & _FUNCTIONAL)):
         out.signals["functional_collective"] += n
-    reduces = idx[(types == "all_reduce") & (ev.kind[idx] != Kind.KERNEL)]
+    # Each all-reduce once: its c10d call, else its backend range.
+    reduces = idx[(types == ALL_REDUCE) & (source == 0)]
+    if not len(reduces):
+        reduces = idx[(types == ALL_REDUCE) & (source == 1)]
     if len(reduces):
         back = np.flatnonzero(ev.flagged(FLAG_BACKWARD) & (ev.kind == Kind.CPU_OP))
         inside = iv.covered_in_windows(iv.union(ev.ts[back], event_ends(ev)[back]),
@@ -145,9 +181,10 @@ def _count_roles(trace: Trace, p2p: np.ndarray, micro: np.ndarray, out: _Part) -
         return
     ranges = iv.union(ev.ts[fwd], event_ends(ev)[fwd])
     inside = iv.covered_in_windows(ranges, ev.ts[p2p], ev.ts[p2p] + 1e-3) > 0
-    kinds = per_name(ev.names, ev.name[p2p[inside]], comm_type)
-    out.signals["forward_sends"] += int(np.isin(kinds, ("send", "send_recv")).sum())
-    out.signals["forward_recvs"] += int(np.isin(kinds, ("recv", "send_recv")).sum())
+    kinds = _types(trace, p2p[inside])
+    send, recv, both = P2P_CODES
+    out.signals["forward_sends"] += int(np.isin(kinds, (send, both)).sum())
+    out.signals["forward_recvs"] += int(np.isin(kinds, (recv, both)).sum())
 
 
 def _combine(parts: list[_Part], steps: StepWindows) -> Parallelism:
@@ -184,7 +221,7 @@ def _calls_by_type(calls: Counter[tuple[str, str]]) -> dict[str, int]:
     for source in ("call", "backend", "kernel"):
         mine = {t: n for (s, t), n in calls.items() if s == source}
         if mine:
-            return {t: mine[t] for t in (*TYPES, "other") if t in mine}
+            return {t: mine[t] for t in TYPE_NAMES if t in mine}
     return {}
 
 

@@ -13,11 +13,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from enum import IntEnum
-from typing import Any
-
-import numpy as np
 
 from trainprof.trace.model import collective_type
 
@@ -69,10 +65,16 @@ def pipeline_stage(name: str) -> int | None:
     return int(m.group(2)) if m and m.group(2) is not None else None
 
 
-def comm_type(name: str) -> str:
-    """The collective type of a communication event among TYPES, or "other"."""
+#: The type codes: an index into TYPE_NAMES.
+TYPE_NAMES = (*TYPES, "other")
+P2P_CODES = tuple(TYPE_NAMES.index(t) for t in P2P_TYPES)
+ALL_REDUCE = TYPE_NAMES.index("all_reduce")
+
+
+def type_code(name: str) -> int:
+    """The collective type of a communication event, as its index in TYPE_NAMES."""
     kind = collective_type(name)
-    return kind if kind in TYPES else "other"
+    return TYPE_NAMES.index(kind if kind in TYPES else "other")
 
 
 def is_functional(name: str) -> bool:
@@ -81,11 +83,3 @@ def is_functional(name: str) -> bool:
 
 def is_c10d_call(name: str) -> bool:
     return bool(_C10D_CALL.match(name))
-
-
-def per_name(names: list[str], ids: np.ndarray, fn: Callable[[str], Any]) -> np.ndarray:
-    """``fn`` of each name id in ``ids``, worked out once per distinct id."""
-    used, which = np.unique(ids, return_inverse=True)
-    values = np.empty(len(used), dtype=object)
-    values[:] = [fn(names[i]) for i in used.tolist()]
-    return values[which.reshape(-1)] if len(ids) else np.zeros(0, dtype=object)
