@@ -86,15 +86,16 @@ def _partial(window: Window) -> _Part:
                   if (stage := pipeline_stage(ev.names[ev.name[i]])) is not None}
     every = activity.all_comm_events(trace)
     mine = part.owns(ev.ts[every], ends[every])
-    _count_calls(trace, every[mine], _types(trace, every[mine]), out)
+    every, every_types = every[mine], _types(trace, every[mine])
+    _count_calls(trace, every, every_types, out)
     comm = activity.comm_events(trace)
     types = _types(trace, comm)
-    mine = part.owns(ev.ts[comm], ends[comm])
     micro = host[(signal == Signal.FORWARD_MICRO_BATCH) | (signal == Signal.BACKWARD_MICRO_BATCH)]
     p2p = comm[np.isin(types, P2P_CODES)]
     if len(p2p) or len(micro):
         out.stage_steps = _stage_steps(window, p2p, micro)
-        _count_roles(trace, p2p[mine[np.isin(types, P2P_CODES)]], micro, out)
+        calls = np.isin(every_types, P2P_CODES) & (ev.kind[every] != Kind.KERNEL)
+        _count_roles(trace, every[calls], micro, out)
     if out.signals.get("fsdp_range"):
         out.layers = layer_comm(trace, part, host[signal == Signal.FSDP_RANGE], comm)
     return out
@@ -173,8 +174,8 @@ def _stage_steps(window: Window, p2p: np.ndarray, micro: np.ndarray) -> list[Sta
 
 
 def _count_roles(trace: Trace, p2p: np.ndarray, micro: np.ndarray, out: _Part) -> None:
-    """Sends and recvs inside forward micro-batches: a first stage receives none, a last
-    stage sends none."""
+    """Send and recv calls (host) inside forward micro-batches: a first stage receives none, a
+    last stage sends none."""
     ev = trace.events
     fwd = micro[_name_signals(trace)[ev.name[micro]] == Signal.FORWARD_MICRO_BATCH]
     if not len(fwd) or not len(p2p):

@@ -1,0 +1,94 @@
+"""The parallelism section on synthetic GPU traces in Kineto's format (the names torch 2.13
+writes: ``PP:1F0`` micro-batch ranges from torch.distributed.pipelining's multi-stage schedules,
+``c10d::send``/``c10d::recv_``, ``ncclDevKernel_SendRecv`` kernels, DTensor's
+``_c10d_functional::all_reduce``, ``c10d::alltoall_base_``, DDP's
+``DistributedDataParallel.forward``), and on two real traces of the shared set."""
+
+from __future__ import annotations
+
+import pytest
+
+import trainprof
+from trainprof.diagnose.engine import diagnose
+
+from conftest import NCCL_TRACE, TRACE_FILTER
+from tracegen import TraceBuilder
+
+#: Per step (1 ms): a stage's compute kernel runs from 100 µs for COMPUTE[stage] µs; its
+#: SendRecv kernel runs from 300 to 700 µs on another stream.
+COMPUTE = {0: 200.0, 1: 800.0}
+MICRO = 2
+
+
+def stage_trace(rank: int) -> TraceBuilder:
+    b = TraceBuilder()
+    b.metadata["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 2}
+    for n in range(3):
+        t = n * 1000.0
+        b.step(n, t, 1000)
+        for mb in range(MICRO):
+            b.annotation(f"PP:{rank}F{mb}", t + 10 + 40 * mb, 30)
+            b.annotation(f"PP:{rank}B{mb}", t + 500 + 40 * mb, 30)
+        p2p = "c10d::send" if rank == 0 else "c10d::recv_"
+        b.op(p2p, t + 15, 5)  # inside forward micro-batch 0
+        b.launch(t + 20, 5, name="sm90_xmma_gemm_bf16bf16_bf16f32", k_ts=t + 100,
+                 k_dur=COMPUTE[rank])
+        b.stream = 8
+        b.launch(t + 30, 5, name="ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)",
+                 k_ts=t + 300, k_dur=400)
+        b.stream = 7
+    return b
+
+
+def test_a_gpu_pipeline_from_its_kernels(tmp_path):
+    for rank in (0, 1):
+        stage_trace(rank).write(tmp_path / f"rank{rank}.json")
+    analysis = trainprof.analyze(tmp_path)
+    for r in analysis.ranks:
+        p = r.sections.parallelism
+        assert p.kinds == ["pipeline"] and p.stage == r.rank
+        assert (p.micro_batches, p.schedule) == (MICRO, "GPipe")
+        assert p.role == ("first" if r.rank == 0 else "last")
+        # Compute: the GEMM; waiting: the SendRecv kernel outside it.
+        c = COMPUTE[r.rank]
+        waiting = 400.0 - max(0.0, min(100.0 + c, 700.0) - 300.0)
+        assert [s.compute_us for s in p.stage_steps] == pytest.approx([c] * 3)
+        assert [s.p2p_exposed_us for s in p.stage_steps] == pytest.approx([waiting] * 3)
+    pipe = analysis.job.pipeline
+    assert pipe.heaviest.rank == 1
+    assert pipe.ideal_bubble_pct == pytest.approx(100 / 3)
+    mean = sum(COMPUTE.values()) / 2
+    assert pipe.imbalance_saving_ms == pytest.approx((MICRO + 1) / MICRO * (800 - mean) / 1000)
+    found = {f.id: f for f in diagnose(analysis)}
+    assert found["pipeline_imbalance"].rank == 1
+    assert found["pipeline_bubble"].saving_ms == pytest.approx(1 / MICRO * 0.8)
+
+
+@pytest.mark.parametrize(("names", "kinds"), [
+    (["_c10d_functional::all_reduce", "_c10d_functional::wait_tensor"], ["tensor"]),
+    (["c10d::alltoall_base_"], ["expert"]),
+    (["DistributedDataParallel.forward"], ["ddp"]),
+    (["FSDP::pre_forward (layers.0)", "c10d::_allgather_base_"], ["fsdp"]),
+    (["aten::mm"], []),
+])
+def test_each_kind_from_its_names(tmp_path, names, kinds):
+    b = TraceBuilder()
+    b.step(0, 0, 1000)
+    for i, name in enumerate(names):
+        if name.startswith(("DistributedDataParallel", "FSDP::")):
+            b.annotation(name, 100 + 100 * i, 50)
+        else:
+            b.op(name, 100 + 100 * i, 50)
+    b.write(tmp_path / "rank0.json")
+    p = trainprof.analyze(tmp_path / "rank0.json").ranks[0].sections.parallelism
+    assert p.kinds == kinds, p.evidence
+
+
+def test_real_traces():
+    """The 2xA100 DDP trace, and two sampled ranks of a job with DDP and all-to-all."""
+    ddp = trainprof.analyze(NCCL_TRACE).ranks[0].sections.parallelism
+    assert ddp.kinds == ["ddp"] and ddp.calls["all_reduce"] == 15
+    for r in trainprof.analyze(TRACE_FILTER).ranks:
+        p = r.sections.parallelism
+        assert p.kinds == ["expert", "ddp"]
+        assert p.calls == {"all_gather": 2, "all_reduce": 4, "all_to_all": 4}
