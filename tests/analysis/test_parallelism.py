@@ -128,8 +128,23 @@ def test_streamed_window_by_window_equals_whole(parallel_jobs):  # noqa: F811
                            [x.exposed_us for x in whole.layers])
 
 
-def test_the_report_shows_it(analyses):
-    from trainprof.report.markdown.report import to_markdown
+def test_the_reports_show_it(analyses):
+    import io
 
-    md = to_markdown(analyses["pipeline_heavy"])
+    from rich.console import Console
+
+    from trainprof.report.html.report import render_html
+    from trainprof.report.markdown.report import to_markdown
+    from trainprof.report.terminal.parallelism import render_parallelism, render_pipeline
+
+    heavy, fsdp = analyses["pipeline_heavy"], analyses["fsdp"]
+    md = to_markdown(heavy)
     assert "### Parallelism" in md and "| 1 | 1 |" in md
+    html = render_html(heavy)
+    assert "Pipeline stages" in html and "default_pg" in html
+    assert "FSDP layers" in render_html(fsdp)
+    console = Console(file=io.StringIO(), width=120)
+    console.print(render_pipeline(heavy.job.pipeline))
+    console.print(render_parallelism(fsdp.ranks[0].sections.parallelism))
+    text = console.file.getvalue()
+    assert "heaviest" in text and "Parallelism: FSDP" in text and "reduce-scatter" in text
