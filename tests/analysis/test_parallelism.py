@@ -73,6 +73,9 @@ def test_pipeline_stage_figures_against_the_raw_trace(analyses, parallel_jobs): 
             [length_inside(compute, lo, hi) for lo, hi in steps], rel=1e-6)
         assert [s.p2p_exposed_us for s in p.stage_steps] == pytest.approx(
             [length_inside(waiting, lo, hi) for lo, hi in steps], rel=1e-6)
+        for s in p.stage_steps:
+            assert s.warmup_wait_us + s.steady_wait_us + s.cooldown_wait_us == \
+                pytest.approx(s.p2p_exposed_us)
         assert (p.micro_batches, p.schedule) == (4, "GPipe")
         assert p.role == ("first" if r.rank == 0 else "last")
     pipe = heavy.job.pipeline

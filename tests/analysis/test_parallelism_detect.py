@@ -54,6 +54,12 @@ def test_a_gpu_pipeline_from_its_kernels(tmp_path):
         waiting = 400.0 - max(0.0, min(100.0 + c, 700.0) - 300.0)
         assert [s.compute_us for s in p.stage_steps] == pytest.approx([c] * 3)
         assert [s.p2p_exposed_us for s in p.stage_steps] == pytest.approx([waiting] * 3)
+        # Warm-up until F0 ends (40 µs), cool-down from B1's start (540 µs): the waiting
+        # [300, 700) of stage 0 is 240 µs steady and 160 µs cool-down.
+        phases = {0: (0.0, 240.0, 160.0), 1: (0.0, 0.0, 0.0)}[r.rank]
+        for s in p.stage_steps:
+            assert (s.warmup_wait_us, s.steady_wait_us, s.cooldown_wait_us) == \
+                pytest.approx(phases)
     pipe = analysis.job.pipeline
     assert pipe.heaviest.rank == 1
     assert pipe.ideal_bubble_pct == pytest.approx(100 / 3)

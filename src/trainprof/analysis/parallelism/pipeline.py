@@ -35,6 +35,8 @@ class Stage:
     compute_ms: float  # its compute per step
     step_ms: float
     waiting_ms: float  # mean per step of send/recv with no compute running
+    #: waiting_ms by phase: warm-up, steady state, cool-down (result.StageStep)
+    phases_ms: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     @property
     def idle_pct(self) -> float:
@@ -44,7 +46,8 @@ class Stage:
     def to_dict(self) -> dict[str, Any]:
         return {"stage": self.stage, "rank": self.rank, "compute_ms": self.compute_ms,
                 "step_ms": self.step_ms, "waiting_ms": self.waiting_ms,
-                "idle_pct": self.idle_pct}
+                "warmup_wait_ms": self.phases_ms[0], "steady_wait_ms": self.phases_ms[1],
+                "cooldown_wait_ms": self.phases_ms[2], "idle_pct": self.idle_pct}
 
 
 @dataclass
@@ -118,7 +121,9 @@ def pipeline_stages(ranks: list[RankAnalysis]) -> Pipeline | None:
                (_ROLE_ORDER.get(rp[1].role, 1), rp[0].rank))
     stages = [Stage(stage=p.stage if named and p.stage is not None else i, rank=r.rank,
                     compute_ms=p.median_ms("compute_us"), step_ms=p.median_ms("step_us"),
-                    waiting_ms=p.mean_ms("p2p_exposed_us"))
+                    waiting_ms=p.mean_ms("p2p_exposed_us"),
+                    phases_ms=(p.mean_ms("warmup_wait_us"), p.mean_ms("steady_wait_us"),
+                               p.mean_ms("cooldown_wait_us")))
               for i, (r, p) in enumerate(found)]
     micro = [p.micro_batches for _, p in found if p.micro_batches]
     schedules = {p.schedule for _, p in found if p.schedule}

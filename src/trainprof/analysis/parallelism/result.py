@@ -38,10 +38,18 @@ class StageStep:
     p2p_exposed_us: float  # send/recv with no compute running: the stage waits
     forward_micro_batches: int  # forward micro-batch ranges started in the step
     forwards_first: bool  # every forward micro-batch started before the first backward one
+    # p2p_exposed_us split by phase: warm-up (until the first forward micro-batch ends),
+    # cool-down (from the start of the last backward micro-batch), steady state between.
+    warmup_wait_us: float = 0.0
+    steady_wait_us: float = 0.0
+    cooldown_wait_us: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"step_ms": self.step_us / 1000.0, "compute_ms": self.compute_us / 1000.0,
                 "p2p_ms": self.p2p_us / 1000.0, "p2p_exposed_ms": self.p2p_exposed_us / 1000.0,
+                "warmup_wait_ms": self.warmup_wait_us / 1000.0,
+                "steady_wait_ms": self.steady_wait_us / 1000.0,
+                "cooldown_wait_ms": self.cooldown_wait_us / 1000.0,
                 "forward_micro_batches": self.forward_micro_batches}
 
 

@@ -163,13 +163,21 @@ def _stage_steps(window: Window, p2p: np.ndarray, micro: np.ndarray) -> list[Sta
     bwd = micro[_name_signals(trace)[ev.name[micro]] == Signal.BACKWARD_MICRO_BATCH]
     out = []
     for k in range(len(steps)):
-        lo, hi = steps.starts[k], steps.ends[k]
-        f = ev.ts[fwd][(ev.ts[fwd] >= lo) & (ev.ts[fwd] < hi)]
-        b = ev.ts[bwd][(ev.ts[bwd] >= lo) & (ev.ts[bwd] < hi)]
+        lo, hi = float(steps.starts[k]), float(steps.ends[k])
+        f = fwd[(ev.ts[fwd] >= lo) & (ev.ts[fwd] < hi)]
+        b = bwd[(ev.ts[bwd] >= lo) & (ev.ts[bwd] < hi)]
+        # Warm-up: until the first forward micro-batch ends; cool-down: from the start of the
+        # last backward micro-batch.
+        warm = min(float(event_ends(ev)[f[0]]), hi) if len(f) else lo
+        cool = max(float(ev.ts[b[-1]]), warm) if len(b) else hi
+        phases = iv.covered_in_windows(waiting, np.array([lo, warm, cool]),
+                                       np.array([warm, cool, hi]))
         out.append(StageStep(
-            step_us=float(hi - lo), compute_us=float(cover[0][k]), p2p_us=float(cover[1][k]),
+            step_us=hi - lo, compute_us=float(cover[0][k]), p2p_us=float(cover[1][k]),
             p2p_exposed_us=float(cover[2][k]), forward_micro_batches=len(f),
-            forwards_first=bool(not len(b) or not len(f) or f.max() < b.min())))
+            forwards_first=bool(not len(b) or not len(f) or ev.ts[f].max() < ev.ts[b].min()),
+            warmup_wait_us=float(phases[0]), steady_wait_us=float(phases[1]),
+            cooldown_wait_us=float(phases[2])))
     return out
 
 

@@ -47,6 +47,9 @@ def pipeline_table(pipe: dict[str, Any]) -> Table | None:
         return None
     cols = [Column("stage"), Column("rank"), Column("compute ms", title="per step (median)"),
             Column("step ms"), Column("waiting ms", title="send/recv with no compute running"),
+            Column("warm-up", title="waiting until the first forward micro-batch ends"),
+            Column("steady", title="waiting between warm-up and cool-down"),
+            Column("cool-down", title="waiting from the start of the last backward micro-batch"),
             Column("idle", title="share of the step the stage does not compute")]
     caption = (f"{pipe.get('micro_batches') or '?'} micro-batches "
                f"({pipe.get('schedule') or 'schedule unknown'}); ideal bubble "
@@ -54,7 +57,9 @@ def pipeline_table(pipe: dict[str, Any]) -> Table | None:
                f"{pipe.get('imbalance_saving_ms', 0.0):.1f} ms per step")
     table = Table(cols, caption=caption)
     table.rows = [[num(s["stage"], 0), num(s["rank"], 0), num(s["compute_ms"], 1),
-                   num(s["step_ms"], 1), num(s["waiting_ms"], 1), num(s["idle_pct"], 1, "%")]
+                   num(s["step_ms"], 1), num(s["waiting_ms"], 1), num(s["warmup_wait_ms"], 1),
+                   num(s["steady_wait_ms"], 1), num(s["cooldown_wait_ms"], 1),
+                   num(s["idle_pct"], 1, "%")]
                   for s in stages]
     return table
 

@@ -37,10 +37,12 @@ def parallelism_md(rank: dict[str, Any] | None, pipeline: dict[str, Any] | None)
                 f"{number(pipeline.get('ideal_bubble_pct'), 1, '%')}, balanced stages save "
                 f"{number(pipeline.get('imbalance_saving_ms'), 1)} ms per step", ""]
         rows = [[str(s["stage"]), str(s["rank"]), number(s["compute_ms"], 1),
-                 number(s["step_ms"], 1), number(s["waiting_ms"], 1), number(s["idle_pct"], 1, "%")]
+                 number(s["step_ms"], 1), number(s["waiting_ms"], 1),
+                 number(s["warmup_wait_ms"], 1), number(s["steady_wait_ms"], 1),
+                 number(s["cooldown_wait_ms"], 1), number(s["idle_pct"], 1, "%")]
                 for s in pipeline["stages"]]
-        out += [table(["stage", "rank", "compute ms", "step ms", "waiting ms", "idle"], rows,
-                      "rrrrrr"), ""]
+        out += [table(["stage", "rank", "compute ms", "step ms", "waiting ms", "warm-up",
+                       "steady", "cool-down", "idle"], rows, "rrrrrrrrr"), ""]
     return "\n".join(out).rstrip()
 
 

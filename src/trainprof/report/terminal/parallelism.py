@@ -56,9 +56,11 @@ def render_pipeline(result: Pipeline) -> Table | None:
         title += (f"; stage {heavy.stage} computes {result.imbalance_pct:.0f}% over the mean "
                   f"(balanced saves {result.imbalance_saving_ms:.1f} ms/step)")
     t = compact_table(title)
-    for col in ("stage", "rank", "compute ms", "step ms", "waiting ms", "idle", ""):
+    for col in ("stage", "rank", "compute ms", "step ms", "waiting ms", "warm-up", "steady",
+                "cool-down", "idle", ""):
         t.add_column(col, justify="left" if col in ("stage", "") else "right")
     for s in result.stages:
         t.add_row(f"{s.stage}", f"{s.rank}", f"{s.compute_ms:.1f}", f"{s.step_ms:.1f}",
-                  f"{s.waiting_ms:.1f}", pct(s.idle_pct), "heaviest" if s is heavy else "")
+                  f"{s.waiting_ms:.1f}", *(f"{x:.1f}" for x in s.phases_ms), pct(s.idle_pct),
+                  "heaviest" if s is heavy else "")
     return t
