@@ -98,3 +98,43 @@ def test_real_traces():
         p = r.sections.parallelism
         assert p.kinds == ["expert", "ddp"]
         assert p.calls == {"all_gather": 2, "all_reduce": 4, "all_to_all": 4}
+
+
+AG = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+RS = "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32"
+
+
+def test_fsdp_layers_on_a_gpu_by_the_range_that_launched_each_kernel(tmp_path):
+    """The host runs ahead: layer 0's all-gather runs on the device at 100-300 µs, long after
+    its FSDP::pre_forward range ended, and no compute runs beside it; layer 1's forward
+    all-gather (300-400) hides under layer 0's GEMM (300-500); its backward all-gather
+    (610-660, launched inside FSDP::pre_backward) and its reduce-scatter (760-860) run
+    alone."""
+    b = TraceBuilder()
+    b.step(0, 0, 1000)
+
+    def comm(name: str, at: float, k_ts: float, k_dur: float) -> None:
+        b.stream = 8
+        b.launch(at, 2, name=name, k_ts=k_ts, k_dur=k_dur)
+        b.stream = 7
+
+    for layer, t0, k_ts, k_dur in ((0, 10, 100, 200), (1, 50, 300, 100)):
+        b.annotation(f"FSDP::pre_forward (layers.{layer})", t0, 30)
+        b.annotation(f"FSDP::all_gather (layers.{layer})", t0 + 2, 20)
+        comm(AG, t0 + 5, k_ts, k_dur)
+    b.launch(45, 2, name=GEMM, k_ts=300, k_dur=200)
+    b.launch(85, 2, name=GEMM, k_ts=500, k_dur=100)
+    b.annotation("FSDP::pre_backward (layers.1)", 600, 50)
+    b.annotation("FSDP::all_gather (layers.1)", 605, 20)
+    comm(AG, 608, 610, 50)
+    b.launch(640, 2, name=GEMM, k_ts=660, k_dur=100)
+    b.annotation("FSDP::post_backward_reduce (layers.1)", 700, 20)
+    comm(RS, 705, 760, 100)
+    b.write(tmp_path / "rank0.json")
+    p = trainprof.analyze(tmp_path / "rank0.json").ranks[0].sections.parallelism
+    assert p.kinds == ["fsdp"]
+    got = {x.layer: (x.forward_gather_us, x.backward_gather_us, x.reduce_scatter_us, x.gathers)
+           for x in p.layers}
+    assert got == {"layers.0": pytest.approx((200.0, 0.0, 0.0, 1)),
+                   "layers.1": pytest.approx((0.0, 50.0, 100.0, 2))}

@@ -34,7 +34,7 @@ BALANCED_MICRO_BATCHES = 8
 LIGHT_LAYERS = 2
 HEAVY = 4
 FSDP_LAYERS = 4
-WAIT, WARMUP, ACTIVE = 1, 1, 3
+WAIT, WARMUP, ACTIVE = 1, 1, 5
 
 
 def layers(n: int) -> nn.Sequential:

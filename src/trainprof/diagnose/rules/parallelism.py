@@ -11,8 +11,8 @@ from trainprof.diagnose.findings import Evidence, Finding, Fix
 from trainprof.diagnose.rules.common import pct_of, rank_finding, severity, where
 
 # pipeline_imbalance: balancing the stages would save at least this share of the step (stages
-# of equal work differ by up to 6% of the step on a loaded host: docs/rules.md).
-PIPELINE_IMBALANCE_PCT = 10.0
+# of equal work came out more than 10% apart on a loaded host: docs/rules.md).
+PIPELINE_IMBALANCE_PCT = 15.0
 # pipeline_bubble: the schedule's ideal bubble, (S - 1) / (M + S - 1), above this share of the
 # step (2 stages need 6 micro-batches or more, 4 stages 18 or more).
 PIPELINE_BUBBLE_PCT = 15.0
