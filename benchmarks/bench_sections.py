@@ -113,11 +113,14 @@ def main() -> None:
     header = f"{'section':15s}" + "".join(f"{k:>9s}" for k in runs)
     print(header + ("    ratio" if args.against else ""))
     for name in [*names, "total"]:
-        row = {k: (sum(best[k].values()) if name == "total" else best[k][name]) for k in runs}
+        # A section new in this checkout counts 0 s in the base.
+        row = {k: (sum(best[k].values()) if name == "total" else best[k].get(name, 0.0))
+               for k in runs}
         line = f"{name:15s}" + "".join(f"{row[k]:9.3f}" for k in runs)
         if args.against:
             line += f"   x{row['base'] / max(row['this'], 1e-9):.2f}"
-            if name != "total" and digests["base"][name] != digests["this"][name]:
+            if name != "total" and name in digests["base"] \
+                    and digests["base"][name] != digests["this"][name]:
                 line += "  RESULTS DIFFER"
         print(line)
     OUT_DIR.mkdir(parents=True, exist_ok=True)

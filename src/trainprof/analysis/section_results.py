@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from trainprof.analysis.job.collective_ranks import CollectiveRanks
     from trainprof.analysis.job.rank_table import RankTable
     from trainprof.analysis.job.stragglers import Stragglers
+    from trainprof.analysis.parallelism.pipeline import Pipeline
+    from trainprof.analysis.parallelism.result import Parallelism
     from trainprof.analysis.roofline.collectives import Collectives
     from trainprof.analysis.roofline.section import Roofline
     from trainprof.analysis.sections.communication import Communication
@@ -89,6 +91,7 @@ class RankSections(_Sections):
     collectives: Collectives | None = None
     compilation: Compilation | None = None
     critical_path: CriticalPath | None = None
+    parallelism: Parallelism | None = None
 
 
 @dataclass
@@ -98,3 +101,4 @@ class JobSections(_Sections):
     stragglers: Stragglers | None = None
     rank_table: RankTable | None = None
     collective_ranks: CollectiveRanks | None = None
+    pipeline: Pipeline | None = None

@@ -55,6 +55,9 @@ SAME_TIME: dict[frozenset[str], str] = {
         "fp64 ops outside the training phases (an evaluation pass) are in both",
     frozenset(("outside_training", "logging_overhead")):
         "the Python glue between ops after the optimizer step is in both",
+    frozenset(("pipeline_bubble", "pipeline_imbalance")):
+        "both are the stages waiting in send/recv: the fill and drain grow with the heaviest "
+        "stage's micro-batch time",
 }
 #: The most of a step a rank's distinct savings can add up to.
 STEP_PCT = 100.0

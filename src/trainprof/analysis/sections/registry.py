@@ -17,6 +17,8 @@ from trainprof.analysis.job.collective_ranks import collective_ranks
 from trainprof.analysis.job.rank_table import mark_straggler, rank_table
 from trainprof.analysis.job.stragglers import stragglers
 from trainprof.analysis.overview.steps import StepWindows
+from trainprof.analysis.parallelism.pipeline import pipeline_stages
+from trainprof.analysis.parallelism.section import parallelism
 from trainprof.analysis.roofline.collectives import collectives
 from trainprof.analysis.roofline.section import roofline
 from trainprof.analysis.section_results import JobSections, RankSections
@@ -61,6 +63,8 @@ SECTIONS += [("modules", module_tree)]
 SECTIONS += [("roofline", roofline), ("collectives", collectives)]
 SECTIONS += [("compilation", compilation)]
 SECTIONS += [("critical_path", critical_path)]
+# Which parallelism the job uses, and its figures (docs/parallelism.md).
+SECTIONS += [("parallelism", parallelism)]
 
 
 def run_sections(trace: Trace, steps: StepWindows) -> RankSections:
@@ -76,6 +80,7 @@ JOB_SECTIONS: list[tuple[str, JobSection]] = []
 JOB_SECTIONS += [("stragglers", stragglers)]
 JOB_SECTIONS += [("rank_table", rank_table)]
 JOB_SECTIONS += [("collective_ranks", collective_ranks)]
+JOB_SECTIONS += [("pipeline", pipeline_stages)]
 
 
 def run_job_sections(ranks: list[RankAnalysis]) -> JobSections:

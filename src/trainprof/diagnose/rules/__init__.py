@@ -20,6 +20,7 @@ from trainprof.diagnose.rules import (
     input,
     memory,
     outside_training,
+    parallelism,
     precision,
     training,
 )
@@ -50,10 +51,12 @@ RANK_RULES: list[RankRule] = [
 ]
 RANK_RULES += [compilation.compilation, compilation.untraced_time, host.cuda_api_time]
 RANK_RULES += [precision.wide_precision, outside_training.outside_training]
+RANK_RULES += [parallelism.fsdp_exposed_communication]
 JOB_RULES: list[JobRule] = [
     distributed.communication_exposed,
     distributed.straggler,
 ]
+JOB_RULES += [parallelism.pipeline_imbalance, parallelism.pipeline_bubble]
 
 #: Every finding id, in the order docs/rules.md lists them.
 FINDING_IDS = [
@@ -65,3 +68,4 @@ FINDING_IDS = [
 ]
 FINDING_IDS += ["compilation", "untraced_time", "cuda_api_time"]
 FINDING_IDS += ["wide_precision", "outside_training"]
+FINDING_IDS += ["pipeline_imbalance", "pipeline_bubble", "fsdp_exposed_communication"]

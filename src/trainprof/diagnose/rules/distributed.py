@@ -12,6 +12,7 @@ import numpy as np
 from trainprof.analysis.results import Analysis, RankAnalysis
 from trainprof.diagnose.findings import Evidence, Finding, Fix, saving_severity
 from trainprof.diagnose.rules.common import pct_of, rank_finding, where
+from trainprof.diagnose.rules.parallelism import comm_fix, counted_elsewhere_ms
 
 # communication_exposed: communication with no compute running, per step, as a share of the
 # step; or, on a GPU, as a share of the GPU's busy time (a host-bound GPU idles most of the
@@ -60,7 +61,11 @@ OVERLAP_COMM_CPU = Fix(
 
 
 def overlap_fix(r: RankAnalysis, backend: str | None) -> Fix:
-    """The fix that fits the rank's device and backend (no NCCL advice on a CPU-only job)."""
+    """The fix that fits the rank's parallelism (DDP advice only for DDP, rules/parallelism.py),
+    device and backend (no NCCL advice on a CPU-only job)."""
+    fitting = comm_fix(r)
+    if fitting is not None:
+        return fitting
     if not r.gpus:
         return OVERLAP_COMM_CPU
     if (backend or "").lower() == "gloo":
@@ -108,7 +113,10 @@ def _exposed(r: RankAnalysis, waited_ms: float) -> Finding | None:
     if comm is None or comm.source == "none" or not comm.steps:
         return None
     exposed_ms = comm.exposed_us / comm.steps / 1000.0
-    own_ms = max(exposed_ms - waited_ms, 0.0)
+    # A pipeline's send/recv waits and FSDP layers' collectives have findings of their own.
+    elsewhere_ms, elsewhere = counted_elsewhere_ms(r)
+    elsewhere_ms = min(elsewhere_ms, max(exposed_ms - waited_ms, 0.0))
+    own_ms = max(exposed_ms - waited_ms - elsewhere_ms, 0.0)
     share = pct_of(r, own_ms)
     busy = r.timeline.busy_pct if r.timeline is not None else None
     # Both are shares of a step, but of the mean step and of the device's step window: capped,
@@ -133,6 +141,8 @@ def _exposed(r: RankAnalysis, waited_ms: float) -> Finding | None:
     if waited_ms:
         evidence.append(Evidence("left out: waiting for the straggler", waited_ms, "ms/step",
                                  where(r)))
+    if elsewhere_ms:
+        evidence.append(Evidence(f"left out: {elsewhere}", elsewhere_ms, "ms/step", where(r)))
     return rank_finding(
         r, "communication_exposed",
         saving_severity(share),

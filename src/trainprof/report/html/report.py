@@ -26,6 +26,7 @@ from trainprof import __version__
 from trainprof.analysis.results import Analysis
 from trainprof.diagnose.findings import shared_number
 from trainprof.fileio import atomic_write_text
+from trainprof.report.html.parallelism import pipeline_table
 from trainprof.report.html.roofline import collective_ranks_table
 from trainprof.report.html.snapshot import memory_headline, memory_views
 from trainprof.report.html.spread import side_by_side, spread_charts, spread_table
@@ -121,6 +122,7 @@ def render_html(result: Analysis | dict[str, Any], rows: int = DEFAULT_ROWS) -> 
         "stragglers": stragglers_table((data.get("job") or {}).get("stragglers") or {}),
         "collective_ranks": collective_ranks_table(
             (data.get("job") or {}).get("collective_ranks") or {}),
+        "pipeline": pipeline_table((data.get("job") or {}).get("pipeline") or {}),
         "memory": memory_views(data),
         "result_json": json_for_script(embedded(data, set(shown))),
         "css": _asset("report.css"),

@@ -20,6 +20,7 @@ from trainprof.report.html.chart import Chart
 from trainprof.report.html.critical_path import path_chart, split_table, what_if_table
 from trainprof.report.html.memory import memory_charts
 from trainprof.report.html.modules import ModulesView, modules_view
+from trainprof.report.html.parallelism import fsdp_layers_table, parallelism_table
 from trainprof.report.html.roofline import collectives_table, roofline_chart, roofline_table
 from trainprof.report.html.tables import Table, fmt
 from trainprof.report.labels import (
@@ -61,6 +62,8 @@ class RankView:
     collectives: Table | None = None
     critical_path: Chart | None = None
     critical_path_tables: list[Table] = field(default_factory=list)
+    parallelism: Table | None = None
+    fsdp_layers: Table | None = None
 
 
 #: Findings shown open in the HTML verdict; the rest (and minor ones, diagnose.findings.is_minor)
@@ -150,6 +153,8 @@ def rank_view(r: dict[str, Any], index: int, rows: int) -> RankView:
         critical_path=path_chart(r.get("critical_path")),
         critical_path_tables=[t for t in (split_table(r.get("critical_path")),
                                           what_if_table(r.get("critical_path"))) if t],
+        parallelism=parallelism_table(r.get("parallelism") or {}),
+        fsdp_layers=fsdp_layers_table(r.get("parallelism") or {}),
     )
 
 

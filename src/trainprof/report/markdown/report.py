@@ -16,6 +16,7 @@ from trainprof.diagnose.findings import shared_number, where_text
 from trainprof.formatting import counted, number
 from trainprof.report.labels import category_label, evidence_text
 from trainprof.report.markdown.modules import modules_md
+from trainprof.report.markdown.parallelism import parallelism_md
 from trainprof.report.markdown.text import MAX_CELL, code_block, md_text, table
 from trainprof.report.names import short_name as short_kernel_name
 from trainprof.vocabulary import PHASES
@@ -212,6 +213,9 @@ def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
     hardware = hardware_md(slowest, top)
     if hardware:
         out += ["### How far from the hardware", "", hardware, ""]
+    parallel = parallelism_md(slowest.get("parallelism"), job.get("pipeline"))
+    if parallel:
+        out += ["### Parallelism", "", parallel, ""]
     per_rank = collective_ranks_md(job.get("collective_ranks"))
     if per_rank:
         out += ["### Collectives' bus bandwidth per rank", "", per_rank, ""]

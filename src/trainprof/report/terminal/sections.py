@@ -17,6 +17,7 @@ from trainprof.report.terminal.idle import render_idle
 from trainprof.report.terminal.launches import render_launch, render_syncs
 from trainprof.report.terminal.memory import render_memory
 from trainprof.report.terminal.modules import render_modules
+from trainprof.report.terminal.parallelism import render_parallelism, render_pipeline
 from trainprof.report.terminal.roofline import (
     render_collective_ranks,
     render_collectives,
@@ -43,3 +44,4 @@ RENDERERS.update(roofline=render_roofline, collectives=render_collectives,
                  collective_ranks=render_collective_ranks)
 RENDERERS.update(compilation=render_compilation)
 RENDERERS.update(critical_path=render_critical_path)
+RENDERERS.update(parallelism=render_parallelism, pipeline=render_pipeline)

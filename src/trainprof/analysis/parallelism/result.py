@@ -1,0 +1,144 @@
+"""The parallelism section's records: what one rank shows of the job's parallelism, its
+pipeline figures per step and its FSDP figures per layer (docs/parallelism.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trainprof.analysis.dataframes import data_frame
+
+#: The kinds of parallelism, in the order they are named.
+KINDS = ("fsdp", "pipeline", "tensor", "expert", "ddp")
+
+
+@dataclass
+class ProcessGroup:
+    """A process group the trace names (Kineto's ``distributedInfo.pg_config``)."""
+
+    name: str
+    description: str
+    size: int
+    ranks: list[int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "size": self.size,
+                "ranks": self.ranks}
+
+
+@dataclass
+class StageStep:
+    """One step of a pipeline stage; times in µs."""
+
+    step_us: float
+    compute_us: float  # union of the rank's compute
+    p2p_us: float  # union of its send/recv
+    p2p_exposed_us: float  # send/recv with no compute running: the stage waits
+    forward_micro_batches: int  # forward micro-batch ranges started in the step
+    forwards_first: bool  # every forward micro-batch started before the first backward one
+    # p2p_exposed_us split by phase: warm-up (until the first forward micro-batch ends),
+    # cool-down (from the start of the last backward micro-batch), steady state between.
+    warmup_wait_us: float = 0.0
+    steady_wait_us: float = 0.0
+    cooldown_wait_us: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step_ms": self.step_us / 1000.0, "compute_ms": self.compute_us / 1000.0,
+                "p2p_ms": self.p2p_us / 1000.0, "p2p_exposed_ms": self.p2p_exposed_us / 1000.0,
+                "warmup_wait_ms": self.warmup_wait_us / 1000.0,
+                "steady_wait_ms": self.steady_wait_us / 1000.0,
+                "cooldown_wait_ms": self.cooldown_wait_us / 1000.0,
+                "forward_micro_batches": self.forward_micro_batches}
+
+
+@dataclass
+class LayerComm:
+    """One FSDP unit (a module wrapped with ``fully_shard``): communication with no compute
+    running while its hooks run, in µs over every step."""
+
+    layer: str
+    forward_gather_us: float = 0.0  # in FSDP::pre_forward: waiting for its all-gather
+    backward_gather_us: float = 0.0  # in FSDP::pre_backward: its all-gather again
+    reduce_scatter_us: float = 0.0  # in FSDP::post_backward_*: its reduce-scatter
+    gathers: int = 0  # FSDP::all_gather ranges issued for it
+
+    @property
+    def exposed_us(self) -> float:
+        return self.forward_gather_us + self.backward_gather_us + self.reduce_scatter_us
+
+    def add(self, other: LayerComm) -> None:
+        self.forward_gather_us += other.forward_gather_us
+        self.backward_gather_us += other.backward_gather_us
+        self.reduce_scatter_us += other.reduce_scatter_us
+        self.gathers += other.gathers
+
+    def to_dict(self, steps: int) -> dict[str, Any]:
+        n = max(steps, 1) * 1000.0
+        return {"layer": self.layer or "(root)",
+                "forward_all_gather_exposed_ms_per_step": self.forward_gather_us / n,
+                "backward_all_gather_exposed_ms_per_step": self.backward_gather_us / n,
+                "reduce_scatter_exposed_ms_per_step": self.reduce_scatter_us / n,
+                "all_gathers_per_step": self.gathers / max(steps, 1)}
+
+
+@dataclass
+class Parallelism:
+    """What one rank shows of the job's parallelism (docs/parallelism.md)."""
+
+    kinds: list[str]  # among KINDS
+    evidence: dict[str, str]  # per kind: what in the trace showed it
+    calls: dict[str, int]  # collective calls by type, over the step window
+    process_groups: list[ProcessGroup]
+    steps: int
+    stage_steps: list[StageStep] = field(default_factory=list)  # pipeline ranks only
+    micro_batches: int | None = None
+    schedule: str | None = None  # "GPipe" (all forwards first) or "1F1B" (interleaved)
+    stage: int | None = None  # the stage a multi-stage schedule names
+    role: str | None = None  # "first", "middle" or "last" stage, from its sends and recvs
+    layers: list[LayerComm] = field(default_factory=list)  # FSDP units, in first-seen order
+
+    @property
+    def pipeline(self) -> bool:
+        return "pipeline" in self.kinds and bool(self.stage_steps)
+
+    def median_ms(self, name: str) -> float:
+        """The median over steps of a StageStep figure, in ms."""
+        values = [getattr(s, name) for s in self.stage_steps]
+        return float(np.median(values)) / 1000.0 if values else 0.0
+
+    def mean_ms(self, name: str) -> float:
+        """The mean over steps of a StageStep figure, in ms."""
+        values = [getattr(s, name) for s in self.stage_steps]
+        return float(np.mean(values)) / 1000.0 if values else 0.0
+
+    def fsdp_exposed_ms_per_step(self) -> float:
+        return sum(x.exposed_us for x in self.layers) / max(self.steps, 1) / 1000.0
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kinds": self.kinds, "evidence": self.evidence, "calls": self.calls,
+            "process_groups": [g.to_dict() for g in self.process_groups], "steps": self.steps,
+        }
+        if self.stage_steps:
+            out["pipeline"] = {
+                "micro_batches": self.micro_batches, "schedule": self.schedule,
+                "stage": self.stage, "role": self.role,
+                "compute_ms_per_step": self.median_ms("compute_us"),
+                "step_ms": self.median_ms("step_us"),
+                "p2p_exposed_ms_per_step": self.mean_ms("p2p_exposed_us"),
+                "per_step": [s.to_dict() for s in self.stage_steps],
+            }
+        if self.layers:
+            out["fsdp_layers"] = [x.to_dict(self.steps) for x in self.layers]
+        return out
+
+    def to_pandas(self) -> Any:
+        """One row per FSDP layer, else per pipeline step, else per kind with its evidence."""
+        if self.layers:
+            return data_frame([x.to_dict(self.steps) for x in self.layers])
+        if self.stage_steps:
+            return data_frame([s.to_dict() for s in self.stage_steps])
+        return data_frame([{"kind": k, "evidence": self.evidence[k]} for k in self.kinds])
+

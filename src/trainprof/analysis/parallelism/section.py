@@ -1,0 +1,247 @@
+"""The ``parallelism`` section of a rank: which parallelism its trace shows, its pipeline
+figures per step and its FSDP figures per layer, computed window by window
+(analysis/streaming/windows.py). See docs/parallelism.md."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from trainprof.analysis import intervals as iv
+from trainprof.analysis.event_columns import event_ends
+from trainprof.analysis.overview.steps import StepWindows
+from trainprof.analysis.parallelism import activity
+from trainprof.analysis.parallelism.fsdp import layer_comm
+from trainprof.analysis.parallelism.kinds import detect, process_groups
+from trainprof.analysis.parallelism.result import (
+    LayerComm,
+    Parallelism,
+    ProcessGroup,
+    StageStep,
+)
+from trainprof.analysis.parallelism.signals import (
+    ALL_REDUCE,
+    P2P_CODES,
+    TYPE_NAMES,
+    Signal,
+    is_c10d_call,
+    is_functional,
+    name_signal,
+    pipeline_stage,
+    type_code,
+)
+from trainprof.analysis.streaming.parts import part_of
+from trainprof.analysis.streaming.windows import Window, WindowedSection
+from trainprof.trace.model import FLAG_BACKWARD, Kind, Trace
+
+_HOST = (Kind.CPU_OP, Kind.USER_ANNOTATION)
+#: Where a collective call is counted from, as codes.
+_SOURCES = ("call", "backend", "kernel")
+# Kept on the trace object: the signal of each name id of the trace.
+_ATTRIBUTE = "_trainprof_parallelism_signals"
+_COMM_ATTRIBUTE = "_trainprof_parallelism_comm_names"
+#: Bits of ``_comm_names`` above the type code (which stays under 16).
+_CALL, _FUNCTIONAL = 16, 32
+
+
+@dataclass
+class _Part:
+    """What one window knows: counts over its part of the span, its own steps' figures."""
+
+    signals: Counter[str] = field(default_factory=Counter)
+    calls: Counter[tuple[str, str]] = field(default_factory=Counter)  # (source, type)
+    stages: set[int] = field(default_factory=set)
+    stage_steps: list[StageStep] = field(default_factory=list)
+    layers: dict[str, LayerComm] = field(default_factory=dict)
+    groups: list[ProcessGroup] = field(default_factory=list)
+
+
+def _name_signals(trace: Trace) -> np.ndarray:
+    """The Signal of each name of the trace (worked out once per trace)."""
+    store = trace.__dict__
+    if _ATTRIBUTE not in store:
+        store[_ATTRIBUTE] = np.array([name_signal(n) for n in trace.events.names],
+                                     dtype=np.int8)
+    signals: np.ndarray = store[_ATTRIBUTE]
+    return signals
+
+
+def _partial(window: Window) -> _Part:
+    trace, part = window.trace, part_of(window)
+    ev = trace.events
+    out = _Part(groups=process_groups(trace.metadata))
+    if part.end <= part.start:
+        return out
+    ends = event_ends(ev)
+    host = np.flatnonzero(_name_signals(trace)[ev.name] != 0)
+    host = host[np.isin(ev.kind[host], _HOST)]
+    host = host[part.owns(ev.ts[host], ends[host])]
+    signal = _name_signals(trace)[ev.name[host]]
+    for s in Signal:
+        if s != Signal.NONE and (n := int((signal == s).sum())):
+            out.signals[s.name.lower()] = n
+    out.stages = {stage for i in host.tolist()
+                  if (stage := pipeline_stage(ev.names[ev.name[i]])) is not None}
+    every = activity.all_comm_events(trace)
+    mine = part.owns(ev.ts[every], ends[every])
+    every, every_types = every[mine], _types(trace, every[mine])
+    _count_calls(trace, every, every_types, out)
+    comm = activity.comm_events(trace)
+    types = _types(trace, comm)
+    micro = host[(signal == Signal.FORWARD_MICRO_BATCH) | (signal == Signal.BACKWARD_MICRO_BATCH)]
+    p2p = comm[np.isin(types, P2P_CODES)]
+    if len(p2p) or len(micro):
+        out.stage_steps = _stage_steps(window, p2p, micro)
+        calls = np.isin(every_types, P2P_CODES) & (ev.kind[every] != Kind.KERNEL)
+        _count_roles(trace, every[calls], micro, out)
+    if out.signals.get("fsdp_range"):
+        out.layers = layer_comm(trace, part, host[signal == Signal.FSDP_RANGE], comm)
+    return out
+
+
+def _comm_names(trace: Trace) -> np.ndarray:
+    """Per name of the trace, 16 x (is a c10d call) + 32 x (is a functional collective) + its
+    type code (signals.TYPE_NAMES), filled for the names of communication events (worked out
+    once per trace)."""
+    store = trace.__dict__
+    if _COMM_ATTRIBUTE not in store:
+        ev = trace.events
+        codes = np.zeros(len(ev.names), dtype=np.int64)
+        for n in np.unique(ev.name[activity.all_comm_events(trace)]).tolist():
+            name = ev.names[n]
+            codes[n] = type_code(name) + _CALL * is_c10d_call(name) \
+                + _FUNCTIONAL * is_functional(name)
+        store[_COMM_ATTRIBUTE] = codes
+    table: np.ndarray = store[_COMM_ATTRIBUTE]
+    return table
+
+
+def _types(trace: Trace, idx: np.ndarray) -> np.ndarray:
+    """The type code (signals.TYPE_NAMES) of each communication event ``idx``."""
+    return _comm_names(trace)[trace.events.name[idx]] % _CALL
+
+
+def _count_calls(trace: Trace, idx: np.ndarray, types: np.ndarray, out: _Part) -> None:
+    """Collective calls by (source, type); all-reduces issued in backward and functional
+    (DTensor) collectives as signals of their own."""
+    ev = trace.events
+    flags = _comm_names(trace)[ev.name[idx]]
+    source = np.where(ev.kind[idx] == Kind.KERNEL, 2, np.where(flags & _CALL, 0, 1))
+    n_types = len(TYPE_NAMES)
+    counts = np.bincount(source * n_types + types, minlength=len(_SOURCES) * n_types)
+    for key in np.flatnonzero(counts).tolist():
+        out.calls[(_SOURCES[key // n_types], TYPE_NAMES[key % n_types])] += int(counts[key])
+    if n := int(np.count_nonzero(flags & _FUNCTIONAL)):
+        out.signals["functional_collective"] += n
+    # Each all-reduce once: its c10d call, else its backend range.
+    reduces = idx[(types == ALL_REDUCE) & (source == 0)]
+    if not len(reduces):
+        reduces = idx[(types == ALL_REDUCE) & (source == 1)]
+    if len(reduces):
+        back = np.flatnonzero(ev.flagged(FLAG_BACKWARD) & (ev.kind == Kind.CPU_OP))
+        inside = iv.covered_in_windows(iv.union(ev.ts[back], event_ends(ev)[back]),
+                                       ev.ts[reduces], ev.ts[reduces] + 1e-3) > 0
+        if n := int(inside.sum()):
+            out.signals["all_reduce_in_backward"] += n
+
+
+def _stage_steps(window: Window, p2p: np.ndarray, micro: np.ndarray) -> list[StageStep]:
+    """The pipeline figures of the window's own steps."""
+    trace, steps = window.trace, window.steps
+    if not len(steps):
+        return []
+    ev = trace.events
+    start, end = float(steps.starts[0]), float(steps.ends[-1])
+    compute = activity.compute(trace, start, end)
+    sends = activity.busy(trace, p2p, start, end)
+    waiting = iv.subtract(sends, compute)
+    cover = [iv.covered_in_windows(s, steps.starts, steps.ends)
+             for s in (compute, sends, waiting)]
+    fwd = micro[_name_signals(trace)[ev.name[micro]] == Signal.FORWARD_MICRO_BATCH]
+    bwd = micro[_name_signals(trace)[ev.name[micro]] == Signal.BACKWARD_MICRO_BATCH]
+    out = []
+    for k in range(len(steps)):
+        lo, hi = float(steps.starts[k]), float(steps.ends[k])
+        f = fwd[(ev.ts[fwd] >= lo) & (ev.ts[fwd] < hi)]
+        b = bwd[(ev.ts[bwd] >= lo) & (ev.ts[bwd] < hi)]
+        # Warm-up: until the first forward micro-batch ends; cool-down: from the start of the
+        # last backward micro-batch.
+        warm = min(float(event_ends(ev)[f[0]]), hi) if len(f) else lo
+        cool = max(float(ev.ts[b[-1]]), warm) if len(b) else hi
+        phases = iv.covered_in_windows(waiting, np.array([lo, warm, cool]),
+                                       np.array([warm, cool, hi]))
+        out.append(StageStep(
+            step_us=hi - lo, compute_us=float(cover[0][k]), p2p_us=float(cover[1][k]),
+            p2p_exposed_us=float(cover[2][k]), forward_micro_batches=len(f),
+            forwards_first=bool(not len(b) or not len(f) or ev.ts[f].max() < ev.ts[b].min()),
+            warmup_wait_us=float(phases[0]), steady_wait_us=float(phases[1]),
+            cooldown_wait_us=float(phases[2])))
+    return out
+
+
+def _count_roles(trace: Trace, p2p: np.ndarray, micro: np.ndarray, out: _Part) -> None:
+    """Send and recv calls (host) inside forward micro-batches: a first stage receives none, a
+    last stage sends none."""
+    ev = trace.events
+    fwd = micro[_name_signals(trace)[ev.name[micro]] == Signal.FORWARD_MICRO_BATCH]
+    if not len(fwd) or not len(p2p):
+        return
+    ranges = iv.union(ev.ts[fwd], event_ends(ev)[fwd])
+    inside = iv.covered_in_windows(ranges, ev.ts[p2p], ev.ts[p2p] + 1e-3) > 0
+    kinds = _types(trace, p2p[inside])
+    send, recv, both = P2P_CODES
+    out.signals["forward_sends"] += int(np.isin(kinds, (send, both)).sum())
+    out.signals["forward_recvs"] += int(np.isin(kinds, (recv, both)).sum())
+
+
+def _combine(parts: list[_Part], steps: StepWindows) -> Parallelism:
+    signals: Counter[str] = Counter()
+    calls: Counter[tuple[str, str]] = Counter()
+    layers: dict[str, LayerComm] = {}
+    for p in parts:
+        signals.update(p.signals)
+        calls.update(p.calls)
+        for name, layer in p.layers.items():
+            layers.setdefault(name, LayerComm(name)).add(layer)
+    by_type = _calls_by_type(calls)
+    kinds, evidence = detect(signals, by_type)
+    stage_steps = [s for p in parts for s in p.stage_steps] if "pipeline" in kinds else []
+    stages = set().union(*(p.stages for p in parts))
+    result = Parallelism(kinds=kinds, evidence=evidence, calls=by_type,
+                         process_groups=parts[0].groups if parts else [], steps=len(steps), stage_steps=stage_steps,
+                         stage=min(stages) if stages else None,
+                         layers=[x for x in layers.values() if x.gathers or x.exposed_us]
+                         if "fsdp" in kinds else [])
+    if stage_steps:
+        counts = [s.forward_micro_batches for s in stage_steps if s.forward_micro_batches]
+        local = max(len(stages), 1)
+        result.micro_batches = int(np.median(counts)) // local if counts else None
+        result.schedule = ("GPipe" if all(s.forwards_first for s in stage_steps) else "1F1B") \
+            if counts else None
+        result.role = _role(signals)
+    return result
+
+
+def _calls_by_type(calls: Counter[tuple[str, str]]) -> dict[str, int]:
+    """Collective calls by type, from the c10d calls when the trace has them (each call once),
+    else the backend's ranges, else the kernels."""
+    for source in ("call", "backend", "kernel"):
+        mine = {t: n for (s, t), n in calls.items() if s == source}
+        if mine:
+            return {t: mine[t] for t in TYPE_NAMES if t in mine}
+    return {}
+
+
+def _role(signals: Counter[str]) -> str | None:
+    recvs, sends = signals.get("forward_recvs", 0), signals.get("forward_sends", 0)
+    if not recvs and not sends:
+        return None
+    return "first" if not recvs else "last" if not sends else "middle"
+
+
+#: The parallelism a rank's trace shows, computed window by window: ``parallelism(trace,
+#: steps)`` for a whole trace.
+parallelism: WindowedSection[_Part, Parallelism] = WindowedSection(_partial, _combine)
+

@@ -1,0 +1,244 @@
+"""Rules about how the job is parallelised: pipeline stages out of balance, a pipeline with too
+few micro-batches, FSDP collectives the step waits for (analysis/parallelism/, see
+docs/parallelism.md); and the communication fix that fits the parallelism the job uses."""
+
+from __future__ import annotations
+
+from trainprof.analysis.parallelism.result import LayerComm, Parallelism
+from trainprof.analysis.parallelism.signals import P2P_TYPES
+from trainprof.analysis.results import Analysis, RankAnalysis
+from trainprof.diagnose.findings import Evidence, Finding, Fix, saving_severity
+from trainprof.diagnose.rules.common import pct_of, rank_finding, where
+
+# pipeline_imbalance: balancing the stages would save at least this share of the step (stages
+# of equal work came out more than 10% apart on a loaded host: docs/rules.md).
+PIPELINE_IMBALANCE_PCT = 15.0
+# pipeline_bubble: the schedule's ideal bubble, (S - 1) / (M + S - 1), above this share of the
+# step (2 stages need 6 micro-batches or more, 4 stages 18 or more).
+PIPELINE_BUBBLE_PCT = 15.0
+# fsdp_exposed_communication: the FSDP layers' exposed communication above this share.
+FSDP_EXPOSED_PCT = 10.0
+#: Layers named in a finding's evidence.
+_LAYERS_SHOWN = 3
+
+_SPLIT_SNIPPET = (
+    "# torch.distributed.pipelining: move the split point so each stage computes the same\n"
+    "from torch.distributed.pipelining import SplitPoint, pipeline\n"
+    "pipe = pipeline(model, mb_args=(x_mb,),\n"
+    "                split_spec={'layers.K': SplitPoint.BEGINNING})   # K: balanced\n"
+    "# or, building each stage by hand: give stage {heavy} fewer layers\n"
+    "stage_layers = layers[start[rank]:start[rank + 1]]   # balanced boundaries"
+)
+_SCHEDULE_SNIPPET = (
+    "from torch.distributed.pipelining import Schedule1F1B, ScheduleInterleaved1F1B\n"
+    "schedule = Schedule1F1B(stage, n_microbatches=4 * num_stages, loss_fn=loss_fn)\n"
+    "# or several stages per rank with an interleaved (or zero-bubble) schedule:\n"
+    "schedule = ScheduleInterleaved1F1B(stages, n_microbatches=4 * num_stages, loss_fn=loss_fn)"
+)
+MORE_MICRO_BATCHES = Fix(
+    summary="Feed the pipeline more micro-batches (at least 4 per stage), or use an interleaved "
+            "or zero-bubble schedule (ScheduleInterleaved1F1B, ScheduleInterleavedZeroBubble), "
+            "so the stages spend less of the step filling and draining the pipeline.",
+    pytorch=_SCHEDULE_SNIPPET,
+)
+_FORWARD_PREFETCH = (
+    "for i, layer in enumerate(model.layers[:-1]):\n"
+    "    layer.set_modules_to_forward_prefetch([model.layers[i + 1]])"
+)
+_BACKWARD_PREFETCH = (
+    "for i, layer in enumerate(model.layers[1:], start=1):\n"
+    "    layer.set_modules_to_backward_prefetch([model.layers[i - 1]])\n"
+    "fully_shard(model.layers[-1], reshard_after_forward=False)   # no all-gather again in backward"
+)
+_REDUCE = (
+    "mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)\n"
+    "for block in model.blocks:          # fewer, larger units: one per block, not per Linear\n"
+    "    fully_shard(block, mp_policy=mp)"
+)
+FSDP_FIXES = {
+    "forward_gather_us": Fix(
+        summary="Prefetch each layer's all-gather during the layer before it "
+                "(set_modules_to_forward_prefetch), or shard whole blocks rather than single "
+                "layers so each all-gather is larger and fewer.",
+        pytorch=_FORWARD_PREFETCH),
+    "backward_gather_us": Fix(
+        summary="Prefetch the backward all-gathers (set_modules_to_backward_prefetch), and keep "
+                "the last layers' parameters gathered after forward (reshard_after_forward="
+                "False) so backward does not gather them again.",
+        pytorch=_BACKWARD_PREFETCH),
+    "reduce_scatter_us": Fix(
+        summary="Make the reduce-scatters cheaper and fewer: larger FSDP units (wrap blocks, "
+                "not single layers) and gradients reduced in bf16 (MixedPrecisionPolicy"
+                "(reduce_dtype=torch.bfloat16)).",
+        pytorch=_REDUCE),
+}
+_FIGURE_NAMES = {"forward_gather_us": "all-gather in forward",
+                 "backward_gather_us": "all-gather in backward",
+                 "reduce_scatter_us": "reduce-scatter in backward"}
+#: communication_exposed's fix for jobs that are not DDP (docs/parallelism.md).
+TENSOR_PARALLEL_COMM = Fix(
+    summary="Tensor-parallel collectives sit on every layer's path: use sequence parallelism "
+            "and async tensor parallelism to overlap them, or a smaller tensor-parallel degree "
+            "(keep it inside one node).",
+    pytorch="from torch.distributed.tensor.parallel import SequenceParallel\n"
+            "torch._inductor.config._micro_pipeline_tp = True   # async TP under torch.compile",
+)
+EXPERT_PARALLEL_COMM = Fix(
+    summary="Overlap the experts' all-to-all with compute (dispatch/combine of one micro-batch "
+            "beside another's compute, as DualPipe does), and balance the tokens per expert "
+            "(an auxiliary load-balancing loss, capacity factor).",
+)
+PIPELINE_COMM = Fix(
+    summary="The stages' sends and receives wait on each other: balance the stages and feed "
+            "more micro-batches (see pipeline_imbalance and pipeline_bubble).",
+    pytorch=_SCHEDULE_SNIPPET,
+)
+GENERIC_COMM = Fix(
+    summary="Overlap the collectives with compute (issue them asynchronously and wait as late "
+            "as possible), send fewer and larger messages, and fewer bytes (bf16).",
+    pytorch="work = dist.all_reduce(t, async_op=True)\n...   # independent compute\nwork.wait()",
+)
+
+
+def parallelism_of(r: RankAnalysis) -> Parallelism | None:
+    return r.sections.parallelism
+
+
+def comm_fix(r: RankAnalysis) -> Fix | None:
+    """communication_exposed's fix for the parallelism the rank shows; None for DDP (and for a
+    job whose collectives are all-reduces with nothing else shown): the DDP advice fits."""
+    p = parallelism_of(r)
+    if p is None:
+        return None
+    kinds = set(p.kinds)
+    if "ddp" in kinds or (not kinds and p.calls.get("all_reduce")):
+        return None
+    if "fsdp" in kinds:
+        return FSDP_FIXES[_worst_figure(p.layers)] if p.layers else \
+            FSDP_FIXES["forward_gather_us"]
+    for kind, fix in (("tensor", TENSOR_PARALLEL_COMM), ("expert", EXPERT_PARALLEL_COMM),
+                      ("pipeline", PIPELINE_COMM)):
+        if kind in kinds:
+            return fix
+    return GENERIC_COMM
+
+
+def counted_elsewhere_ms(r: RankAnalysis) -> tuple[float, str]:
+    """ms per step of the rank's exposed communication that a parallelism finding counts, and
+    which: a pipeline stage's sends and receives (their exposed time as the communication
+    section measures it), or the FSDP layers' collectives."""
+    p, comm = parallelism_of(r), r.sections.communication
+    if p is None:
+        return 0.0, ""
+    if p.pipeline and comm is not None and comm.steps:
+        p2p = sum(t.exposed_us for t in comm.types if t.type in P2P_TYPES)
+        return p2p / comm.steps / 1000.0, "pipeline send/recv waits"
+    if p.layers:
+        return p.fsdp_exposed_ms_per_step(), "FSDP layers' collectives"
+    return 0.0, ""
+
+
+def pipeline_imbalance(analysis: Analysis, found: list[Finding]) -> list[Finding]:
+    pipe = analysis.job.pipeline
+    heavy = pipe.heaviest if pipe is not None else None
+    if pipe is None or heavy is None or pipe.step_ms <= 0:
+        return []
+    saving = pipe.imbalance_saving_ms / pipe.step_ms * 100.0
+    if saving < PIPELINE_IMBALANCE_PCT:
+        return []
+    r = _rank(analysis, heavy.rank)
+    light = min(pipe.stages, key=lambda s: s.compute_ms)
+    move = (heavy.compute_ms - pipe.mean_compute_ms) / heavy.compute_ms * 100.0
+    evidence = [Evidence(f"stage {s.stage} computes", s.compute_ms, "ms/step",
+                         f"rank {s.rank}, waits {s.waiting_ms:.1f} ms in send/recv")
+                for s in pipe.stages]
+    evidence += [Evidence("heaviest stage over the mean stage", pipe.imbalance_pct, "%",
+                          f"stage {heavy.stage}"),
+                 Evidence("micro-batches", pipe.micro_batches or "unknown", "",
+                          pipe.schedule or "schedule unknown")]
+    fix = Fix(summary=f"Move about {move:.0f}% of stage {heavy.stage}'s work (its last layers) "
+                      f"to stage {light.stage} (or spread it over the lighter stages), so every "
+                      f"stage computes about {pipe.mean_compute_ms:.1f} ms per step.",
+              pytorch=_SPLIT_SNIPPET.replace("{heavy}", str(heavy.stage)))
+    finding = rank_finding(
+        r, "pipeline_imbalance", saving_severity(saving),
+        f"Pipeline stage {heavy.stage} (rank {heavy.rank}) computes {pipe.imbalance_pct:.0f}% "
+        "more than the mean stage: the other stages wait for it",
+        "A pipeline runs at the pace of its slowest stage; the lighter stages spend the "
+        "difference waiting in recv/send for it, every micro-batch.",
+        evidence, saving, "the stages balanced: the step follows the mean stage's compute, "
+        "(M + S - 1) / M x (heaviest - mean)", fix, stage=heavy.stage)
+    finding.saving_ms = pipe.imbalance_saving_ms
+    return [finding]
+
+
+def pipeline_bubble(analysis: Analysis, found: list[Finding]) -> list[Finding]:
+    pipe = analysis.job.pipeline
+    ideal = pipe.ideal_bubble_pct if pipe is not None else None
+    heavy = pipe.heaviest if pipe is not None else None
+    if pipe is None or ideal is None or heavy is None or ideal <= PIPELINE_BUBBLE_PCT:
+        return []
+    n, m = len(pipe.stages), pipe.micro_batches or 1
+    # Filling and draining: S - 1 micro-batch times of the slowest stage.
+    saving_ms = (n - 1) / m * heavy.compute_ms
+    saving = saving_ms / pipe.step_ms * 100.0 if pipe.step_ms > 0 else 0.0
+    evidence = [Evidence("stages", n, "", "ranks " + ", ".join(str(s.rank) for s in pipe.stages)),
+                Evidence("micro-batches per step", m, "", pipe.schedule or "schedule unknown"),
+                Evidence("ideal bubble, (S - 1) / (M + S - 1)", ideal, "%", "of the step"),
+                Evidence("the stages' idle share", max(s.idle_pct for s in pipe.stages), "%",
+                         "the most idle stage, waiting included")]
+    finding = rank_finding(
+        _rank(analysis, heavy.rank), "pipeline_bubble",
+        saving_severity(saving),
+        f"The pipeline's bubble takes {ideal:.0f}% of each step: {m} micro-batches for {n} "
+        "stages",
+        "Every stage idles while the pipeline fills and drains; with few micro-batches that "
+        "bubble is a large part of the step.",
+        evidence, saving, "no bubble: (S - 1) micro-batch times of the slowest stage saved",
+        MORE_MICRO_BATCHES)
+    finding.saving_ms = saving_ms
+    return [finding]
+
+
+def fsdp_exposed_communication(r: RankAnalysis) -> Finding | None:
+    p = parallelism_of(r)
+    if p is None or not p.layers or not p.steps:
+        return None
+    exposed_ms = p.fsdp_exposed_ms_per_step()
+    share = pct_of(r, exposed_ms)
+    if share <= FSDP_EXPOSED_PCT:
+        return None
+    figure = _worst_figure(p.layers)
+    worst = sorted(p.layers, key=lambda x: -x.exposed_us)[:_LAYERS_SHOWN]
+    evidence = [Evidence("FSDP communication with no compute running", exposed_ms, "ms/step",
+                         where(r))]
+    for name, label in _FIGURE_NAMES.items():
+        total = sum(getattr(x, name) for x in p.layers) / p.steps / 1000.0
+        evidence.append(Evidence(label, total, "ms/step", where(r, "every layer")))
+    evidence += [Evidence(f"layer {x.layer or '(root)'}", x.exposed_us / p.steps / 1000.0,
+                          "ms/step", where(r, _split(x, p.steps))) for x in worst]
+    top = worst[0]
+    return rank_finding(
+        r, "fsdp_exposed_communication", saving_severity(share),
+        f"FSDP's collectives are not hidden: {share:.0f}% of each step waits for them, most "
+        f"in layer {top.layer or '(root)'} ({_FIGURE_NAMES[figure]} the largest part)",
+        "FSDP gathers each layer's parameters before it runs and reduce-scatters its gradients "
+        "after; unless they run during another layer's compute, the step waits for them.",
+        evidence, share, "upper bound: every FSDP collective hidden under compute",
+        FSDP_FIXES[figure], layer=top.layer)
+
+
+def _worst_figure(layers: list[LayerComm]) -> str:
+    return max(_FIGURE_NAMES, key=lambda name: sum(getattr(x, name) for x in layers))
+
+
+def _split(x: LayerComm, steps: int) -> str:
+    n = max(steps, 1) * 1000.0
+    return (f"forward all-gather {x.forward_gather_us / n:.1f}, backward all-gather "
+            f"{x.backward_gather_us / n:.1f}, reduce-scatter {x.reduce_scatter_us / n:.1f} ms")
+
+
+def _rank(analysis: Analysis, rank: int) -> RankAnalysis:
+    return next(r for r in analysis.ranks if r.rank == rank)
+
+

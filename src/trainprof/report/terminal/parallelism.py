@@ -1,0 +1,66 @@
+"""Terminal views of the parallelism sections (docs/parallelism.md): what a rank shows of the
+job's parallelism with its FSDP layers, and the pipeline's stages."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from trainprof.analysis.parallelism.pipeline import Pipeline
+from trainprof.analysis.parallelism.result import Parallelism
+from trainprof.report.quantities import add_name_column, add_number_columns, compact_table, pct
+
+#: FSDP layers shown, the most exposed first.
+LAYER_ROWS = 8
+_NAMES = {"fsdp": "FSDP", "pipeline": "pipeline", "tensor": "tensor parallel",
+          "expert": "expert parallel", "ddp": "DDP"}
+
+
+def render_parallelism(result: Parallelism) -> Group | None:
+    if not result.kinds:
+        return None
+    lines = [Text("Parallelism: " + " + ".join(_NAMES[k] for k in result.kinds), style="bold")]
+    lines += [Text(f"  {_NAMES[k]}: {result.evidence[k]}") for k in result.kinds]
+    if result.process_groups:
+        groups = "; ".join(f"{g.name} ({g.description}, {g.size} ranks)"
+                           for g in result.process_groups)
+        lines.append(Text(f"  process groups: {groups}", style="dim"))
+    parts: list[Text | Table] = [*lines]
+    if result.layers:
+        parts.append(_layers(result))
+    return Group(*parts)
+
+
+def _layers(result: Parallelism) -> Table:
+    n = max(result.steps, 1) * 1000.0
+    t = compact_table("FSDP layers: communication with no compute running (ms per step)")
+    add_name_column(t, "layer", 32)
+    add_number_columns(t, "AG forward", "AG backward", "reduce-scatter", "gathers/step")
+    for x in sorted(result.layers, key=lambda x: -x.exposed_us)[:LAYER_ROWS]:
+        t.add_row(x.layer or "(root)", f"{x.forward_gather_us / n:.2f}",
+                  f"{x.backward_gather_us / n:.2f}", f"{x.reduce_scatter_us / n:.2f}",
+                  f"{x.gathers / max(result.steps, 1):.0f}")
+    return t
+
+
+def render_pipeline(result: Pipeline) -> Table | None:
+    if not result.stages:
+        return None
+    bubble = result.ideal_bubble_pct
+    heavy = result.heaviest
+    title = (f"Pipeline: {len(result.stages)} stages, {result.micro_batches or '?'} "
+             f"micro-batches ({result.schedule or 'schedule unknown'}); ideal bubble "
+             f"{pct(bubble)}")
+    if heavy is not None:
+        title += (f"; stage {heavy.stage} computes {result.imbalance_pct:.0f}% over the mean "
+                  f"(balanced saves {result.imbalance_saving_ms:.1f} ms/step)")
+    t = compact_table(title)
+    for col in ("stage", "rank", "compute ms", "step ms", "waiting ms", "warm-up", "steady",
+                "cool-down", "idle", ""):
+        t.add_column(col, justify="left" if col in ("stage", "") else "right")
+    for s in result.stages:
+        t.add_row(f"{s.stage}", f"{s.rank}", f"{s.compute_ms:.1f}", f"{s.step_ms:.1f}",
+                  f"{s.waiting_ms:.1f}", *(f"{x:.1f}" for x in s.phases_ms), pct(s.idle_pct),
+                  "heaviest" if s is heavy else "")
+    return t
