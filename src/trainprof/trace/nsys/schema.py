@@ -7,11 +7,13 @@ reader asks ``has``/``pick`` and falls back to a default.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from functools import cached_property
 from itertools import chain
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -26,12 +28,27 @@ EXPORT_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "N
 KNOWN_SCHEMA_MAJOR = 3
 
 
+def _compiled() -> ModuleType | None:
+    """The compiled rows reader (trace/nsys/_rows.c), where it was built."""
+    try:
+        from trainprof.trace.nsys import _rows  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _rows
+
+
+_ROWS = _compiled()
+#: A text column's values: (int32 index of each row's text into the distinct texts, -1 for
+#: NULL; the distinct texts in the order they first appear).
+Texts = tuple[np.ndarray, list[str]]
+
+
 class Export:
     """One export, opened read-only; ``close`` when done (or use it as a context manager)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+        self.uri = uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
         try:
             self.db = sqlite3.connect(uri, uri=True)
             self.tables = {name for (name,) in self.db.execute(
@@ -93,15 +110,61 @@ class Export:
 
     def int_columns(self, sql: str, width: int) -> np.ndarray:
         """An int64 matrix (rows x ``width``) of a query whose values are all integers."""
+        return self.fetch(sql, "i" * width)[0]
+
+    def fetch(self, sql: str, spec: str) -> tuple[np.ndarray, list[Texts]]:
+        """A query's columns: ``spec`` has a letter per column, ``i`` an integer, ``t`` a text.
+        The integer columns as one int64 matrix (rows x their number), and each text column as
+        ``Texts``. Read by the compiled reader where it runs here (no Python object per row),
+        else through the sqlite3 module, into the same arrays."""
         try:
-            pieces = [np.fromiter(chain.from_iterable(rows), dtype=np.int64,
-                                  count=len(rows) * width).reshape(-1, width)
-                      for rows in self.query(sql)]
+            compiled = self._fetch_compiled(sql, spec)
+            ints, texts = compiled if compiled is not None else self._fetch_python(sql, spec)
         except (TypeError, ValueError, OverflowError) as exc:
             raise TraceError(f"{self.path} holds a value that is not a whole number where nsys "
                              f"2026's exports have one ({exc}): an export schema this reader "
                              "does not know.") from None
-        return np.concatenate(pieces) if pieces else np.empty((0, width), dtype=np.int64)
+        width = spec.count("i")
+        return (ints.reshape(-1, width) if width else ints.reshape(0, 0)), texts
+
+    def _fetch_compiled(self, sql: str, spec: str) -> tuple[np.ndarray, list[Texts]] | None:
+        """``fetch`` by trace/nsys/_rows.c; None where it is not built, turned off
+        (``TRAINPROF_PURE_PYTHON=1``) or cannot reach the SQLite library."""
+        if _ROWS is None or os.environ.get("TRAINPROF_PURE_PYTHON", "") not in ("", "0"):
+            return None
+        import _sqlite3  # the module whose SQLite library _rows.c uses
+
+        try:
+            ints, texts = _ROWS.fetch(_sqlite3.__file__, self.uri, sql, spec)
+        except OSError:
+            return None
+        except RuntimeError as exc:
+            raise TraceError(f"{self.path} cannot be read as an Nsight Systems export "
+                             f"({exc}); is the file damaged?") from None
+        return (np.frombuffer(ints, np.int64),
+                [(np.frombuffer(codes, np.int32), values) for codes, values in texts])
+
+    def _fetch_python(self, sql: str, spec: str) -> tuple[np.ndarray, list[Texts]]:
+        """``fetch`` through the sqlite3 module: the integers by ``np.fromiter`` per piece,
+        each text column's values interned in the order they first appear."""
+        at_int = [i for i, c in enumerate(spec) if c == "i"]
+        at_text = [i for i, c in enumerate(spec) if c == "t"]
+        index: list[dict[str, int]] = [{} for _ in at_text]
+        pieces: list[np.ndarray] = []
+        codes: list[list[int]] = [[] for _ in at_text]
+        for rows in self.query(sql):
+            if len(at_int) == len(spec):
+                flat = chain.from_iterable(rows)
+            else:
+                flat = chain.from_iterable([r[i] for i in at_int] for r in rows)
+            pieces.append(np.fromiter(flat, dtype=np.int64, count=len(rows) * len(at_int)))
+            for k, col in enumerate(at_text):
+                seen = index[k]
+                codes[k] += [-1 if r[col] is None else seen.setdefault(r[col], len(seen))
+                             for r in rows]
+        ints = np.concatenate(pieces) if pieces else np.empty(0, np.int64)
+        return ints, [(np.array(c, dtype=np.int32), list(seen))
+                      for c, seen in zip(codes, index, strict=True)]
 
     @cached_property
     def strings(self) -> dict[int, str]:

@@ -1,0 +1,257 @@
+/* trainprof.trace.nsys._rows: the rows of one query over an Nsight Systems export, column by
+ * column, without a Python tuple per row (trace/nsys/schema.py, Export.fetch).
+ *
+ * SQLite's C API is reached at run time: the library is the one Python's own sqlite3 module
+ * uses (dlopen of that module's file, then dlsym, which searches the module and the libraries
+ * it was linked against), so nothing here needs SQLite's headers or links against it; the few
+ * prototypes are declared below. Where the symbols cannot be found (a Python whose sqlite3 is
+ * linked statically with hidden symbols, Windows), fetch raises OSError and schema.py reads the
+ * rows through the sqlite3 module instead, into the same arrays.
+ *
+ * fetch(module_file, uri, sql, spec) opens `uri` read-only, steps `sql` once and returns
+ * (ints, texts): `spec` has one letter per result column, 'i' for an integer column, 't' for a
+ * text column. `ints` is a bytearray of int64, row-major, the 'i' columns of each row in order;
+ * a value that is not an integer raises ValueError. For each 't' column, `texts` holds
+ * (codes, values): `codes` a bytearray of int32, the index of each row's text in `values`,
+ * the list of its distinct texts in the order they first appear (-1 for NULL). A SQLite error
+ * raises RuntimeError with SQLite's message.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifndef _WIN32
+#include <dlfcn.h>
+#endif
+
+#define SQLITE_OK 0
+#define SQLITE_ROW 100
+#define SQLITE_DONE 101
+#define SQLITE_INTEGER 1
+#define SQLITE_NULL 5
+#define SQLITE_OPEN_READONLY 0x00000001
+#define SQLITE_OPEN_URI 0x00000040
+#define MAX_COLUMNS 64
+
+typedef struct sqlite3 sqlite3;
+typedef struct sqlite3_stmt sqlite3_stmt;
+
+static struct {
+    int (*open_v2)(const char *, sqlite3 **, int, const char *);
+    int (*close)(sqlite3 *);
+    int (*prepare_v2)(sqlite3 *, const char *, int, sqlite3_stmt **, const char **);
+    int (*step)(sqlite3_stmt *);
+    int (*finalize)(sqlite3_stmt *);
+    int (*column_count)(sqlite3_stmt *);
+    int (*column_type)(sqlite3_stmt *, int);
+    int64_t (*column_int64)(sqlite3_stmt *, int);
+    const unsigned char *(*column_text)(sqlite3_stmt *, int);
+    int (*column_bytes)(sqlite3_stmt *, int);
+    const char *(*errmsg)(sqlite3 *);
+    int loaded;
+} api;
+
+/* Fill `api` from the library behind `module_file`; 0 on success, -1 with OSError set. */
+static int load_api(const char *module_file) {
+    if (api.loaded) return 0;
+#ifdef _WIN32
+    (void)module_file;
+    PyErr_SetString(PyExc_OSError, "no dlopen on Windows");
+    return -1;
+#else
+    void *lib = dlopen(module_file, RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        PyErr_Format(PyExc_OSError, "dlopen: %s", dlerror());
+        return -1;
+    }
+    struct { void **slot; const char *name; } wanted[] = {
+        {(void **)&api.open_v2, "sqlite3_open_v2"}, {(void **)&api.close, "sqlite3_close"},
+        {(void **)&api.prepare_v2, "sqlite3_prepare_v2"}, {(void **)&api.step, "sqlite3_step"},
+        {(void **)&api.finalize, "sqlite3_finalize"},
+        {(void **)&api.column_count, "sqlite3_column_count"},
+        {(void **)&api.column_type, "sqlite3_column_type"},
+        {(void **)&api.column_int64, "sqlite3_column_int64"},
+        {(void **)&api.column_text, "sqlite3_column_text"},
+        {(void **)&api.column_bytes, "sqlite3_column_bytes"},
+        {(void **)&api.errmsg, "sqlite3_errmsg"},
+    };
+    for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
+        *wanted[i].slot = dlsym(lib, wanted[i].name);
+        if (*wanted[i].slot == NULL) {
+            PyErr_Format(PyExc_OSError, "%s not found beside %s", wanted[i].name, module_file);
+            return -1;  /* the handle stays open: the library is Python's own, loaded anyway */
+        }
+    }
+    api.loaded = 1;
+    return 0;
+#endif
+}
+
+typedef struct {
+    PyObject *codes;   /* bytearray of int32 */
+    PyObject *values;  /* list of str */
+    PyObject *index;   /* dict str -> int */
+} TextColumn;
+
+/* Append `size` bytes to a bytearray, doubling its allocation as it grows. */
+static int append(PyObject *array, Py_ssize_t *used, const void *data, Py_ssize_t size) {
+    Py_ssize_t have = PyByteArray_GET_SIZE(array);
+    if (*used + size > have) {
+        Py_ssize_t want = have < 4096 ? 4096 : have;
+        while (want < *used + size) want *= 2;
+        if (PyByteArray_Resize(array, want) < 0) return -1;
+    }
+    memcpy(PyByteArray_AS_STRING(array) + *used, data, (size_t)size);
+    *used += size;
+    return 0;
+}
+
+static int32_t text_code(sqlite3_stmt *stmt, int col, TextColumn *t) {
+    if (api.column_type(stmt, col) == SQLITE_NULL) return -1;
+    const unsigned char *text = api.column_text(stmt, col);
+    int size = api.column_bytes(stmt, col);
+    PyObject *value = PyUnicode_DecodeUTF8((const char *)text, size, NULL);
+    if (value == NULL) return -2;
+    PyObject *found = PyDict_GetItemWithError(t->index, value);
+    long code;
+    if (found != NULL) {
+        code = PyLong_AsLong(found);
+    } else if (PyErr_Occurred()) {
+        code = -2;
+    } else {
+        code = PyList_GET_SIZE(t->values);
+        PyObject *number = PyLong_FromLong(code);
+        if (number == NULL || PyDict_SetItem(t->index, value, number) < 0 ||
+            PyList_Append(t->values, value) < 0) {
+            code = -2;
+        }
+        Py_XDECREF(number);
+    }
+    Py_DECREF(value);
+    return (int32_t)code;
+}
+
+/* Step every row into the buffers; 0 when done, -1 with a Python error set. */
+static int read_rows(sqlite3 *db, sqlite3_stmt *stmt, const char *spec, int n, PyObject *ints,
+                     TextColumn *texts, Py_ssize_t *used) {
+    int64_t row[MAX_COLUMNS];
+    int step;
+    while ((step = api.step(stmt)) == SQLITE_ROW) {
+        int k = 0, t = 0;
+        for (int c = 0; c < n; c++) {
+            if (spec[c] == 'i') {
+                if (api.column_type(stmt, c) != SQLITE_INTEGER) {
+                    PyErr_Format(PyExc_ValueError, "column %d holds a value that is not an "
+                                 "integer", c);
+                    return -1;
+                }
+                row[k++] = api.column_int64(stmt, c);
+            } else {
+                int32_t code = text_code(stmt, c, &texts[t]);
+                if (code == -2) return -1;
+                if (append(texts[t].codes, &used[1 + t], &code, sizeof code) < 0) return -1;
+                t++;
+            }
+        }
+        if (k && append(ints, &used[0], row, (Py_ssize_t)(k * sizeof(int64_t))) < 0) return -1;
+    }
+    if (step != SQLITE_DONE) {
+        PyErr_Format(PyExc_RuntimeError, "%s", api.errmsg(db));
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *run(sqlite3 *db, const char *sql, const char *spec, int n) {
+    sqlite3_stmt *stmt = NULL;
+    if (api.prepare_v2(db, sql, -1, &stmt, NULL) != SQLITE_OK) {
+        PyErr_Format(PyExc_RuntimeError, "%s", api.errmsg(db));
+        return NULL;
+    }
+    PyObject *result = NULL;
+    TextColumn texts[MAX_COLUMNS];
+    Py_ssize_t used[MAX_COLUMNS + 1] = {0};
+    int n_text = 0;
+    PyObject *ints = PyByteArray_FromStringAndSize(NULL, 0);
+    if (ints == NULL) goto done;
+    if (api.column_count(stmt) != n) {
+        PyErr_Format(PyExc_ValueError, "the query has %d columns, the spec %d",
+                     api.column_count(stmt), n);
+        goto done;
+    }
+    for (int c = 0; c < n; c++) {
+        if (spec[c] != 't') continue;
+        texts[n_text].codes = PyByteArray_FromStringAndSize(NULL, 0);
+        texts[n_text].values = PyList_New(0);
+        texts[n_text].index = PyDict_New();
+        n_text++;
+        if (!texts[n_text - 1].codes || !texts[n_text - 1].values || !texts[n_text - 1].index)
+            goto done;
+    }
+    if (read_rows(db, stmt, spec, n, ints, texts, used) < 0) goto done;
+    if (PyByteArray_Resize(ints, used[0]) < 0) goto done;
+    PyObject *out_texts = PyList_New(n_text);
+    if (out_texts == NULL) goto done;
+    for (int t = 0; t < n_text; t++) {
+        if (PyByteArray_Resize(texts[t].codes, used[1 + t]) < 0) {
+            Py_DECREF(out_texts);
+            goto done;
+        }
+        PyList_SET_ITEM(out_texts, t, Py_BuildValue("(OO)", texts[t].codes, texts[t].values));
+    }
+    result = Py_BuildValue("(ON)", ints, out_texts);
+done:
+    api.finalize(stmt);
+    Py_XDECREF(ints);
+    for (int t = 0; t < n_text; t++) {
+        Py_XDECREF(texts[t].codes);
+        Py_XDECREF(texts[t].values);
+        Py_XDECREF(texts[t].index);
+    }
+    return result;
+}
+
+PyDoc_STRVAR(fetch_doc, "fetch(module_file, uri, sql, spec) -> (ints, [(codes, values), ...])");
+
+static PyObject *fetch(PyObject *module, PyObject *args) {
+    const char *module_file, *uri, *sql, *spec;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "ssss", &module_file, &uri, &sql, &spec)) return NULL;
+    int n = (int)strlen(spec);
+    if (n > MAX_COLUMNS || strspn(spec, "it") != (size_t)n) {
+        PyErr_SetString(PyExc_ValueError, "spec: up to 64 letters, each 'i' or 't'");
+        return NULL;
+    }
+    if (load_api(module_file) < 0) return NULL;
+    sqlite3 *db = NULL;
+    if (api.open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) != SQLITE_OK) {
+        PyErr_Format(PyExc_RuntimeError, "%s", db ? api.errmsg(db) : "cannot open");
+        api.close(db);
+        return NULL;
+    }
+    PyObject *result = run(db, sql, spec, n);
+    api.close(db);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"fetch", fetch, METH_VARARGS, fetch_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "trainprof.trace.nsys._rows",
+    "The rows of a query over an Nsight Systems export, column by column (schema.py).", -1,
+    methods,
+};
+
+PyMODINIT_FUNC PyInit__rows(void) {
+    PyObject *m = PyModule_Create(&module_def);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "VERSION", 1) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
