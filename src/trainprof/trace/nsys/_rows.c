@@ -12,9 +12,16 @@
  * (ints, texts): `spec` has one letter per result column, 'i' for an integer column, 't' for a
  * text column. `ints` is a bytearray of int64, row-major, the 'i' columns of each row in order;
  * a value that is not an integer raises ValueError. For each 't' column, `texts` holds
- * (codes, values): `codes` a bytearray of int32, the index of each row's text in `values`,
+ * (codes, values) ('n': two of them): `codes` a bytearray of int32, the index of each row's text in `values`,
  * the list of its distinct texts in the order they first appear (-1 for NULL). A SQLite error
  * raises RuntimeError with SQLite's message.
+ *
+ * 'n' is an NVTX range's text (NULL read as ""), cut as torch's emit_nvtx writes it,
+ * `<op>[, seq = N][, op_id = N][, sizes = [[...]]][, input_op_ids = [...]]`, into two text
+ * columns of `texts`: the key, "T<op>" when a torch field follows the text's first ", " and
+ * "X<text>" otherwise (trace/nsys/nvtx.py cuts those once per distinct text), and the sizes
+ * text (NULL when absent or for an "X" key). schema.nvtx_key is the same cut in Python. The
+ * separators are ASCII, so cutting UTF-8 bytes cuts at the same characters as Python does.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -107,11 +114,29 @@ static int append(PyObject *array, Py_ssize_t *used, const void *data, Py_ssize_
     return 0;
 }
 
+static int32_t intern(const char *text, Py_ssize_t size, TextColumn *t);
+
 static int32_t text_code(sqlite3_stmt *stmt, int col, TextColumn *t) {
     if (api.column_type(stmt, col) == SQLITE_NULL) return -1;
     const unsigned char *text = api.column_text(stmt, col);
-    int size = api.column_bytes(stmt, col);
-    PyObject *value = PyUnicode_DecodeUTF8((const char *)text, size, NULL);
+    return intern((const char *)text, api.column_bytes(stmt, col), t);
+}
+
+static const char *find(const char *hay, Py_ssize_t n, const char *needle) {
+    size_t k = strlen(needle);
+    for (Py_ssize_t i = 0; i + (Py_ssize_t)k <= n; i++)
+        if (hay[i] == needle[0] && memcmp(hay + i, needle, k) == 0) return hay + i;
+    return NULL;
+}
+
+static int starts(const char *s, Py_ssize_t n, const char *prefix) {
+    size_t k = strlen(prefix);
+    return (Py_ssize_t)k <= n && memcmp(s, prefix, k) == 0;
+}
+
+/* The code of `size` bytes at `text` in `t`, interned. */
+static int32_t intern(const char *text, Py_ssize_t size, TextColumn *t) {
+    PyObject *value = PyUnicode_DecodeUTF8(text, size, NULL);
     if (value == NULL) return -2;
     PyObject *found = PyDict_GetItemWithError(t->index, value);
     long code;
@@ -132,6 +157,52 @@ static int32_t text_code(sqlite3_stmt *stmt, int col, TextColumn *t) {
     return (int32_t)code;
 }
 
+static char *scratch;
+static Py_ssize_t scratch_size;
+
+/* `prefix` then `size` bytes of `text`, interned in `t`. */
+static int32_t intern_prefixed(char prefix, const char *text, Py_ssize_t size, TextColumn *t) {
+    if (size + 1 > scratch_size) {
+        char *grown = PyMem_Realloc(scratch, (size_t)(size + 1) * 2);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -2;
+        }
+        scratch = grown;
+        scratch_size = (size + 1) * 2;
+    }
+    scratch[0] = prefix;
+    memcpy(scratch + 1, text, (size_t)size);
+    return intern(scratch, size + 1, t);
+}
+
+/* The key and sizes codes of an NVTX text (see 'n' above); -1 with a Python error set. */
+static int nvtx_codes(sqlite3_stmt *stmt, int col, TextColumn *t, int32_t out[2]) {
+    const char *text = (const char *)api.column_text(stmt, col);
+    Py_ssize_t n = text ? api.column_bytes(stmt, col) : 0;
+    const char *comma = text ? find(text, n, ", ") : NULL;
+    out[1] = -1;
+    if (comma != NULL && comma > text) {
+        const char *rest = comma + 2;
+        Py_ssize_t left = n - (rest - text);
+        if (starts(rest, left, "seq = ") || starts(rest, left, "op_id = ") ||
+            starts(rest, left, "sizes = ")) {
+            out[0] = intern_prefixed('T', text, comma - text, &t[0]);
+            if (out[0] == -2) return -1;
+            const char *at = find(rest, left, "sizes = ");
+            if (at != NULL) {
+                const char *z = at + 8;
+                const char *end = find(z, n - (z - text), ", input_op_ids = ");
+                out[1] = intern(z, (end ? end : text + n) - z, &t[1]);
+                if (out[1] == -2) return -1;
+            }
+            return 0;
+        }
+    }
+    out[0] = intern_prefixed('X', text ? text : "", n, &t[0]);
+    return out[0] == -2 ? -1 : 0;
+}
+
 /* Step every row into the buffers; 0 when done, -1 with a Python error set. */
 static int read_rows(sqlite3 *db, sqlite3_stmt *stmt, const char *spec, int n, PyObject *ints,
                      TextColumn *texts, Py_ssize_t *used) {
@@ -147,11 +218,18 @@ static int read_rows(sqlite3 *db, sqlite3_stmt *stmt, const char *spec, int n, P
                     return -1;
                 }
                 row[k++] = api.column_int64(stmt, c);
-            } else {
+            } else if (spec[c] == 't') {
                 int32_t code = text_code(stmt, c, &texts[t]);
                 if (code == -2) return -1;
                 if (append(texts[t].codes, &used[1 + t], &code, sizeof code) < 0) return -1;
                 t++;
+            } else {
+                int32_t codes[2];
+                if (nvtx_codes(stmt, c, &texts[t], codes) < 0) return -1;
+                if (append(texts[t].codes, &used[1 + t], &codes[0], sizeof codes[0]) < 0 ||
+                    append(texts[t + 1].codes, &used[2 + t], &codes[1], sizeof codes[1]) < 0)
+                    return -1;
+                t += 2;
             }
         }
         if (k && append(ints, &used[0], row, (Py_ssize_t)(k * sizeof(int64_t))) < 0) return -1;
@@ -170,8 +248,8 @@ static PyObject *run(sqlite3 *db, const char *sql, const char *spec, int n) {
         return NULL;
     }
     PyObject *result = NULL;
-    TextColumn texts[MAX_COLUMNS];
-    Py_ssize_t used[MAX_COLUMNS + 1] = {0};
+    TextColumn texts[2 * MAX_COLUMNS];
+    Py_ssize_t used[2 * MAX_COLUMNS + 1] = {0};
     int n_text = 0;
     PyObject *ints = PyByteArray_FromStringAndSize(NULL, 0);
     if (ints == NULL) goto done;
@@ -180,8 +258,9 @@ static PyObject *run(sqlite3 *db, const char *sql, const char *spec, int n) {
                      api.column_count(stmt), n);
         goto done;
     }
-    for (int c = 0; c < n; c++) {
-        if (spec[c] != 't') continue;
+    int n_new = 0;
+    for (int c = 0; c < n; c++) n_new += spec[c] == 't' ? 1 : spec[c] == 'n' ? 2 : 0;
+    for (int c = 0; c < n_new; c++) {
         texts[n_text].codes = PyByteArray_FromStringAndSize(NULL, 0);
         texts[n_text].values = PyList_New(0);
         texts[n_text].index = PyDict_New();
@@ -219,8 +298,8 @@ static PyObject *fetch(PyObject *module, PyObject *args) {
     (void)module;
     if (!PyArg_ParseTuple(args, "ssss", &module_file, &uri, &sql, &spec)) return NULL;
     int n = (int)strlen(spec);
-    if (n > MAX_COLUMNS || strspn(spec, "it") != (size_t)n) {
-        PyErr_SetString(PyExc_ValueError, "spec: up to 64 letters, each 'i' or 't'");
+    if (n > MAX_COLUMNS || strspn(spec, "itn") != (size_t)n) {
+        PyErr_SetString(PyExc_ValueError, "spec: up to 64 letters, each 'i', 't' or 'n'");
         return NULL;
     }
     if (load_api(module_file) < 0) return NULL;

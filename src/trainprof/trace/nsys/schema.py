@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import cached_property
 from itertools import chain
 from pathlib import Path
@@ -41,6 +41,24 @@ _ROWS = _compiled()
 #: A text column's values: (int32 index of each row's text into the distinct texts, -1 for
 #: NULL; the distinct texts in the order they first appear).
 Texts = tuple[np.ndarray, list[str]]
+#: The fields torch's emit_nvtx appends to an op's name, after ``, `` (trace/nsys/nvtx.py).
+TORCH_FIELDS = ("seq = ", "op_id = ", "sizes = ")
+_SIZES, _INPUT_OP_IDS = "sizes = ", ", input_op_ids = "
+
+
+def nvtx_key(text: str | None) -> tuple[str, str | None]:
+    """(key, sizes) of an NVTX range's text, as _rows.c's ``n`` column cuts it: key ``T<op>``
+    when one of torch's fields follows the first ``, `` (sizes: the text of ``sizes = ...``,
+    else None), else ``X<text>`` (sizes None)."""
+    text = text or ""
+    name, comma, rest = text.partition(", ")
+    if not comma or not name or not rest.startswith(TORCH_FIELDS):
+        return "X" + text, None
+    at = rest.find(_SIZES)
+    if at < 0:
+        return "T" + name, None
+    end = rest.find(_INPUT_OP_IDS, at)
+    return "T" + name, rest[at + len(_SIZES):end if end >= 0 else len(rest)]
 
 
 class Export:
@@ -113,9 +131,9 @@ class Export:
         return self.fetch(sql, "i" * width)[0]
 
     def fetch(self, sql: str, spec: str) -> tuple[np.ndarray, list[Texts]]:
-        """A query's columns: ``spec`` has a letter per column, ``i`` an integer, ``t`` a text.
-        The integer columns as one int64 matrix (rows x their number), and each text column as
-        ``Texts``. Read by the compiled reader where it runs here (no Python object per row),
+        """A query's columns: ``spec`` has a letter per column, ``i`` an integer, ``t`` a text,
+        ``n`` an NVTX range's text (two ``Texts``: its ``nvtx_key``). The integer columns as
+        one int64 matrix (rows x their number), and each text column as ``Texts``. Read by the compiled reader where it runs here (no Python object per row),
         else through the sqlite3 module, into the same arrays."""
         try:
             compiled = self._fetch_compiled(sql, spec)
@@ -148,23 +166,27 @@ class Export:
         """``fetch`` through the sqlite3 module: the integers by ``np.fromiter`` per piece,
         each text column's values interned in the order they first appear."""
         at_int = [i for i, c in enumerate(spec) if c == "i"]
-        at_text = [i for i, c in enumerate(spec) if c == "t"]
-        index: list[dict[str, int]] = [{} for _ in at_text]
+        at_text = [(i, c) for i, c in enumerate(spec) if c != "i"]
+        texts = [_Interned() for c in spec if c != "i" for _ in range(1 + (c == "n"))]
         pieces: list[np.ndarray] = []
-        codes: list[list[int]] = [[] for _ in at_text]
         for rows in self.query(sql):
             if len(at_int) == len(spec):
                 flat = chain.from_iterable(rows)
             else:
                 flat = chain.from_iterable([r[i] for i in at_int] for r in rows)
             pieces.append(np.fromiter(flat, dtype=np.int64, count=len(rows) * len(at_int)))
-            for k, col in enumerate(at_text):
-                seen = index[k]
-                codes[k] += [-1 if r[col] is None else seen.setdefault(r[col], len(seen))
-                             for r in rows]
+            k = 0
+            for col, letter in at_text:
+                if letter == "t":
+                    texts[k].add([r[col] for r in rows])
+                    k += 1
+                    continue
+                keys, sizes = zip(*(nvtx_key(r[col]) for r in rows), strict=True)
+                texts[k].add(keys)
+                texts[k + 1].add(sizes)
+                k += 2
         ints = np.concatenate(pieces) if pieces else np.empty(0, np.int64)
-        return ints, [(np.array(c, dtype=np.int32), list(seen))
-                      for c, seen in zip(codes, index, strict=True)]
+        return ints, [t.texts() for t in texts]
 
     @cached_property
     def strings(self) -> dict[int, str]:
@@ -199,3 +221,18 @@ class Export:
             return (f"Export schema {version} is not the {KNOWN_SCHEMA_MAJOR}.x this reader "
                     "knows; tables were read by the columns they have.")
         return None
+
+
+class _Interned:
+    """A text column read through the sqlite3 module, interned as ``_rows.c`` interns it."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.codes: list[int] = []
+
+    def add(self, values: Sequence[str | None]) -> None:
+        seen = self.index
+        self.codes += [-1 if v is None else seen.setdefault(v, len(seen)) for v in values]
+
+    def texts(self) -> Texts:
+        return np.array(self.codes, dtype=np.int32), list(self.index)
