@@ -48,11 +48,22 @@ def read_export(path: Path, step_marker: re.Pattern[str] | None = None) -> list[
     if not devices:
         notes.append("The export has no TARGET_INFO_GPU table: device names and SM counts are "
                      "unknown (blocks per SM and the roofline's peaks need them).")
-    traces = [_trace(path, rank, rows.take(rows.process == key), cat, devices, notes,
+    by_process = _by_process(rows, keys)
+    traces = [_trace(path, rank, by_process[key], cat, devices, notes,
                      _rank_metadata(metadata, rank, len(keys) if note else 0,
                                     bool(note) or key in marks))
               for rank, key in zip(numbers, keys, strict=True)]
     return sorted(traces, key=lambda t: t.rank)
+
+
+def _by_process(rows: Rows, keys: list[int]) -> dict[int, Rows]:
+    """The rows of each process (key) in time order, ties in table order: one stable sort by
+    (process, start) for all, then a take of each process's run of it."""
+    order = np.lexsort((rows.start, rows.process))
+    process = rows.process[order]
+    lo = np.searchsorted(process, keys, side="left").tolist()
+    hi = np.searchsorted(process, keys, side="right").tolist()
+    return {key: rows.take(order[a:b]) for key, a, b in zip(keys, lo, hi, strict=True)}
 
 
 def _require_kernels(db: Export, path: Path) -> None:
@@ -87,8 +98,6 @@ def _trace(path: Path, rank: int, rows: Rows, cat: Catalog, devices: list[dict[s
     used = sorted(set(np.unique(rows.device[rows.device >= 0]).tolist()))
     props = [d for d in devices if d.get("id") in used] or devices
     t0_ns = int(rows.start.min()) // 1000 * 1000
-    order = np.argsort(rows.start, kind="stable")
-    rows = rows.take(order)
     dur_ns = rows.end - rows.start
     negative = int(np.count_nonzero(dur_ns < 0))
     lanes, lane = _lanes(rows.lane)

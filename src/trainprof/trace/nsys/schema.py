@@ -66,6 +66,7 @@ class Export:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._columns: dict[str, set[str]] = {}
         self.uri = uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
         try:
             self.db = sqlite3.connect(uri, uri=True)
@@ -94,7 +95,10 @@ class Export:
         """The columns of ``table`` (PRAGMA table_info), empty when the table is absent."""
         if table not in self.tables:
             return set()
-        return {row[1] for row in self.db.execute(f'PRAGMA table_info("{table}")')}
+        if table not in self._columns:
+            self._columns[table] = {row[1] for row in self.db.execute(
+                f'PRAGMA table_info("{table}")')}
+        return self._columns[table]
 
     def require(self, table: str, *names: str) -> None:
         """A TraceError unless ``table`` has every column of ``names``."""
