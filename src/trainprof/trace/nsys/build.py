@@ -42,7 +42,7 @@ def read_export(path: Path, step_marker: re.Pattern[str] | None = None) -> list[
         rows, notes = _all_rows(db, cat, step_marker)
         devices, metadata = _device_properties(db), _metadata(db)
         pids, marks = _process_names(db), rank_marks(db)
-    keys = sorted(np.unique(rows.process[np.isin(rows.kind, list(model.DEVICE_KINDS))]).tolist())
+    keys = tables.distinct(rows.process[np.isin(rows.kind, list(model.DEVICE_KINDS))])[0].tolist()
     numbers, note = _ranks(keys, marks, pids)
     notes += [*note, *_left_out(keys, rows)]
     if not devices:
@@ -95,7 +95,7 @@ def _all_rows(db: Export, cat: Catalog, step_marker: re.Pattern[str] | None
 
 def _trace(path: Path, rank: int, rows: Rows, cat: Catalog, devices: list[dict[str, Any]],
            notes: list[str], metadata: dict[str, Any]) -> Trace:
-    used = sorted(set(np.unique(rows.device[rows.device >= 0]).tolist()))
+    used = tables.distinct(rows.device[rows.device >= 0])[0].tolist()
     props = [d for d in devices if d.get("id") in used] or devices
     t0_ns = int(rows.start.min()) // 1000 * 1000
     dur_ns = rows.end - rows.start
@@ -238,7 +238,7 @@ def _ranks(keys: list[int], marks: dict[int, int], pids: dict[int, tuple[int, st
 
 
 def _left_out(keys: list[int], rows: Rows) -> list[str]:
-    host_only = set(np.unique(rows.process).tolist()) - set(keys)
+    host_only = set(tables.distinct(rows.process)[0].tolist()) - set(keys)
     return [f"{len(host_only)} process(es) without GPU work left out."] if host_only else []
 
 

@@ -128,7 +128,8 @@ def _interned(values: np.ndarray, text_of: Any) -> np.ndarray:
 
 
 def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct values or rows, index of each into them). Rows are told apart by one int64
+    """(distinct values, sorted, or rows, index of each into them); never ``np.unique`` without
+    an index (numpy 2.4 then imports numpy.ma: 0.05 s of a read). Rows are told apart by one int64
     code made from each column's own distinct values (numpy's row-wise unique compares raw
     bytes and costs more than the rest of a table's read)."""
     if values.ndim == 1:
