@@ -12,9 +12,10 @@
  * (ints, texts): `spec` has one letter per result column, 'i' for an integer column, 't' for a
  * text column. `ints` is a bytearray of int64, row-major, the 'i' columns of each row in order;
  * a value that is not an integer raises ValueError. For each 't' column, `texts` holds
- * (codes, values) ('n': two of them): `codes` a bytearray of int32, the index of each row's text in `values`,
- * the list of its distinct texts in the order they first appear (-1 for NULL). A SQLite error
- * raises RuntimeError with SQLite's message.
+ * (codes, values) ('n': two of them): `codes` a bytearray of int32, the index of each row's
+ * text in `values`, the list of its distinct texts in the order they first appear (-1 for
+ * NULL); a text seen before is found by its UTF-8 bytes in a hash table, without making a
+ * Python string. A SQLite error raises RuntimeError with SQLite's message.
  *
  * 'n' is an NVTX range's text (NULL read as ""), cut as torch's emit_nvtx writes it,
  * `<op>[, seq = N][, op_id = N][, sizes = [[...]]][, input_op_ids = [...]]`, into two text
@@ -95,11 +96,103 @@ static int load_api(const char *module_file) {
 #endif
 }
 
+/* A text column: its codes, its distinct texts, and a hash table of their UTF-8 bytes, so that
+ * a text seen before costs a hash and a compare, not a Python string. */
 typedef struct {
     PyObject *codes;   /* bytearray of int32 */
     PyObject *values;  /* list of str */
-    PyObject *index;   /* dict str -> int */
+    int32_t *slots;    /* open addressing: a code, or -1 for an empty slot */
+    uint64_t *hashes;  /* the hash of each code's bytes */
+    Py_ssize_t *offsets, *sizes;  /* each code's bytes in `arena` */
+    char *arena;
+    Py_ssize_t mask, count, arena_used, arena_size;
 } TextColumn;
+
+static void text_column_free(TextColumn *t) {
+    Py_XDECREF(t->codes);
+    Py_XDECREF(t->values);
+    PyMem_Free(t->slots);
+    PyMem_Free(t->hashes);
+    PyMem_Free(t->offsets);
+    PyMem_Free(t->sizes);
+    PyMem_Free(t->arena);
+}
+
+static uint64_t hash_bytes(const char *text, Py_ssize_t size) {
+    uint64_t h = 1469598103934665603ULL;  /* FNV-1a */
+    for (Py_ssize_t i = 0; i < size; i++) h = (h ^ (unsigned char)text[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* Double the table (and the per-code arrays); 0, or -1 with MemoryError set. */
+static int grow(TextColumn *t) {
+    Py_ssize_t size = t->slots ? 2 * (t->mask + 1) : 1024;
+    int32_t *slots = PyMem_Malloc((size_t)size * sizeof *slots);
+    uint64_t *hashes = PyMem_Realloc(t->hashes, (size_t)size * sizeof *hashes);
+    Py_ssize_t *offsets = PyMem_Realloc(t->offsets, (size_t)size * sizeof *offsets);
+    Py_ssize_t *sizes = PyMem_Realloc(t->sizes, (size_t)size * sizeof *sizes);
+    if (hashes) t->hashes = hashes;
+    if (offsets) t->offsets = offsets;
+    if (sizes) t->sizes = sizes;
+    if (!slots || !hashes || !offsets || !sizes) {
+        PyMem_Free(slots);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(slots, 0xff, (size_t)size * sizeof *slots);
+    for (Py_ssize_t c = 0; c < t->count; c++) {
+        Py_ssize_t i = (Py_ssize_t)(t->hashes[c] & (uint64_t)(size - 1));
+        while (slots[i] >= 0) i = (i + 1) & (size - 1);
+        slots[i] = (int32_t)c;
+    }
+    PyMem_Free(t->slots);
+    t->slots = slots;
+    t->mask = size - 1;
+    return 0;
+}
+
+/* A new code for `size` bytes at `text` (hash `h`) put in slot `i`; -2 with an error set. */
+static int32_t add_text(TextColumn *t, const char *text, Py_ssize_t size, uint64_t h,
+                        Py_ssize_t i) {
+    PyObject *value = PyUnicode_DecodeUTF8(text, size, NULL);
+    if (value == NULL) return -2;
+    int failed = PyList_Append(t->values, value);
+    Py_DECREF(value);
+    if (failed) return -2;
+    if (t->arena_used + size > t->arena_size) {
+        Py_ssize_t want = t->arena_size ? 2 * t->arena_size : 65536;
+        while (want < t->arena_used + size) want *= 2;
+        char *arena = PyMem_Realloc(t->arena, (size_t)want);
+        if (arena == NULL) {
+            PyErr_NoMemory();
+            return -2;
+        }
+        t->arena = arena;
+        t->arena_size = want;
+    }
+    memcpy(t->arena + t->arena_used, text, (size_t)size);
+    int32_t code = (int32_t)t->count++;
+    t->hashes[code] = h;
+    t->offsets[code] = t->arena_used;
+    t->sizes[code] = size;
+    t->arena_used += size;
+    t->slots[i] = code;
+    return code;
+}
+
+/* The code of `size` bytes at `text` in `t`, interned (-2 with a Python error set). */
+static int32_t intern(const char *text, Py_ssize_t size, TextColumn *t) {
+    if ((t->count + 1) * 2 > t->mask + 1 && grow(t) < 0) return -2;
+    uint64_t h = hash_bytes(text, size);
+    Py_ssize_t i = (Py_ssize_t)(h & (uint64_t)t->mask);
+    for (;; i = (i + 1) & t->mask) {
+        int32_t code = t->slots[i];
+        if (code < 0) return add_text(t, text, size, h, i);
+        if (t->hashes[code] == h && t->sizes[code] == size &&
+            memcmp(t->arena + t->offsets[code], text, (size_t)size) == 0)
+            return code;
+    }
+}
 
 /* Append `size` bytes to a bytearray, doubling its allocation as it grows. */
 static int append(PyObject *array, Py_ssize_t *used, const void *data, Py_ssize_t size) {
@@ -113,8 +206,6 @@ static int append(PyObject *array, Py_ssize_t *used, const void *data, Py_ssize_
     *used += size;
     return 0;
 }
-
-static int32_t intern(const char *text, Py_ssize_t size, TextColumn *t);
 
 static int32_t text_code(sqlite3_stmt *stmt, int col, TextColumn *t) {
     if (api.column_type(stmt, col) == SQLITE_NULL) return -1;
@@ -132,29 +223,6 @@ static const char *find(const char *hay, Py_ssize_t n, const char *needle) {
 static int starts(const char *s, Py_ssize_t n, const char *prefix) {
     size_t k = strlen(prefix);
     return (Py_ssize_t)k <= n && memcmp(s, prefix, k) == 0;
-}
-
-/* The code of `size` bytes at `text` in `t`, interned. */
-static int32_t intern(const char *text, Py_ssize_t size, TextColumn *t) {
-    PyObject *value = PyUnicode_DecodeUTF8(text, size, NULL);
-    if (value == NULL) return -2;
-    PyObject *found = PyDict_GetItemWithError(t->index, value);
-    long code;
-    if (found != NULL) {
-        code = PyLong_AsLong(found);
-    } else if (PyErr_Occurred()) {
-        code = -2;
-    } else {
-        code = PyList_GET_SIZE(t->values);
-        PyObject *number = PyLong_FromLong(code);
-        if (number == NULL || PyDict_SetItem(t->index, value, number) < 0 ||
-            PyList_Append(t->values, value) < 0) {
-            code = -2;
-        }
-        Py_XDECREF(number);
-    }
-    Py_DECREF(value);
-    return (int32_t)code;
 }
 
 static char *scratch;
@@ -261,12 +329,11 @@ static PyObject *run(sqlite3 *db, const char *sql, const char *spec, int n) {
     int n_new = 0;
     for (int c = 0; c < n; c++) n_new += spec[c] == 't' ? 1 : spec[c] == 'n' ? 2 : 0;
     for (int c = 0; c < n_new; c++) {
+        memset(&texts[n_text], 0, sizeof texts[n_text]);
         texts[n_text].codes = PyByteArray_FromStringAndSize(NULL, 0);
         texts[n_text].values = PyList_New(0);
-        texts[n_text].index = PyDict_New();
         n_text++;
-        if (!texts[n_text - 1].codes || !texts[n_text - 1].values || !texts[n_text - 1].index)
-            goto done;
+        if (!texts[n_text - 1].codes || !texts[n_text - 1].values) goto done;
     }
     if (read_rows(db, stmt, spec, n, ints, texts, used) < 0) goto done;
     if (PyByteArray_Resize(ints, used[0]) < 0) goto done;
@@ -283,11 +350,7 @@ static PyObject *run(sqlite3 *db, const char *sql, const char *spec, int n) {
 done:
     api.finalize(stmt);
     Py_XDECREF(ints);
-    for (int t = 0; t < n_text; t++) {
-        Py_XDECREF(texts[t].codes);
-        Py_XDECREF(texts[t].values);
-        Py_XDECREF(texts[t].index);
-    }
+    for (int t = 0; t < n_text; t++) text_column_free(&texts[t]);
     return result;
 }
 
