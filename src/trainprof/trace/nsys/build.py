@@ -18,7 +18,7 @@ from trainprof.errors import TraceError
 from trainprof.trace import model
 from trainprof.trace.model import Events, Flows, MemoryEvents, Trace
 from trainprof.trace.nsys import tables
-from trainprof.trace.nsys.nvtx import nvtx_ranges, rank_marks
+from trainprof.trace.nsys.nvtx import nvtx_ranges
 from trainprof.trace.nsys.schema import Export
 from trainprof.trace.nsys.tables import Catalog, Rows
 
@@ -39,9 +39,9 @@ def read_export(path: Path, step_marker: re.Pattern[str] | None = None) -> list[
     with Export(path) as db:
         _require_kernels(db, path)
         cat = Catalog()
-        rows, notes = _all_rows(db, cat, step_marker)
+        rows, notes, marks = _all_rows(db, cat, step_marker)
         devices, metadata = _device_properties(db), _metadata(db)
-        pids, marks = _process_names(db), rank_marks(db)
+        pids = _process_names(db)
     keys = tables.distinct(rows.process[np.isin(rows.kind, list(model.DEVICE_KINDS))])[0].tolist()
     numbers, note = _ranks(keys, marks, pids)
     notes += [*note, *_left_out(keys, rows)]
@@ -76,10 +76,11 @@ def _require_kernels(db: Export, path: Path) -> None:
 
 
 def _all_rows(db: Export, cat: Catalog, step_marker: re.Pattern[str] | None
-              ) -> tuple[Rows, list[str]]:
-    """Every table's rows, joined, and the notes on what the export lacks."""
+              ) -> tuple[Rows, list[str], dict[int, int]]:
+    """Every table's rows, joined, the notes on what the export lacks, and the ranks the
+    recorder's NVTX marks say."""
     parts = [rows for read in _READERS if (rows := read(db, cat)) is not None]
-    ranges, notes = nvtx_ranges(db, cat, step_marker)
+    ranges, notes, marks = nvtx_ranges(db, cat, step_marker)
     if ranges is not None:
         parts.append(ranges)
     notes += [n for n in (db.schema_note(),) if n]
@@ -90,7 +91,7 @@ def _all_rows(db: Export, cat: Catalog, step_marker: re.Pattern[str] | None
     if "globalPid" not in db.columns("CUPTI_ACTIVITY_KIND_KERNEL"):
         rows.process[:] = 0  # no process ids on the device side: one process
     _sync_lanes(rows)
-    return rows, notes
+    return rows, notes, marks
 
 
 def _trace(path: Path, rank: int, rows: Rows, cat: Catalog, devices: list[dict[str, Any]],

@@ -38,28 +38,48 @@ UNNUMBERED_STEP = re.compile(r"^(?:train_step|training_step|train step)$", re.IG
 
 
 def nvtx_ranges(db: Export, cat: Catalog, step_marker: re.Pattern[str] | None = None
-                ) -> tuple[Rows | None, list[str]]:
-    """The NVTX push/pop and start/end ranges, and notes on how steps were named."""
+                ) -> tuple[Rows | None, list[str], dict[int, int]]:
+    """The NVTX push/pop and start/end ranges, notes on how steps were named, and the ranks
+    the recorder's marks say (``rank_marks``), from one scan of the table."""
     table = "NVTX_EVENTS"
     cols = db.columns(table)
     if not {"start", "end"} <= cols:
-        return None, []
-    texts = _texts(db, cols)  # SQL
+        return None, [], rank_marks(db)
     kinds = set(db.enum("ENUM_NSYS_EVENT_TYPE", NVTX_RANGE_TYPES).items())
     range_types = [i for i, n in kinds if n in NVTX_RANGE_TYPES.values()] or list(NVTX_RANGE_TYPES)
-    where = '"end" IS NOT NULL AND "end" >= start'
-    if "eventType" in cols:
-        where += f" AND eventType IN ({', '.join(map(str, range_types))})"
+    event_type = '"eventType"' if "eventType" in cols else str(range_types[0])
     gtid = db.pick(table, "globalTid", default="0")
-    m, (key, sized) = db.fetch(f'SELECT start, "end", {gtid}, {texts} FROM NVTX_EVENTS '
-                               f"WHERE {where} ORDER BY rowid", "iiin")
-    if not len(m):
-        return None, []
+    # An end before the start (NULL: a mark) is no range.
+    m, (key, sized) = db.fetch(f'SELECT start, COALESCE("end", start - 1), {gtid}, '
+                               f"COALESCE({event_type}, -1), {_texts(db, cols)} FROM "
+                               "NVTX_EVENTS ORDER BY rowid", "iiiin")
+    marks = _marks(key, m[:, 0], m[:, 2])
+    ranges = np.flatnonzero((m[:, 1] >= m[:, 0]) & np.isin(m[:, 3], range_types))
+    if not len(ranges):
+        return None, [], marks
+    m = m[ranges]
     process = process_of(m[:, 2])
-    names, shapes, kinds_of = _classified(cat, key, sized, m[:, 0], process, step_marker)
+    names, shapes, kinds_of = _classified(cat, (key[0][ranges], key[1]), (sized[0][ranges],
+                                          sized[1]), m[:, 0], process, step_marker)
     out = empty_rows(len(m), start=m[:, 0], end=m[:, 1], process=process,
                      lane=host_lane(m[:, 2]), kind=kinds_of, name=names, shape=shapes)
-    return out, _step_notes(out)
+    return out, _step_notes(out), marks
+
+
+def _marks(key: Texts, start: np.ndarray, gtid: np.ndarray) -> dict[int, int]:
+    """``rank_marks`` from the keys of every NVTX event (``nvtx_key``: ``X<text>``), with
+    SQL's ``LIKE 'trainprof.rank=%'`` (ASCII case ignored) and its ``ORDER BY start``."""
+    codes, keys = key
+    prefix = NVTX_RANK_MARK.lower()
+    rank_of = {k: int(text[len(prefix) + 1:]) for k, text in enumerate(keys)
+               if text[1:len(prefix) + 1].lower() == prefix and text.startswith("X")
+               and text[len(prefix) + 1:].isdigit()}
+    if not rank_of:
+        return {}
+    rows = np.flatnonzero(np.isin(codes, list(rank_of)))
+    rows = rows[np.argsort(start[rows], kind="stable")]
+    return {int(g) >> 24: rank_of[int(c)] for g, c in zip(gtid[rows].tolist(),
+                                                          codes[rows].tolist(), strict=True)}
 
 
 def rank_marks(db: Export) -> dict[int, int]:
@@ -95,10 +115,13 @@ def _classified(cat: Catalog, key: Texts, sized: Texts, start: np.ndarray,
     a name's kind is worked out once, and each distinct text cut once."""
     codes, keys = key
     pairs: dict[tuple[str, bool], int] = {}
-    pair_of = np.empty(len(keys), np.int64)
+    pair_of = np.zeros(len(keys), np.int64)
     sizes = list(sized[1])
     sizes_of_key = np.full(len(keys), -1, np.int64)
-    for i, text in enumerate(keys):
+    used = np.zeros(len(keys), bool)
+    used[codes] = True
+    for i in np.flatnonzero(used).tolist():
+        text = keys[i]
         if text.startswith("T"):
             name, torch_op = text[1:], True
         else:
