@@ -168,10 +168,11 @@ class Export:
 
     def _fetch_python(self, sql: str, spec: str) -> tuple[np.ndarray, list[Texts]]:
         """``fetch`` through the sqlite3 module: the integers by ``np.fromiter`` per piece,
-        each text column's values interned in the order they first appear."""
+        each text column's values interned in the order they first appear (an NVTX text
+        whole, then cut once per distinct text)."""
         at_int = [i for i, c in enumerate(spec) if c == "i"]
-        at_text = [(i, c) for i, c in enumerate(spec) if c != "i"]
-        texts = [_Interned() for c in spec if c != "i" for _ in range(1 + (c == "n"))]
+        at_text = [i for i, c in enumerate(spec) if c != "i"]
+        texts = [_Interned() for _ in at_text]
         pieces: list[np.ndarray] = []
         for rows in self.query(sql):
             if len(at_int) == len(spec):
@@ -179,18 +180,13 @@ class Export:
             else:
                 flat = chain.from_iterable([r[i] for i in at_int] for r in rows)
             pieces.append(np.fromiter(flat, dtype=np.int64, count=len(rows) * len(at_int)))
-            k = 0
-            for col, letter in at_text:
-                if letter == "t":
-                    texts[k].add([r[col] for r in rows])
-                    k += 1
-                    continue
-                keys, sizes = zip(*(nvtx_key(r[col]) for r in rows), strict=True)
-                texts[k].add(keys)
-                texts[k + 1].add(sizes)
-                k += 2
+            for interned, col in zip(texts, at_text, strict=True):
+                interned.add([r[col] for r in rows], spec[col] == "n")
         ints = np.concatenate(pieces) if pieces else np.empty(0, np.int64)
-        return ints, [t.texts() for t in texts]
+        out: list[Texts] = []
+        for interned, col in zip(texts, at_text, strict=True):
+            out += interned.cut() if spec[col] == "n" else [interned.texts()]
+        return ints, out
 
     @cached_property
     def strings(self) -> dict[int, str]:
@@ -234,9 +230,23 @@ class _Interned:
         self.index: dict[str, int] = {}
         self.codes: list[int] = []
 
-    def add(self, values: Sequence[str | None]) -> None:
+    def add(self, values: Sequence[str | None], nvtx: bool = False) -> None:
         seen = self.index
-        self.codes += [-1 if v is None else seen.setdefault(v, len(seen)) for v in values]
+        if nvtx:  # NULL is "" (``nvtx_key``)
+            self.codes += [seen.setdefault(v or "", len(seen)) for v in values]
+        else:
+            self.codes += [-1 if v is None else seen.setdefault(v, len(seen)) for v in values]
 
     def texts(self) -> Texts:
         return np.array(self.codes, dtype=np.int32), list(self.index)
+
+    def cut(self) -> list[Texts]:
+        """An NVTX text column as the (key, sizes) columns of ``nvtx_key``: each distinct text
+        cut once, in the order the texts first appear (so the keys and sizes are too)."""
+        key, sizes = _Interned(), _Interned()
+        cuts = [nvtx_key(t) for t in self.index]
+        key.add([k for k, _ in cuts])
+        sizes.add([z for _, z in cuts])
+        codes = np.array(self.codes, dtype=np.int64)
+        key_codes, size_codes = (np.array(c.codes, dtype=np.int32) for c in (key, sizes))
+        return [(key_codes[codes], list(key.index)), (size_codes[codes], list(sizes.index))]
