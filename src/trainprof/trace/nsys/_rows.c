@@ -45,6 +45,7 @@
 
 typedef struct sqlite3 sqlite3;
 typedef struct sqlite3_stmt sqlite3_stmt;
+typedef struct sqlite3_value sqlite3_value;
 
 static struct {
     int (*open_v2)(const char *, sqlite3 **, int, const char *);
@@ -54,9 +55,11 @@ static struct {
     int (*finalize)(sqlite3_stmt *);
     int (*column_count)(sqlite3_stmt *);
     int (*column_type)(sqlite3_stmt *, int);
-    int64_t (*column_int64)(sqlite3_stmt *, int);
     const unsigned char *(*column_text)(sqlite3_stmt *, int);
     int (*column_bytes)(sqlite3_stmt *, int);
+    sqlite3_value *(*column_value)(sqlite3_stmt *, int);
+    int (*value_type)(sqlite3_value *);
+    int64_t (*value_int64)(sqlite3_value *);
     const char *(*errmsg)(sqlite3 *);
     int loaded;
 } api;
@@ -80,9 +83,11 @@ static int load_api(const char *module_file) {
         {(void **)&api.finalize, "sqlite3_finalize"},
         {(void **)&api.column_count, "sqlite3_column_count"},
         {(void **)&api.column_type, "sqlite3_column_type"},
-        {(void **)&api.column_int64, "sqlite3_column_int64"},
         {(void **)&api.column_text, "sqlite3_column_text"},
         {(void **)&api.column_bytes, "sqlite3_column_bytes"},
+        {(void **)&api.column_value, "sqlite3_column_value"},
+        {(void **)&api.value_type, "sqlite3_value_type"},
+        {(void **)&api.value_int64, "sqlite3_value_int64"},
         {(void **)&api.errmsg, "sqlite3_errmsg"},
     };
     for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
@@ -281,12 +286,15 @@ static int read_rows(sqlite3 *db, sqlite3_stmt *stmt, const char *spec, int n, P
         int k = 0, t = 0;
         for (int c = 0; c < n; c++) {
             if (spec[c] == 'i') {
-                if (api.column_type(stmt, c) != SQLITE_INTEGER) {
+                /* One column call, then the value's own accessors (each sqlite3_column_*
+                 * call looks the column up again). */
+                sqlite3_value *value = api.column_value(stmt, c);
+                if (api.value_type(value) != SQLITE_INTEGER) {
                     PyErr_Format(PyExc_ValueError, "column %d holds a value that is not an "
                                  "integer", c);
                     return -1;
                 }
-                row[k++] = api.column_int64(stmt, c);
+                row[k++] = api.value_int64(value);
             } else if (spec[c] == 't') {
                 int32_t code = text_code(stmt, c, &texts[t]);
                 if (code == -2) return -1;
