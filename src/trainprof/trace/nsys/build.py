@@ -137,11 +137,17 @@ def _sync_lanes(rows: Rows) -> None:
     devices: dict[int, set[int]] = {}
     for p, _, d in triples.tolist():
         devices.setdefault(p, set()).add(d)
-    for i in np.flatnonzero(rows.kind == model.Kind.SYNC).tolist():
-        process, stream = int(rows.process[i]), int(rows.lane[i, 1])
+    sync = np.flatnonzero(rows.kind == model.Kind.SYNC)
+    if not len(sync):
+        return
+    cases, case = tables.distinct(np.stack([rows.process[sync], rows.lane[sync, 1],
+                                            rows.lane[sync, 0]], axis=1))
+    lane = []  # the device of each distinct (process, stream, recorded device)
+    for process, stream, recorded in cases.tolist():
         only = devices.get(process, set())
-        fallback = next(iter(only)) if len(only) == 1 else int(rows.lane[i, 0])
-        rows.lane[i, 0] = streams.get((process, stream), fallback)
+        fallback = next(iter(only)) if len(only) == 1 else recorded
+        lane.append(streams.get((process, stream), fallback))
+    rows.lane[sync, 0] = np.array(lane, dtype=np.int64)[case]
 
 
 def _lanes(lane: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray]:
