@@ -122,3 +122,32 @@ def test_distinct_is_numpys_unique(values):
         assert np.array_equal(inverse, expected_inverse.reshape(-1))
     else:  # rows: each distinct row once, in some order
         assert sorted(map(tuple, unique.tolist())) == sorted(set(map(tuple, values.tolist())))
+
+
+@needs_compiled
+def test_without_sqlites_symbols_the_sqlite3_module_reads_the_same(tmp_path):
+    # A Python whose sqlite3 module exports no sqlite3_* symbols (linked statically, hidden):
+    # here, the rows reader pointed at a file that is no library. A fresh process, since the
+    # reader keeps the library it found.
+    import pickle
+    import subprocess
+    import sys
+
+    code = (
+        "import pickle, sys, _sqlite3\n"
+        "from pathlib import Path\n"
+        "_sqlite3.__file__ = sys.argv[2]\n"
+        "from trainprof.trace.nsys import schema\n"
+        "from trainprof.trace.nsys.build import read_export\n"
+        "with schema.Export(Path(sys.argv[1])) as db:\n"
+        "    assert db._fetch_compiled('SELECT 1', 'i') is None\n"
+        "ev = read_export(Path(sys.argv[1]))[0].events\n"
+        "sys.stdout.buffer.write(pickle.dumps((ev.ts, ev.name, ev.names, ev.shape)))\n")
+    not_a_library = tmp_path / "not_a_library.so"
+    not_a_library.write_text("")
+    done = subprocess.run([sys.executable, "-c", code, str(NSYS_EXPORTS[0]), str(not_a_library)],
+                          capture_output=True, check=True)
+    ts, name, names, shape = pickle.loads(done.stdout)
+    ev = read_export(NSYS_EXPORTS[0])[0].events
+    assert np.array_equal(ts, ev.ts) and np.array_equal(name, ev.name)
+    assert names == ev.names and np.array_equal(shape, ev.shape)
