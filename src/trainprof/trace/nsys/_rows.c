@@ -353,7 +353,12 @@ static PyObject *run(sqlite3 *db, const char *sql, const char *spec, int n) {
             Py_DECREF(out_texts);
             goto done;
         }
-        PyList_SET_ITEM(out_texts, t, Py_BuildValue("(OO)", texts[t].codes, texts[t].values));
+        PyObject *pair = Py_BuildValue("(OO)", texts[t].codes, texts[t].values);
+        if (pair == NULL) {
+            Py_DECREF(out_texts);
+            goto done;
+        }
+        PyList_SET_ITEM(out_texts, t, pair);
     }
     result = Py_BuildValue("(ON)", ints, out_texts);
 done:
