@@ -10,8 +10,9 @@ setup: $(STAMP)
 
 # torch goes in first, pinned, so that the package's own range (torch>=2.1) is already met
 # and pip never fetches a multi-GB CUDA build. The editable install also compiles the trace
-# scanner in place (src/trainprof/trace/_scan.c), so a change to it reinstalls.
-$(STAMP): pyproject.toml setup.py src/trainprof/trace/_scan.c
+# scanner and the nsys rows reader in place (src/trainprof/trace/_scan.c, trace/nsys/_rows.c),
+# so a change to either reinstalls.
+$(STAMP): pyproject.toml setup.py src/trainprof/trace/_scan.c src/trainprof/trace/nsys/_rows.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0

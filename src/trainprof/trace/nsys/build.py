@@ -18,7 +18,7 @@ from trainprof.errors import TraceError
 from trainprof.trace import model
 from trainprof.trace.model import Events, Flows, MemoryEvents, Trace
 from trainprof.trace.nsys import tables
-from trainprof.trace.nsys.nvtx import nvtx_ranges, rank_marks
+from trainprof.trace.nsys.nvtx import nvtx_ranges
 from trainprof.trace.nsys.schema import Export
 from trainprof.trace.nsys.tables import Catalog, Rows
 
@@ -39,20 +39,31 @@ def read_export(path: Path, step_marker: re.Pattern[str] | None = None) -> list[
     with Export(path) as db:
         _require_kernels(db, path)
         cat = Catalog()
-        rows, notes = _all_rows(db, cat, step_marker)
+        rows, notes, marks = _all_rows(db, cat, step_marker)
         devices, metadata = _device_properties(db), _metadata(db)
-        pids, marks = _process_names(db), rank_marks(db)
-    keys = sorted(np.unique(rows.process[np.isin(rows.kind, list(model.DEVICE_KINDS))]).tolist())
+        pids = _process_names(db)
+    keys = tables.distinct(rows.process[np.isin(rows.kind, list(model.DEVICE_KINDS))])[0].tolist()
     numbers, note = _ranks(keys, marks, pids)
     notes += [*note, *_left_out(keys, rows)]
     if not devices:
         notes.append("The export has no TARGET_INFO_GPU table: device names and SM counts are "
                      "unknown (blocks per SM and the roofline's peaks need them).")
-    traces = [_trace(path, rank, rows.take(rows.process == key), cat, devices, notes,
+    by_process = _by_process(rows, keys)
+    traces = [_trace(path, rank, by_process[key], cat, devices, notes,
                      _rank_metadata(metadata, rank, len(keys) if note else 0,
                                     bool(note) or key in marks))
               for rank, key in zip(numbers, keys, strict=True)]
     return sorted(traces, key=lambda t: t.rank)
+
+
+def _by_process(rows: Rows, keys: list[int]) -> dict[int, Rows]:
+    """The rows of each process (key) in time order, ties in table order: one stable sort by
+    (process, start) for all, then a take of each process's run of it."""
+    order = np.lexsort((rows.start, rows.process))
+    process = rows.process[order]
+    lo = np.searchsorted(process, keys, side="left").tolist()
+    hi = np.searchsorted(process, keys, side="right").tolist()
+    return {key: rows.take(order[a:b]) for key, a, b in zip(keys, lo, hi, strict=True)}
 
 
 def _require_kernels(db: Export, path: Path) -> None:
@@ -65,10 +76,11 @@ def _require_kernels(db: Export, path: Path) -> None:
 
 
 def _all_rows(db: Export, cat: Catalog, step_marker: re.Pattern[str] | None
-              ) -> tuple[Rows, list[str]]:
-    """Every table's rows, joined, and the notes on what the export lacks."""
+              ) -> tuple[Rows, list[str], dict[int, int]]:
+    """Every table's rows, joined, the notes on what the export lacks, and the ranks the
+    recorder's NVTX marks say."""
     parts = [rows for read in _READERS if (rows := read(db, cat)) is not None]
-    ranges, notes = nvtx_ranges(db, cat, step_marker)
+    ranges, notes, marks = nvtx_ranges(db, cat, step_marker)
     if ranges is not None:
         parts.append(ranges)
     notes += [n for n in (db.schema_note(),) if n]
@@ -79,16 +91,14 @@ def _all_rows(db: Export, cat: Catalog, step_marker: re.Pattern[str] | None
     if "globalPid" not in db.columns("CUPTI_ACTIVITY_KIND_KERNEL"):
         rows.process[:] = 0  # no process ids on the device side: one process
     _sync_lanes(rows)
-    return rows, notes
+    return rows, notes, marks
 
 
 def _trace(path: Path, rank: int, rows: Rows, cat: Catalog, devices: list[dict[str, Any]],
            notes: list[str], metadata: dict[str, Any]) -> Trace:
-    used = sorted(set(np.unique(rows.device[rows.device >= 0]).tolist()))
+    used = tables.distinct(rows.device[rows.device >= 0])[0].tolist()
     props = [d for d in devices if d.get("id") in used] or devices
     t0_ns = int(rows.start.min()) // 1000 * 1000
-    order = np.argsort(rows.start, kind="stable")
-    rows = rows.take(order)
     dur_ns = rows.end - rows.start
     negative = int(np.count_nonzero(dur_ns < 0))
     lanes, lane = _lanes(rows.lane)
@@ -127,11 +137,17 @@ def _sync_lanes(rows: Rows) -> None:
     devices: dict[int, set[int]] = {}
     for p, _, d in triples.tolist():
         devices.setdefault(p, set()).add(d)
-    for i in np.flatnonzero(rows.kind == model.Kind.SYNC).tolist():
-        process, stream = int(rows.process[i]), int(rows.lane[i, 1])
+    sync = np.flatnonzero(rows.kind == model.Kind.SYNC)
+    if not len(sync):
+        return
+    cases, case = tables.distinct(np.stack([rows.process[sync], rows.lane[sync, 1],
+                                            rows.lane[sync, 0]], axis=1))
+    lane = []  # the device of each distinct (process, stream, recorded device)
+    for process, stream, recorded in cases.tolist():
         only = devices.get(process, set())
-        fallback = next(iter(only)) if len(only) == 1 else int(rows.lane[i, 0])
-        rows.lane[i, 0] = streams.get((process, stream), fallback)
+        fallback = next(iter(only)) if len(only) == 1 else recorded
+        lane.append(streams.get((process, stream), fallback))
+    rows.lane[sync, 0] = np.array(lane, dtype=np.int64)[case]
 
 
 def _lanes(lane: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray]:
@@ -229,7 +245,7 @@ def _ranks(keys: list[int], marks: dict[int, int], pids: dict[int, tuple[int, st
 
 
 def _left_out(keys: list[int], rows: Rows) -> list[str]:
-    host_only = set(np.unique(rows.process).tolist()) - set(keys)
+    host_only = set(tables.distinct(rows.process)[0].tolist()) - set(keys)
     return [f"{len(host_only)} process(es) without GPU work left out."] if host_only else []
 
 

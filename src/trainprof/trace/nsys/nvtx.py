@@ -17,7 +17,7 @@ import numpy as np
 
 from trainprof.trace import model
 from trainprof.trace.model import Kind
-from trainprof.trace.nsys.schema import Export
+from trainprof.trace.nsys.schema import TORCH_FIELDS, Export, Texts
 from trainprof.trace.nsys.tables import Catalog, Rows, empty_rows, host_lane, process_of
 from trainprof.vocabulary import NVTX_RANK_MARK
 
@@ -25,8 +25,8 @@ from trainprof.vocabulary import NVTX_RANK_MARK
 NVTX_RANGE_TYPES = {59: "NvtxPushPopRange", 60: "NvtxStartEndRange", 70: "NvtxtPushPopRange",
                     71: "NvtxtStartEndRange"}
 #: The fields torch's emit_nvtx appends to an op's name, in its order.
-_TORCH_FIELDS = (", seq = ", ", op_id = ", ", sizes = ")
-_TORCH_FIELDS_AFTER_COMMA = tuple(f[2:] for f in _TORCH_FIELDS)
+_TORCH_FIELDS = tuple(", " + f for f in TORCH_FIELDS)
+_TORCH_FIELDS_AFTER_COMMA = TORCH_FIELDS
 _SIZES_AFTER_COMMA, _INPUT_OP_IDS = "sizes = ", ", input_op_ids = "
 #: torch ``record_function`` scopes that Kineto records as user annotations, not CPU ops.
 _TORCH_ANNOTATION = re.compile(r"^FSDP::|^## .* ##$|^Optimizer\.|^ProfilerStep#")
@@ -38,31 +38,48 @@ UNNUMBERED_STEP = re.compile(r"^(?:train_step|training_step|train step)$", re.IG
 
 
 def nvtx_ranges(db: Export, cat: Catalog, step_marker: re.Pattern[str] | None = None
-                ) -> tuple[Rows | None, list[str]]:
-    """The NVTX push/pop and start/end ranges, and notes on how steps were named."""
+                ) -> tuple[Rows | None, list[str], dict[int, int]]:
+    """The NVTX push/pop and start/end ranges, notes on how steps were named, and the ranks
+    the recorder's marks say (``rank_marks``), from one scan of the table."""
     table = "NVTX_EVENTS"
     cols = db.columns(table)
     if not {"start", "end"} <= cols:
-        return None, []
-    texts = _texts(db, cols)  # SQL
+        return None, [], rank_marks(db)
     kinds = set(db.enum("ENUM_NSYS_EVENT_TYPE", NVTX_RANGE_TYPES).items())
     range_types = [i for i, n in kinds if n in NVTX_RANGE_TYPES.values()] or list(NVTX_RANGE_TYPES)
-    where = '"end" IS NOT NULL AND "end" >= start'
-    if "eventType" in cols:
-        where += f" AND eventType IN ({', '.join(map(str, range_types))})"
+    event_type = '"eventType"' if "eventType" in cols else str(range_types[0])
     gtid = db.pick(table, "globalTid", default="0")
-    # Times as integers and texts apart, in the same (rowid) order: no tuple of 4 per range.
-    m = db.int_columns(f'SELECT start, "end", {gtid} FROM NVTX_EVENTS WHERE {where} '
-                       "ORDER BY rowid", 3)
-    if not len(m):
-        return None, []
-    texts_of = [t or "" for piece in db.query(f"SELECT {texts} FROM NVTX_EVENTS WHERE {where} "
-                                              "ORDER BY rowid") for (t,) in piece]
+    # An end before the start (NULL: a mark) is no range.
+    m, (key, sized) = db.fetch(f'SELECT start, COALESCE("end", start - 1), {gtid}, '
+                               f"COALESCE({event_type}, -1), {_texts(db, cols)} FROM "
+                               "NVTX_EVENTS ORDER BY rowid", "iiiin")
+    marks = _marks(key, m[:, 0], m[:, 2])
+    ranges = np.flatnonzero((m[:, 1] >= m[:, 0]) & np.isin(m[:, 3], range_types))
+    if not len(ranges):
+        return None, [], marks
+    m = m[ranges]
     process = process_of(m[:, 2])
-    names, shapes, kinds_of = _classified(cat, texts_of, m[:, 0], process, step_marker)
+    names, shapes, kinds_of = _classified(cat, (key[0][ranges], key[1]), (sized[0][ranges],
+                                          sized[1]), m[:, 0], process, step_marker)
     out = empty_rows(len(m), start=m[:, 0], end=m[:, 1], process=process,
                      lane=host_lane(m[:, 2]), kind=kinds_of, name=names, shape=shapes)
-    return out, _step_notes(out)
+    return out, _step_notes(out), marks
+
+
+def _marks(key: Texts, start: np.ndarray, gtid: np.ndarray) -> dict[int, int]:
+    """``rank_marks`` from the keys of every NVTX event (``nvtx_key``: ``X<text>``), with
+    SQL's ``LIKE 'trainprof.rank=%'`` (ASCII case ignored) and its ``ORDER BY start``."""
+    codes, keys = key
+    prefix = NVTX_RANK_MARK.lower()
+    rank_of = {k: int(text[len(prefix) + 1:]) for k, text in enumerate(keys)
+               if text[1:len(prefix) + 1].lower() == prefix and text.startswith("X")
+               and text[len(prefix) + 1:].isdigit()}
+    if not rank_of:
+        return {}
+    rows = np.flatnonzero(np.isin(codes, list(rank_of)))
+    rows = rows[np.argsort(start[rows], kind="stable")]
+    return {int(g) >> 24: rank_of[int(c)] for g, c in zip(gtid[rows].tolist(),
+                                                          codes[rows].tolist(), strict=True)}
 
 
 def rank_marks(db: Export) -> dict[int, int]:
@@ -91,31 +108,52 @@ def _texts(db: Export, cols: set[str]) -> str:
     return '"text"' if "text" in cols else "''"
 
 
-def _classified(cat: Catalog, texts: list[str], start: np.ndarray, process: np.ndarray,
-                step_marker: re.Pattern[str] | None
+def _classified(cat: Catalog, key: Texts, sized: Texts, start: np.ndarray,
+                process: np.ndarray, step_marker: re.Pattern[str] | None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(name index, shape index, kind) of each range; a name's kind is worked out once."""
-    keys: dict[tuple[str, bool], int] = {}
-    key_of: list[int] = []
-    sized: list[int] = []
-    sizes_of: list[str] = []
-    for i, text in enumerate(texts):
-        name, sizes, torch_op = _split(text)
-        key_of.append(keys.setdefault((name, torch_op), len(keys)))
-        if sizes is not None:
-            sized.append(i)
-            sizes_of.append(sizes)
+    """(name index, shape index, kind) of each range from its key and sizes (``nvtx_key``);
+    a name's kind is worked out once, and each distinct text cut once."""
+    codes, keys = key
+    pairs: dict[tuple[str, bool], int] = {}
+    pair_of = np.zeros(len(keys), np.int64)
+    sizes = list(sized[1])
+    sizes_of_key = np.full(len(keys), -1, np.int64)
+    used = np.zeros(len(keys), bool)
+    used[codes] = True
+    for i in np.flatnonzero(used).tolist():
+        text = keys[i]
+        if text.startswith("T"):
+            name, torch_op = text[1:], True
+        else:
+            name, cut, torch_op = _split(text[1:])
+            if cut is not None:
+                sizes_of_key[i] = len(sizes)
+                sizes.append(cut)
+        pair_of[i] = pairs.setdefault((name, torch_op), len(pairs))
     described = np.array([_described(cat, name, torch_op, step_marker)
-                          for name, torch_op in keys], dtype=np.int64).reshape(-1, 2)
-    index = np.array(key_of, dtype=np.int64)
+                          for name, torch_op in pairs], dtype=np.int64).reshape(-1, 2)
+    index = pair_of[codes]
     kinds = described[index, 0].astype(np.uint8)
     names = described[index, 1].astype(np.int32)
-    shapes = np.full(len(texts), -1, np.int32)
-    for i, sizes in zip(sized, sizes_of, strict=True):
-        if kinds[i] == Kind.CPU_OP:
-            shapes[i] = cat.shape(sizes)
+    size = np.where(sized[0] >= 0, sized[0], sizes_of_key[codes])
+    shapes = _shapes(cat, size, sizes, kinds == Kind.CPU_OP)
     _number_steps(cat, np.flatnonzero(names < 0).tolist(), start, process, names, kinds)
     return names, shapes, kinds
+
+
+def _shapes(cat: Catalog, size: np.ndarray, sizes: list[str], ops: np.ndarray) -> np.ndarray:
+    """Shape index of each range: its sizes text interned for CPU ops (in the order the texts
+    first appear), -1 for others."""
+    shapes = np.full(len(size), -1, np.int32)
+    chosen = np.flatnonzero(ops & (size >= 0))
+    if not len(chosen):
+        return shapes
+    unique, first, inverse = np.unique(size[chosen], return_index=True, return_inverse=True)
+    table = np.empty(len(unique), np.int32)
+    for u in np.argsort(first, kind="stable").tolist():
+        table[u] = cat.shape(sizes[int(unique[u])])
+    shapes[chosen] = table[inverse.reshape(-1)]
+    return shapes
 
 
 def _split(text: str) -> tuple[str, str | None, bool]:

@@ -7,11 +7,13 @@ reader asks ``has``/``pick`` and falls back to a default.
 
 from __future__ import annotations
 
+import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import cached_property
 from itertools import chain
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -26,12 +28,46 @@ EXPORT_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "N
 KNOWN_SCHEMA_MAJOR = 3
 
 
+def _compiled() -> ModuleType | None:
+    """The compiled rows reader (trace/nsys/_rows.c), where it was built."""
+    try:
+        from trainprof.trace.nsys import _rows  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _rows
+
+
+_ROWS = _compiled()
+#: A text column's values: (int32 index of each row's text into the distinct texts, -1 for
+#: NULL; the distinct texts in the order they first appear).
+Texts = tuple[np.ndarray, list[str]]
+#: The fields torch's emit_nvtx appends to an op's name, after ``, `` (trace/nsys/nvtx.py).
+TORCH_FIELDS = ("seq = ", "op_id = ", "sizes = ")
+_SIZES, _INPUT_OP_IDS = "sizes = ", ", input_op_ids = "
+
+
+def nvtx_key(text: str | None) -> tuple[str, str | None]:
+    """(key, sizes) of an NVTX range's text, as _rows.c's ``n`` column cuts it: key ``T<op>``
+    when one of torch's fields follows the first ``, `` (sizes: the text of ``sizes = ...``,
+    else None), else ``X<text>`` (sizes None)."""
+    text = text or ""
+    name, comma, rest = text.partition(", ")
+    if not comma or not name or not rest.startswith(TORCH_FIELDS):
+        return "X" + text, None
+    at = rest.find(_SIZES)
+    if at < 0:
+        return "T" + name, None
+    end = rest.find(_INPUT_OP_IDS, at)
+    return "T" + name, rest[at + len(_SIZES):end if end >= 0 else len(rest)]
+
+
 class Export:
     """One export, opened read-only; ``close`` when done (or use it as a context manager)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+        self._columns: dict[str, set[str]] = {}
+        self.uri = uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
         try:
             self.db = sqlite3.connect(uri, uri=True)
             self.tables = {name for (name,) in self.db.execute(
@@ -59,7 +95,10 @@ class Export:
         """The columns of ``table`` (PRAGMA table_info), empty when the table is absent."""
         if table not in self.tables:
             return set()
-        return {row[1] for row in self.db.execute(f'PRAGMA table_info("{table}")')}
+        if table not in self._columns:
+            self._columns[table] = {row[1] for row in self.db.execute(
+                f'PRAGMA table_info("{table}")')}
+        return self._columns[table]
 
     def require(self, table: str, *names: str) -> None:
         """A TraceError unless ``table`` has every column of ``names``."""
@@ -93,15 +132,61 @@ class Export:
 
     def int_columns(self, sql: str, width: int) -> np.ndarray:
         """An int64 matrix (rows x ``width``) of a query whose values are all integers."""
+        return self.fetch(sql, "i" * width)[0]
+
+    def fetch(self, sql: str, spec: str) -> tuple[np.ndarray, list[Texts]]:
+        """A query's columns: ``spec`` has a letter per column, ``i`` an integer, ``t`` a text,
+        ``n`` an NVTX range's text (two ``Texts``: its ``nvtx_key``). The integer columns as
+        one int64 matrix (rows x their number), and each text column as ``Texts``. Read by the compiled reader where it runs here (no Python object per row),
+        else through the sqlite3 module, into the same arrays."""
         try:
-            pieces = [np.fromiter(chain.from_iterable(rows), dtype=np.int64,
-                                  count=len(rows) * width).reshape(-1, width)
-                      for rows in self.query(sql)]
+            compiled = self._fetch_compiled(sql, spec)
+            ints, texts = compiled if compiled is not None else self._fetch_python(sql, spec)
         except (TypeError, ValueError, OverflowError) as exc:
             raise TraceError(f"{self.path} holds a value that is not a whole number where nsys "
                              f"2026's exports have one ({exc}): an export schema this reader "
                              "does not know.") from None
-        return np.concatenate(pieces) if pieces else np.empty((0, width), dtype=np.int64)
+        width = spec.count("i")
+        return (ints.reshape(-1, width) if width else ints.reshape(0, 0)), texts
+
+    def _fetch_compiled(self, sql: str, spec: str) -> tuple[np.ndarray, list[Texts]] | None:
+        """``fetch`` by trace/nsys/_rows.c; None where it is not built, turned off
+        (``TRAINPROF_PURE_PYTHON=1``) or cannot reach the SQLite library."""
+        if _ROWS is None or os.environ.get("TRAINPROF_PURE_PYTHON", "") not in ("", "0"):
+            return None
+        import _sqlite3  # the module whose SQLite library _rows.c uses
+
+        try:
+            ints, texts = _ROWS.fetch(_sqlite3.__file__, self.uri, sql, spec)
+        except OSError:
+            return None
+        except RuntimeError as exc:
+            raise TraceError(f"{self.path} cannot be read as an Nsight Systems export "
+                             f"({exc}); is the file damaged?") from None
+        return (np.frombuffer(ints, np.int64),
+                [(np.frombuffer(codes, np.int32), values) for codes, values in texts])
+
+    def _fetch_python(self, sql: str, spec: str) -> tuple[np.ndarray, list[Texts]]:
+        """``fetch`` through the sqlite3 module: the integers by ``np.fromiter`` per piece,
+        each text column's values interned in the order they first appear (an NVTX text
+        whole, then cut once per distinct text)."""
+        at_int = [i for i, c in enumerate(spec) if c == "i"]
+        at_text = [i for i, c in enumerate(spec) if c != "i"]
+        texts = [_Interned() for _ in at_text]
+        pieces: list[np.ndarray] = []
+        for rows in self.query(sql):
+            if len(at_int) == len(spec):
+                flat = chain.from_iterable(rows)
+            else:
+                flat = chain.from_iterable([r[i] for i in at_int] for r in rows)
+            pieces.append(np.fromiter(flat, dtype=np.int64, count=len(rows) * len(at_int)))
+            for interned, col in zip(texts, at_text, strict=True):
+                interned.add([r[col] for r in rows], spec[col] == "n")
+        ints = np.concatenate(pieces) if pieces else np.empty(0, np.int64)
+        out: list[Texts] = []
+        for interned, col in zip(texts, at_text, strict=True):
+            out += interned.cut() if spec[col] == "n" else [interned.texts()]
+        return ints, out
 
     @cached_property
     def strings(self) -> dict[int, str]:
@@ -136,3 +221,32 @@ class Export:
             return (f"Export schema {version} is not the {KNOWN_SCHEMA_MAJOR}.x this reader "
                     "knows; tables were read by the columns they have.")
         return None
+
+
+class _Interned:
+    """A text column read through the sqlite3 module, interned as ``_rows.c`` interns it."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.codes: list[int] = []
+
+    def add(self, values: Sequence[str | None], nvtx: bool = False) -> None:
+        seen = self.index
+        if nvtx:  # NULL is "" (``nvtx_key``)
+            self.codes += [seen.setdefault(v or "", len(seen)) for v in values]
+        else:
+            self.codes += [-1 if v is None else seen.setdefault(v, len(seen)) for v in values]
+
+    def texts(self) -> Texts:
+        return np.array(self.codes, dtype=np.int32), list(self.index)
+
+    def cut(self) -> list[Texts]:
+        """An NVTX text column as the (key, sizes) columns of ``nvtx_key``: each distinct text
+        cut once, in the order the texts first appear (so the keys and sizes are too)."""
+        key, sizes = _Interned(), _Interned()
+        cuts = [nvtx_key(t) for t in self.index]
+        key.add([k for k, _ in cuts])
+        sizes.add([z for _, z in cuts])
+        codes = np.array(self.codes, dtype=np.int64)
+        key_codes, size_codes = (np.array(c.codes, dtype=np.int32) for c in (key, sizes))
+        return [(key_codes[codes], list(key.index)), (size_codes[codes], list(sizes.index))]
