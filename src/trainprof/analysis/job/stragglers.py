@@ -32,6 +32,12 @@ if TYPE_CHECKING:
 STRAGGLER_MIN_SHARE = 0.75
 #: ...and the wait it caused is at least this share of the median step time.
 STRAGGLER_MIN_STEP_SHARE = 0.05
+#: Sends and receives are not matched across ranks: the i-th send of one pipeline stage and the
+#: i-th send of the next are different transfers (activations one way, gradients the other),
+#: and a stage waiting in recv for the one before it is the pipeline's schedule, judged by the
+#: parallelism section (docs/parallelism.md), not a straggler.
+POINT_TO_POINT = ("send", "recv", "send_recv")
+_P2P_CODES = np.array([COLLECTIVE_TYPES.index(t) for t in POINT_TO_POINT])
 # An instance key packs (step + 1, type, ordinal) into one int64.
 _ORDINAL_BITS = 24
 _TYPE_BITS = 5
@@ -145,16 +151,19 @@ def _wait_us(start: np.ndarray, wait: np.ndarray, step_end: np.ndarray,
 
 
 def _merged(ranks: list[RankAnalysis]) -> Instances:
-    """One rank's collective instances over all its recording windows."""
+    """One rank's collective instances over all its recording windows, point-to-point
+    transfers left out (POINT_TO_POINT)."""
     parts = [r.sections.communication.instances for r in ranks
              if r.sections.communication is not None]
     if not parts:
         return Instances.empty()
-    return Instances(type=np.concatenate([p.type for p in parts]),
-                     step=np.concatenate([p.step for p in parts]),
-                     start_us=np.concatenate([p.start_us for p in parts]),
-                     dur_us=np.concatenate([p.dur_us for p in parts]),
-                     step_end_us=np.concatenate([p.step_ends() for p in parts]))
+    kind = np.concatenate([p.type for p in parts])
+    keep = ~np.isin(kind, _P2P_CODES)
+    return Instances(type=kind[keep],
+                     step=np.concatenate([p.step for p in parts])[keep],
+                     start_us=np.concatenate([p.start_us for p in parts])[keep],
+                     dur_us=np.concatenate([p.dur_us for p in parts])[keep],
+                     step_end_us=np.concatenate([p.step_ends() for p in parts])[keep])
 
 
 def _keys(inst: Instances) -> np.ndarray:

@@ -3,13 +3,15 @@
 The phases (analysis/overview/phases.py) claim data, optimizer, backward and forward; the rest
 of the step is ``other``. Here: how much of it recorded host ops fill (a CPU op or a
 ``record_function`` range running, with the Python glue of under GLUE_US between two of them;
-blocking waits on the device left out: a host waiting for the GPU is not work), per step, and which outermost ops fill it, with their call sites (with
+blocking waits on the device and the host ops of distributed training (collectives, DDP's
+reducer, FSDP's hooks) left out: a host waiting for the GPU or for its peers is not work), per step, and which outermost ops fill it, with their call sites (with
 ``with_stack=True``). A validation pass inside every step, checkpoint writes and metric
 computation show up here. See docs/metrics.md, "Work outside the training phases".
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +24,7 @@ from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.phases import phase_intervals
 from trainprof.analysis.streaming.windows import Window, owns
 from trainprof.trace.model import (
+    FLAG_COMM,
     FLAG_DATALOADER,
     FLAG_OPTIMIZER,
     Kind,
@@ -37,6 +40,9 @@ GLUE_US = 100.0
 INSIDE_SHARE = 0.8
 #: How many ops (name and call site) are named.
 TOP_WORK = 5
+#: Host ranges of distributed training besides the communication ops themselves (which the trace
+#: model flags): DDP's reducer, FSDP's hooks, c10d's dispatch and its parameter records.
+_DISTRIBUTED = re.compile(r"^(?:torch\.distributed\.|FSDP::|c10d::|record_param_comms)")
 
 
 @dataclass
@@ -105,8 +111,19 @@ def outside_work(trace: Trace, window: Window) -> iv.Intervals:
     if not len(ops):
         return iv.Intervals.empty()
     busy = iv.intersect(other, _bridged(iv.union(ev.ts[ops], event_ends(ev)[ops]), GLUE_US))
-    waits = _blocking_waits(trace)
+    waits = np.concatenate([_blocking_waits(trace), _distributed_ops(trace)])
     return iv.subtract(busy, iv.union(ev.ts[waits], event_ends(ev)[waits]))
+
+
+def _distributed_ops(trace: Trace) -> np.ndarray:
+    """The host ops of distributed training itself (collectives and sends, DDP's reducer, FSDP's
+    hooks): part of the training step wherever they fall, never work outside it."""
+    ev = trace.events
+    ops = np.flatnonzero(ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION))
+    names = np.unique(ev.name[ops])
+    wanted = np.zeros(len(ev.names), dtype=bool)
+    wanted[[c for c in names.tolist() if _DISTRIBUTED.match(ev.names[c])]] = True
+    return ops[wanted[ev.name[ops]] | ev.flagged(FLAG_COMM)[ops]]
 
 
 
