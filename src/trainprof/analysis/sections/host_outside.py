@@ -111,7 +111,7 @@ def outside_work(trace: Trace, window: Window) -> iv.Intervals:
     if not len(ops):
         return iv.Intervals.empty()
     busy = iv.intersect(other, _bridged(iv.union(ev.ts[ops], event_ends(ev)[ops]), GLUE_US))
-    waits = np.concatenate([_blocking_waits(trace), _distributed_ops(trace)])
+    waits = np.union1d(_blocking_waits(trace), _distributed_ops(trace))  # in time order
     return iv.subtract(busy, iv.union(ev.ts[waits], event_ends(ev)[waits]))
 
 
