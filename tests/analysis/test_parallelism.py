@@ -71,10 +71,12 @@ def test_pipeline_stage_figures_against_the_raw_trace(analyses, parallel_jobs): 
         ev = events(parallel_jobs / "pipeline_heavy" / f"rank{r.rank}.json")
         compute, waiting = cpu_compute(ev), minus(comm_spans(ev), cpu_compute(ev))
         steps = profiler_steps(ev)
+        # Within 0.1 µs: the trace model keeps times in whole nanoseconds, the reference reads
+        # the JSON's floats, and a step's sum of a few hundred boundaries differs by ~0.01 µs.
         assert [s.compute_us for s in p.stage_steps] == pytest.approx(
-            [length_inside(compute, lo, hi) for lo, hi in steps], rel=1e-6)
+            [length_inside(compute, lo, hi) for lo, hi in steps], rel=1e-6, abs=0.1)
         assert [s.p2p_exposed_us for s in p.stage_steps] == pytest.approx(
-            [length_inside(waiting, lo, hi) for lo, hi in steps], rel=1e-6)
+            [length_inside(waiting, lo, hi) for lo, hi in steps], rel=1e-6, abs=0.1)
         for s in p.stage_steps:
             assert s.warmup_wait_us + s.steady_wait_us + s.cooldown_wait_us == \
                 pytest.approx(s.p2p_exposed_us)
