@@ -120,10 +120,12 @@ def _distributed_ops(trace: Trace) -> np.ndarray:
     hooks): part of the training step wherever they fall, never work outside it."""
     ev = trace.events
     ops = np.flatnonzero(ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION))
-    names = np.unique(ev.name[ops])
+    codes = ev.name[ops]
     wanted = np.zeros(len(ev.names), dtype=bool)
-    wanted[[c for c in names.tolist() if _DISTRIBUTED.match(ev.names[c])]] = True
-    return ops[wanted[ev.name[ops]] | ev.flagged(FLAG_COMM)[ops]]
+    wanted[codes] = True  # the names used, by a table (no sort)
+    used = np.flatnonzero(wanted)
+    wanted[used] = [bool(_DISTRIBUTED.match(ev.names[c])) for c in used.tolist()]
+    return ops[wanted[codes] | ev.flagged(FLAG_COMM)[ops]]
 
 
 
@@ -146,12 +148,15 @@ def _blocking_waits(trace: Trace) -> np.ndarray:
     ev = trace.events
     kind = ev.kind
     calls = np.flatnonzero((kind == Kind.RUNTIME) | (kind == Kind.DRIVER) | (kind == Kind.SYNC))
+    codes = ev.name[calls]
+    # A name index belongs to one category, hence one kind: each name's kind by a table.
+    kind_of = np.full(len(ev.names), -1, dtype=np.int64)
+    kind_of[codes] = kind[calls]
+    used = np.flatnonzero(kind_of >= 0)
     blocking = np.zeros(len(ev.names), dtype=bool)
-    # A name index belongs to one category, hence one kind.
-    names, first = np.unique(ev.name[calls], return_index=True)
-    for i, k in zip(names.tolist(), kind[calls[first]].tolist(), strict=True):
-        blocking[i] = sync_call_kind(Kind(k), ev.names[i]) is not None
-    return calls[blocking[ev.name[calls]]]
+    blocking[used] = [sync_call_kind(Kind(k), ev.names[i]) is not None
+                      for i, k in zip(used.tolist(), kind_of[used].tolist(), strict=True)]
+    return calls[blocking[codes]]
 
 
 def _outermost_items(trace: Trace, window: Window, work: iv.Intervals
