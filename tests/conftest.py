@@ -55,10 +55,20 @@ def builder():
     return TraceBuilder()
 
 
+#: Session fixtures that record a job (seconds each): under ``pytest -n``, the tests that use one
+#: run in one worker, so that the job is recorded once, not once per worker.
+RECORDING_FIXTURES = ("parallel_jobs", "recorded", "ddp")
+
+
 def pytest_collection_modifyitems(config, items):
     """The forked-section tests run first: the sections fork only in a process with no other
     thread (analysis/parallel/section_workers.py), and a Dask client leaves its IO loop thread
-    running for the rest of the process (tests/analysis/test_on_dask.py)."""
+    running for the rest of the process (tests/analysis/test_on_dask.py). The tests of one
+    recording share an xdist group (``--dist loadgroup``)."""
+    for item in items:
+        used = [name for name in RECORDING_FIXTURES if name in getattr(item, "fixturenames", ())]
+        if used:
+            item.add_marker(pytest.mark.xdist_group(used[0]))
     first = [item for item in items if item.path.name == "test_section_workers.py"]
     if first:
         rest = [item for item in items if item.path.name != "test_section_workers.py"]

@@ -210,3 +210,46 @@ def test_odd_events_read_as_the_serial_read_does(tmp_path, builder, monkeypatch)
         assert parallel == serial
     else:
         assert_identical(serial, parallel)
+
+
+#: Ctrl-C (SIGINT to the process group) the moment the first decode worker has been started,
+#: before this process has recorded it and before the worker's Python has started.
+CTRL_C_AT_START = """
+import os, signal, sys
+from pathlib import Path
+from trainprof.trace import parallel_decode
+
+start = parallel_decode._Worker.start
+
+def start_then_ctrl_c():
+    worker = start()
+    os.killpg(0, signal.SIGINT)
+    return worker
+
+parallel_decode._Worker.start = staticmethod(start_then_ctrl_c)
+parallel_decode.SEGMENT_BYTES = 256 * 1024
+try:
+    parallel_decode.decode_parallel(Path(sys.argv[1]), workers=2)
+    print('not interrupted')
+except KeyboardInterrupt:
+    pass
+try:
+    if os.waitpid(-1, os.WNOHANG) is not None:
+        print('a worker was left behind')
+except ChildProcessError:
+    pass
+"""
+
+
+def test_ctrl_c_as_a_decode_worker_starts_stops_every_worker():
+    """Both workers are recorded before the Ctrl-C is raised (it is held while they start), so
+    both are stopped and reaped, and each ignores the Ctrl-C: nothing left, no traceback."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, "-c", CTRL_C_AT_START, str(NS_TRACE)],
+                          capture_output=True, text=True, env=env, timeout=60,
+                          start_new_session=True)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")

@@ -76,7 +76,7 @@ def test_a_real_shaped_snapshot_loads_with_and_without_trust(tmp_path):
     (pickle.dumps([1, 2, 3]), "not a CUDA memory snapshot"),
     (pickle.dumps({"segments": [], "device_traces": {"0": []}}), "not a list of lists"),
     (pickle.dumps({"segments": [3]}), "a segment is not a dict"),
-    (gzip.compress(b"not a pickle at all"), "not a readable pickle"),
+    (gzip.compress(b"not a pickle at all", mtime=0), "not a readable pickle"),
     (b"\x1f\x8bnot really gzip", "Cannot read"),
 ])
 def test_a_corrupt_or_foreign_file_is_one_clear_error(tmp_path, content, message):

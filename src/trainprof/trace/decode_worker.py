@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ import msgspec
 import numpy as np
 
 from trainprof.errors import TraceError
+from trainprof.interrupts import ignore_interrupts
 from trainprof.pipes import read_frame, write_frame
 from trainprof.trace import decode, stream
 from trainprof.trace.columns import ColumnBuilder
@@ -130,7 +130,7 @@ def run_task(path: Path, seg: stream.Segment) -> tuple[str, Any]:
 
 def main() -> None:
     # Ctrl-C reaches the whole process group: the parent handles it and stops the workers.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ignore_interrupts()
     tasks = sys.stdin.buffer
     results = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt frames

@@ -29,6 +29,7 @@ from typing import IO, Any
 import numpy as np
 
 from trainprof.errors import TraceError
+from trainprof.interrupts import held_interrupts
 from trainprof.pipes import read_frame, write_frame
 from trainprof.trace.columns import ColumnBuilder
 from trainprof.trace.decode_worker import SegmentColumns, read_all, write_all
@@ -264,11 +265,19 @@ class _Pool:
         self.tasks: queue.Queue = queue.Queue(maxsize=count)
         self.outcomes: dict[int, tuple[str, Any]] = {}
         self.ready = threading.Condition()  # notified as each outcome arrives
-        self.workers = [_Worker.start() for _ in range(count)]
-        self.threads = [threading.Thread(target=self._serve, args=(w,), daemon=True)
-                        for w in self.workers]
-        for t in self.threads:
-            t.start()
+        self.workers: list[_Worker] = []
+        self.threads: list[threading.Thread] = []
+        try:
+            with held_interrupts():  # a Ctrl-C now raises once every started worker is recorded
+                for _ in range(count):
+                    self.workers.append(_Worker.start())
+            self.threads = [threading.Thread(target=self._serve, args=(w,), daemon=True)
+                            for w in self.workers]
+            for t in self.threads:
+                t.start()
+        except BaseException:  # Ctrl-C: stop the workers started so far, then raise it
+            self.stop()
+            raise
 
     def run(self, segments: Iterator[Segment], tick: Callable[[], Any]) -> list[tuple[str, Any]]:
         n = 0
@@ -332,6 +341,10 @@ class _Pool:
     def stop(self) -> None:
         """Close every worker's pipe (it then exits); kill those still busy (after an error or
         Ctrl-C in this process), and release the threads."""
+        with held_interrupts():  # a second Ctrl-C does not leave some workers running
+            self._stop()
+
+    def _stop(self) -> None:
         busy = any(t.is_alive() for t in self.threads)
         for w in self.workers:
             if busy:
