@@ -3,7 +3,7 @@ line. Whatever the damage: the API returns an analysis or raises a documented Tr
 the command exits 0 or 2 (2 with one sentence on stderr), never an internal error and never
 past a time bound.
 
-``TRAINPROF_FUZZ_CASES`` sets the number of cases (default 2,000: about a minute here; the
+``TRAINPROF_FUZZ_CASES`` sets the number of cases (default 1,000: about 40 s here; the
 nightly-size run in docs/robustness.md uses 30,000); ``TRAINPROF_FUZZ_SEED`` replays a run."""
 
 from __future__ import annotations
@@ -38,10 +38,14 @@ from conftest import (
 )
 from fuzz.mutations import KINDS, mutate, small_trace
 
-CASES = int(os.environ.get("TRAINPROF_FUZZ_CASES", "2000"))
+CASES = int(os.environ.get("TRAINPROF_FUZZ_CASES", "1000"))
 SEED = int(os.environ.get("TRAINPROF_FUZZ_SEED", "20261124"))
-#: One case's time bound: the traces are small, so any case past this is a hang.
+#: One case's time bound, in CPU seconds of this process: the traces are small, so any case
+#: past this is a hang (a loop). CPU time, not the clock: on a loaded machine a slow case's
+#: clock time grows with the load (one took 20 s by the clock at a load average of 13).
 CASE_LIMIT_S = 20.0
+#: ... and by the clock, for a case that waits rather than computes (a deadlock).
+CASE_WALL_LIMIT_S = 120.0
 #: Every this many cases also goes through the command line (in-process).
 CLI_EVERY = 5
 SOURCES = [RESNET_W0, NS_TRACE, NCCL_TRACE, TRACE_FILTER / "sampled_rank-0.json.gz", ALEXNET,
@@ -53,17 +57,24 @@ class Hang(Exception):
 
 
 @contextlib.contextmanager
-def time_bound(seconds: float):
-    def alarm(signum, frame):  # noqa: ANN001
-        raise Hang(f"still running after {seconds:.0f} s")
+def time_bound(cpu_s: float, wall_s: float):
+    """Hang raised past ``cpu_s`` of this process's CPU time or ``wall_s`` by the clock."""
+    def past(what: str, seconds: float):
+        def alarm(signum, frame):  # noqa: ANN001
+            raise Hang(f"still running after {seconds:.0f} s {what}")
+        return alarm
 
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    timers = [(signal.ITIMER_PROF, signal.SIGPROF, cpu_s, "of CPU"),
+              (signal.ITIMER_REAL, signal.SIGALRM, wall_s, "by the clock")]
+    previous = [signal.signal(sig, past(what, seconds)) for _, sig, seconds, what in timers]
+    for timer, _, seconds, _ in timers:
+        signal.setitimer(timer, seconds)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        for (timer, sig, _, _), handler in zip(timers, previous):
+            signal.setitimer(timer, 0)
+            signal.signal(sig, handler)
 
 
 def run_api(path: Path) -> str:
@@ -105,7 +116,7 @@ def test_no_mutation_makes_an_internal_error_or_a_hang(corpus, tmp_path):
         path.write_bytes(gzip.compress(data, 1) if gz else data)
         where = f"case {case} ({kind}, {SOURCES[source].name}, seed {seed})"
         try:
-            with time_bound(CASE_LIMIT_S):
+            with time_bound(CASE_LIMIT_S, CASE_WALL_LIMIT_S):
                 outcome = run_api(path)
                 if case % CLI_EVERY == 0:
                     code, err = run_cli(path, ["text", "json", "md"][case % 3])

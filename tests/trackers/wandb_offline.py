@@ -8,6 +8,7 @@ The file is a LevelDB-style log: a 7-byte header (``:W&B``, magic 0xBEE1, versio
 from __future__ import annotations
 
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,24 @@ _BLOCK = 32768
 _HEADER = 7
 
 
+#: How long to wait for the run's ``exit`` record: ``run.finish()`` hands the records to W&B's
+#: service process, which may write the file's tail a moment after it returns (on a loaded
+#: machine the history was once read back empty).
+EXIT_WAIT_S = 60.0
+
+
 def records(path: Path) -> list[Any]:
+    """The run's records, once W&B has written its ``exit`` record (or after EXIT_WAIT_S)."""
+    deadline = time.monotonic() + EXIT_WAIT_S
+    while True:
+        found = _records(path)
+        if any(r.WhichOneof("record_type") == "exit" for r in found) \
+                or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def _records(path: Path) -> list[Any]:
     from wandb.proto import wandb_internal_pb2 as pb
 
     data = path.read_bytes()
