@@ -72,7 +72,7 @@ def time_bound(cpu_s: float, wall_s: float):
     try:
         yield
     finally:
-        for (timer, sig, _, _), handler in zip(timers, previous):
+        for (timer, sig, _, _), handler in zip(timers, previous, strict=True):
             signal.setitimer(timer, 0)
             signal.signal(sig, handler)
 
