@@ -110,6 +110,29 @@ def test_compute_straggler_hidden_by_ddp_is_charged_to_the_late_rank(ddp, ddp_jo
 
 
 @pytest.mark.slow
+def test_the_reports_show_the_skew(ddp):
+    import io
+
+    from rich.console import Console
+
+    from trainprof.report.html.report import render_html
+    from trainprof.report.markdown.report import to_markdown
+    from trainprof.report.terminal.communication import render_stragglers
+
+    a = ddp["ddp_slow"]
+    s = a.job.stragglers
+    said = f"cost the others {s.ranks[1].caused_skew_ms_per_step:.2f} ms per step"
+    assert said in s.arrival and f"{s.skew_pct:.0f}% of the time" in s.arrival
+    assert said in to_markdown(a)
+    html = render_html(a)
+    assert said in html and "caused skew ms/step" in html
+    console = Console(file=io.StringIO(), width=100)
+    console.print(render_stragglers(s))
+    text = console.file.getvalue()
+    assert "skew ms" in text and f"{s.ranks[0].skew_ms_per_step:.2f}" in text
+
+
+@pytest.mark.slow
 def test_the_balanced_ddp_job_has_no_straggler(ddp):
     a = ddp["ddp_balanced"]
     assert a.job.stragglers.straggler is None, a.job.stragglers.notes
@@ -120,10 +143,16 @@ def _fix_text(fix) -> str:
     return " ".join([fix.summary, fix.pytorch, fix.accelerate])
 
 
+@pytest.fixture(scope="module")
+def parallel(parallel_jobs):  # noqa: F811
+    return {job: trainprof.analyze(parallel_jobs / job)
+            for job in ("fsdp", "pipeline_heavy", "pipeline_balanced")}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("job", ["fsdp", "pipeline_heavy", "pipeline_balanced"])
-def test_no_ddp_advice_outside_ddp(parallel_jobs, job):  # noqa: F811
-    a = trainprof.analyze(parallel_jobs / job)
+def test_no_ddp_advice_outside_ddp(parallel, job):
+    a = parallel[job]
     for f in a.findings:
         assert not DDP_ADVICE.search(_fix_text(f.fix)), (f.id, _fix_text(f.fix))
     for r in a.ranks:
@@ -140,14 +169,14 @@ def _from_summaries(folder: Path):
 
 
 @pytest.mark.slow
-def test_cluster_summaries_give_the_same_parallel_job_figures(parallel_jobs, ddp, ddp_jobs):  # noqa: F811
-    for folder, local in ((parallel_jobs / "pipeline_heavy",
-                           trainprof.analyze(parallel_jobs / "pipeline_heavy")),
+def test_cluster_summaries_give_the_same_parallel_job_figures(  # noqa: F811
+        parallel_jobs, parallel, ddp_jobs, ddp):  # noqa: F811
+    docs = {}
+    for folder, local in ((parallel_jobs / "pipeline_heavy", parallel["pipeline_heavy"]),
                           (ddp_jobs / "ddp_slow", ddp["ddp_slow"])):
-        doc = _from_summaries(folder)
+        doc = docs[folder.name] = _from_summaries(folder)
         job = msgspec.json.decode(to_json_bytes({k: v.to_dict() for k, v in local.job.items()}))
         assert doc.job == job
         assert [f["id"] for f in doc.findings] == [f.id for f in local.findings]
-    assert doc.job["stragglers"]["ranks"][1]["caused_skew_ms_per_step"] > 0
-    pipeline = _from_summaries(parallel_jobs / "pipeline_heavy").job["pipeline"]
-    assert pipeline is not None and pipeline["stages"]
+    assert docs["pipeline_heavy"].job["pipeline"]["stages"]
+    assert docs["ddp_slow"].job["stragglers"]["ranks"][1]["caused_skew_ms_per_step"] > 0
