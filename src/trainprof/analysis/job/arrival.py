@@ -59,10 +59,23 @@ def arrival(start: np.ndarray, dur: np.ndarray, step_end: np.ndarray, n_steps: i
                         for i in range(ranks)]) / per_step
     transfer_ms = np.array([waiting_us(start[i] + skew[i], dur[i] - skew[i], step_end[i], every)
                             for i in range(ranks)]) / per_step
-    caused_ms = np.array([
-        np.mean([waiting_us(start[j], skew[j], step_end[j], late == i)
-                 for j in range(ranks) if j != i]) if ranks > 1 else 0.0
-        for i in range(ranks)]) / per_step
+    caused_ms = _caused_us(start, skew, step_end, late) / per_step
     total = float(dur.sum())
     return Arrival(skew_ms, transfer_ms, np.bincount(late, minlength=ranks), caused_ms,
                    float(skew.sum()) / total * 100.0 if total > 0 else None)
+
+
+def _caused_us(start: np.ndarray, skew: np.ndarray, step_end: np.ndarray,
+               late: np.ndarray) -> np.ndarray:
+    """Per rank, the other ranks' mean skew over the instances it started last: each rank's
+    instances taken once (grouped by the late rank), not once per pair of ranks."""
+    ranks = start.shape[0]
+    out = np.zeros(ranks)
+    if ranks < 2:
+        return out
+    for i in np.unique(late):
+        cols = np.flatnonzero(late == i)
+        pick = np.ones(len(cols), dtype=bool)
+        out[i] = np.mean([waiting_us(start[j, cols], skew[j, cols], step_end[j, cols], pick)
+                          for j in range(ranks) if j != i])
+    return out

@@ -188,8 +188,9 @@ def _median_step_wait(keys: np.ndarray, start: np.ndarray, waits: np.ndarray,
     best = int(np.argmax([r.caused_wait_ms_per_step for r in result.ranks]))
     steps = keys >> (_ORDINAL_BITS + _TYPE_BITS)
     others = [j for j in range(len(result.ranks)) if j != best]
-    per_step = [np.mean([_wait_us(start[j], waits[j], step_end[j], (last == best) & (steps == s))
-                         for j in others]) for s in np.unique(steps)]
+    late = last == best
+    per_step = [_others_wait_us(start, waits, step_end, others, np.flatnonzero(late & (steps == s)))
+                for s in np.unique(steps)]
     return float(np.median(per_step)) / 1000.0
 
 
@@ -259,6 +260,14 @@ def _comm(ranks: list[RankAnalysis]) -> tuple[float, float] | None:
         return None
     return (sum(c.busy_us for c in comms) / steps / 1000.0,
             sum(c.exposed_us for c in comms) / steps / 1000.0)
+
+
+def _others_wait_us(start: np.ndarray, waits: np.ndarray, step_end: np.ndarray,
+                    others: list[int], cols: np.ndarray) -> float:
+    """The mean wait of ``others`` over the instances ``cols``."""
+    pick = np.ones(len(cols), dtype=bool)
+    return float(np.mean([_wait_us(start[j, cols], waits[j, cols], step_end[j, cols], pick)
+                          for j in others]))
 
 
 def _name_straggler(result: Stragglers, step_ms: float, keys: np.ndarray, lag: np.ndarray,
