@@ -195,10 +195,11 @@ def straggler(analysis: Analysis, found: list[Finding]) -> list[Finding]:
     others = [w for w in s.ranks if w.rank != s.straggler]
     exposed = [w.exposed_comm_ms_per_step for w in others if w.exposed_comm_ms_per_step]
     # The arrival skew it caused (the others waiting for it to start, on the trace clocks;
-    # analysis/job/arrival.py), else the clock-free wait; bounded by the others' exposed
+    # analysis/job/arrival.py), no more than the clock-free wait (the two agree on one machine;
+    # clocks offset between machines move the first only); bounded by the others' exposed
     # communication (a union of intervals) less the straggler's own (the transfer itself: it
     # arrives last and does not wait).
-    saving_ms = slow.caused_skew_ms_per_step or slow.caused_wait_ms_per_step
+    saving_ms = min(slow.caused_skew_ms_per_step or np.inf, slow.caused_wait_ms_per_step)
     if exposed:
         bound = float(np.mean(exposed)) - (slow.exposed_comm_ms_per_step or 0.0)
         saving_ms = min(saving_ms, max(bound, 0.0))
