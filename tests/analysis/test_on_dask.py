@@ -15,6 +15,7 @@ import warnings
 import pytest
 
 import trainprof
+from parallel_recordings import parallel_jobs  # noqa: F401 (a fixture)
 from trainprof.analysis.parallel.on_dask import dask_executor
 from trainprof.cli import main
 from trainprof.report.json import to_json_bytes
@@ -42,7 +43,7 @@ def analysed(folder, **how):
 
 
 @pytest.mark.slow
-def test_a_dask_cluster_gives_the_local_result(tmp_path):
+def test_a_dask_cluster_gives_the_local_result(tmp_path, parallel_jobs):  # noqa: F811
     job = tmp_path / "job"
     job.mkdir()
     for file in sorted(TRACE_FILTER.glob("*.json.gz")):
@@ -52,11 +53,16 @@ def test_a_dask_cluster_gives_the_local_result(tmp_path):
     in_job_of(gpu_rank(3), like, 128).write(job / "rank3.json")
     (job / "settings.json").write_text('{"lr": 0.1}')
     local, local_warnings = analysed(job, workers=1)
+    pipeline = parallel_jobs / "pipeline_heavy"  # a recorded job with job-level parallel figures
+    pipeline_local, _ = analysed(pipeline, workers=1)
     seen = []
     with dask_cluster(tmp_path) as cluster:
         with dask_executor(cluster.address) as executor:
             remote, remote_warnings = analysed(job, executor=executor,
                                                progress=lambda i, n, f: seen.append((i, n)))
+            pipeline_remote, _ = analysed(pipeline, executor=executor)
+        assert pipeline_remote == pipeline_local
+        assert json.loads(pipeline_local)["job"]["pipeline"]["stages"]
         with pytest.warns(UserWarning, match="settings.json"):
             by_file = main(["analyze", str(job), "--scheduler-file", str(cluster.scheduler_file),
                             "--format", "json", "-o", str(tmp_path / "by_file.json")])

@@ -23,10 +23,12 @@ DEVICE = {"id": 0, "name": "Synthetic GPU", "totalGlobalMem": 40 * GB, "computeM
           "computeMinor": 0, "numSms": 108}
 
 
-def _gloo_job(tmp_path, gpu: bool, backend: str = "gloo"):
+def _gloo_job(tmp_path, gpu: bool, backend: str = "gloo", ddp: bool = True):
     """Two ranks, three 10 ms steps: 1 ms of compute, then two all_reduce calls on two threads
     that overlap (8 ms each, [1.5, 9.5) and [1.0, 9.0) ms): their durations add up to 16 ms per
-    10 ms step, their union is 8.5 ms."""
+    10 ms step, their union is 8.5 ms. With ``ddp``, the compute runs inside DDP's forward
+    range (``DistributedDataParallel.forward``, as torch's DDP records it), so the job is DDP
+    and gets DDP's advice."""
     for rank in range(2):
         b = TraceBuilder()
         b.metadata["distributedInfo"] = {"backend": backend, "rank": rank, "world_size": 2}
@@ -35,6 +37,8 @@ def _gloo_job(tmp_path, gpu: bool, backend: str = "gloo"):
         for n in range(3):
             t = n * 10_000
             b.step(n, t, 10_000)
+            if ddp:
+                b.op("DistributedDataParallel.forward", t + 5, 950)
             if gpu:
                 b.launch(t + 10, 5, k_ts=t + 20, k_dur=900, name="volta_sgemm_128x64_nn")
             else:
@@ -63,6 +67,17 @@ def test_gpu_job_gets_nccl_advice_only_over_gloo(tmp_path, backend, advice):
     a = _gloo_job(tmp_path, gpu=True, backend=backend)
     f = next(f for f in a.findings if f.id == "communication_exposed")
     assert ("NCCL instead of gloo" in f.fix.summary) is advice
+
+
+def test_all_reduces_outside_ddp_get_no_ddp_advice(tmp_path):
+    """The same all-reduces issued by hand (no DDP range, none in backward): no bucket_cap_mb,
+    no_sync or communication hook, the generic advice instead."""
+    a = _gloo_job(tmp_path, gpu=False, ddp=False)
+    assert a.ranks[0].sections.parallelism.kinds == []
+    f = next(f for f in a.findings if f.id == "communication_exposed")
+    fix = " ".join([f.fix.summary, f.fix.pytorch, f.fix.accelerate])
+    assert not any(w in fix for w in ("DDP", "bucket", "no_sync", "comm_hook")), fix
+    assert "async_op=True" in fix
 
 
 def test_low_occupancy_card_agrees_with_itself(tmp_path):

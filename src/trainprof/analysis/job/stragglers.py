@@ -6,8 +6,9 @@ first wait inside it for the last one: the last to arrive shows the shortest col
 others' extra time is waiting. Per instance, ``wait = duration - shortest duration`` over the
 ranks (clock-free); the rank with the shortest duration arrived last and caused that wait. A
 rank is named the straggler when it caused most of the waiting and the wait is a real share of
-the step. Start times (the traces' clocks) are shown as corroborating evidence, and what the
-straggler has more of than the others as its cause (analysis/job/straggler_cause.py).
+the step, and in the median step too (one slow step is not a straggler). On the traces' clocks,
+each instance is also split into arrival skew and transfer (analysis/job/arrival.py). What the
+straggler has more of than the others is shown as its cause (analysis/job/straggler_cause.py).
 docs/communication.md.
 """
 
@@ -18,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from trainprof.analysis import intervals as iv
 from trainprof.analysis.dataframes import data_frame
+from trainprof.analysis.job.arrival import Arrival, arrival, waiting_us
 from trainprof.analysis.job.straggler_cause import Cause, straggler_cause
 from trainprof.analysis.sections.communication import Instances
 from trainprof.trace.model import COLLECTIVE_TYPES
@@ -30,7 +31,8 @@ if TYPE_CHECKING:
 #: A straggler caused at least this share of all waiting in collectives (one rank that others
 #: keep waiting for, not the noise of whoever happens to arrive last)...
 STRAGGLER_MIN_SHARE = 0.75
-#: ...and the wait it caused is at least this share of the median step time.
+#: ...and the wait it caused is at least this share of the median step time, both on average
+#: and in the median step (a rank late in one step of four is a slow step, not a straggler).
 STRAGGLER_MIN_STEP_SHARE = 0.05
 #: Sends and receives are not matched across ranks: the i-th send of one pipeline stage and the
 #: i-th send of the next are different transfers (activations one way, gradients the other),
@@ -54,6 +56,11 @@ class RankWait:
     last_arrivals: int  # matched instances where this rank arrived last
     caused_wait_ms_per_step: float  # the others' mean wait in the instances it arrived last
     mean_start_lag_ms: float  # its start minus the earliest rank's start, on the traces' clocks
+    # On the traces' clocks (analysis/job/arrival.py), ms per matched step:
+    skew_ms_per_step: float = 0.0  # waiting for the last rank to arrive
+    transfer_ms_per_step: float = 0.0  # from the last arrival to the end of its calls
+    started_last: int = 0  # matched instances it started last
+    caused_skew_ms_per_step: float = 0.0  # the others' mean skew where it started last
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -69,6 +76,8 @@ class Stragglers:
     evidence: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     cause: Cause | None = None  # what makes the straggler late, where the trace shows it
+    skew_pct: float | None = None  # arrival skew's share of the time in matched collectives
+    arrival: str | None = None  # one sentence on the skew and the rank that causes most of it
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -77,6 +86,8 @@ class Stragglers:
             "matched_collectives": self.matched,
             "matched_steps": self.matched_steps,
             "straggler": self.straggler,
+            "skew_pct": self.skew_pct,
+            "arrival": self.arrival,
             "cause": None if self.cause is None else self.cause.to_dict(),
             "evidence": self.evidence,
             "notes": self.notes,
@@ -115,6 +126,8 @@ def stragglers(ranks: list[RankAnalysis]) -> Stragglers:
     waits = dur - dur.min(axis=0)
     last = np.argmin(dur, axis=0)
     lag = start - start.min(axis=0)
+    split = arrival(start, dur, step_end, n_steps)
+    result.skew_pct = split.skew_pct
     for i, k in enumerate(ids):
         comm = _comm(by_rank[k])
         result.ranks.append(RankWait(
@@ -130,8 +143,11 @@ def stragglers(ranks: list[RankAnalysis]) -> Stragglers:
                  for j in range(len(ids)) if j != i]))
             / n_steps / 1000.0,
             mean_start_lag_ms=float(lag[i].mean()) / 1000.0 if lag.shape[1] else 0.0,
+            **_split(split, i),
         ))
-    _name_straggler(result, overall, keys, lag, last)
+    result.arrival = _arrival_sentence(result)
+    median_step = _median_step_wait(keys, start, waits, step_end, last, result)
+    _name_straggler(result, overall, keys, lag, last, median_step)
     if result.straggler is not None:
         slow = next(w for w in result.ranks if w.rank == result.straggler)
         result.cause = straggler_cause(slow.rank, by_rank, slow.caused_wait_ms_per_step)
@@ -143,11 +159,39 @@ def stragglers(ranks: list[RankAnalysis]) -> Stragglers:
 def _wait_us(start: np.ndarray, wait: np.ndarray, step_end: np.ndarray,
              pick: np.ndarray) -> float:
     """A rank's time waiting in the picked collectives: each wait is the start of its call (it
-    arrived early and waits for the last rank), up to its step's end; waits in collectives
-    running at once (gloo on several threads) count once, so that a rank never waits longer
-    than its steps run."""
-    m = pick & (wait > 0)
-    return iv.union(start[m], np.minimum(start[m] + wait[m], step_end[m])).total()
+    arrived early and waits for the last rank), up to its step's end (arrival.waiting_us)."""
+    return waiting_us(start, wait, step_end, pick)
+
+
+def _split(split: Arrival, i: int) -> dict[str, Any]:
+    return {"skew_ms_per_step": float(split.skew_ms[i]),
+            "transfer_ms_per_step": float(split.transfer_ms[i]),
+            "started_last": int(split.late[i]),
+            "caused_skew_ms_per_step": float(split.caused_ms[i])}
+
+
+def _arrival_sentence(result: Stragglers) -> str | None:
+    if result.skew_pct is None or not result.ranks:
+        return None
+    late = max(result.ranks, key=lambda r: r.caused_skew_ms_per_step)
+    return (f"Arrival skew: {result.skew_pct:.0f}% of the time in matched collectives is "
+            "waiting for the last rank to arrive (trace clocks), the rest transfer; rank "
+            f"{late.rank} started last at {late.started_last} of {result.matched} and cost the "
+            f"others {late.caused_skew_ms_per_step:.2f} ms per step.")
+
+
+def _median_step_wait(keys: np.ndarray, start: np.ndarray, waits: np.ndarray,
+                      step_end: np.ndarray, last: np.ndarray, result: Stragglers) -> float:
+    """The wait the rank that caused most of it caused in the median matched step, ms."""
+    if not len(keys) or not result.ranks:
+        return 0.0
+    best = int(np.argmax([r.caused_wait_ms_per_step for r in result.ranks]))
+    steps = keys >> (_ORDINAL_BITS + _TYPE_BITS)
+    others = [j for j in range(len(result.ranks)) if j != best]
+    late = last == best
+    per_step = [_others_wait_us(start, waits, step_end, others, np.flatnonzero(late & (steps == s)))
+                for s in np.unique(steps)]
+    return float(np.median(per_step)) / 1000.0
 
 
 def _merged(ranks: list[RankAnalysis]) -> Instances:
@@ -218,8 +262,16 @@ def _comm(ranks: list[RankAnalysis]) -> tuple[float, float] | None:
             sum(c.exposed_us for c in comms) / steps / 1000.0)
 
 
+def _others_wait_us(start: np.ndarray, waits: np.ndarray, step_end: np.ndarray,
+                    others: list[int], cols: np.ndarray) -> float:
+    """The mean wait of ``others`` over the instances ``cols``."""
+    pick = np.ones(len(cols), dtype=bool)
+    return float(np.mean([_wait_us(start[j, cols], waits[j, cols], step_end[j, cols], pick)
+                          for j in others]))
+
+
 def _name_straggler(result: Stragglers, step_ms: float, keys: np.ndarray, lag: np.ndarray,
-                    last: np.ndarray) -> None:
+                    last: np.ndarray, median_step_ms: float) -> None:
     caused = np.array([r.caused_wait_ms_per_step for r in result.ranks])
     total = float(caused.sum())
     if not len(keys) or total <= 0:
@@ -231,6 +283,12 @@ def _name_straggler(result: Stragglers, step_ms: float, keys: np.ndarray, lag: n
         result.notes.append(
             f"No straggler: the most waiting any rank caused is rank {r.rank}'s "
             f"{r.caused_wait_ms_per_step:.2f} ms per step ({share:.0%} of all waiting).")
+        return
+    if median_step_ms < STRAGGLER_MIN_STEP_SHARE * step_ms:
+        result.notes.append(
+            f"No straggler: rank {r.rank} made the others wait {r.caused_wait_ms_per_step:.2f} "
+            f"ms per step on average but {median_step_ms:.2f} ms in the median step (late in "
+            "a few steps only: see the slow steps).")
         return
     result.straggler = r.rank
     types = sorted({COLLECTIVE_TYPES[(k >> _ORDINAL_BITS) % _TYPE_CODES] for k in keys})
@@ -246,4 +304,7 @@ def _name_straggler(result: Stragglers, step_ms: float, keys: np.ndarray, lag: n
         f"ranks {np.mean([x.waited_ms_per_step for x in others]):.1f} ms",
         f"where it arrived last, it started {late_lag:.1f} ms after the first rank on "
         "average (trace clocks)",
+        f"arrival skew: the others waited {r.caused_skew_ms_per_step:.1f} ms per step for it "
+        f"to start its collectives (trace clocks); skew is {result.skew_pct or 0:.0f}% of "
+        "the time in matched collectives, transfer the rest",
     ]

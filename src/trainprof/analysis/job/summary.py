@@ -1,8 +1,9 @@
 """A rank's compact summary (a few KB), and a light ``RankAnalysis`` rebuilt from one.
 
 A summary keeps what the job-level view needs: step times, the breakdown and the phases, the
-GPU figures, communication with every collective instance (for matching across ranks), notes,
-and the rank's own findings. Numbers are kept exactly, so the job-level results (stragglers,
+GPU figures, communication with every collective instance (for matching across ranks), the
+parallelism section (the pipeline stages and the kinds the job-level rules fit their fixes to),
+notes, and the rank's own findings. Numbers are kept exactly, so the job-level results (stragglers,
 the per-rank table) computed from summaries equal those computed from the traces. The format
 is typed (msgspec structs), so a malformed file is told in one sentence. docs/distributed.md.
 """
@@ -18,6 +19,7 @@ import numpy as np
 from trainprof.analysis.overview.gpu import GpuFigures
 from trainprof.analysis.overview.steps import StepStats
 from trainprof.analysis.overview.timeline import Timeline
+from trainprof.analysis.parallelism.result import Parallelism
 from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.section_results import RankSections
 from trainprof.analysis.sections.communication import CollectiveType, Communication, Instances
@@ -56,6 +58,9 @@ class InstanceColumns(msgspec.Struct):
     origin_us: float
     start_us: list[float]
     dur_us: list[float]
+    #: Absolute end of each instance's step (None: outside every step or unknown); empty in
+    #: summaries written before it was kept.
+    step_end_us: list[float | None] = []
 
 
 class CommunicationSummary(msgspec.Struct):
@@ -122,6 +127,8 @@ class RankSummary(msgspec.Struct):
     #: The critical path's bounds on the job rules' savings (diagnose/path_bounds.py): the
     #: path itself is not kept.
     path_bounds: dict[str, tuple[float, str]] = {}
+    #: The rank's parallelism section (docs/parallelism.md), whole.
+    parallelism: Parallelism | None = None
 
 
 def rank_summary(r: RankAnalysis, findings: list[dict[str, Any]] | None = None,
@@ -136,6 +143,7 @@ def rank_summary(r: RankAnalysis, findings: list[dict[str, Any]] | None = None,
         gpus=list(r.gpus), timeline=r.timeline, environment=r.environment,
         communication=None if comm is None else _communication(comm),
         notes=list(r.notes), findings=list(findings or []), path_bounds=dict(path_bounds or {}),
+        parallelism=r.sections.parallelism,
     )
     # Through JSON and back: numpy scalars become plain numbers, and the result is validated.
     return msgspec.json.decode(encode(summary), type=RankSummary)
@@ -166,7 +174,8 @@ def _communication(c: Communication) -> CommunicationSummary:
         instances=InstanceColumns(
             names=list(COLLECTIVE_TYPES), type=inst.type.tolist(), step=inst.step.tolist(),
             origin_us=origin, start_us=(inst.start_us - origin).tolist(),
-            dur_us=inst.dur_us.tolist()),
+            dur_us=inst.dur_us.tolist(),
+            step_end_us=[float(x) if np.isfinite(x) else None for x in inst.step_ends()]),
         notes=list(c.notes),
     )
 
@@ -178,7 +187,8 @@ def rank_from_summary(s: RankSummary, source: Path) -> RankAnalysis:
         msgspec.convert(f, FindingRecord)  # a malformed one fails here, not in a report
     steps = msgspec.to_builtins(s.steps)
     sections = RankSections(
-        communication=None if s.communication is None else _rebuilt(s.communication))
+        communication=None if s.communication is None else _rebuilt(s.communication),
+        parallelism=s.parallelism)
     return RankAnalysis(
         rank=s.rank, window=s.window, path=Path(s.file), device=s.device,
         steps=StepStats.from_dict(steps), step_source=s.steps.source, breakdown_pct=dict(s.breakdown_pct),
@@ -196,7 +206,8 @@ def _rebuilt(c: CommunicationSummary) -> Communication:
     codes = {name: COLLECTIVE_TYPES.index(name) if name in COLLECTIVE_TYPES
              else COLLECTIVE_TYPES.index("other") for name in i.names}
     if not len(i.type) == len(i.step) == len(i.start_us) == len(i.dur_us) or (
-            i.type and not 0 <= min(i.type) <= max(i.type) < len(i.names)):
+            i.type and not 0 <= min(i.type) <= max(i.type) < len(i.names)) or (
+            i.step_end_us and len(i.step_end_us) != len(i.type)):
         raise msgspec.ValidationError("the collective instance columns do not agree")
     lookup = np.array([codes[name] for name in i.names] or [0], dtype=np.int64)
     instances = Instances(
@@ -204,6 +215,8 @@ def _rebuilt(c: CommunicationSummary) -> Communication:
         step=np.asarray(i.step, dtype=np.int64),
         start_us=i.origin_us + np.asarray(i.start_us, dtype=np.float64),
         dur_us=np.asarray(i.dur_us, dtype=np.float64),
+        step_end_us=np.array([np.inf if x is None else x for x in i.step_end_us],
+                             dtype=np.float64) if i.step_end_us else None,
     )
     return Communication(
         source=c.source, backend=c.backend, window_us=c.window_us, steps=c.steps,

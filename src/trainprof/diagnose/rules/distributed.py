@@ -12,7 +12,7 @@ import numpy as np
 from trainprof.analysis.results import Analysis, RankAnalysis
 from trainprof.diagnose.findings import Evidence, Finding, Fix, saving_severity
 from trainprof.diagnose.rules.common import pct_of, rank_finding, where
-from trainprof.diagnose.rules.parallelism import comm_fix, counted_elsewhere_ms
+from trainprof.diagnose.rules.parallelism import GENERIC_COMM, comm_fix, counted_elsewhere_ms
 
 # communication_exposed: communication with no compute running, per step, as a share of the
 # step; or, on a GPU, as a share of the GPU's busy time (a host-bound GPU idles most of the
@@ -60,12 +60,21 @@ OVERLAP_COMM_CPU = Fix(
 )
 
 
+def uses_ddp(r: RankAnalysis) -> bool:
+    """Whether the rank's parallelism section says DDP: the only jobs given DDP's fixes
+    (bucket_cap_mb, no_sync, communication hooks)."""
+    p = r.sections.parallelism
+    return p is not None and "ddp" in p.kinds
+
+
 def overlap_fix(r: RankAnalysis, backend: str | None) -> Fix:
-    """The fix that fits the rank's parallelism (DDP advice only for DDP, rules/parallelism.py),
-    device and backend (no NCCL advice on a CPU-only job)."""
+    """The fix that fits the rank's parallelism (rules/parallelism.py; DDP advice only where
+    the parallelism section says DDP), device and backend (no NCCL advice on a CPU-only job)."""
     fitting = comm_fix(r)
     if fitting is not None:
         return fitting
+    if not uses_ddp(r):
+        return GENERIC_COMM
     if not r.gpus:
         return OVERLAP_COMM_CPU
     if (backend or "").lower() == "gloo":
@@ -88,6 +97,30 @@ BALANCE_RANKS = Fix(
         "loader = accelerator.prepare(loader)   # shards evenly across ranks"
     ),
 )
+
+
+#: A straggler held back by its compute: the others wait for its compute, not for the network,
+#: so DDP's bucket or compression advice would not help.
+BALANCE_COMPUTE = Fix(
+    summary=(
+        "Give the slow rank no more compute than the others: the same shapes and tokens per "
+        "rank (sequences bucketed or packed by length, balanced shards or experts), no extra "
+        "work on it (logging, evaluation, checkpointing on one rank: move it off the step or "
+        "spread it), and check its device (clocks, thermal throttling, another process on it). "
+        "Communication settings do not help: the others wait for its compute, not the network."
+    ),
+    pytorch=(
+        "# the same work per rank: even shards, batches of similar lengths on every rank\n"
+        "sampler = DistributedSampler(dataset, drop_last=True)\n"
+        "# e.g. transformers' LengthGroupedSampler, or sequences packed to one length\n"
+        "if rank == 0 and step % log_every == 0: ...   # keep one-rank extras off the step"
+    ),
+)
+
+
+def straggler_fix(reason: str | None) -> Fix:
+    """The fix for what holds the straggler back (analysis/job/straggler_cause.py)."""
+    return BALANCE_COMPUTE if reason == "compute" else BALANCE_RANKS
 
 
 def _waits(analysis: Analysis) -> dict[int, float]:
@@ -161,10 +194,12 @@ def straggler(analysis: Analysis, found: list[Finding]) -> list[Finding]:
     slow = next(w for w in s.ranks if w.rank == s.straggler)
     others = [w for w in s.ranks if w.rank != s.straggler]
     exposed = [w.exposed_comm_ms_per_step for w in others if w.exposed_comm_ms_per_step]
-    # Waits in concurrent collectives add up; the others' exposed communication (a union of
-    # intervals) less the straggler's own (the transfer itself: it arrives last and does not
-    # wait) bounds what they can stop waiting.
-    saving_ms = slow.caused_wait_ms_per_step
+    # The arrival skew it caused (the others waiting for it to start, on the trace clocks;
+    # analysis/job/arrival.py), no more than the clock-free wait (the two agree on one machine;
+    # clocks offset between machines move the first only); bounded by the others' exposed
+    # communication (a union of intervals) less the straggler's own (the transfer itself: it
+    # arrives last and does not wait).
+    saving_ms = min(slow.caused_skew_ms_per_step or np.inf, slow.caused_wait_ms_per_step)
     if exposed:
         bound = float(np.mean(exposed)) - (slow.exposed_comm_ms_per_step or 0.0)
         saving_ms = min(saving_ms, max(bound, 0.0))
@@ -176,6 +211,9 @@ def straggler(analysis: Analysis, found: list[Finding]) -> list[Finding]:
                  f"rank {slow.rank}"),
         Evidence("the other ranks waited for it", slow.caused_wait_ms_per_step, "ms/step",
                  "sum over its collectives"),
+        Evidence("arrival skew it caused", slow.caused_skew_ms_per_step, "ms/step",
+                 f"the others' wait for it to start, trace clocks; it started last at "
+                 f"{slow.started_last} of {s.matched}"),
         Evidence("their communication not hidden by compute",
                  float(np.mean(exposed)) if exposed else "unknown",
                  "ms/step" if exposed else "", "the other ranks"),
@@ -198,8 +236,9 @@ def straggler(analysis: Analysis, found: list[Finding]) -> list[Finding]:
         "per step for it",
         "Every collective waits for the last rank to arrive; this rank arrives last nearly "
         "every time, so the whole job runs at its pace.",
-        evidence, saving, "the straggler keeps pace: the others stop waiting in collectives",
-        BALANCE_RANKS,
+        evidence, saving, "the straggler keeps pace: the others stop waiting for it to arrive "
+        "at the collectives (the arrival skew it causes)",
+        straggler_fix(None if s.cause is None else s.cause.reason),
     )
     finding.saving_ms = min(saving_ms, step)  # of the job's median step, not the rank's
     return [finding]

@@ -14,6 +14,8 @@ from trainprof.diagnose.rules.common import (
     share_of_steps,
     where,
 )
+from trainprof.diagnose.rules.distributed import uses_ddp
+from trainprof.diagnose.rules.parallelism import GENERIC_COMM, comm_fix
 
 # far_from_roofline: op classes under FAR_PCT of their roofline; the saving assumes they could
 # reach REACHABLE_PCT of it (well-tuned libraries reach 70-80% on large shapes); it fires when
@@ -79,9 +81,11 @@ FASTER_KERNELS = Fix(
             "with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):\n"
             "    out = torch.nn.functional.scaled_dot_product_attention(q, k, v)",
 )
+#: Small messages in a DDP job (the rank's parallelism section says ddp); other jobs get the
+#: fix of their parallelism (rules/parallelism.py comm_fix), else the generic one.
 BIGGER_BUCKETS = Fix(
-    summary="Send fewer, larger collectives: larger DDP buckets or FSDP prefetch/limit "
-            "settings, coalesced small all-reduces, and communication overlapped with compute.",
+    summary="Send fewer, larger collectives: larger DDP buckets, and communication overlapped "
+            "with compute.",
     pytorch="model = DDP(model, bucket_cap_mb=100, gradient_as_bucket_view=True)",
     accelerate="from accelerate.utils import DistributedDataParallelKwargs\n"
                "accelerator = Accelerator(kwargs_handlers=[\n"
@@ -95,6 +99,13 @@ CHECK_FABRIC = Fix(
             "compute.",
     pytorch="NCCL_DEBUG=INFO torchrun ...   # look for 'via P2P/NVLink' or 'NET/IB'",
 )
+
+
+def _small_messages_fix(r: RankAnalysis) -> Fix:
+    """DDP's bucket advice only for DDP; otherwise the fix of the job's parallelism."""
+    if uses_ddp(r):
+        return BIGGER_BUCKETS
+    return comm_fix(r) or GENERIC_COMM
 
 
 def _misaligned(shape: str, dtype: str) -> list[str]:
@@ -193,7 +204,7 @@ def slow_collectives(r: RankAnalysis) -> Finding | None:
                              where(r, "whole window")))
     evidence.append(Evidence("communication not hidden by compute", exposed / 1000, "ms",
                              where(r)))
-    fix = BIGGER_BUCKETS if small_us >= time_us / 2 else CHECK_FABRIC
+    fix = _small_messages_fix(r) if small_us >= time_us / 2 else CHECK_FABRIC
     worst = slow[0]
     return rank_finding(
         r, "slow_collectives", saving_severity(saving),

@@ -158,7 +158,11 @@ def stragglers_table(section: dict[str, Any]) -> Table | None:
     cols = [Column("rank"), Column("median step ms"), Column("comm ms/step"),
             Column("exposed comm ms/step"), Column("waited ms/step"),
             Column("caused wait ms/step", title="time other ranks waited for this one"),
-            Column("last to arrive", title="collectives this rank reached last")]
+            Column("last to arrive", title="collectives this rank reached last"),
+            Column("skew ms/step", title="waiting for the last rank to arrive (trace clocks)"),
+            Column("transfer ms/step", title="from the last arrival to the end of its calls"),
+            Column("caused skew ms/step",
+                   title="the other ranks' wait for this one to arrive (trace clocks)")]
     table = Table(cols)
     shown = shown_rows(ranks, keep=(section.get("straggler"),), by="step_median_ms")
     if len(shown) < len(ranks):
@@ -170,5 +174,10 @@ def stragglers_table(section: dict[str, Any]) -> Table | None:
                            num(r.get("exposed_comm_ms_per_step"), 2),
                            num(r.get("waited_ms_per_step"), 2),
                            num(r.get("caused_wait_ms_per_step"), 2),
-                           num(r.get("last_arrivals"), 0)])
+                           num(r.get("last_arrivals"), 0),
+                           num(r.get("skew_ms_per_step"), 2),
+                           num(r.get("transfer_ms_per_step"), 2),
+                           num(r.get("caused_skew_ms_per_step"), 2)])
+    if section.get("arrival"):
+        table.caption = " ".join(c for c in (table.caption, section["arrival"]) if c)
     return table

@@ -201,6 +201,9 @@ def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
     if rank_table and len(rank_table["rows"]) > 1:
         straggler = (job.get("stragglers") or {}).get("straggler")
         out += ["### Ranks (ms per step)", "", ranks_md(rank_table, straggler), ""]
+        arrival = (job.get("stragglers") or {}).get("arrival")
+        if arrival:
+            out += [md_text(arrival, None), ""]
     out += [f"### Overview: {where}", "", overview_md(slowest), ""]
     tops = top_md(slowest, top)
     if tops:

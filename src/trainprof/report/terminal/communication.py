@@ -35,7 +35,7 @@ def render_stragglers(result: Stragglers) -> Group | None:
     t = compact_table(f"Ranks: step-time spread {spread}; waiting in {result.matched} matched "
                     "collectives")
     for col in ("rank", "step ms", "comm ms", "waited ms", "last in", "made others wait ms",
-                "start lag ms"):
+                "skew ms", "transfer ms"):
         t.add_column(col, justify="right")
     shown = shown_rows(result.ranks, keep=(result.straggler,), by="step_median_ms")
     if len(shown) < len(result.ranks):
@@ -46,8 +46,11 @@ def render_stragglers(result: Stragglers) -> Group | None:
         mark = " ◀" if r.rank == result.straggler else ""
         t.add_row(f"{r.rank}{mark}", ms(r.step_median_ms, 1), ms(r.comm_ms_per_step),
                   ms(r.waited_ms_per_step), str(r.last_arrivals),
-                  ms(r.caused_wait_ms_per_step), ms(r.mean_start_lag_ms))
+                  ms(r.caused_wait_ms_per_step), ms(r.skew_ms_per_step),
+                  ms(r.transfer_ms_per_step))
     parts: list = [t]
+    if result.arrival:
+        parts.append(Text(result.arrival, style="dim"))
     if result.straggler is not None:
         because = "" if result.cause is None else f", held back by {result.cause.label}"
         parts.append(Text(f"Straggler: rank {result.straggler}{because}", style="bold red"))
