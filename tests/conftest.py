@@ -55,9 +55,11 @@ def builder():
     return TraceBuilder()
 
 
-#: Session fixtures that record a job (seconds each): under ``pytest -n``, the tests that use one
-#: run in one worker, so that the job is recorded once, not once per worker.
-RECORDING_FIXTURES = ("parallel_jobs", "recorded", "ddp")
+#: Session fixtures that record a job (seconds each), and their xdist group: under ``pytest -n``,
+#: the tests that use one run in one worker, so that the job is recorded once, not once per
+#: worker (tests that use two of them put both in their group's worker).
+RECORDING_FIXTURES = {"parallel_jobs": "gloo_jobs", "ddp_jobs": "gloo_jobs",
+                      "recorded": "pathologies", "ddp": "pathologies"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -66,7 +68,8 @@ def pytest_collection_modifyitems(config, items):
     running for the rest of the process (tests/analysis/test_on_dask.py). The tests of one
     recording share an xdist group (``--dist loadgroup``)."""
     for item in items:
-        used = [name for name in RECORDING_FIXTURES if name in getattr(item, "fixturenames", ())]
+        used = [group for name, group in RECORDING_FIXTURES.items()
+                if name in getattr(item, "fixturenames", ())]
         if used:
             item.add_marker(pytest.mark.xdist_group(used[0]))
     first = [item for item in items if item.path.name == "test_section_workers.py"]
