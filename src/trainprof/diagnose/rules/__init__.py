@@ -51,12 +51,12 @@ RANK_RULES: list[RankRule] = [
 ]
 RANK_RULES += [compilation.compilation, compilation.untraced_time, host.cuda_api_time]
 RANK_RULES += [precision.wide_precision, outside_training.outside_training]
-RANK_RULES += [parallelism.fsdp_exposed_communication]
 JOB_RULES: list[JobRule] = [
     distributed.communication_exposed,
     distributed.straggler,
 ]
-JOB_RULES += [parallelism.pipeline_imbalance, parallelism.pipeline_bubble]
+JOB_RULES += [parallelism.pipeline_imbalance, parallelism.pipeline_bubble,
+              parallelism.fsdp_exposed_communication]
 
 #: Every finding id, in the order docs/rules.md lists them.
 FINDING_IDS = [
