@@ -1,7 +1,8 @@
 """The parallelism findings on recorded two-rank gloo jobs (tests/analysis/jobs/
-parallel_jobs.py): an unbalanced 2-stage pipeline, its balanced control, an FSDP2 job; the
-savings against what the construction implies; the communication fix fits the parallelism;
-and communication_exposed's fix chosen from synthetic ranks of each kind."""
+parallel_jobs.py): an unbalanced 2-stage pipeline, its balanced control, the balanced pipeline
+fed too few micro-batches, FSDP2 without prefetch and its control with prefetch, a slow rank
+under FSDP2; the savings against what the construction implies; the communication fix fits the
+parallelism; and communication_exposed's fix chosen from synthetic ranks of each kind."""
 
 from __future__ import annotations
 
@@ -11,11 +12,10 @@ import pytest
 
 import trainprof
 from parallel_recordings import (
-    comm_spans,
     cpu_compute,
     events,
+    fsdp_waits,
     length_inside,
-    minus,
     parallel_jobs,  # noqa: F401 (a fixture)
     profiler_steps,
 )
@@ -25,12 +25,15 @@ from trainprof.diagnose.rules import parallelism as rules
 PARALLEL_IDS = {"pipeline_imbalance", "pipeline_bubble", "fsdp_exposed_communication"}
 #: The construction: 2 stages, 4 micro-batches; stage 0 holds 2 equal layers, stage 1 holds 8.
 STAGES, MICRO, LIGHT, HEAVY = 2, 4, 2, 8
+#: pipeline_few's micro-batches; fsdp_slow_rank's slow rank and its delay a step.
+FEW_MICRO, SLOW_RANK, SLOW_DELAY_MS = 2, 1, 120.0
 
 
 @pytest.fixture(scope="module")
 def found(parallel_jobs):  # noqa: F811
     out = {}
-    for job in ("pipeline_heavy", "pipeline_balanced", "fsdp"):
+    for job in ("pipeline_heavy", "pipeline_balanced", "pipeline_few", "fsdp", "fsdp_prefetch",
+                "fsdp_slow_rank"):
         analysis = trainprof.analyze(parallel_jobs / job)
         out[job] = (analysis, diagnose(analysis))
     return out
@@ -77,27 +80,90 @@ def test_the_balanced_pipeline_has_no_parallelism_finding(found):
 
 
 @pytest.mark.slow
-def test_fsdp_exposed_communication_names_the_layer(found, parallel_jobs):  # noqa: F811
+def test_too_few_micro_batches_is_a_bubble(found, parallel_jobs):  # noqa: F811
+    _, findings = found["pipeline_few"]
+    top = findings[0]
+    assert top.id == "pipeline_bubble", [(f.id, f.saving_pct) for f in findings]
+    micro = FEW_MICRO
+    assert f"{micro} micro-batches for 2 stages" in top.title
+    # The construction: 2 balanced stages, M micro-batches; a GPipe step lasts M + 1
+    # micro-batch times, one of which is the bubble: (S - 1) / (M + S - 1) of the step.
+    step_ms = statistics.median(statistics.median(hi - lo for lo, hi in profiler_steps(
+        events(parallel_jobs / "pipeline_few" / f"rank{rank}.json"))) for rank in (0, 1)) / 1e3
+    assert top.saving_ms == pytest.approx(step_ms * (STAGES - 1) / (micro + STAGES - 1),
+                                          rel=0.30)
+    assert "micro-batches" in top.fix.summary
+
+
+def _gather_waits_ms(parallel_jobs, job: str) -> float:  # noqa: F811
+    """The ranks' mean all-gather waiting (forward and backward) per step, from the raw JSON."""
+    per_rank = []
+    for rank in (0, 1):
+        ev = events(parallel_jobs / job / f"rank{rank}.json")
+        waits = fsdp_waits(ev)
+        per_rank.append(sum(v for (_, figure), v in waits.items() if figure != "reduce")
+                        / len(profiler_steps(ev)) / 1000.0)
+    return statistics.mean(per_rank)
+
+
+@pytest.mark.slow
+def test_fsdp_without_prefetch(found, parallel_jobs):  # noqa: F811
     analysis, findings = found["fsdp"]
-    f = next(f for f in findings if f.id == "fsdp_exposed_communication")
-    r = next(r for r in analysis.ranks if r.rank == f.rank)
+    f = findings[0]
+    assert f.id == "fsdp_exposed_communication", [(x.id, x.saving_pct) for x in findings]
+    assert f.extra["cause"] == "no_forward_prefetch"
+    assert "set_modules_to_forward_prefetch" in f.fix.pytorch
     ev = events(parallel_jobs / "fsdp" / f"rank{f.rank}.json")
-    waiting = minus(comm_spans(ev), cpu_compute(ev))
-    steps = profiler_steps(ev)
-    hooks = [e for e in ev if e["name"].startswith(("FSDP::pre_", "FSDP::post_backward"))
-             and steps[0][0] <= e["ts"] < steps[-1][1]]
-    per_layer: dict[str, float] = {}
-    for e in hooks:
-        layer = e["name"].rsplit("(", 1)[1].rstrip(")")
-        per_layer[layer] = per_layer.get(layer, 0.0) + length_inside(
-            waiting, e["ts"], min(e["ts"] + e["dur"], steps[-1][1]))
-    worst = max(per_layer, key=per_layer.__getitem__)
-    assert f.extra["layer"] == worst
-    assert f"layer {worst}" in f.title
-    exposed_ms = sum(x.exposed_us for x in r.sections.parallelism.layers) / len(steps) / 1000
-    assert f.evidence[0].value == pytest.approx(exposed_ms)
-    assert "prefetch" in f.fix.pytorch or "fully_shard" in f.fix.pytorch
+    waits = fsdp_waits(ev)
+    steps = len(profiler_steps(ev))
+    # The layers named: those whose forward all-gathers the step waited for most.
+    forward = {layer: v for (layer, figure), v in waits.items() if figure == "forward"}
+    assert f.extra["layers"] == sorted(forward, key=lambda x: -forward[x])[:3]
+    assert f.extra["layer"] == max(forward, key=forward.__getitem__)
+    p = next(r for r in analysis.ranks if r.rank == f.rank).sections.parallelism
+    assert all(x.forward_prefetch_distance == 0 for x in p.layers)
+    # The layers' waiting (checked one by one against the raw trace in
+    # tests/analysis/test_parallelism.py), and the root's wait for the last reduce-scatters.
+    assert f.evidence[0].value == pytest.approx(p.fsdp_exposed_ms_per_step())
+    assert f.evidence[0].value >= sum(waits.values()) / steps / 1000.0 - 1e-6
     assert all("DDP" not in x.fix.summary for x in findings)
+
+
+@pytest.mark.slow
+def test_fsdp_with_prefetch_waits_less(found, parallel_jobs):  # noqa: F811
+    """The control: the same model with each all-gather prefetched a layer ahead (and
+    asynchronous, which on CPU is what lets gloo overlap it) waits clearly less for its
+    all-gathers, and what is left is not blamed on a missing prefetch."""
+    without, with_ = (_gather_waits_ms(parallel_jobs, job) for job in ("fsdp", "fsdp_prefetch"))
+    assert with_ < 0.8 * without, (with_, without)
+    _, findings = found["fsdp_prefetch"]
+    mine = [f for f in findings if f.id == "fsdp_exposed_communication"]
+    assert all(f.extra["cause"] not in ("no_forward_prefetch", "no_backward_prefetch")
+               for f in mine)
+    _, pathology = found["fsdp"]
+    assert all(f.saving_ms < pathology[0].saving_ms for f in mine)
+
+
+@pytest.mark.slow
+def test_a_slow_rank_under_fsdp(found, parallel_jobs):  # noqa: F811
+    _, findings = found["fsdp_slow_rank"]
+    top = findings[0]
+    assert (top.id, top.rank) == ("straggler", SLOW_RANK), \
+        [(f.id, f.rank, f.saving_pct) for f in findings]
+    # The delay as the slow rank's trace records it (its slow_rank_delay ranges per step).
+    ev = events(parallel_jobs / "fsdp_slow_rank" / f"rank{SLOW_RANK}.json")
+    steps = profiler_steps(ev)
+    delays = [sum(e["dur"] for e in ev if e["name"] == "slow_rank_delay" and lo <= e["ts"] < hi)
+              for lo, hi in steps]
+    delay_ms = statistics.median(delays) / 1000.0
+    assert delay_ms == pytest.approx(SLOW_DELAY_MS, rel=0.2)
+    assert top.saving_ms == pytest.approx(delay_ms, rel=0.30)
+    # The other rank's wait for it is the straggler's, not FSDP's exposed communication.
+    other = [f for f in findings if f.id == "fsdp_exposed_communication"
+             and f.rank != SLOW_RANK]
+    assert all(f.saving_pct < top.saving_pct for f in other)
+    assert all(any(e.label == "left out: waiting for the straggler" for e in f.evidence)
+               for f in other)
 
 
 def test_the_communication_fix_fits_the_parallelism(builder, tmp_path):
@@ -117,9 +183,10 @@ def test_the_communication_fix_fits_the_parallelism(builder, tmp_path):
     assert kinds_fix(["expert"], {"all_to_all": 4}) is rules.EXPERT_PARALLEL_COMM
     assert kinds_fix(["pipeline"], {"send": 4}) is rules.PIPELINE_COMM
     assert kinds_fix([], {"broadcast": 1}) is rules.GENERIC_COMM
-    backward = LayerComm("layers.0", forward_gather_us=1.0, backward_gather_us=5.0)
+    backward = LayerComm("layers.0", forward_gather_us=1.0, backward_gather_us=5.0,
+                         forward_distances=[1], backward_distances=[0])
     assert kinds_fix(["fsdp"], {"all_gather": 2}, [backward]) is \
-        rules.FSDP_FIXES["backward_gather_us"]
+        rules.FSDP_FIXES["no_backward_prefetch"]
 
 
 def _one_step(builder, tmp_path):
