@@ -55,11 +55,13 @@ FSDP_BATCH = 64
 FSDP_MICRO_STEPS = 2
 #: The slow rank, how long it sleeps a step, and in which layer's forward (a Sequential index).
 SLOW_RANK = 1
-SLOW_DELAY_S = 0.12
+SLOW_DELAY_S = 0.3
 SLOW_LAYER = 4
 WAIT, WARMUP, ACTIVE = 1, 1, 5
 #: The jobs added later record fewer steps, to keep the whole recording short.
 SHORT = (0, 1, 3)
+#: The slow rank's job: its delay is far above the ranks' noise, two steps are enough.
+SLOW_STEPS = (0, 1, 2)
 
 
 def layers(n: int, width: int = WIDTH) -> nn.Sequential:
@@ -97,7 +99,8 @@ def pipeline(out: Path, rank: int, split: tuple[int, int], micro: int,
 
 
 def fsdp(out: Path, rank: int, prefetch: bool = False, micro_steps: int = FSDP_MICRO_STEPS,
-         delay_s: float = 0.0, shape: tuple[int, int] = (FSDP_WIDTH, FSDP_BATCH)) -> None:
+         delay_s: float = 0.0, shape: tuple[int, int] = (FSDP_WIDTH, FSDP_BATCH),
+         steps: tuple[int, int, int] = SHORT) -> None:
     from torch.distributed.fsdp import fully_shard
 
     torch.manual_seed(0)
@@ -130,7 +133,7 @@ def fsdp(out: Path, rank: int, prefetch: bool = False, micro_steps: int = FSDP_M
         optim.step()
         optim.zero_grad()
 
-    _profiled(step, out, rank, SHORT)
+    _profiled(step, out, rank, steps)
 
 
 def worker(rank: int, out: str, port: int) -> None:
@@ -153,7 +156,8 @@ def worker(rank: int, out: str, port: int) -> None:
     fsdp(Path(out) / "fsdp_prefetch", rank, prefetch=True)
     dist.barrier()
     fsdp(Path(out) / "fsdp_slow_rank", rank, micro_steps=1,
-         delay_s=SLOW_DELAY_S if rank == SLOW_RANK else 0.0, shape=(WIDTH, BATCH))
+         delay_s=SLOW_DELAY_S if rank == SLOW_RANK else 0.0, shape=(WIDTH, BATCH),
+         steps=SLOW_STEPS)
     dist.barrier()
     dist.destroy_process_group()
     # torch 2.13 can abort at exit after a profiled gloo job (a C++ thread destructor), after
