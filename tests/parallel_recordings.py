@@ -110,16 +110,24 @@ def fsdp_waits(ev: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
     """(layer, "forward" / "backward" / "reduce") -> µs the training thread waited with no
     compute running inside the layer's FSDP2 hooks over the step span (docs/parallelism.md):
     ``pre_forward``, ``pre_backward``, ``post_backward_*``; the waiting inside a prefetch range
-    (``FSDP::backward_prefetch for L``) goes to the layer it gathers, not to the hook around it."""
+    (``FSDP::backward_prefetch for L``) goes to the layer it gathers, not to the hook around it;
+    ("", "reduce"): the root's ``FSDP::root_post_backward_callback`` waiting outside every other
+    FSDP range (the last reduce-scatters)."""
     steps = profiler_steps(ev)
     lo, hi = steps[0][0], steps[-1][1]
     waiting = minus(comm_spans(ev), cpu_compute(ev))
     prefetch = [e for e in ev if e["name"].startswith("FSDP::") and "_prefetch for " in e["name"]]
     outside = minus(waiting, union([(e["ts"], e["ts"] + e["dur"]) for e in prefetch]))
     out: dict[tuple[str, str], float] = {}
+    root = "FSDP::root_post_backward_callback"
+    others = union([(e["ts"], e["ts"] + e["dur"]) for e in ev
+                    if e["name"].startswith("FSDP::") and e["name"] != root])
+    out[("", "reduce")] = sum(length_inside(minus(waiting, others), e["ts"],
+                                            min(e["ts"] + e["dur"], hi))
+                              for e in ev if e["name"] == root and lo <= e["ts"] < hi)
     for e in ev:
         name = e["name"]
-        if not name.startswith("FSDP::") or not (lo <= e["ts"] < hi):
+        if not name.startswith("FSDP::") or not (lo <= e["ts"] < hi) or name == root:
             continue
         hook = name.removeprefix("FSDP::").split(" ", 1)[0]
         figure = {"pre_forward": "forward", "pre_backward": "backward",

@@ -47,7 +47,7 @@ LIGHT_LAYERS = 2
 HEAVY = 4
 #: Too few micro-batches for 2 stages: the ideal bubble is 1 / (2 + 1) of the step.
 FEW_MICRO_BATCHES = 2
-FSDP_LAYERS = 4
+FSDP_LAYERS = 3
 #: The FSDP jobs' layers are wide (a 4 MB all-gather each) and fed few rows, so that gathering
 #: a layer costs about as much as computing it.
 FSDP_WIDTH = 1024
@@ -56,7 +56,7 @@ FSDP_MICRO_STEPS = 2
 #: The slow rank, how long it sleeps a step, and in which layer's forward (a Sequential index).
 SLOW_RANK = 1
 SLOW_DELAY_S = 0.3
-SLOW_LAYER = 4
+SLOW_LAYER = 2
 WAIT, WARMUP, ACTIVE = 1, 1, 5
 #: The jobs added later record fewer steps, to keep the whole recording short.
 SHORT = (0, 1, 3)
