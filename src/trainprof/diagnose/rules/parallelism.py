@@ -108,8 +108,9 @@ FSDP_FIXES = {
 }
 # fsdp_exposed_communication: a pass whose all-gathers are never issued ahead is the cause when
 # it exposes at least this share of the all-gathers' time (FSDP2 prefetches in backward by
-# itself, not in forward: a job without prefetch exposes both passes about equally on CPU).
-FSDP_UNPREFETCHED_SHARE = 0.25
+# itself, not in forward: in the recorded job without prefetch, forward held 27% to 66% of the
+# all-gather waits; under a tenth, prefetching that pass is not where the time is).
+FSDP_UNPREFETCHED_SHARE = 0.10
 # fsdp_exposed_communication: an all-gather shorter than this (mean over the rank's) costs
 # about its fixed latency (NCCL's within a node is 10-30 µs): fewer, larger units help more
 # than prefetching.
