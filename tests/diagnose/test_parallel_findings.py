@@ -235,3 +235,30 @@ def test_a_cluster_summary_keeps_the_fsdp_finding(found, parallel_jobs, tmp_path
         _, findings = found["fsdp"]
         mine = next(f for f in findings if f.id == "fsdp_exposed_communication")
         assert mine.saving_pct == pytest.approx(best.saving_pct)
+
+
+def test_the_fsdp_fix_fits_what_was_seen():
+    """fsdp_cause on ranks built by hand (docs/rules.md, fsdp-exposed-communication)."""
+    from trainprof.analysis.parallelism.result import FsdpQueues, LayerComm, Parallelism
+
+    def cause(layers, queues=None) -> str:
+        p = Parallelism(kinds=["fsdp"], evidence={}, calls={}, process_groups=[], steps=1,
+                        layers=layers, fsdp_queues=queues)
+        return rules.fsdp_cause(p)[0]
+
+    def layer(fwd=0.0, bwd=0.0, rs=0.0, fd=(1,), bd=(1,), gathers=2) -> LayerComm:
+        return LayerComm("l", fwd, bwd, rs, gathers, list(fd), list(bd))
+
+    one_queue = FsdpQueues({(-1, 1)}, {(-1, 1)}, gather_us=900.0, reduce_us=500.0)
+    both_at_once = FsdpQueues({(0, 8)}, {(0, 9)}, gather_us=900.0, reduce_us=500.0,
+                              overlap_us=100.0)  # 20% of the reductions' time
+    assert cause([layer(rs=5.0, fwd=1.0)], one_queue) == "serialised"
+    assert cause([layer(rs=5.0, fwd=1.0)], both_at_once) == "reduce_scatter"
+    # Forward never prefetched, 20% of the all-gather waits: prefetch it (10% is enough).
+    assert cause([layer(fwd=2.0, bwd=8.0, fd=(0,))], one_queue) == "no_forward_prefetch"
+    assert cause([layer(fwd=0.5, bwd=9.5, fd=(0,), bd=(1, 0))], one_queue) == "gathered_again"
+    assert cause([layer(fwd=6.0, bwd=4.0)], one_queue) == "slow_gathers"
+    # 50 µs an all-gather (900 µs over 18): latency-bound, coarser units.
+    assert cause([layer(fwd=6.0, bwd=4.0, gathers=18)], one_queue) == "small_units"
+    assert cause([]) == "no_forward_prefetch"
+    assert one_queue.serialised and both_at_once.serialised is False

@@ -319,6 +319,8 @@ def fsdp_cause(p: Parallelism) -> tuple[str, tuple[str, ...]]:
     prefetch distance 0 and expose at least FSDP_UNPREFETCHED_SHARE of the all-gathers' time;
     else tiny all-gathers; else all-gathers prefetched but still exposed, in backward (gathered
     again) or in forward (slower than the layer they hide under)."""
+    if not p.layers:  # FSDP ranges but no collective seen: the first thing to try
+        return "no_forward_prefetch", ("forward_gather_us",)
     total = {name: sum(getattr(x, name) for x in p.layers) for name in _FIGURE_NAMES}
     gathers_us = total["forward_gather_us"] + total["backward_gather_us"]
     queues = p.fsdp_queues
