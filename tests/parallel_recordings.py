@@ -96,3 +96,75 @@ def comm_spans(ev: list[dict[str, Any]], names: tuple[str, ...] = ("c10d::", "gl
 
 def profiler_steps(ev: list[dict[str, Any]]) -> list[tuple[float, float]]:
     return [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"].startswith("ProfilerStep#")]
+
+
+def layer_of(name: str) -> str:
+    """The module an FSDP2 range names: ``FSDP::pre_forward (4)`` and
+    ``FSDP::forward_prefetch for 4`` -> ``4``."""
+    if " for " in name:
+        return name.rsplit(" for ", 1)[1]
+    return name.rsplit(" (", 1)[1].rstrip(")")
+
+
+def fsdp_waits(ev: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
+    """(layer, "forward" / "backward" / "reduce") -> µs the training thread waited with no
+    compute running inside the layer's FSDP2 hooks over the step span (docs/parallelism.md):
+    ``pre_forward``, ``pre_backward``, ``post_backward_*``; the waiting inside a prefetch range
+    (``FSDP::backward_prefetch for L``) goes to the layer it gathers, not to the hook around it;
+    ("", "reduce"): the root's ``FSDP::root_post_backward_callback`` waiting outside every other
+    FSDP range (the last reduce-scatters)."""
+    steps = profiler_steps(ev)
+    lo, hi = steps[0][0], steps[-1][1]
+    waiting = minus(comm_spans(ev), cpu_compute(ev))
+    prefetch = [e for e in ev if e["name"].startswith("FSDP::") and "_prefetch for " in e["name"]]
+    outside = minus(waiting, union([(e["ts"], e["ts"] + e["dur"]) for e in prefetch]))
+    out: dict[tuple[str, str], float] = {}
+    root = "FSDP::root_post_backward_callback"
+    others = union([(e["ts"], e["ts"] + e["dur"]) for e in ev
+                    if e["name"].startswith("FSDP::") and e["name"] != root])
+    out[("", "reduce")] = sum(length_inside(minus(waiting, others), e["ts"],
+                                            min(e["ts"] + e["dur"], hi))
+                              for e in ev if e["name"] == root and lo <= e["ts"] < hi)
+    for e in ev:
+        name = e["name"]
+        if not name.startswith("FSDP::") or not (lo <= e["ts"] < hi) or name == root:
+            continue
+        hook = name.removeprefix("FSDP::").split(" ", 1)[0]
+        figure = {"pre_forward": "forward", "pre_backward": "backward",
+                  "forward_prefetch": "forward", "backward_prefetch": "backward"}.get(hook)
+        if figure is None and hook.startswith("post_backward") and " (" in name:
+            figure = "reduce"
+        if figure is None:
+            continue
+        spans = waiting if hook.endswith("_prefetch") else outside
+        key = (layer_of(name), figure)
+        out[key] = out.get(key, 0.0) + length_inside(spans, e["ts"], min(e["ts"] + e["dur"], hi))
+    return out
+
+
+def prefetch_distances(ev: list[dict[str, Any]]) -> dict[tuple[str, str], list[int]]:
+    """(layer, "forward" / "backward") -> the prefetch distance of each ``FSDP::all_gather (L)``
+    in the step span: the other layers whose ``post_forward`` (``post_backward_*``) range
+    starts after the all-gather is issued and by the end of the next ``pre_forward (L)``
+    (``pre_backward (L)``); backward when the innermost FSDP range around it says so."""
+    steps = profiler_steps(ev)
+    lo, hi = steps[0][0], steps[-1][1]
+    fsdp = [e for e in ev if e["name"].startswith("FSDP::")]
+    out: dict[tuple[str, str], list[int]] = {}
+    for g in fsdp:
+        if not g["name"].startswith("FSDP::all_gather (") or not (lo <= g["ts"] < hi):
+            continue
+        layer, t = layer_of(g["name"]), g["ts"]
+        around = [e for e in fsdp if not e["name"].startswith("FSDP::all_gather")
+                  and e["tid"] == g["tid"] and e["ts"] <= t < e["ts"] + e["dur"]]
+        inner = max(around, key=lambda e: e["ts"])["name"] if around else ""
+        phase = "backward" if "backward" in inner else "forward"
+        uses = sorted(e["ts"] + e["dur"] for e in fsdp
+                      if e["name"] == f"FSDP::pre_{phase} ({layer})" and e["ts"] + e["dur"] >= t)
+        if not uses:
+            continue
+        ends = "FSDP::post_forward (" if phase == "forward" else "FSDP::post_backward"
+        between = {layer_of(e["name"]) for e in fsdp
+                   if e["name"].startswith(ends) and " (" in e["name"] and t < e["ts"] <= uses[0]}
+        out.setdefault((layer, phase), []).append(len(between - {layer}))
+    return out

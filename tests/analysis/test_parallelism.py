@@ -1,6 +1,7 @@
 """The parallelism section and the pipeline job section on recorded two-rank gloo jobs
 (tests/analysis/jobs/parallel_jobs.py: a pipeline whose stage 1 holds 4x the layers of stage 0,
-its balanced control, an FSDP2 job), each figure checked against a reference reading of the raw
+its balanced control and the same fed too few micro-batches; FSDP2 without prefetch, with
+prefetch, and with a slow rank), each figure checked against a reference reading of the raw
 trace in tests/parallel_recordings.py; and detection on small synthetic traces."""
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from parallel_recordings import (
     comm_spans,
     cpu_compute,
     events,
+    fsdp_waits,
     length_inside,
     minus,
     parallel_jobs,  # noqa: F401 (a fixture)
+    prefetch_distances,
     profiler_steps,
+    union,
 )
 from trainprof.analysis.overview.steps import find_steps
 from trainprof.analysis.parallelism.section import parallelism
@@ -36,7 +40,8 @@ FSDP_NAMES = {"FSDP::all_gather (0)", "FSDP::pre_forward (2)", "FSDP::pre_backwa
 @pytest.fixture(scope="module")
 def analyses(parallel_jobs):  # noqa: F811
     return {job: trainprof.analyze(parallel_jobs / job)
-            for job in ("pipeline_heavy", "pipeline_balanced", "fsdp")}
+            for job in ("pipeline_heavy", "pipeline_balanced", "pipeline_few", "fsdp",
+                        "fsdp_prefetch", "fsdp_slow_rank")}
 
 
 def test_the_traces_hold_the_names_relied_on(parallel_jobs):  # noqa: F811
@@ -48,7 +53,8 @@ def test_the_traces_hold_the_names_relied_on(parallel_jobs):  # noqa: F811
 
 def test_the_parallelism_is_named(analyses):
     for job, kinds in (("pipeline_heavy", ["pipeline"]), ("pipeline_balanced", ["pipeline"]),
-                       ("fsdp", ["fsdp"])):
+                       ("pipeline_few", ["pipeline"]), ("fsdp", ["fsdp"]),
+                       ("fsdp_prefetch", ["fsdp"]), ("fsdp_slow_rank", ["fsdp"])):
         for r in analyses[job].ranks:
             p = r.sections.parallelism
             assert p.kinds == kinds, (job, r.rank, p.evidence)
@@ -59,8 +65,11 @@ def test_the_parallelism_is_named(analyses):
         steps = r.sections.parallelism.steps
         assert r.sections.parallelism.calls == {"send": 4 * steps, "recv": 4 * steps}
     fsdp = analyses["fsdp"].ranks[0].sections.parallelism
-    assert fsdp.calls["all_gather"] == fsdp.steps * 2 * 4  # forward and backward, 4 layers
-    assert fsdp.calls["reduce_scatter"] == fsdp.steps * 4
+    # 2 micro-steps a step, each gathering 3 layers in forward and again in backward; the
+    # gradients reduce-scattered once a step.
+    assert fsdp.calls["all_gather"] == fsdp.steps * 2 * 2 * 3
+    assert fsdp.calls["reduce_scatter"] == fsdp.steps * 3
+    assert analyses["pipeline_few"].job.pipeline.micro_batches == 2
     assert "ranks" in analyses["fsdp"].to_dict()["ranks"][0]["parallelism"]["process_groups"][0]
 
 
@@ -97,30 +106,87 @@ def test_pipeline_stage_figures_against_the_raw_trace(analyses, parallel_jobs): 
     assert 0.5 < b0 / b1 < 2
 
 
-def test_fsdp_layers_against_the_raw_trace(analyses, parallel_jobs):  # noqa: F811
-    r = analyses["fsdp"].ranks[0]
-    p = r.sections.parallelism
-    ev = events(parallel_jobs / "fsdp" / "rank0.json")
-    waiting = minus(comm_spans(ev), cpu_compute(ev))
-    lo, hi = profiler_steps(ev)[0][0], profiler_steps(ev)[-1][1]
+@pytest.mark.parametrize("job", ["fsdp", "fsdp_prefetch"])
+def test_fsdp_layers_against_the_raw_trace(analyses, parallel_jobs, job):  # noqa: F811
+    for r in analyses[job].ranks:
+        p = r.sections.parallelism
+        ev = events(parallel_jobs / job / f"rank{r.rank}.json")
+        waits = fsdp_waits(ev)
+        layers = {x.layer: x for x in p.layers}
+        assert set(layers) - {""} == {"0", "2", "4"}  # "": the root, when it waited
+        if "" in layers:
+            assert layers[""].reduce_scatter_us == pytest.approx(waits[("", "reduce")],
+                                                                 rel=1e-6, abs=0.1)
+        for name, x in layers.items():
+            if not name:
+                continue
+            assert x.forward_gather_us == pytest.approx(waits.get((name, "forward"), 0.0),
+                                                        rel=1e-6, abs=0.1)
+            assert x.backward_gather_us == pytest.approx(waits.get((name, "backward"), 0.0),
+                                                         rel=1e-6, abs=0.1)
+            assert x.reduce_scatter_us == pytest.approx(waits.get((name, "reduce"), 0.0),
+                                                        rel=1e-6, abs=0.1)
+            assert x.gathers == p.steps * 2 * 2
+        assert sum(x.forward_gather_us for x in layers.values()) > 0
 
-    def exposed(prefix: str, layer: str) -> float:
-        spans = [(max(e["ts"], lo), min(e["ts"] + e["dur"], hi)) for e in ev
-                 if e["name"].startswith(prefix) and e["name"].endswith(f"({layer})")]
-        return sum(length_inside(waiting, s, t) for s, t in spans if t > s)
 
-    layers = {x.layer: x for x in p.layers}
-    assert set(layers) == {"0", "2", "4", "6"}
-    for name, x in layers.items():
-        assert x.forward_gather_us == pytest.approx(exposed("FSDP::pre_forward", name), rel=1e-6)
-        assert x.backward_gather_us == pytest.approx(exposed("FSDP::pre_backward", name),
-                                                     rel=1e-6)
-        assert x.gathers == p.steps * 2
-    assert sum(x.forward_gather_us for x in layers.values()) > 0
+def test_fsdp_prefetch_distances(analyses, parallel_jobs):  # noqa: F811
+    # The construction: without prefetch every forward all-gather is issued in its own layer's
+    # pre_forward (0), and FSDP2's default backward prefetch gathers each layer during the
+    # backward of the layer after it (1), except the first layer of backward (4); with
+    # prefetch each layer is gathered during the one before it, except the first of each pass.
+    expected = {"fsdp": ({"0": 0, "2": 0, "4": 0}, {"0": 1, "2": 1, "4": 0}),
+                "fsdp_prefetch": ({"0": 0, "2": 1, "4": 1}, {"0": 1, "2": 1, "4": 0})}
+    for job, (forward, backward) in expected.items():
+        for r in analyses[job].ranks:
+            p = r.sections.parallelism
+            reference = prefetch_distances(events(parallel_jobs / job / f"rank{r.rank}.json"))
+            layers = [x for x in p.layers if x.layer]  # not the root: it gathers nothing
+            for x in layers:
+                assert sorted(x.forward_distances) == sorted(reference[(x.layer, "forward")])
+                assert sorted(x.backward_distances) == sorted(reference[(x.layer, "backward")])
+            assert {x.layer: x.forward_prefetch_distance for x in layers} == forward, job
+            assert {x.layer: x.backward_prefetch_distance for x in layers} == backward, job
+            row = next(x for x in p.to_dict()["fsdp_layers"] if x["layer"] == "2")
+            assert row["forward_prefetch_distance"] == forward["2"]
+
+
+def test_fsdp_collectives_serialised(analyses, parallel_jobs):  # noqa: F811
+    """On gloo, FSDP's all-gathers and reduce-scatters (run as gloo:all_reduce) go through one
+    process group: the figures against the gloo ranges of the raw trace."""
+    for job in ("fsdp", "fsdp_prefetch", "fsdp_slow_rank"):
+        for r in analyses[job].ranks:
+            q = r.sections.parallelism.fsdp_queues
+            ev = events(parallel_jobs / job / f"rank{r.rank}.json")
+            lo, hi = profiler_steps(ev)[0][0], profiler_steps(ev)[-1][1]
+
+            gathers, reductions = (_clipped(ev, name, lo, hi)
+                                   for name in ("gloo:all_gather", "gloo:all_reduce"))
+            overlap = sum(length_inside(gathers, s, t) for s, t in reductions)
+            assert q.gather_us == pytest.approx(length_inside(gathers, lo, hi), abs=0.1)
+            assert q.reduce_us == pytest.approx(length_inside(reductions, lo, hi), abs=0.1)
+            assert q.overlap_us == pytest.approx(overlap, abs=0.1)
+            assert q.serialised == (overlap <= 0.05 * min(q.gather_us, q.reduce_us))
+            threads = {(e["name"], e["tid"]) for e in ev if lo <= e["ts"] < hi
+                       and e["name"] in ("gloo:all_gather", "gloo:all_reduce")}
+            assert len(q.gather_queues) == len({t for n, t in threads if n == "gloo:all_gather"})
+            assert len(q.reduce_queues) == len({t for n, t in threads if n == "gloo:all_reduce"})
+            assert all(device == -1 for device, _ in q.gather_queues | q.reduce_queues)
+            assert q.process_groups == 1
+            out = r.sections.parallelism.to_dict()["fsdp_collectives"]
+            assert out["serialised"] == q.serialised and out["process_groups"] == 1
+    # Without prefetch every all-gather is synchronous: none runs beside a reduction.
+    assert all(r.sections.parallelism.fsdp_queues.serialised for r in analyses["fsdp"].ranks)
+
+
+def _clipped(ev, name: str, lo: float, hi: float) -> list[tuple[float, float]]:
+    """The union of the events called ``name``, clipped to [lo, hi)."""
+    return union([(max(e["ts"], lo), min(e["ts"] + e["dur"], hi)) for e in ev
+                  if e["name"] == name and e["ts"] < hi and e["ts"] + e["dur"] > lo])
 
 
 def test_streamed_window_by_window_equals_whole(parallel_jobs):  # noqa: F811
-    for job in ("pipeline_heavy", "fsdp"):
+    for job in ("pipeline_heavy", "fsdp_prefetch"):
         trace = load_file(parallel_jobs / job / "rank1.json")
         steps = find_steps(trace)
         whole = parallelism(trace, steps)
@@ -133,6 +199,13 @@ def test_streamed_window_by_window_equals_whole(parallel_jobs):  # noqa: F811
         assert [x.layer for x in streamed.layers] == [x.layer for x in whole.layers]
         assert np.allclose([x.exposed_us for x in streamed.layers],
                            [x.exposed_us for x in whole.layers])
+        assert [(sorted(x.forward_distances), sorted(x.backward_distances))
+                for x in streamed.layers] == [(sorted(x.forward_distances),
+                                               sorted(x.backward_distances))
+                                              for x in whole.layers]
+        if whole.fsdp_queues is not None:
+            assert streamed.fsdp_queues.overlap_us == pytest.approx(whole.fsdp_queues.overlap_us)
+            assert streamed.fsdp_queues.gather_us == pytest.approx(whole.fsdp_queues.gather_us)
 
 
 def test_the_reports_show_it(analyses):

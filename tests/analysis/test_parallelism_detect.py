@@ -11,7 +11,7 @@ import pytest
 import trainprof
 from trainprof.diagnose.engine import diagnose
 
-from conftest import NCCL_TRACE, TRACE_FILTER
+from conftest import NCCL_TRACE, NSYS_H100, TRACE_FILTER
 from tracegen import TraceBuilder
 
 #: Per step (1 ms): a stage's compute kernel runs from 100 µs for COMPUTE[stage] µs; its
@@ -100,6 +100,17 @@ def test_real_traces():
         assert p.calls == {"all_gather": 2, "all_reduce": 4, "all_to_all": 4}
 
 
+def test_the_h100_fsdp_export_has_no_fsdp_collectives():
+    """The 2xH100 FSDP2 nsys export holds FSDP::pre_forward/post_forward ranges only: no
+    FSDP::all_gather range and no NCCL kernel (each process shards over itself: FSDP2 issues
+    no all-gather for one rank), so there is no prefetch distance and nothing serialised."""
+    for r in trainprof.analyze(NSYS_H100).ranks:
+        p = r.sections.parallelism
+        assert p.kinds == ["fsdp"] and p.calls == {} and p.layers == []
+        assert p.fsdp_queues is not None and p.fsdp_queues.serialised is None
+        assert p.to_dict()["fsdp_collectives"]["queues"] == 0
+
+
 AG = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 RS = "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32"
@@ -138,3 +149,50 @@ def test_fsdp_layers_on_a_gpu_by_the_range_that_launched_each_kernel(tmp_path):
            for x in p.layers}
     assert got == {"layers.0": pytest.approx((200.0, 0.0, 0.0, 1)),
                    "layers.1": pytest.approx((0.0, 50.0, 100.0, 2))}
+
+
+def test_fsdp_prefetch_and_serialisation_on_a_gpu(tmp_path):
+    """FSDP2's explicit forward prefetch as its ranges nest (torch 2.13's
+    _fsdp_param_group.py: ``FSDP::forward_prefetch for L`` after the pre_forward of the layer
+    before, holding ``FSDP::all_gather (L)``): layer 1 is gathered one layer ahead, layer 0 when
+    it is needed. Its kernels run on stream 8 and the reduce-scatter on stream 9, overlapping
+    layer 1's all-gather for 40 of its 100 µs: not serialised; on one stream they would be."""
+    def build(rs_stream: int, path) -> object:
+        b = TraceBuilder()
+        b.step(0, 0, 1000)
+
+        def comm(name: str, at: float, k_ts: float, k_dur: float, stream: int = 8) -> None:
+            b.stream = stream
+            b.launch(at, 2, name=name, k_ts=k_ts, k_dur=k_dur)
+            b.stream = 7
+
+        b.annotation("FSDP::pre_forward (layers.0)", 10, 30)
+        b.annotation("FSDP::all_gather (layers.0)", 12, 20)
+        comm(AG, 15, 100, 100)
+        b.annotation("FSDP::forward_prefetch for layers.1", 45, 10)
+        b.annotation("FSDP::all_gather (layers.1)", 46, 8)
+        comm(AG, 48, 300, 100)
+        b.launch(60, 2, name=GEMM, k_ts=200, k_dur=100)
+        b.annotation("FSDP::post_forward (layers.0)", 70, 5)
+        b.annotation("FSDP::pre_forward (layers.1)", 80, 10)
+        b.launch(95, 2, name=GEMM, k_ts=400, k_dur=100)
+        b.annotation("FSDP::post_forward (layers.1)", 100, 5)
+        b.annotation("FSDP::post_backward_reduce (layers.0)", 700, 20)
+        comm(RS, 705, 360, 100, stream=rs_stream)
+        b.write(path)
+        return trainprof.analyze(path).ranks[0].sections.parallelism
+
+    p = build(9, tmp_path / "apart.json")
+    layers = {x.layer: x for x in p.layers}
+    assert (layers["layers.0"].forward_distances, layers["layers.1"].forward_distances) == \
+        ([0], [1])
+    assert layers["layers.1"].prefetched and not layers["layers.0"].prefetched
+    # The prefetched all-gather is layer 1's, in forward: its 100 µs with no GEMM beside it
+    # from 300 to 400 (the first GEMM ends at 300, the second starts at 400).
+    assert layers["layers.1"].forward_gather_us == pytest.approx(100.0)
+    q = p.fsdp_queues
+    assert q.gather_queues == {(0, 8)} and q.reduce_queues == {(0, 9)}
+    assert (q.gather_us, q.reduce_us, q.overlap_us) == pytest.approx((200.0, 100.0, 40.0))
+    assert q.serialised is False
+    one = build(8, tmp_path / "one.json").fsdp_queues
+    assert one.reduce_queues == {(0, 8)}

@@ -16,6 +16,9 @@ it no compute kernel runs beside.
 
 from __future__ import annotations
 
+import bisect
+import re
+
 import numpy as np
 
 from trainprof.analysis import intervals as iv
@@ -23,14 +26,17 @@ from trainprof.analysis.calls.nesting import HostRanges
 from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.steps import launch_links
 from trainprof.analysis.parallelism import activity
-from trainprof.analysis.parallelism.result import LayerComm
+from trainprof.analysis.parallelism.result import FsdpQueues, LayerComm
 from trainprof.analysis.parallelism.signals import FSDP_HOOK
 from trainprof.analysis.streaming.parts import Part
 from trainprof.trace.model import Kind, Trace
 
 #: Which figure each hook's waiting goes to.
 _FIGURE = {"pre_forward": "forward_gather_us", "pre_backward": "backward_gather_us",
+           "forward_prefetch": "forward_gather_us", "backward_prefetch": "backward_gather_us",
            "root_post_backward_callback": "reduce_scatter_us"}
+#: The ranges of a prefetch: ``FSDP::forward_prefetch for layers.3`` (the layer it gathers).
+_PREFETCH = re.compile(r"^FSDP::(forward_prefetch|backward_prefetch) for (.*)$")
 _REDUCE_PREFIX = "post_backward"
 _ROOT_WAIT = "root_post_backward_callback"
 #: The FSDP2 range that issues a layer's reduce-scatter.
@@ -54,7 +60,13 @@ def layer_comm(trace: Trace, part: Part, ranges: np.ndarray, comm: np.ndarray
     lo, hi = np.maximum(ev.ts[idx], start), np.minimum(event_ends(ev)[idx], end)
     hi = np.maximum(hi, lo)
     root = np.array([h == _ROOT_WAIT for h, _ in (x for _, x in hooks)])
+    prefetch = np.array([h.endswith("_prefetch") for h, _ in (x for _, x in hooks)])
     exposed = iv.covered_in_windows(waiting, lo, hi)
+    # A prefetch inside another layer's hook (FSDP2's default backward prefetch runs in the
+    # pre_backward of the layer after) waits for the layer it gathers, not for that one.
+    other = ~root & ~prefetch
+    unprefetched = iv.subtract(waiting, iv.union(lo[prefetch], hi[prefetch]))
+    exposed[other] = iv.covered_in_windows(unprefetched, lo[other], hi[other])
     # The root's callback runs the first layers' post-backward hooks inside it: it keeps
     # only the waiting outside them.
     outside = iv.subtract(waiting, iv.union(lo[~root], hi[~root]))
@@ -73,7 +85,7 @@ def layer_comm(trace: Trace, part: Part, ranges: np.ndarray, comm: np.ndarray
 
 def _hook(name: str) -> tuple[str, str] | None:
     """(hook, module) of an FSDP2 range; the root module's ranges name no module."""
-    m = FSDP_HOOK.match(name)
+    m = FSDP_HOOK.match(name) or _PREFETCH.match(name)
     if m:
         return m.group(1), m.group(2)
     if name.startswith("FSDP::") and " " not in name:
@@ -98,7 +110,8 @@ def _by_launch(trace: Trace, part: Part, hooks: list[tuple[int, tuple[str, str]]
     if not len(kernels):
         return out
     issued = _ranges(trace, [i for i, (h, _) in hooks if h in ("all_gather", _REDUCE)])
-    backward = _ranges(trace, [i for i, (h, _) in hooks if h == "pre_backward"])
+    backward = _ranges(trace, [i for i, (h, _) in hooks
+                               if h in ("pre_backward", "backward_prefetch")])
     by_index = {i: h for i, h in hooks}
     pos = issued.innermost(ev.ts[calls], ev.tid[calls])
     in_backward = backward.innermost(ev.ts[calls], ev.tid[calls]) >= 0
@@ -120,3 +133,93 @@ def _ranges(trace: Trace, idx: list[int]) -> HostRanges:
     at = np.array(idx, dtype=np.int64)
     return HostRanges.of(ev.ts[at], event_ends(ev)[at], ev.tid[at], at)
 
+
+
+def prefetch_distances(trace: Trace, part: Part, fsdp: np.ndarray
+                       ) -> dict[str, tuple[list[int], list[int]]]:
+    """Per layer, the prefetch distance of each of its all-gathers the part owns, in forward and
+    in backward (``fsdp``: every FSDP range of the trace, on the host).
+
+    An ``FSDP::all_gather (L)`` range is a backward one when the innermost FSDP range around it
+    is a backward one (``FSDP::pre_backward (K)``, ``FSDP::backward_prefetch for L``). Its use
+    is the end of the next ``FSDP::pre_forward (L)`` (``pre_backward``) range; its distance is
+    the number of other layers whose compute ended between its issue and that use: the layers
+    with an ``FSDP::post_forward`` (``post_backward_*``) range starting in between.
+    """
+    ev = trace.events
+    ends = event_ends(ev)
+    hooks = [_hook(ev.names[ev.name[i]]) for i in fsdp.tolist()]
+    gathers = np.array([i for i, h in zip(fsdp.tolist(), hooks, strict=True)
+                        if h is not None and h[0] == "all_gather"], dtype=np.int64)
+    gathers = gathers[part.owns(ev.ts[gathers], ends[gathers])] if len(gathers) else gathers
+    if not len(gathers):
+        return {}
+    context = np.array([i for i, h in zip(fsdp.tolist(), hooks, strict=True)
+                        if h is None or not h[0].startswith("all_gather")], dtype=np.int64)
+    outer_ranges = _ranges(trace, context.tolist())
+    around = outer_ranges.innermost(ev.ts[gathers], ev.tid[gathers])
+    uses, done = _uses_and_done(trace, fsdp, hooks)
+    out: dict[str, tuple[list[int], list[int]]] = {}
+    for g, p in zip(gathers.tolist(), around.tolist(), strict=True):
+        _, layer = _hook(ev.names[ev.name[g]]) or ("", "")
+        outer = ev.names[ev.name[outer_ranges.index[p]]] if p >= 0 else ""
+        pass_ = "backward" if "backward" in outer else "forward"
+        issued = float(ev.ts[g])
+        at_use = uses.get((pass_, layer), [])
+        k = bisect.bisect_left(at_use, issued)
+        if k == len(at_use):
+            continue
+        times, finished = done[pass_]
+        lo, hi = bisect.bisect_right(times, issued), bisect.bisect_right(times, at_use[k])
+        between = set(finished[lo:hi]) - {layer, ""}
+        out.setdefault(layer, ([], []))[pass_ == "backward"].append(len(between))
+    return out
+
+
+def _uses_and_done(trace: Trace, fsdp: np.ndarray, hooks: list[tuple[str, str] | None]
+                   ) -> tuple[dict[tuple[str, str], list[float]],
+                              dict[str, tuple[list[float], list[str]]]]:
+    """When each layer gets its parameters in each pass (the ends of its ``pre_forward`` and
+    ``pre_backward`` ranges, sorted), and when each layer's compute ends in each pass (the
+    starts of ``post_forward`` and ``post_backward_*`` ranges, sorted, with their layers)."""
+    ev = trace.events
+    ends = event_ends(ev)
+    uses: dict[tuple[str, str], list[float]] = {}
+    finished: dict[str, list[tuple[float, str]]] = {"forward": [], "backward": []}
+    for i, h in zip(fsdp.tolist(), hooks, strict=True):
+        if h is None:
+            continue
+        hook, layer = h
+        if hook in ("pre_forward", "pre_backward"):
+            uses.setdefault((hook.removeprefix("pre_"), layer), []).append(float(ends[i]))
+        elif hook == "post_forward" or hook.startswith(_REDUCE_PREFIX):
+            finished["forward" if hook == "post_forward" else "backward"].append(
+                (float(ev.ts[i]), layer))
+    for times in uses.values():
+        times.sort()
+    done = {}
+    for pass_, rows in finished.items():
+        rows.sort()
+        done[pass_] = ([t for t, _ in rows], [x for _, x in rows])
+    return uses, done
+
+
+def queues(trace: Trace, part: Part, comm: np.ndarray, gather: np.ndarray,
+           reduce: np.ndarray) -> FsdpQueues:
+    """Where the rank's all-gathers (``comm[gather]``) and gradient reductions
+    (``comm[reduce]``) ran: kernels on their (device, stream), host ranges of the backend
+    (``gloo:*``) on their (-1, thread); and how long both kinds ran at once inside the part."""
+    ev = trace.events
+    ends = event_ends(ev)
+    out = FsdpQueues()
+    mine = part.owns(ev.ts[comm], ends[comm])
+    for mask, into in ((gather, out.gather_queues), (reduce, out.reduce_queues)):
+        idx = comm[mask & mine]
+        kernel = ev.kind[idx] == Kind.KERNEL
+        into.update(zip(np.where(kernel, ev.device[idx], -1).tolist(),
+                        np.where(kernel, ev.stream[idx], ev.tid[idx]).tolist(), strict=True))
+    gathers = activity.busy(trace, comm[gather], part.start, part.end)
+    reductions = activity.busy(trace, comm[reduce], part.start, part.end)
+    out.gather_us, out.reduce_us = gathers.total(), reductions.total()
+    out.overlap_us = iv.intersect(gathers, reductions).total()
+    return out

@@ -12,6 +12,10 @@ from trainprof.analysis.dataframes import data_frame
 
 #: The kinds of parallelism, in the order they are named.
 KINDS = ("fsdp", "pipeline", "tensor", "expert", "ddp")
+#: FSDP's all-gathers and reductions count as serialised (one communicator running one at a
+#: time) while they run at once for at most this share of the shorter kind's time: gloo's two
+#: worker threads of one process group overlapped them 0.1 ms a step in a recorded job.
+SERIAL_OVERLAP_SHARE = 0.05
 
 
 @dataclass
@@ -63,16 +67,41 @@ class LayerComm:
     backward_gather_us: float = 0.0  # in FSDP::pre_backward: its all-gather again
     reduce_scatter_us: float = 0.0  # in FSDP::post_backward_*: its reduce-scatter
     gathers: int = 0  # FSDP::all_gather ranges issued for it
+    # Per all-gather of the layer, in forward and in backward: how many other layers finished
+    # computing between its issue and the layer's use (0: issued just when needed).
+    forward_distances: list[int] = field(default_factory=list)
+    backward_distances: list[int] = field(default_factory=list)
 
     @property
     def exposed_us(self) -> float:
         return self.forward_gather_us + self.backward_gather_us + self.reduce_scatter_us
+
+    @property
+    def gather_us(self) -> float:
+        return self.forward_gather_us + self.backward_gather_us
+
+    @property
+    def forward_prefetch_distance(self) -> float | None:
+        """The median prefetch distance of its forward all-gathers."""
+        return _median(self.forward_distances)
+
+    @property
+    def backward_prefetch_distance(self) -> float | None:
+        return _median(self.backward_distances)
+
+    @property
+    def prefetched(self) -> bool:
+        """Whether each of its all-gathers was issued at least one layer ahead."""
+        seen = self.forward_distances + self.backward_distances
+        return bool(seen) and min(seen) > 0
 
     def add(self, other: LayerComm) -> None:
         self.forward_gather_us += other.forward_gather_us
         self.backward_gather_us += other.backward_gather_us
         self.reduce_scatter_us += other.reduce_scatter_us
         self.gathers += other.gathers
+        self.forward_distances += other.forward_distances
+        self.backward_distances += other.backward_distances
 
     def to_dict(self, steps: int) -> dict[str, Any]:
         n = max(steps, 1) * 1000.0
@@ -80,7 +109,52 @@ class LayerComm:
                 "forward_all_gather_exposed_ms_per_step": self.forward_gather_us / n,
                 "backward_all_gather_exposed_ms_per_step": self.backward_gather_us / n,
                 "reduce_scatter_exposed_ms_per_step": self.reduce_scatter_us / n,
-                "all_gathers_per_step": self.gathers / max(steps, 1)}
+                "all_gathers_per_step": self.gathers / max(steps, 1),
+                "forward_prefetch_distance": self.forward_prefetch_distance,
+                "backward_prefetch_distance": self.backward_prefetch_distance}
+
+
+@dataclass
+class FsdpQueues:
+    """Where a rank's FSDP all-gathers and gradient reductions (reduce-scatters, and the
+    all-reduces gloo runs them as) run: the queues (a GPU stream, a host thread of the
+    backend) and how long the two kinds ran at the same time, in µs over every step."""
+
+    gather_queues: set[tuple[int, int]] = field(default_factory=set)  # (device, stream/thread)
+    reduce_queues: set[tuple[int, int]] = field(default_factory=set)
+    gather_us: float = 0.0  # the union of the all-gathers
+    reduce_us: float = 0.0  # the union of the reductions
+    overlap_us: float = 0.0  # both at once
+    process_groups: int = 0  # the groups the trace's pg_config names (0: not recorded)
+
+    @property
+    def serialised(self) -> bool | None:
+        """Whether all-gathers and reductions (almost) never ran at once: at most
+        SERIAL_OVERLAP_SHARE of the shorter kind's time; None when the rank shows only one."""
+        if not self.gather_us or not self.reduce_us:
+            return None
+        return self.overlap_us <= SERIAL_OVERLAP_SHARE * min(self.gather_us, self.reduce_us)
+
+    def add(self, other: FsdpQueues) -> None:
+        self.gather_queues |= other.gather_queues
+        self.reduce_queues |= other.reduce_queues
+        self.gather_us += other.gather_us
+        self.reduce_us += other.reduce_us
+        self.overlap_us += other.overlap_us
+        self.process_groups = max(self.process_groups, other.process_groups)
+
+    def to_dict(self, steps: int) -> dict[str, Any]:
+        return {"serialised": self.serialised,
+                "queues": len(self.gather_queues | self.reduce_queues),
+                "shared_queues": len(self.gather_queues & self.reduce_queues),
+                "all_gather_ms_per_step": self.gather_us / max(steps, 1) / 1000.0,
+                "reduction_ms_per_step": self.reduce_us / max(steps, 1) / 1000.0,
+                "gather_reduce_overlap_ms_per_step": self.overlap_us / max(steps, 1) / 1000.0,
+                "process_groups": self.process_groups}
+
+
+def _median(values: list[int]) -> float | None:
+    return float(np.median(values)) if values else None
 
 
 @dataclass
@@ -98,6 +172,7 @@ class Parallelism:
     stage: int | None = None  # the stage a multi-stage schedule names
     role: str | None = None  # "first", "middle" or "last" stage, from its sends and recvs
     layers: list[LayerComm] = field(default_factory=list)  # FSDP units, in first-seen order
+    fsdp_queues: FsdpQueues | None = None  # FSDP ranks only
 
     @property
     def pipeline(self) -> bool:
@@ -132,6 +207,8 @@ class Parallelism:
             }
         if self.layers:
             out["fsdp_layers"] = [x.to_dict(self.steps) for x in self.layers]
+        if self.fsdp_queues is not None:
+            out["fsdp_collectives"] = self.fsdp_queues.to_dict(self.steps)
         return out
 
     def to_pandas(self) -> Any:

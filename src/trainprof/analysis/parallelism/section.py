@@ -13,17 +13,20 @@ from trainprof.analysis import intervals as iv
 from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.parallelism import activity
-from trainprof.analysis.parallelism.fsdp import layer_comm
+from trainprof.analysis.parallelism.fsdp import layer_comm, prefetch_distances, queues
 from trainprof.analysis.parallelism.kinds import detect, process_groups
 from trainprof.analysis.parallelism.result import (
+    FsdpQueues,
     LayerComm,
     Parallelism,
     ProcessGroup,
     StageStep,
 )
 from trainprof.analysis.parallelism.signals import (
+    ALL_GATHER,
     ALL_REDUCE,
     P2P_CODES,
+    REDUCTIONS,
     TYPE_NAMES,
     Signal,
     is_c10d_call,
@@ -32,7 +35,7 @@ from trainprof.analysis.parallelism.signals import (
     pipeline_stage,
     type_code,
 )
-from trainprof.analysis.streaming.parts import part_of
+from trainprof.analysis.streaming.parts import Part, part_of
 from trainprof.analysis.streaming.windows import Window, WindowedSection
 from trainprof.trace.model import FLAG_BACKWARD, Kind, Trace
 
@@ -42,6 +45,7 @@ _SOURCES = ("call", "backend", "kernel")
 # Kept on the trace object: the signal of each name id of the trace.
 _ATTRIBUTE = "_trainprof_parallelism_signals"
 _COMM_ATTRIBUTE = "_trainprof_parallelism_comm_names"
+_FSDP_ATTRIBUTE = "_trainprof_parallelism_fsdp_ranges"
 #: Bits of ``_comm_names`` above the type code (which stays under 16).
 _CALL, _FUNCTIONAL = 16, 32
 
@@ -56,6 +60,7 @@ class _Part:
     stage_steps: list[StageStep] = field(default_factory=list)
     layers: dict[str, LayerComm] = field(default_factory=dict)
     groups: list[ProcessGroup] = field(default_factory=list)
+    queues: FsdpQueues | None = None
 
 
 def _name_signals(trace: Trace) -> np.ndarray:
@@ -97,8 +102,34 @@ def _partial(window: Window) -> _Part:
         calls = np.isin(every_types, P2P_CODES) & (ev.kind[every] != Kind.KERNEL)
         _count_roles(trace, every[calls], micro, out)
     if out.signals.get("fsdp_range"):
-        out.layers = layer_comm(trace, part, host[signal == Signal.FSDP_RANGE], comm)
+        _fsdp_part(trace, part, host[signal == Signal.FSDP_RANGE], comm, types, out)
     return out
+
+
+def _fsdp_part(trace: Trace, part: Part, ranges: np.ndarray, comm: np.ndarray,
+               types: np.ndarray, out: _Part) -> None:
+    """The FSDP figures of the part: per layer its exposed communication and prefetch
+    distances, and where its all-gathers and reductions ran."""
+    out.layers = layer_comm(trace, part, ranges, comm)
+    for layer, (forward, backward) in prefetch_distances(trace, part, _fsdp_ranges(trace)).items():
+        row = out.layers.setdefault(layer, LayerComm(layer))
+        row.forward_distances += forward
+        row.backward_distances += backward
+    backend = (_comm_names(trace)[trace.events.name[comm]] & _CALL) == 0
+    out.queues = queues(trace, part, comm, backend & (types == ALL_GATHER),
+                        backend & np.isin(types, REDUCTIONS))
+    out.queues.process_groups = len(out.groups)
+
+
+def _fsdp_ranges(trace: Trace) -> np.ndarray:
+    """Every FSDP range of the trace on the host (worked out once per trace)."""
+    store = trace.__dict__
+    if _FSDP_ATTRIBUTE not in store:
+        ev = trace.events
+        idx = np.flatnonzero(_name_signals(trace)[ev.name] == Signal.FSDP_RANGE)
+        store[_FSDP_ATTRIBUTE] = idx[np.isin(ev.kind[idx], _HOST)]
+    ranges: np.ndarray = store[_FSDP_ATTRIBUTE]
+    return ranges
 
 
 def _comm_names(trace: Trace) -> np.ndarray:
@@ -200,11 +231,15 @@ def _combine(parts: list[_Part], steps: StepWindows) -> Parallelism:
     signals: Counter[str] = Counter()
     calls: Counter[tuple[str, str]] = Counter()
     layers: dict[str, LayerComm] = {}
+    fsdp_queues: FsdpQueues | None = None
     for p in parts:
         signals.update(p.signals)
         calls.update(p.calls)
         for name, layer in p.layers.items():
             layers.setdefault(name, LayerComm(name)).add(layer)
+        if p.queues is not None:
+            fsdp_queues = fsdp_queues or FsdpQueues()
+            fsdp_queues.add(p.queues)
     by_type = _calls_by_type(calls)
     kinds, evidence = detect(signals, by_type)
     stage_steps = [s for p in parts for s in p.stage_steps] if "pipeline" in kinds else []
@@ -213,7 +248,8 @@ def _combine(parts: list[_Part], steps: StepWindows) -> Parallelism:
                          process_groups=parts[0].groups if parts else [], steps=len(steps), stage_steps=stage_steps,
                          stage=min(stages) if stages else None,
                          layers=[x for x in layers.values() if x.gathers or x.exposed_us]
-                         if "fsdp" in kinds else [])
+                         if "fsdp" in kinds else [],
+                         fsdp_queues=fsdp_queues if "fsdp" in kinds else None)
     if stage_steps:
         counts = [s.forward_micro_batches for s in stage_steps if s.forward_micro_batches]
         local = max(len(stages), 1)

@@ -69,6 +69,10 @@ def pipeline_stage(name: str) -> int | None:
 TYPE_NAMES = (*TYPES, "other")
 P2P_CODES = tuple(TYPE_NAMES.index(t) for t in P2P_TYPES)
 ALL_REDUCE = TYPE_NAMES.index("all_reduce")
+ALL_GATHER = TYPE_NAMES.index("all_gather")
+#: FSDP's gradient reductions: reduce-scatters, and the all-reduces gloo runs them as (and
+#: HSDP's all-reduce across replicas).
+REDUCTIONS = (TYPE_NAMES.index("reduce_scatter"), ALL_REDUCE)
 
 
 def type_code(name: str) -> int:

@@ -51,12 +51,15 @@ RANK_RULES: list[RankRule] = [
 ]
 RANK_RULES += [compilation.compilation, compilation.untraced_time, host.cuda_api_time]
 RANK_RULES += [precision.wide_precision, outside_training.outside_training]
-RANK_RULES += [parallelism.fsdp_exposed_communication]
 JOB_RULES: list[JobRule] = [
     distributed.communication_exposed,
     distributed.straggler,
 ]
-JOB_RULES += [parallelism.pipeline_imbalance, parallelism.pipeline_bubble]
+JOB_RULES += [parallelism.pipeline_imbalance, parallelism.pipeline_bubble,
+              parallelism.fsdp_exposed_communication]
+#: Job rules in their rank-level form, for a cluster summary: its ranks keep no parallelism
+#: section, so the rank's own finding is kept (without the straggler's wait taken out).
+SUMMARY_RULES: list[RankRule] = [parallelism.fsdp_exposed_on_rank]
 
 #: Every finding id, in the order docs/rules.md lists them.
 FINDING_IDS = [

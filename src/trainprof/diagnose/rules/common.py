@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainprof.analysis.results import RankAnalysis
+from trainprof.analysis.results import Analysis, RankAnalysis
 from trainprof.diagnose.findings import Evidence, Finding, Fix, Severity
 
 
@@ -71,3 +71,13 @@ def rank_finding(r: RankAnalysis, id: str, sev: Severity, title: str, explanatio
                    explanation=explanation, evidence=evidence, saving_pct=saving_pct,
                    saving_ms=ms_of(r, saving_pct), saving_assumption=assumption, fix=fix,
                    extra=dict(extra))
+
+
+def straggler_waits(analysis: Analysis) -> dict[int, float]:
+    """ms per step each rank waited in collectives for the named straggler (0 for the
+    straggler itself; empty when none is named): the straggler finding's, left out of the
+    waiting ranks' communication findings."""
+    s = analysis.job.stragglers
+    if s is None or s.straggler is None:
+        return {}
+    return {w.rank: (0.0 if w.rank == s.straggler else w.waited_ms_per_step) for w in s.ranks}

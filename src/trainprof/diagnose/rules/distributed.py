@@ -11,7 +11,7 @@ import numpy as np
 
 from trainprof.analysis.results import Analysis, RankAnalysis
 from trainprof.diagnose.findings import Evidence, Finding, Fix, saving_severity
-from trainprof.diagnose.rules.common import pct_of, rank_finding, where
+from trainprof.diagnose.rules.common import pct_of, rank_finding, straggler_waits, where
 from trainprof.diagnose.rules.parallelism import GENERIC_COMM, comm_fix, counted_elsewhere_ms
 
 # communication_exposed: communication with no compute running, per step, as a share of the
@@ -123,16 +123,8 @@ def straggler_fix(reason: str | None) -> Fix:
     return BALANCE_COMPUTE if reason == "compute" else BALANCE_RANKS
 
 
-def _waits(analysis: Analysis) -> dict[int, float]:
-    """ms per step each rank waited for the named straggler (0 for the straggler itself)."""
-    s = analysis.job.stragglers
-    if s is None or s.straggler is None:
-        return {}
-    return {w.rank: (0.0 if w.rank == s.straggler else w.waited_ms_per_step) for w in s.ranks}
-
-
 def communication_exposed(analysis: Analysis, found: list[Finding]) -> list[Finding]:
-    waits = _waits(analysis)
+    waits = straggler_waits(analysis)
     out = []
     for r in analysis.ranks:
         finding = _exposed(r, waits.get(r.rank, 0.0))

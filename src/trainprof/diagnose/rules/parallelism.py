@@ -8,7 +8,7 @@ from trainprof.analysis.parallelism.result import LayerComm, Parallelism
 from trainprof.analysis.parallelism.signals import P2P_TYPES
 from trainprof.analysis.results import Analysis, RankAnalysis
 from trainprof.diagnose.findings import Evidence, Finding, Fix, saving_severity
-from trainprof.diagnose.rules.common import pct_of, rank_finding, where
+from trainprof.diagnose.rules.common import pct_of, rank_finding, straggler_waits, where
 
 # pipeline_imbalance: balancing the stages would save at least this share of the step (stages
 # of equal work came out more than 10% apart on a loaded host: docs/rules.md).
@@ -47,31 +47,74 @@ _FORWARD_PREFETCH = (
 )
 _BACKWARD_PREFETCH = (
     "for i, layer in enumerate(model.layers[1:], start=1):\n"
-    "    layer.set_modules_to_backward_prefetch([model.layers[i - 1]])\n"
-    "fully_shard(model.layers[-1], reshard_after_forward=False)   # no all-gather again in backward"
+    "    layer.set_modules_to_backward_prefetch([model.layers[i - 1]])"
+)
+_KEEP_GATHERED = (
+    "fully_shard(model.layers[-1], reshard_after_forward=False)   # no all-gather again in backward\n"
+    "# or for every layer when memory allows (ZeRO-2 style):\n"
+    "model.set_reshard_after_forward(False)"
+)
+_COARSER = (
+    "for block in model.blocks:          # fewer, larger units: one per block, not per Linear\n"
+    "    fully_shard(block)\n"
+    "fully_shard(model)"
 )
 _REDUCE = (
     "mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)\n"
     "for block in model.blocks:          # fewer, larger units: one per block, not per Linear\n"
     "    fully_shard(block, mp_policy=mp)"
 )
+#: fsdp_exposed_communication's fixes, by what was seen (docs/rules.md).
 FSDP_FIXES = {
-    "forward_gather_us": Fix(
-        summary="Prefetch each layer's all-gather during the layer before it "
-                "(set_modules_to_forward_prefetch), or shard whole blocks rather than single "
-                "layers so each all-gather is larger and fewer.",
+    "no_forward_prefetch": Fix(
+        summary="No layer's all-gather is issued ahead in forward: prefetch each layer's "
+                "all-gather during the layer before it (set_modules_to_forward_prefetch), so it "
+                "runs beside that layer's compute.",
         pytorch=_FORWARD_PREFETCH),
-    "backward_gather_us": Fix(
-        summary="Prefetch the backward all-gathers (set_modules_to_backward_prefetch), and keep "
-                "the last layers' parameters gathered after forward (reshard_after_forward="
-                "False) so backward does not gather them again.",
+    "no_backward_prefetch": Fix(
+        summary="No layer's all-gather is issued ahead in backward: prefetch them "
+                "(set_modules_to_backward_prefetch), so each runs beside the backward of the "
+                "layer after it.",
         pytorch=_BACKWARD_PREFETCH),
-    "reduce_scatter_us": Fix(
+    "gathered_again": Fix(
+        summary="The all-gathers are prefetched but still exposed, most of it the first "
+                "backward layer's (nothing runs before it to hide it): keep the last layers' "
+                "parameters gathered after forward (reshard_after_forward=False), for every "
+                "layer when memory allows.",
+        pytorch=_KEEP_GATHERED),
+    "slow_gathers": Fix(
+        summary="The forward all-gathers are prefetched but take longer than the layer they "
+                "run beside: gather fewer bytes (MixedPrecisionPolicy(param_dtype=bfloat16)), "
+                "prefetch two layers ahead, or give each rank more rows so each layer "
+                "computes longer.",
+        pytorch="mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16)\n"
+                "for i, layer in enumerate(model.layers[:-2]):\n"
+                "    layer.set_modules_to_forward_prefetch(list(model.layers[i + 1:i + 3]))"),
+    "small_units": Fix(
+        summary="Each all-gather is tiny and costs about its fixed latency: shard whole blocks "
+                "rather than single layers, so the all-gathers are fewer and larger.",
+        pytorch=_COARSER),
+    "serialised": Fix(
+        summary="The reduce-scatters queue behind the all-gathers on one communicator: give "
+                "them their own process group (set_separate_reduce_scatter_group) so both run "
+                "at once, and reduce in bf16 (MixedPrecisionPolicy(reduce_dtype=bfloat16)).",
+        pytorch="model.set_separate_reduce_scatter_group(True)   # torch 2.11 and later\n"
+                + _REDUCE),
+    "reduce_scatter": Fix(
         summary="Make the reduce-scatters cheaper and fewer: larger FSDP units (wrap blocks, "
                 "not single layers) and gradients reduced in bf16 (MixedPrecisionPolicy"
                 "(reduce_dtype=torch.bfloat16)).",
         pytorch=_REDUCE),
 }
+# fsdp_exposed_communication: a pass whose all-gathers are never issued ahead is the cause when
+# it exposes at least this share of the all-gathers' time (FSDP2 prefetches in backward by
+# itself, not in forward: in the recorded job without prefetch, forward held 27% to 66% of the
+# all-gather waits; under a tenth, prefetching that pass is not where the time is).
+FSDP_UNPREFETCHED_SHARE = 0.10
+# fsdp_exposed_communication: an all-gather shorter than this (mean over the rank's) costs
+# about its fixed latency (NCCL's within a node is 10-30 µs): fewer, larger units help more
+# than prefetching.
+FSDP_SMALL_GATHER_MS = 0.1
 _FIGURE_NAMES = {"forward_gather_us": "all-gather in forward",
                  "backward_gather_us": "all-gather in backward",
                  "reduce_scatter_us": "reduce-scatter in backward"}
@@ -114,8 +157,7 @@ def comm_fix(r: RankAnalysis) -> Fix | None:
     if "ddp" in kinds or (not kinds and p.calls.get("all_reduce")):
         return None
     if "fsdp" in kinds:
-        return FSDP_FIXES[_worst_figure(p.layers)] if p.layers else \
-            FSDP_FIXES["forward_gather_us"]
+        return FSDP_FIXES[fsdp_cause(p)[0]]
     for kind, fix in (("tensor", TENSOR_PARALLEL_COMM), ("expert", EXPERT_PARALLEL_COMM),
                       ("pipeline", PIPELINE_COMM)):
         if kind in kinds:
@@ -200,42 +242,118 @@ def pipeline_bubble(analysis: Analysis, found: list[Finding]) -> list[Finding]:
     return [finding]
 
 
-def fsdp_exposed_communication(r: RankAnalysis) -> Finding | None:
+def fsdp_exposed_communication(analysis: Analysis, found: list[Finding]) -> list[Finding]:
+    waits = straggler_waits(analysis)
+    out = []
+    for r in analysis.ranks:
+        finding = _fsdp_exposed(r, waits.get(r.rank, 0.0))
+        if finding is not None:
+            out.append(finding)
+    return out
+
+
+def fsdp_exposed_on_rank(r: RankAnalysis) -> Finding | None:
+    """The rank-level form, for a cluster summary (whose ranks keep no parallelism section):
+    no straggler known, nothing left out."""
+    return _fsdp_exposed(r, 0.0)
+
+
+def _fsdp_exposed(r: RankAnalysis, waited_ms: float) -> Finding | None:
+    """The rank's FSDP communication with no compute running, less the time it waited in
+    collectives for a straggler (the straggler finding's)."""
     p = parallelism_of(r)
     if p is None or not p.layers or not p.steps:
         return None
-    exposed_ms = p.fsdp_exposed_ms_per_step()
+    total_ms = p.fsdp_exposed_ms_per_step()
+    exposed_ms = max(total_ms - waited_ms, 0.0)
     share = pct_of(r, exposed_ms)
     if share <= FSDP_EXPOSED_PCT:
         return None
-    figure = _worst_figure(p.layers)
-    worst = sorted(p.layers, key=lambda x: -x.exposed_us)[:_LAYERS_SHOWN]
+    cause, figures = fsdp_cause(p)
+    named = sorted((x for x in p.layers if sum(getattr(x, f) for f in figures) > 0),
+                   key=lambda x: -sum(getattr(x, f) for f in figures))[:_LAYERS_SHOWN]
+    top = named[0] if named else max(p.layers, key=lambda x: x.exposed_us)
     evidence = [Evidence("FSDP communication with no compute running", exposed_ms, "ms/step",
                          where(r))]
     for name, label in _FIGURE_NAMES.items():
         total = sum(getattr(x, name) for x in p.layers) / p.steps / 1000.0
         evidence.append(Evidence(label, total, "ms/step", where(r, "every layer")))
     evidence += [Evidence(f"layer {x.layer or '(root)'}", x.exposed_us / p.steps / 1000.0,
-                          "ms/step", where(r, _split(x, p.steps))) for x in worst]
-    top = worst[0]
+                          "ms/step", where(r, _split(x, p.steps))) for x in named]
+    if p.fsdp_queues is not None and p.fsdp_queues.serialised is not None:
+        q = p.fsdp_queues
+        evidence.append(Evidence("all-gathers and reduce-scatters serialised",
+                                 "yes" if q.serialised else "no", "",
+                                 where(r, f"{len(q.gather_queues | q.reduce_queues)} queue(s), "
+                                          f"{q.process_groups} process group(s)")))
+    if waited_ms:
+        evidence.append(Evidence("left out: waiting for the straggler",
+                                 min(waited_ms, total_ms), "ms/step", where(r)))
+    names = ", ".join(x.layer or "(root)" for x in named)
     return rank_finding(
         r, "fsdp_exposed_communication", saving_severity(share),
-        f"FSDP's collectives are not hidden: {share:.0f}% of each step waits for them, most "
-        f"in layer {top.layer or '(root)'} ({_FIGURE_NAMES[figure]} the largest part)",
+        f"FSDP's collectives are not hidden: {share:.0f}% of each step waits for them, "
+        f"{_CAUSES[cause]} (layers {names})",
         "FSDP gathers each layer's parameters before it runs and reduce-scatters its gradients "
         "after; unless they run during another layer's compute, the step waits for them.",
         evidence, share, "upper bound: every FSDP collective hidden under compute",
-        FSDP_FIXES[figure], layer=top.layer)
+        FSDP_FIXES[cause], layer=top.layer, layers=[x.layer for x in named], cause=cause)
 
 
-def _worst_figure(layers: list[LayerComm]) -> str:
-    return max(_FIGURE_NAMES, key=lambda name: sum(getattr(x, name) for x in layers))
+#: What each cause says in the finding's title.
+_CAUSES = {"no_forward_prefetch": "most in all-gathers issued only when each layer needs them "
+                                  "in forward (no prefetch)",
+           "no_backward_prefetch": "most in all-gathers issued only when each layer needs them "
+                                   "in backward (no prefetch)",
+           "gathered_again": "most in backward all-gathers, prefetched but still exposed",
+           "slow_gathers": "most in forward all-gathers, prefetched but still exposed",
+           "small_units": "most in many tiny all-gathers",
+           "serialised": "most in reduce-scatters queued behind the all-gathers",
+           "reduce_scatter": "most in the reduce-scatters"}
+
+
+def fsdp_cause(p: Parallelism) -> tuple[str, tuple[str, ...]]:
+    """What the rank's FSDP communication shows (a key of FSDP_FIXES), and the figures the
+    cause is about (docs/rules.md): reduce-scatters exposing more than the all-gathers
+    (serialised with them or not); else a pass (forward, backward) whose all-gathers all have
+    prefetch distance 0 and expose at least FSDP_UNPREFETCHED_SHARE of the all-gathers' time;
+    else tiny all-gathers; else all-gathers prefetched but still exposed, in backward (gathered
+    again) or in forward (slower than the layer they hide under)."""
+    if not p.layers:  # FSDP ranges but no collective seen: the first thing to try
+        return "no_forward_prefetch", ("forward_gather_us",)
+    total = {name: sum(getattr(x, name) for x in p.layers) for name in _FIGURE_NAMES}
+    gathers_us = total["forward_gather_us"] + total["backward_gather_us"]
+    queues = p.fsdp_queues
+    if total["reduce_scatter_us"] > gathers_us:
+        serial = queues is not None and queues.serialised
+        return ("serialised" if serial else "reduce_scatter"), ("reduce_scatter_us",)
+    unprefetched = []
+    for figure, distances in (("forward_gather_us", [d for x in p.layers
+                                                      for d in x.forward_distances]),
+                              ("backward_gather_us", [d for x in p.layers
+                                                       for d in x.backward_distances])):
+        if distances and max(distances) == 0 and \
+                total[figure] >= FSDP_UNPREFETCHED_SHARE * gathers_us:
+            unprefetched.append(figure)
+    if unprefetched:
+        figure = max(unprefetched, key=total.__getitem__)
+        return ("no_forward_prefetch" if figure == "forward_gather_us"
+                else "no_backward_prefetch"), (figure,)
+    count = sum(x.gathers for x in p.layers)
+    if queues is not None and count and queues.gather_us / count / 1000.0 < FSDP_SMALL_GATHER_MS:
+        return "small_units", ("forward_gather_us", "backward_gather_us")
+    if total["backward_gather_us"] > total["forward_gather_us"]:
+        return "gathered_again", ("backward_gather_us",)
+    return "slow_gathers", ("forward_gather_us",)
 
 
 def _split(x: LayerComm, steps: int) -> str:
     n = max(steps, 1) * 1000.0
+    ahead = "/".join("-" if d is None else f"{d:g}" for d in
+                     (x.forward_prefetch_distance, x.backward_prefetch_distance))
     return (f"forward all-gather {x.forward_gather_us / n:.1f}, backward all-gather "
-            f"{x.backward_gather_us / n:.1f}, reduce-scatter {x.reduce_scatter_us / n:.1f} ms")
+            f"{x.backward_gather_us / n:.1f}, reduce-scatter {x.reduce_scatter_us / n:.1f} ms; "
+            f"prefetch distance forward/backward {ahead}")
 
 
 def _rank(analysis: Analysis, rank: int) -> RankAnalysis:

@@ -32,12 +32,16 @@ def fsdp_layers_table(p: dict[str, Any]) -> Table | None:
             Column("all-gather forward", title="ms per step with no compute running"),
             Column("all-gather backward", title="ms per step with no compute running"),
             Column("reduce-scatter", title="ms per step with no compute running"),
-            Column("gathers/step")]
+            Column("gathers/step"),
+            Column("prefetch forward", title="layers ahead its all-gathers are issued"),
+            Column("prefetch backward", title="layers ahead its all-gathers are issued")]
     table = Table(cols, caption="FSDP layers: communication with no compute running")
     table.rows = [[text(x["layer"]), num(x["forward_all_gather_exposed_ms_per_step"], 2),
                    num(x["backward_all_gather_exposed_ms_per_step"], 2),
                    num(x["reduce_scatter_exposed_ms_per_step"], 2),
-                   num(x["all_gathers_per_step"], 0)] for x in layers[:LAYER_ROWS]]
+                   num(x["all_gathers_per_step"], 0),
+                   num(x.get("forward_prefetch_distance"), 1),
+                   num(x.get("backward_prefetch_distance"), 1)] for x in layers[:LAYER_ROWS]]
     return table
 
 

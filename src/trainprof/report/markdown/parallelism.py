@@ -25,11 +25,14 @@ def parallelism_md(rank: dict[str, Any] | None, pipeline: dict[str, Any] | None)
     if layers:
         rows = [[md_text(x["layer"]), number(x["forward_all_gather_exposed_ms_per_step"], 2),
                  number(x["backward_all_gather_exposed_ms_per_step"], 2),
-                 number(x["reduce_scatter_exposed_ms_per_step"], 2)]
+                 number(x["reduce_scatter_exposed_ms_per_step"], 2),
+                 number(x.get("forward_prefetch_distance"), 1),
+                 number(x.get("backward_prefetch_distance"), 1)]
                 for x in layers[:LAYER_ROWS]]
-        out += ["FSDP layers: communication with no compute running (ms per step)", "",
-                table(["layer", "all-gather forward", "all-gather backward", "reduce-scatter"],
-                      rows, "lrrr"), ""]
+        out += ["FSDP layers: communication with no compute running (ms per step), and how "
+                "many layers ahead each all-gather is issued (prefetch distance)", "",
+                table(["layer", "all-gather forward", "all-gather backward", "reduce-scatter",
+                       "prefetch forward", "prefetch backward"], rows, "lrrrrr"), ""]
     if pipeline and pipeline.get("stages"):
         out += [f"Pipeline: {len(pipeline['stages'])} stages, "
                 f"{pipeline.get('micro_batches') or '?'} micro-batches "

@@ -34,13 +34,20 @@ def render_parallelism(result: Parallelism) -> Group | None:
 
 def _layers(result: Parallelism) -> Table:
     n = max(result.steps, 1) * 1000.0
-    t = compact_table("FSDP layers: communication with no compute running (ms per step)")
+    t = compact_table("FSDP layers: all-gathers (AG) and reduce-scatters (RS) with no compute "
+                      "running, ms per step; ahead: prefetch distance, forward/backward")
     add_name_column(t, "layer", 32)
-    add_number_columns(t, "AG forward", "AG backward", "reduce-scatter", "gathers/step")
+    add_number_columns(t, "AG fwd", "AG bwd", "RS", "AG/step", "ahead")
     for x in sorted(result.layers, key=lambda x: -x.exposed_us)[:LAYER_ROWS]:
         t.add_row(x.layer or "(root)", f"{x.forward_gather_us / n:.2f}",
                   f"{x.backward_gather_us / n:.2f}", f"{x.reduce_scatter_us / n:.2f}",
-                  f"{x.gathers / max(result.steps, 1):.0f}")
+                  f"{x.gathers / max(result.steps, 1):.0f}",
+                  "/".join("-" if d is None else f"{d:g}" for d in
+                           (x.forward_prefetch_distance, x.backward_prefetch_distance)))
+    q = result.fsdp_queues
+    if q is not None and q.serialised is not None:
+        t.caption = ("all-gathers and reduce-scatters serialised (never at once)" if q.serialised
+                     else "all-gathers and reduce-scatters run at once")
     return t
 
 
