@@ -62,16 +62,19 @@ RECORDING_FIXTURES = {"parallel_jobs": "gloo_jobs", "ddp_jobs": "gloo_jobs",
                       "recorded": "pathologies", "ddp": "pathologies"}
 
 
+def pytest_itemcollected(item):
+    """The tests of one recording share an xdist group (``--dist loadgroup``), marked as each is
+    collected: before any ``pytest_collection_modifyitems``, where xdist reads the groups."""
+    used = [group for name, group in RECORDING_FIXTURES.items()
+            if name in getattr(item, "fixturenames", ())]
+    if used:
+        item.add_marker(pytest.mark.xdist_group(used[0]))
+
+
 def pytest_collection_modifyitems(config, items):
     """The forked-section tests run first: the sections fork only in a process with no other
     thread (analysis/parallel/section_workers.py), and a Dask client leaves its IO loop thread
-    running for the rest of the process (tests/analysis/test_on_dask.py). The tests of one
-    recording share an xdist group (``--dist loadgroup``)."""
-    for item in items:
-        used = [group for name, group in RECORDING_FIXTURES.items()
-                if name in getattr(item, "fixturenames", ())]
-        if used:
-            item.add_marker(pytest.mark.xdist_group(used[0]))
+    running for the rest of the process (tests/analysis/test_on_dask.py)."""
     first = [item for item in items if item.path.name == "test_section_workers.py"]
     if first:
         rest = [item for item in items if item.path.name != "test_section_workers.py"]
