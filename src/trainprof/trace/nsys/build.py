@@ -37,7 +37,7 @@ _DEVICE_KEYS = {"id": "id", "name": "name", "totalMemory": "totalGlobalMem",
 def read_export(path: Path, step_marker: re.Pattern[str] | None = None) -> list[Trace]:
     """One ``Trace`` per process with GPU work, in rank order. Raises ``TraceError``."""
     with Export(path) as db:
-        _require_kernels(db, path)
+        require_kernels(db, path)
         cat = Catalog()
         rows, notes, marks = _all_rows(db, cat, step_marker)
         devices, metadata = _device_properties(db), _metadata(db)
@@ -66,7 +66,7 @@ def _by_process(rows: Rows, keys: list[int]) -> dict[int, Rows]:
     return {key: rows.take(order[a:b]) for key, a, b in zip(keys, lo, hi, strict=True)}
 
 
-def _require_kernels(db: Export, path: Path) -> None:
+def require_kernels(db: Export, path: Path) -> None:
     """A TraceError unless the export recorded at least one kernel."""
     table = "CUPTI_ACTIVITY_KIND_KERNEL"
     found = db.has(table) and next(db.query(f"SELECT EXISTS (SELECT 1 FROM {table})"))[0][0]
@@ -90,7 +90,7 @@ def _all_rows(db: Export, cat: Catalog, step_marker: re.Pattern[str] | None
     rows = Rows.join(parts)
     if "globalPid" not in db.columns("CUPTI_ACTIVITY_KIND_KERNEL"):
         rows.process[:] = 0  # no process ids on the device side: one process
-    _sync_lanes(rows)
+    sync_lanes(rows)
     return rows, notes, marks
 
 
@@ -99,40 +99,56 @@ def _trace(path: Path, rank: int, rows: Rows, cat: Catalog, devices: list[dict[s
     used = tables.distinct(rows.device[rows.device >= 0])[0].tolist()
     props = [d for d in devices if d.get("id") in used] or devices
     t0_ns = int(rows.start.min()) // 1000 * 1000
-    dur_ns = rows.end - rows.start
-    negative = int(np.count_nonzero(dur_ns < 0))
     lanes, lane = _lanes(rows.lane)
     names, name = _compacted(rows.name)
     details, detail = _compacted(rows.detail)
     shapes, shape = _compacted(rows.shape)
-    n = len(rows)
-    events = Events(
-        kind=rows.kind, name=name,
-        ts=(rows.start - t0_ns) / 1000.0, dur=np.maximum(dur_ns, 0) / 1000.0,
-        tid=lane.reshape(-1).astype(np.int32), device=rows.device, stream=rows.stream,
-        correlation=rows.correlation, external_id=np.full(n, -1, np.int64),
-        blocks_per_sm=_blocks_per_sm(rows, props), occupancy=np.full(n, np.nan, np.float32),
-        nbytes=rows.nbytes, flags=_flags(cat, names)[name],
-        flops=np.full(n, np.nan), shape=shape, stack=np.full(n, -1, np.int32), detail=detail,
-        op_args=np.full(n, -1, np.int32), names=[cat.names[i] for i in names],
-        shapes=[cat.shapes[i] for i in shapes], details=[cat.details[i] for i in details],
-    )
-    extra = [f"{negative} event(s) ended before they started; read as lasting 0."] if negative \
-        else []
+    columns: dict[str, Any] = event_columns(rows, t0_ns, props,
+                                            lane.reshape(-1).astype(np.int32), name, detail,
+                                            shape)
+    columns["flags"] = flags_of(cat, names)[name]
+    events = Events(**columns, names=[cat.names[i] for i in names],
+                    shapes=[cat.shapes[i] for i in shapes],
+                    details=[cat.details[i] for i in details])
     return Trace(path=path, rank=rank, window=0, t0_us=t0_ns / 1000.0, events=events,
                  memory=_no_memory(), flows=_no_flows(),
-                 threads=lanes,
-                 metadata={**metadata, "deviceProperties": props}, notes=[*notes, *extra])
+                 threads=lanes, metadata={**metadata, "deviceProperties": props},
+                 notes=[*notes, *negative_note(int(np.count_nonzero(rows.end < rows.start)))])
 
 
-def _sync_lanes(rows: Rows) -> None:
-    """Put each synchronisation record on its stream's device (else its process's only
-    device): the export's ``deviceId`` of these records is 0 for every process in nsys 2026.2
-    (seen on the 2-GPU capture)."""
+def event_columns(rows: Rows, t0_ns: int, devices: list[dict[str, Any]], tid: np.ndarray,
+                  name: np.ndarray, detail: np.ndarray, shape: np.ndarray
+                  ) -> dict[str, np.ndarray]:
+    """The ``Events`` columns of ``rows`` but ``flags`` (times from ``t0_ns``; ``tid``,
+    ``name``, ``detail`` and ``shape`` as the trace's tables number them)."""
+    n = len(rows)
+    return dict(
+        kind=rows.kind, name=name, ts=(rows.start - t0_ns) / 1000.0,
+        dur=np.maximum(rows.end - rows.start, 0) / 1000.0, tid=tid, device=rows.device,
+        stream=rows.stream, correlation=rows.correlation, external_id=np.full(n, -1, np.int64),
+        blocks_per_sm=_blocks_per_sm(rows, devices), occupancy=np.full(n, np.nan, np.float32),
+        nbytes=rows.nbytes, flops=np.full(n, np.nan), shape=shape,
+        stack=np.full(n, -1, np.int32), detail=detail, op_args=np.full(n, -1, np.int32))
+
+
+def negative_note(count: int) -> list[str]:
+    return [f"{count} event(s) ended before they started; read as lasting 0."] if count else []
+
+
+def device_triples(rows: Rows) -> np.ndarray:
+    """The distinct (process, stream, device) of the rows' device work."""
     on_device = np.isin(rows.kind, list(model.DEVICE_KINDS))
-    triples = tables.distinct(np.stack([rows.process[on_device], rows.stream[on_device],
-                                        rows.device[on_device].astype(np.int64)], axis=1))[0]
+    return tables.distinct(np.stack([rows.process[on_device], rows.stream[on_device],
+                                     rows.device[on_device].astype(np.int64)], axis=1))[0]
 
+
+def sync_lanes(rows: Rows, triples: np.ndarray | None = None) -> None:
+    """Put each synchronisation record on its stream's device (else its process's only
+    device) among ``triples`` (``device_triples``, by default of ``rows``): the export's
+    ``deviceId`` of these records is 0 for every process in nsys 2026.2 (seen on the 2-GPU
+    capture)."""
+    if triples is None:
+        triples = device_triples(rows)
     streams = {(p, s): d for p, s, d in triples.tolist()}
     devices: dict[int, set[int]] = {}
     for p, _, d in triples.tolist():
@@ -169,7 +185,7 @@ def _compacted(index: np.ndarray) -> tuple[list[int], np.ndarray]:
     return np.flatnonzero(used).tolist(), out
 
 
-def _flags(cat: Catalog, names: list[int]) -> np.ndarray:
+def flags_of(cat: Catalog, names: list[int]) -> np.ndarray:
     """FLAG_* of each name used (a name's index fixes its kind, tables.Catalog)."""
     return np.array([model.name_flags(cat.kinds[i], cat.names[i]) for i in names],
                     dtype=np.uint8).reshape(-1)
