@@ -130,3 +130,14 @@ def test_max_memory_streams_an_export_with_the_same_findings(stepped):
     assert_close(streamed, whole)
     assert len(whole["ranks"]) == 2 and whole["findings"]
     assert all(r["steps"]["count"] == STEPS for r in whole["ranks"])
+
+
+def test_steps_found_from_the_kernels_stream_as_read_whole(tmp_path):
+    from test_nsys_repeating import LAYER, _kernel_names, _loop, _unmarked
+    from test_nsys_repeating import STEPS as LOOP_STEPS
+
+    path = _unmarked(_loop(tmp_path / "loop.sqlite", [_kernel_names(LAYER)] * LOOP_STEPS))
+    assert find_steps(read_nsys(path)[0]).source == "ProfilerStep"
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    _equal_streamed(path, spill, {0: 2})

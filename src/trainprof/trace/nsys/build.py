@@ -9,6 +9,7 @@ count of ns from that origin divided by 1000.
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from trainprof.trace import model
 from trainprof.trace.model import Events, Flows, MemoryEvents, Trace
 from trainprof.trace.nsys import tables
 from trainprof.trace.nsys.nvtx import nvtx_ranges
+from trainprof.trace.nsys.repeating import step_rows
 from trainprof.trace.nsys.schema import Export
 from trainprof.trace.nsys.tables import Catalog, Rows
 
@@ -44,7 +46,9 @@ def read_export(path: Path, step_marker: re.Pattern[str] | None = None) -> list[
         pids = _process_names(db)
     keys = tables.distinct(rows.process[np.isin(rows.kind, list(model.DEVICE_KINDS))])[0].tolist()
     numbers, note = _ranks(keys, marks, pids)
-    notes += [*note, *_left_out(keys, rows)]
+    found, found_notes = _structure_steps(rows, keys, cat)
+    rows = Rows.join([rows, *found]) if found else rows
+    notes += [*note, *_left_out(keys, rows), *found_notes]
     if not devices:
         notes.append("The export has no TARGET_INFO_GPU table: device names and SM counts are "
                      "unknown (blocks per SM and the roofline's peaks need them).")
@@ -54,6 +58,42 @@ def read_export(path: Path, step_marker: re.Pattern[str] | None = None) -> list[
                                     bool(note) or key in marks))
               for rank, key in zip(numbers, keys, strict=True)]
     return sorted(traces, key=lambda t: t.rank)
+
+
+def _structure_steps(rows: Rows, keys: list[int], cat: Catalog) -> tuple[list[Rows], list[str]]:
+    """Step rows found from the repeating kernels (trace/nsys/repeating.py) of each process
+    without step ranges or torch's optimizer ranges, and the notes on how."""
+    marked = set(tables.distinct(rows.process[rows.kind == model.Kind.STEP])[0].tolist())
+    kernel = np.flatnonzero(rows.kind == model.Kind.KERNEL)
+    launch = np.flatnonzero((rows.kind == model.Kind.RUNTIME) | (rows.kind == model.Kind.DRIVER))
+    optimizer: set[int] | None = None
+    out, notes = [], []
+    for key in (k for k in keys if k not in marked):
+        mine = kernel[rows.process[kernel] == key]
+        mine = mine[np.argsort(rows.start[mine], kind="stable")]
+        found, note = step_rows(cat, rows.take(mine), partial(
+            _take, rows, launch, rows.process[launch] == key), key)
+        if found is None or note is None:
+            continue
+        optimizer = optimizer_processes(rows, cat) if optimizer is None else optimizer
+        if key not in optimizer:
+            out.append(found)
+            notes += [note] if note not in notes else []
+    return out, notes
+
+
+def _take(rows: Rows, index: np.ndarray, mask: np.ndarray) -> Rows:
+    return rows.take(index[mask])
+
+
+def optimizer_processes(rows: Rows, cat: Catalog) -> set[int]:
+    """Processes with torch's ``Optimizer.step`` ranges (the step finder's second source)."""
+    host = np.flatnonzero(rows.kind == model.Kind.USER_ANNOTATION)
+    names, index = tables.distinct(rows.name[host])
+    flagged = np.array([model.is_optimizer(model.Kind.USER_ANNOTATION, cat.names[i])
+                        for i in names.tolist()], bool)
+    return set(tables.distinct(rows.process[host[flagged[index]]])[0].tolist()) \
+        if flagged.any() else set()
 
 
 def _by_process(rows: Rows, keys: list[int]) -> dict[int, Rows]:

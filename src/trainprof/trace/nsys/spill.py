@@ -25,11 +25,12 @@ from typing import Any
 import numpy as np
 
 from trainprof.trace import columns as col
-from trainprof.trace.model import DEVICE_KINDS, Kind
+from trainprof.trace.model import DEVICE_KINDS, LAUNCH_KINDS, Kind
 from trainprof.trace.nsys import build, tables
 from trainprof.trace.nsys.nvtx import nvtx_ranges, rank_marks, step_notes
+from trainprof.trace.nsys.repeating import step_rows
 from trainprof.trace.nsys.schema import Export
-from trainprof.trace.nsys.tables import Catalog, Rows
+from trainprof.trace.nsys.tables import Catalog, Rows, empty_rows
 from trainprof.trace.spill import Piece, SpilledTrace, kept_markers, marker_events
 
 #: Rows of one table read at a time (about 50 MB of columns while a piece is turned into
@@ -88,6 +89,7 @@ class _Spiller:
         self.triples: set[tuple[int, int, int]] = set()
         self.host_only: set[int] = set()
         self.steps = 0
+        self.marked: set[int] = set()  # processes with step ranges or optimizer ranges
 
     def run(self) -> list[SpilledTrace]:
         with Export(self.path) as db:
@@ -120,6 +122,8 @@ class _Spiller:
         if (rows.kind == Kind.SYNC).any():
             build.sync_lanes(rows, np.array(sorted(self.triples), np.int64).reshape(-1, 3))
         self.steps += int(np.count_nonzero(rows.kind == Kind.STEP))
+        self.marked |= set(tables.distinct(rows.process[rows.kind == Kind.STEP])[0].tolist())
+        self.marked |= build.optimizer_processes(rows, self.cat)
         processes, which = tables.distinct(rows.process)
         for i, key in enumerate(processes.tolist()):
             rank = self.ranks.get(key)
@@ -155,6 +159,9 @@ class _Spiller:
         notes += rank_note
         if self.host_only:
             notes.append(f"{len(self.host_only)} process(es) without GPU work left out.")
+        for key in keys:
+            if key not in self.marked and (note := self._structure_steps(key)) is not None:
+                notes += [note] if note not in notes else []
         if not self.devices:
             notes.append("The export has no TARGET_INFO_GPU table: device names and SM counts "
                          "are unknown (blocks per SM and the roofline's peaks need them).")
@@ -168,6 +175,31 @@ class _Spiller:
             out.append(self._spilled(self.ranks[key], key, number, flags, info,
                                      [*notes, *build.negative_note(self.ranks[key].negative)]))
         return sorted(out, key=lambda s: s.rank)
+
+    def _structure_steps(self, key: int) -> str | None:
+        """Steps found from the process's repeating kernels (as ``build._structure_steps``
+        finds them in the whole read), written as one more piece; the note on how."""
+        rank = self.ranks[key]
+        kinds = [Kind.KERNEL, *LAUNCH_KINDS]
+        parts = []
+        for piece in rank.pieces:
+            kind = piece.column("events", "kind")
+            rows = np.flatnonzero(np.isin(kind, kinds))
+            parts.append({n: np.asarray(piece.column("events", n)[rows])
+                          for n in ("kind", "name", "start_ns", "dur", "correlation", "lane")})
+        cols = {n: np.concatenate([p[n] for p in parts]) for n in parts[0]}
+        end = cols["start_ns"] + np.round(cols["dur"] * 1000).astype(np.int64)
+        lane = np.stack([cols["lane"] >> 32, cols["lane"] & 0xFFFFFFFF], axis=1)
+        both = empty_rows(len(end), start=cols["start_ns"], end=end,
+                          process=np.full(len(end), key, np.int64), lane=lane,
+                          kind=cols["kind"], name=cols["name"], correlation=cols["correlation"])
+        kernels = both.take(np.flatnonzero(both.kind == Kind.KERNEL))
+        kernels = kernels.take(np.argsort(kernels.start, kind="stable"))
+        launches = both.take(np.flatnonzero(both.kind != Kind.KERNEL))
+        found, note = step_rows(self.cat, kernels, lambda: launches, key)
+        if found is not None:
+            self._write(rank, found.take(np.argsort(found.start, kind="stable")))
+        return note
 
     def _number_steps(self, rank: _Rank) -> None:
         """Number the process's step ranges without a number in time order, ties in the
