@@ -43,8 +43,9 @@ def read_export(path: Path, step_marker: re.Pattern[str] | None = None) -> list[
         cat = Catalog()
         rows, notes, marks = _all_rows(db, cat, step_marker)
         devices, metadata = _device_properties(db), _metadata(db)
-        pids = _process_names(db)
+        pids, launched_rank = _process_names(db), environment_rank(db)
     keys = tables.distinct(rows.process[np.isin(rows.kind, list(model.DEVICE_KINDS))])[0].tolist()
+    marks = with_environment_rank(keys, marks, launched_rank)
     numbers, note = _ranks(keys, marks, pids)
     found, found_notes = _structure_steps(rows, keys, cat)
     rows = Rows.join([rows, *found]) if found else rows
@@ -282,6 +283,33 @@ def _process_names(db: Export) -> dict[int, tuple[int, str]]:
     name = db.pick("PROCESSES", "name", default="''")
     return {int(g) >> 24: (int(p), str(n)) for rows in db.query(
         f"SELECT globalPid, pid, {name} FROM PROCESSES") for g, p, n in rows}
+
+
+def environment_rank(db: Export) -> int | None:
+    """The ``RANK`` of the environment nsys launched its target with (``META_DATA_CAPTURE``'s
+    ``PROCESS_N:ENVIRONMENT_VARIABLE`` rows, ``RANK="3"``, nsys 2026.2), when one is there:
+    nsys run per rank by the launcher (``torchrun ... nsys profile python train.py``,
+    ``srun nsys profile ...``). The environment of processes nsys's target started (torchrun's
+    workers under ``nsys profile torchrun``) is not recorded."""
+    if not {"name", "value"} <= db.columns("META_DATA_CAPTURE"):
+        return None
+    found = {str(v) for rows in db.query(
+        "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE' "
+        "AND value LIKE 'RANK=%'") for (v,) in rows}
+    numbers = {v[len("RANK="):].strip().strip('"') for v in found if v.startswith("RANK=")}
+    if len(numbers) != 1:
+        return None
+    (number,) = numbers
+    return int(number) if number.isdigit() else None
+
+
+def with_environment_rank(keys: list[int], marks: dict[int, int], rank: int | None
+                          ) -> dict[int, int]:
+    """The recorder's rank marks, and for a lone process without one the rank of the
+    environment it was launched with (``environment_rank``)."""
+    if rank is None or len(keys) != 1 or keys[0] in marks:
+        return marks
+    return {**marks, keys[0]: rank}
 
 
 def _ranks(keys: list[int], marks: dict[int, int], pids: dict[int, tuple[int, str]]

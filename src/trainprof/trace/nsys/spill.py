@@ -110,6 +110,8 @@ class _Spiller:
                 notes.append("The export has no NVTX_EVENTS table: no host ops, annotations "
                              "or steps (record with nsys profile --trace=cuda,nvtx).")
             marks, pids, metadata = rank_marks(db), build._process_names(db), build._metadata(db)
+            marks = build.with_environment_rank(sorted(self.ranks), marks,
+                                                build.environment_rank(db))
         return self._finish(notes, marks, pids, metadata)
 
     def _add(self, rows: Rows) -> None:
