@@ -1,6 +1,7 @@
 """An Nsight Systems export into the columnar ``Trace`` of each process that ran GPU work.
 
-One process is one rank. The export records no rank, so ranks follow the processes' ids (the
+One process is one rank: the rank the recorder's NVTX mark says, else (a lone process) the
+``RANK`` of the environment nsys launched it with, else the order of the processes' ids (the
 lowest pid is rank 0), said in a note. Times are ns in the export and µs in the model: each
 rank's origin is its earliest event floored to a whole µs, and every time is an exact integer
 count of ns from that origin divided by 1000.
@@ -42,11 +43,11 @@ def read_export(path: Path, step_marker: re.Pattern[str] | None = None) -> list[
         require_kernels(db, path)
         cat = Catalog()
         rows, notes, marks = _all_rows(db, cat, step_marker)
-        devices, metadata = _device_properties(db), _metadata(db)
-        pids, launched_rank = _process_names(db), environment_rank(db)
+        devices, metadata = device_properties(db), export_metadata(db)
+        pids, launched_rank = process_names(db), environment_rank(db)
     keys = tables.distinct(rows.process[np.isin(rows.kind, list(model.DEVICE_KINDS))])[0].tolist()
     marks = with_environment_rank(keys, marks, launched_rank)
-    numbers, note = _ranks(keys, marks, pids)
+    numbers, note = ranks_of(keys, marks, pids)
     found, found_notes = _structure_steps(rows, keys, cat)
     rows = Rows.join([rows, *found]) if found else rows
     notes += [*note, *_left_out(keys, rows), *found_notes]
@@ -55,7 +56,7 @@ def read_export(path: Path, step_marker: re.Pattern[str] | None = None) -> list[
                      "unknown (blocks per SM and the roofline's peaks need them).")
     by_process = _by_process(rows, keys)
     traces = [_trace(path, rank, by_process[key], cat, devices, notes,
-                     _rank_metadata(metadata, rank, len(keys) if note else 0,
+                     rank_metadata(metadata, rank, len(keys) if note else 0,
                                     bool(note) or key in marks))
               for rank, key in zip(numbers, keys, strict=True)]
     return sorted(traces, key=lambda t: t.rank)
@@ -244,7 +245,7 @@ def _blocks_per_sm(rows: Rows, devices: list[dict[str, Any]]) -> np.ndarray:
     return out
 
 
-def _device_properties(db: Export) -> list[dict[str, Any]]:
+def device_properties(db: Export) -> list[dict[str, Any]]:
     table = "TARGET_INFO_GPU"
     columns = [c for c in _DEVICE_KEYS if c in db.columns(table)]
     if "id" not in columns:
@@ -258,13 +259,13 @@ def _device_properties(db: Export) -> list[dict[str, Any]]:
     return [out[k] for k in sorted(out)]
 
 
-def _metadata(db: Export) -> dict[str, Any]:
+def export_metadata(db: Export) -> dict[str, Any]:
     meta = db.meta
     return {"nsys": {"product_version": meta.get("EXPORT_PRODUCT_VERSION"),
                      "schema_version": meta.get("EXPORT_SCHEMA_VERSION")}}
 
 
-def _rank_metadata(metadata: dict[str, Any], rank: int, world: int, said: bool
+def rank_metadata(metadata: dict[str, Any], rank: int, world: int, said: bool
                    ) -> dict[str, Any]:
     """The rank said the way Kineto's ``distributedInfo`` says it, when the export says it (a
     mark) or holds several processes (their order); the world size only in the second case."""
@@ -276,7 +277,7 @@ def _rank_metadata(metadata: dict[str, Any], rank: int, world: int, said: bool
     return {**metadata, "distributedInfo": info}
 
 
-def _process_names(db: Export) -> dict[int, tuple[int, str]]:
+def process_names(db: Export) -> dict[int, tuple[int, str]]:
     """Process key (globalPid >> 24) -> (pid, name) from ``PROCESSES``."""
     if not {"globalPid", "pid"} <= db.columns("PROCESSES"):
         return {}
@@ -312,7 +313,7 @@ def with_environment_rank(keys: list[int], marks: dict[int, int], rank: int | No
     return {**marks, keys[0]: rank}
 
 
-def _ranks(keys: list[int], marks: dict[int, int], pids: dict[int, tuple[int, str]]
+def ranks_of(keys: list[int], marks: dict[int, int], pids: dict[int, tuple[int, str]]
            ) -> tuple[list[int], list[str]]:
     """The rank of each process (key): from trainprof's NVTX marks when every process has a
     distinct one, else the order of their ids; and the note that says which."""

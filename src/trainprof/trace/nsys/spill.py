@@ -33,11 +33,11 @@ from trainprof.trace.nsys.schema import Export
 from trainprof.trace.nsys.tables import Catalog, Rows, empty_rows
 from trainprof.trace.spill import Piece, SpilledTrace, kept_markers, marker_events
 
-#: Rows of one table read at a time (about 50 MB of columns while a piece is turned into
-#: events): the memory of the read does not grow with the export.
+#: Rows of one table read at a time: the memory of the read does not grow with the export (the
+#: spill pass of the 50x export of the 2xH100 capture peaks at 109 MiB, docs/nsys.md).
 PIECE_ROWS = 1 << 18
-#: Bytes of spill per byte of export (18 columns of about 100 bytes per event against about 70
-#: bytes per event in the export; measured 1.3 on the 10x export of the 2xH100 capture).
+#: Bytes of spill per byte of export, with a margin (1.26 measured on the 10x export of the
+#: 2xH100 capture, 1.27 on the 50x).
 DISK_BYTES_PER_EXPORT_BYTE = 2.0
 _KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 _TEMPORARY = ("start_ns", "lane")
@@ -95,7 +95,7 @@ class _Spiller:
         with Export(self.path) as db:
             build.require_kernels(db, self.path)
             one_process = "globalPid" not in db.columns(_KERNEL)
-            self.devices = build._device_properties(db)
+            self.devices = build.device_properties(db)
             for table, read in _readers(self.marker):
                 for lo, hi in _pieces(db, table, self.piece_rows):
                     db.rowids = (lo, hi)
@@ -109,7 +109,7 @@ class _Spiller:
             if not db.has("NVTX_EVENTS"):
                 notes.append("The export has no NVTX_EVENTS table: no host ops, annotations "
                              "or steps (record with nsys profile --trace=cuda,nvtx).")
-            marks, pids, metadata = rank_marks(db), build._process_names(db), build._metadata(db)
+            marks, pids, metadata = rank_marks(db), build.process_names(db), build.export_metadata(db)
             marks = build.with_environment_rank(sorted(self.ranks), marks,
                                                 build.environment_rank(db))
         return self._finish(notes, marks, pids, metadata)
@@ -157,7 +157,7 @@ class _Spiller:
                 pids: dict[int, tuple[int, str]], metadata: dict[str, Any]
                 ) -> list[SpilledTrace]:
         keys = sorted(self.ranks)
-        numbers, rank_note = build._ranks(keys, marks, pids)
+        numbers, rank_note = build.ranks_of(keys, marks, pids)
         notes += rank_note
         if self.host_only:
             notes.append(f"{len(self.host_only)} process(es) without GPU work left out.")
@@ -173,7 +173,7 @@ class _Spiller:
         out = []
         for number, key in zip(numbers, keys, strict=True):
             said = bool(rank_note) or key in marks
-            info = build._rank_metadata(metadata, number, len(keys) if rank_note else 0, said)
+            info = build.rank_metadata(metadata, number, len(keys) if rank_note else 0, said)
             out.append(self._spilled(self.ranks[key], key, number, flags, info,
                                      [*notes, *build.negative_note(self.ranks[key].negative)]))
         return sorted(out, key=lambda s: s.rank)
