@@ -417,3 +417,19 @@ def test_the_launch_environment_of_several_processes_is_not_each_ones_rank(tmp_p
     traces = read_nsys(path)
     assert [t.rank for t in traces] == [0, 1]
     assert any("order of their process ids" in n for n in traces[0].notes)
+
+
+@pytest.mark.parametrize(("version", "words"), [("4.0.0", "Export schema 4.0.0 is not the 3.x"),
+                                                (None, "records no schema version")])
+def test_an_unknown_schema_version_is_read_with_a_note(tmp_path, version, words):
+    path = _copy(NSYS_MOCK, tmp_path, "schema.sqlite")
+    with sqlite3.connect(path) as db:
+        if version is None:
+            db.execute("DELETE FROM META_DATA_EXPORT WHERE name = 'EXPORT_SCHEMA_VERSION'")
+        else:
+            db.execute("UPDATE META_DATA_EXPORT SET value = ? WHERE name = "
+                       "'EXPORT_SCHEMA_VERSION'", (version,))
+    (trace,) = read_nsys(path)
+    assert any(words in n for n in trace.notes)
+    assert int((trace.events.kind == Kind.KERNEL).sum()) == \
+        _sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0]

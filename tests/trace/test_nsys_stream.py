@@ -141,3 +141,24 @@ def test_steps_found_from_the_kernels_stream_as_read_whole(tmp_path):
     spill = tmp_path / "spill"
     spill.mkdir()
     _equal_streamed(path, spill, {0: 2})
+
+
+def _no_kernels(path: Path) -> None:
+    shutil.copyfile(NSYS_EXPORTS[2], path)
+    with sqlite3.connect(path) as db:
+        db.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
+
+
+@pytest.mark.parametrize(("make", "words"), [
+    (_no_kernels, "records no CUDA kernels"),
+    (lambda p: sqlite3.connect(p).execute("CREATE TABLE t (a)"), "not an Nsight Systems export"),
+    (lambda p: p.write_bytes(NSYS_EXPORTS[2].read_bytes()[:100_000]), "damaged"),
+])
+def test_a_bad_export_streamed_is_one_sentence_and_exit_2(tmp_path, capsys, make, words):
+    from trainprof.cli import main
+
+    path = tmp_path / "bad.sqlite"
+    make(path)
+    assert main(["analyze", str(path), "--max-memory", "1", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1 and "Traceback" not in err
