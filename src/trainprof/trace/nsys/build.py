@@ -23,7 +23,7 @@ from trainprof.trace.nsys import tables
 from trainprof.trace.nsys.nvtx import nvtx_ranges
 from trainprof.trace.nsys.repeating import step_rows
 from trainprof.trace.nsys.schema import Export
-from trainprof.trace.nsys.tables import Catalog, Rows
+from trainprof.trace.nsys.tables import Catalog, Rows, empty_rows
 
 _READERS = (tables.kernels, tables.memcpys, tables.memsets, tables.syncs, tables.runtime)
 #: ``TARGET_INFO_GPU`` columns -> Kineto's ``deviceProperties`` keys.
@@ -42,14 +42,12 @@ def read_export(path: Path, step_marker: re.Pattern[str] | None = None) -> list[
     with Export(path) as db:
         require_kernels(db, path)
         cat = Catalog()
-        rows, notes, marks = _all_rows(db, cat, step_marker)
+        rows, notes, marks, found_notes = _all_rows(db, cat, step_marker)
         devices, metadata = device_properties(db), export_metadata(db)
         pids, launched_rank = process_names(db), environment_rank(db)
     keys = tables.distinct(rows.process[np.isin(rows.kind, list(model.DEVICE_KINDS))])[0].tolist()
     marks = with_environment_rank(keys, marks, launched_rank)
     numbers, note = ranks_of(keys, marks, pids)
-    found, found_notes = _structure_steps(rows, keys, cat)
-    rows = Rows.join([rows, *found]) if found else rows
     notes += [*note, *_left_out(keys, rows), *found_notes]
     if not devices:
         notes.append("The export has no TARGET_INFO_GPU table: device names and SM counts are "
@@ -62,30 +60,42 @@ def read_export(path: Path, step_marker: re.Pattern[str] | None = None) -> list[
     return sorted(traces, key=lambda t: t.rank)
 
 
-def _structure_steps(rows: Rows, keys: list[int], cat: Catalog) -> tuple[list[Rows], list[str]]:
+def _structure_steps(kernels: Rows | None, calls: Rows | None, ranges: Rows | None,
+                     cat: Catalog) -> tuple[list[Rows], list[str]]:
     """Step rows found from the repeating kernels (trace/nsys/repeating.py) of each process
-    without step ranges or torch's optimizer ranges, and the notes on how."""
-    marked = set(tables.distinct(rows.process[rows.kind == model.Kind.STEP])[0].tolist())
-    kernel = np.flatnonzero(rows.kind == model.Kind.KERNEL)
-    launch = np.flatnonzero((rows.kind == model.Kind.RUNTIME) | (rows.kind == model.Kind.DRIVER))
+    without step ranges or torch's optimizer ranges (``ranges``: the NVTX ranges), and the
+    notes on how; ``calls``: the CUDA API calls (the kernels' launches)."""
+    if kernels is None:
+        return [], []
+    marked: set[int] = set()
+    if ranges is not None:
+        marked = set(tables.distinct(ranges.process[ranges.kind == model.Kind.STEP])[0].tolist())
+    calls = calls if calls is not None else empty_rows(0, start=np.empty(0, np.int64),
+                                                       end=np.empty(0, np.int64),
+                                                       process=np.empty(0, np.int64),
+                                                       lane=np.empty((0, 2), np.int64),
+                                                       kind=np.empty(0, np.uint8),
+                                                       name=np.empty(0, np.int32))
+    launch = np.arange(len(calls))
     optimizer: set[int] | None = None
     out, notes = [], []
-    for key in (k for k in keys if k not in marked):
-        mine = kernel[rows.process[kernel] == key]
-        mine = mine[np.argsort(rows.start[mine], kind="stable")]
-        found, note = step_rows(cat, rows.take(mine), partial(
-            _take, rows, launch, rows.process[launch] == key), key)
+    for key in (k for k in tables.distinct(kernels.process)[0].tolist() if k not in marked):
+        mine = np.flatnonzero(kernels.process == key)
+        mine = mine[np.argsort(kernels.start[mine], kind="stable")]
+        found, note = step_rows(cat, kernels.take(mine), calls, partial(
+            _of_process, calls, launch, key), key)
         if found is None or note is None:
             continue
-        optimizer = optimizer_processes(rows, cat) if optimizer is None else optimizer
+        if optimizer is None:
+            optimizer = optimizer_processes(ranges, cat) if ranges is not None else set()
         if key not in optimizer:
             out.append(found)
             notes += [note] if note not in notes else []
     return out, notes
 
 
-def _take(rows: Rows, index: np.ndarray, mask: np.ndarray) -> Rows:
-    return rows.take(index[mask])
+def _of_process(rows: Rows, index: np.ndarray, key: int) -> np.ndarray:
+    return index[rows.process[index] == key]
 
 
 def optimizer_processes(rows: Rows, cat: Catalog) -> set[int]:
@@ -118,22 +128,24 @@ def require_kernels(db: Export, path: Path) -> None:
 
 
 def _all_rows(db: Export, cat: Catalog, step_marker: re.Pattern[str] | None
-              ) -> tuple[Rows, list[str], dict[int, int]]:
-    """Every table's rows, joined, the notes on what the export lacks, and the ranks the
-    recorder's NVTX marks say."""
-    parts = [rows for read in _READERS if (rows := read(db, cat)) is not None]
+              ) -> tuple[Rows, list[str], dict[int, int], list[str]]:
+    """Every table's rows, joined (with the steps found from repeating kernels where no range
+    marks them), the notes on what the export lacks, the ranks the recorder's NVTX marks say,
+    and the notes on the steps found."""
+    read = [reader(db, cat) for reader in _READERS]
     ranges, notes, marks = nvtx_ranges(db, cat, step_marker)
-    if ranges is not None:
-        parts.append(ranges)
+    parts = [rows for rows in (*read, ranges) if rows is not None]
     notes += [n for n in (db.schema_note(),) if n]
     if not db.has("NVTX_EVENTS"):
         notes.append("The export has no NVTX_EVENTS table: no host ops, annotations or steps "
                       "(record with nsys profile --trace=cuda,nvtx).")
-    rows = Rows.join(parts)
     if "globalPid" not in db.columns("CUPTI_ACTIVITY_KIND_KERNEL"):
-        rows.process[:] = 0  # no process ids on the device side: one process
+        for part in parts:
+            part.process[:] = 0  # no process ids on the device side: one process
+    found, found_notes = _structure_steps(read[0], read[-1], ranges, cat)
+    rows = Rows.join([*parts, *found])
     sync_lanes(rows)
-    return rows, notes, marks
+    return rows, notes, marks, found_notes
 
 
 def _trace(path: Path, rank: int, rows: Rows, cat: Catalog, devices: list[dict[str, Any]],

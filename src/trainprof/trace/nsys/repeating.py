@@ -144,30 +144,32 @@ def _same(sizes: np.ndarray) -> bool:
     return bool(np.all(np.abs(sizes - median) <= SIZE_TOLERANCE * median + 1))
 
 
-def step_rows(cat: Catalog, kernels: Rows, launches: Callable[[], Rows], process: int
-              ) -> tuple[Rows | None, str | None]:
+def step_rows(cat: Catalog, kernels: Rows, rows: Rows, launches: Callable[[], np.ndarray],
+              process: int) -> tuple[Rows | None, str | None]:
     """One process's steps found from its kernels (``Rows`` in time order) as step rows named
     ``ProfilerStep#N``, and the note on how they were found; (None, None) when none are clear.
     A step's range is on the host, from its first kernel's launch to the next step's first
     launch (the last: its last launch's end), so that it is re-timed to the device as a
-    recorded step; where a kernel has no launch among ``launches()`` (the process's CUDA calls,
-    asked for only when steps are found), on the device's times."""
+    recorded step; where a kernel has no launch among ``launches()`` (the indices of the
+    process's CUDA calls in ``rows``, asked for only when steps are found), on the device's
+    times."""
     names, ids = distinct(kernels.name)
     optimizer = np.array([is_optimizer_kernel(cat.names[i]) for i in names.tolist()], bool)
     found = repeating_steps(ids, optimizer[ids], kernels.start, kernels.end)
     if found is None:
         return None, None
     calls = launches()
-    at = _launch_of(kernels.correlation, calls)
+    at = _launch_of(kernels.correlation, rows.correlation[calls])
     host = bool(len(at)) and bool(np.all(at >= 0))
-    start = calls.start[at] if host else kernels.start
-    end = calls.end[at] if host else kernels.end
+    at = calls[at]
+    start = rows.start[at] if host else kernels.start
+    end = rows.end[at] if host else kernels.end
     firsts = [f for f, _ in found.bounds]
     stops = [s for _, s in found.bounds]
     starts = start[firsts]
     ends = np.array([start[s] - 1 if s < len(start) else int(end[f:s].max())
                      for f, s in zip(firsts, stops, strict=True)], np.int64)
-    lane = calls.lane[at[firsts]] if host else np.tile([process, 0], (len(firsts), 1))
+    lane = rows.lane[at[firsts]] if host else np.tile([process, 0], (len(firsts), 1))
     n = len(firsts)
     rows = empty_rows(n, start=starts.astype(np.int64), end=np.maximum(ends, starts),
                       process=np.full(n, process, np.int64), lane=lane.astype(np.int64),
@@ -177,11 +179,12 @@ def step_rows(cat: Catalog, kernels: Rows, launches: Callable[[], Rows], process
     return rows, found.note
 
 
-def _launch_of(correlation: np.ndarray, launches: Rows) -> np.ndarray:
-    """The index into ``launches`` of each kernel's launch (by correlation id), -1 without."""
+def _launch_of(correlation: np.ndarray, launches: np.ndarray) -> np.ndarray:
+    """The index into ``launches`` (their correlation ids) of each kernel's launch, -1
+    without."""
     if not len(launches):
         return np.full(len(correlation), -1, np.int64)
-    order = np.argsort(launches.correlation, kind="stable")
-    sorted_corr = launches.correlation[order]
+    order = np.argsort(launches, kind="stable")
+    sorted_corr = launches[order]
     pos = np.minimum(np.searchsorted(sorted_corr, correlation), len(order) - 1)
     return np.where(sorted_corr[pos] == correlation, order[pos], -1)

@@ -197,8 +197,8 @@ class _Spiller:
                           kind=cols["kind"], name=cols["name"], correlation=cols["correlation"])
         kernels = both.take(np.flatnonzero(both.kind == Kind.KERNEL))
         kernels = kernels.take(np.argsort(kernels.start, kind="stable"))
-        launches = both.take(np.flatnonzero(both.kind != Kind.KERNEL))
-        found, note = step_rows(self.cat, kernels, lambda: launches, key)
+        launches = np.flatnonzero(both.kind != Kind.KERNEL)
+        found, note = step_rows(self.cat, kernels, both, lambda: launches, key)
         if found is not None:
             self._write(rank, found.take(np.argsort(found.start, kind="stable")))
         return note
