@@ -8,7 +8,8 @@ share, sorted by start, is one piece of that rank's spill (trace/spill.py): the 
 read back window by window in time order by the streamed analysis
 (analysis/streaming/streamed.py), exactly as a spilled JSON trace. What the whole read decides
 over every row (each rank's origin, its threads and streams, the numbers of step ranges without
-one) is settled once every piece is written, by rewriting those columns of each piece.
+one, steps found from repeating kernels: trace/nsys/repeating.py) is settled once every piece is
+written, by rewriting those columns of each piece (the steps found are one more piece).
 """
 
 from __future__ import annotations
