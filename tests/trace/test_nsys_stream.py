@@ -162,3 +162,24 @@ def test_a_bad_export_streamed_is_one_sentence_and_exit_2(tmp_path, capsys, make
     assert main(["analyze", str(path), "--max-memory", "1", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert words in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_the_pool_counts_an_export_as_the_json_its_read_would_take():
+    from trainprof.analysis.parallel.pool import (
+        PEAK_BYTES_PER_JSON_BYTE,
+        WORKER_BASE_BYTES,
+        worker_count,
+    )
+    from trainprof.analysis.streaming.memory_budget import (
+        IN_MEMORY_BYTES_PER_EXPORT_BYTE,
+        json_equivalent,
+    )
+
+    size = NSYS_H100.stat().st_size
+    peak = IN_MEMORY_BYTES_PER_EXPORT_BYTE * size  # an export's read, per byte of it
+    assert json_equivalent(NSYS_H100) * PEAK_BYTES_PER_JSON_BYTE == pytest.approx(peak, abs=2)
+    # room for three processes were the export counted as JSON of its own size, for two at
+    # the memory its read takes
+    available = 3 * (WORKER_BASE_BYTES + PEAK_BYTES_PER_JSON_BYTE * size)
+    assert available // (WORKER_BASE_BYTES + peak) == 2
+    assert worker_count([json_equivalent(NSYS_H100)] * 8, 8, int(available)) == 2

@@ -65,6 +65,18 @@ def in_memory_estimate(path: Path) -> int:
     return int(json_estimate(path) * IN_MEMORY_BYTES_PER_JSON_BYTE)
 
 
+def json_equivalent(path: Path) -> int:
+    """The bytes of JSON whose read would take the memory that reading ``path`` takes: its
+    JSON's size, or for an nsys export its size scaled by the two bytes-per-byte figures (the
+    pool sizes its processes in bytes of JSON)."""
+    from trainprof.trace.nsys.detect import is_sqlite
+
+    if is_sqlite(path):
+        return int(path.stat().st_size * IN_MEMORY_BYTES_PER_EXPORT_BYTE
+                   / IN_MEMORY_BYTES_PER_JSON_BYTE)
+    return json_bytes(path)
+
+
 def needs_streaming(path: Path, budget: int) -> bool:
     """Whether the trace read whole would exceed ``budget`` bytes."""
     return in_memory_estimate(path) > budget
