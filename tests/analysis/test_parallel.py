@@ -19,9 +19,9 @@ from trainprof.analysis.parallel.pool import (
     PEAK_BYTES_PER_JSON_BYTE,
     WORKER_BASE_BYTES,
     analyze_files,
-    json_bytes,
     worker_count,
 )
+from trainprof.analysis.streaming.memory_budget import json_bytes
 from trainprof.errors import TraceError
 from trainprof.report.json import to_json_bytes
 from trainprof.trace.load import load_file

@@ -386,3 +386,50 @@ def test_torch_optimizer_ranges_give_the_steps_without_markers(tmp_path):
     assert {ev.names[ev.name[i]] for i in annotations} == {"Optimizer.step#AdamW.step"}
     steps = find_steps(trace)
     assert steps.source == "optimizer" and len(steps) == len(ends) - 1
+
+
+def _with_environment(src: Path, out: Path, variables: list[str]) -> Path:
+    """``src`` whose META_DATA_CAPTURE records these variables of the environment nsys
+    launched its target with, as nsys 2026.2 writes them (``PROCESS_0:ENVIRONMENT_VARIABLE``,
+    ``NAME="value"``: the 2xH100 export's rows)."""
+    shutil.copyfile(src, out)
+    with sqlite3.connect(out) as db:
+        db.executemany("INSERT INTO META_DATA_CAPTURE VALUES ('PROCESS_0:ENVIRONMENT_VARIABLE', ?)",
+                       [(v,) for v in variables])
+    return out
+
+
+def test_a_lone_process_takes_the_rank_of_its_launch_environment(tmp_path):
+    (gpid,), = _sql(NSYS_MOCK, "SELECT DISTINCT globalPid FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    for rank in (7, 2):
+        _with_environment(NSYS_MOCK, tmp_path / f"node{rank}.sqlite",
+                          ['LOCAL_RANK="0"', f'RANK="{rank}"', 'WORLD_SIZE="8"'])
+    traces = load(tmp_path)
+    assert [(t.rank, t.path.name) for t in traces] == [(2, "node2.sqlite"), (7, "node7.sqlite")]
+    assert traces[0].metadata["distributedInfo"] == {"rank": 2}
+    # the recorder's own mark comes first
+    marked = _with_marks(tmp_path / "node7.sqlite", tmp_path / "marked.sqlite", {gpid >> 24: 4})
+    assert read_nsys(marked)[0].rank == 4
+
+
+def test_the_launch_environment_of_several_processes_is_not_each_ones_rank(tmp_path):
+    path = _with_environment(NSYS_H100, tmp_path / "two.sqlite", ['RANK="5"'])
+    traces = read_nsys(path)
+    assert [t.rank for t in traces] == [0, 1]
+    assert any("order of their process ids" in n for n in traces[0].notes)
+
+
+@pytest.mark.parametrize(("version", "words"), [("4.0.0", "Export schema 4.0.0 is not the 3.x"),
+                                                (None, "records no schema version")])
+def test_an_unknown_schema_version_is_read_with_a_note(tmp_path, version, words):
+    path = _copy(NSYS_MOCK, tmp_path, "schema.sqlite")
+    with sqlite3.connect(path) as db:
+        if version is None:
+            db.execute("DELETE FROM META_DATA_EXPORT WHERE name = 'EXPORT_SCHEMA_VERSION'")
+        else:
+            db.execute("UPDATE META_DATA_EXPORT SET value = ? WHERE name = "
+                       "'EXPORT_SCHEMA_VERSION'", (version,))
+    (trace,) = read_nsys(path)
+    assert any(words in n for n in trace.notes)
+    assert int((trace.events.kind == Kind.KERNEL).sum()) == \
+        _sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0]

@@ -239,10 +239,12 @@ def spill_file(path: str | Path, folder: str | Path | None = None,
         raise
 
 
-def check_disk(folder: str | Path | None, json_bytes: int) -> None:
-    """Raise ``TraceError`` when the spill of a trace this size would not fit on the disk."""
+def check_disk(folder: str | Path | None, json_bytes: int,
+               per_byte: float = DISK_BYTES_PER_JSON_BYTE) -> None:
+    """Raise ``TraceError`` when the spill of a trace this size would not fit on the disk
+    (``per_byte``: bytes of spill per byte of the file)."""
     where = Path(folder or tempfile.gettempdir())
-    need = int(json_bytes * DISK_BYTES_PER_JSON_BYTE)
+    need = int(json_bytes * per_byte)
     free = shutil.disk_usage(where).free
     if need > free:
         raise TraceError(f"Streaming this trace needs about {need / 2**30:.1f} GiB of disk in "
@@ -355,12 +357,8 @@ class _Spiller:
         return out
 
     def _keep_markers(self, cols: dict[str, np.ndarray], piece: int) -> None:
-        keep = (cols["kind"] == Kind.STEP) | ((cols["flags"] & FLAG_OPTIMIZER) != 0)
-        rows = np.flatnonzero(keep)
-        if len(rows):
-            kept = {n: v[rows] for n, v in cols.items()}
-            kept["_piece"] = np.full(len(rows), piece, dtype=np.int64)
-            kept["_row"] = rows
+        kept = kept_markers(cols, piece)
+        if kept is not None:
             self.markers.append(kept)
 
     def _finish(self, metadata: dict[str, Any], repairs: Counter) -> SpilledTrace:
@@ -385,24 +383,40 @@ class _Spiller:
         spilled = SpilledTrace(
             path=self.path, folder=self.root, pieces=self.pieces, t0_us=t0, shift=shift,
             tables=tables, threads=list(b.threads), metadata=metadata,
-            notes=repair_notes(repairs), markers=self._marker_events(tables, shift),
+            notes=repair_notes(repairs), markers=marker_events(self.markers, tables, shift),
             devices=sorted(self.devices))
         _decide_launch_context(spilled)
         return spilled
 
-    def _marker_events(self, tables: dict[str, list], shift: float) -> Events:
-        fields = [f.name for f in dataclasses.fields(Events) if f.name in col._EVENT_FIELDS]
-        if not self.markers:
-            cols = {n: np.empty(0, dtype=_EVENT_DTYPES.get(n, np.float64)) for n in fields}
-        else:
-            joined = {n: np.concatenate([m[n] for m in self.markers])
-                      for n in (*fields, "_piece", "_row")}
-            joined["ts"] = joined["ts"] - shift
-            order = np.lexsort((joined["_row"], joined["_piece"], joined["ts"]))
-            cols = {n: joined[n][order] for n in fields}
-        return Events(**cols, names=tables["names"], shapes=tables["shapes"],
-                      stacks=tables["stacks"], details=tables["details"],
-                      op_arg_texts=tables["op_arg_texts"])
+
+
+def kept_markers(cols: dict[str, np.ndarray], piece: int) -> dict[str, np.ndarray] | None:
+    """The step markers and optimizer annotations among a piece's sorted event columns, with
+    their piece and row (None without any)."""
+    rows = np.flatnonzero((cols["kind"] == Kind.STEP) | ((cols["flags"] & FLAG_OPTIMIZER) != 0))
+    if not len(rows):
+        return None
+    kept = {n: np.asarray(v[rows]) for n, v in cols.items()}
+    kept["_piece"] = np.full(len(rows), piece, dtype=np.int64)
+    kept["_row"] = rows
+    return kept
+
+
+def marker_events(markers: list[dict[str, np.ndarray]], tables: dict[str, list],
+                  shift: float) -> Events:
+    """The kept markers of every piece as ``Events``, in time order (ties in file order)."""
+    fields = [f.name for f in dataclasses.fields(Events) if f.name in col._EVENT_FIELDS]
+    if not markers:
+        cols = {n: np.empty(0, dtype=_EVENT_DTYPES.get(n, np.float64)) for n in fields}
+    else:
+        joined = {n: np.concatenate([m[n] for m in markers])
+                  for n in (*fields, "_piece", "_row")}
+        joined["ts"] = joined["ts"] - shift
+        order = np.lexsort((joined["_row"], joined["_piece"], joined["ts"]))
+        cols = {n: joined[n][order] for n in fields}
+    return Events(**cols, names=tables["names"], shapes=tables["shapes"],
+                  stacks=tables["stacks"], details=tables["details"],
+                  op_arg_texts=tables["op_arg_texts"])
 
 
 def _sorted(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -25,7 +25,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from trainprof.analysis.options import table_options, using_table_options
 from trainprof.analysis.parallel.worker import analyse_file
-from trainprof.analysis.streaming.memory_budget import default_budget, json_bytes
+from trainprof.analysis.streaming.memory_budget import default_budget, json_equivalent
 from trainprof.errors import TrainprofError
 from trainprof.interrupts import held_interrupts
 from trainprof.pipes import read_frame, write_frame
@@ -65,7 +65,7 @@ def analyze_files(files: list[Path], progress: Progress | None = None,
         from trainprof.analysis.parallel.on_executor import outcomes_on_executor
 
         return _kept(outcomes_on_executor(files, executor, progress, from_folder))
-    sizes = [json_bytes(f) for f in files]
+    sizes = [json_equivalent(f) for f in files]
     budget = table_options().max_memory or default_budget()
     count = worker_count(sizes, usable_cores(), budget) if workers is None else workers
     if workers is None and sum(sizes) < PARALLEL_MIN_JSON_BYTES:

@@ -32,16 +32,14 @@ def analyse_file(path: Path, options: TableOptions, single: bool,
     choose; 1 where the files already share the cores)."""
     from trainprof.analysis.overview.rank import analyze_trace
     from trainprof.analysis.streaming.memory_budget import default_budget, needs_streaming
-    from trainprof.trace.load import is_not_a_trace, load_file, load_traces
+    from trainprof.trace.load import is_not_a_trace, load_file
     from trainprof.trace.nsys.detect import is_nsys_file
 
     try:
         with using_table_options(options):
             budget = options.max_memory or default_budget()
             if is_nsys_file(path):  # one export, a rank per process
-                marker = re.compile(options.step_marker) if options.step_marker else None
-                ranks = [analyze_trace(t, workers=decode_workers)
-                         for t in load_traces(path, step_marker=marker)]
+                ranks = _export_ranks(path, options, budget, decode_workers)
                 return "ok", ranks if single else [compact(r) for r in ranks]
             if needs_streaming(path, budget):  # too large to read whole: window by window
                 from trainprof.analysis.streaming.streamed import analyze_streamed
@@ -57,6 +55,25 @@ def analyse_file(path: Path, options: TableOptions, single: bool,
         return "error", exc
     except Exception as exc:  # re-raised in the parent, as a serial run would raise it
         return "error", exc
+
+
+def _export_ranks(path: Path, options: TableOptions, budget: int,
+                  decode_workers: int | None) -> list[RankAnalysis]:
+    """Each rank of an Nsight Systems export: read whole, or streamed from a spill when the
+    whole read would not fit ``budget`` (analysis/streaming/streamed.py)."""
+    from trainprof.analysis.overview.rank import analyze_trace
+    from trainprof.analysis.streaming.memory_budget import needs_streaming
+    from trainprof.trace.load import load_traces
+    from trainprof.trace.nsys.detect import sqlite_of
+
+    marker = re.compile(options.step_marker) if options.step_marker else None
+    export = sqlite_of(path)
+    if needs_streaming(export, budget):
+        from trainprof.analysis.streaming.streamed import analyze_export_streamed
+
+        return analyze_export_streamed(export, budget, marker)
+    return [analyze_trace(t, workers=decode_workers)
+            for t in load_traces(export, step_marker=marker)]
 
 
 def compact(result: RankAnalysis) -> RankAnalysis:

@@ -15,6 +15,9 @@ from pathlib import Path
 
 #: Peak memory of analysing a trace read whole, per byte of its JSON (1.2-1.3 measured).
 IN_MEMORY_BYTES_PER_JSON_BYTE = 1.5
+#: The same per byte of an Nsight Systems export, which holds an event in fewer bytes than
+#: JSON (3.8 measured on the 10x export of the 2xH100 capture, docs/nsys.md).
+IN_MEMORY_BYTES_PER_EXPORT_BYTE = 5.0
 #: The share of available memory used when no budget is given.
 DEFAULT_SHARE = 0.5
 #: Budget assumed when the available memory cannot be read.
@@ -54,8 +57,24 @@ def json_estimate(path: Path) -> int:
 
 
 def in_memory_estimate(path: Path) -> int:
-    """Peak bytes of analysing ``path`` read whole."""
+    """Peak bytes of analysing ``path`` read whole (a JSON trace or an nsys export)."""
+    from trainprof.trace.nsys.detect import is_sqlite
+
+    if is_sqlite(path):
+        return int(path.stat().st_size * IN_MEMORY_BYTES_PER_EXPORT_BYTE)
     return int(json_estimate(path) * IN_MEMORY_BYTES_PER_JSON_BYTE)
+
+
+def json_equivalent(path: Path) -> int:
+    """The bytes of JSON whose read would take the memory that reading ``path`` takes: its
+    JSON's size, or for an nsys export its size scaled by the two bytes-per-byte figures (the
+    pool sizes its processes in bytes of JSON)."""
+    from trainprof.trace.nsys.detect import is_sqlite
+
+    if is_sqlite(path):
+        return int(path.stat().st_size * IN_MEMORY_BYTES_PER_EXPORT_BYTE
+                   / IN_MEMORY_BYTES_PER_JSON_BYTE)
+    return json_bytes(path)
 
 
 def needs_streaming(path: Path, budget: int) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -65,13 +66,42 @@ def analyze_streamed(path: str | os.PathLike[str], max_memory: int | None = None
     budget = default_budget() if max_memory is None else max_memory
     check_disk(folder, json_estimate(path))
     with spill_file(path, folder) as spilled:
-        recorded = recorded_steps(spilled)
-        if recorded.source == "whole trace":
-            recorded = time_windows(spilled, recorded, budget)
-        per = steps_per_window or fitting_steps(spilled, recorded, budget)
-        steps = streamed_steps(spilled, recorded, per)
-        per = steps_per_window or fitting_steps(spilled, steps, budget)
-        return _analysis(spilled, steps, per)
+        return analyze_spilled(spilled, budget, steps_per_window)
+
+
+def analyze_export_streamed(path: str | os.PathLike[str], max_memory: int | None = None,
+                            step_marker: re.Pattern[str] | None = None,
+                            steps_per_window: int | None = None,
+                            folder: str | Path | None = None,
+                            piece_rows: int | None = None) -> list[RankAnalysis]:
+    """The ``RankAnalysis`` of each rank of an Nsight Systems export (trace/nsys/spill.py),
+    computed as ``analyze_streamed`` computes a JSON trace's, one rank after the other;
+    ``piece_rows``: rows of a table read at a time (default ``PIECE_ROWS``)."""
+    from trainprof.analysis.streaming.memory_budget import default_budget
+    from trainprof.trace.nsys.detect import sqlite_of
+    from trainprof.trace.nsys.spill import (
+        DISK_BYTES_PER_EXPORT_BYTE,
+        PIECE_ROWS,
+        spilled_export,
+    )
+
+    path = sqlite_of(Path(path))
+    budget = default_budget() if max_memory is None else max_memory
+    check_disk(folder, path.stat().st_size, DISK_BYTES_PER_EXPORT_BYTE)
+    with spilled_export(path, folder, step_marker, piece_rows or PIECE_ROWS) as ranks:
+        return [analyze_spilled(spilled, budget, steps_per_window) for spilled in ranks]
+
+
+def analyze_spilled(spilled: SpilledTrace, budget: int, steps_per_window: int | None = None
+                    ) -> RankAnalysis:
+    """The analysis of a spilled trace, in windows of steps that fit ``budget`` bytes."""
+    recorded = recorded_steps(spilled)
+    if recorded.source == "whole trace":
+        recorded = time_windows(spilled, recorded, budget)
+    per = steps_per_window or fitting_steps(spilled, recorded, budget)
+    steps = streamed_steps(spilled, recorded, per)
+    per = steps_per_window or fitting_steps(spilled, steps, budget)
+    return _analysis(spilled, steps, per)
 
 
 def _analysis(spilled: SpilledTrace, steps: StepWindows, per: int) -> RankAnalysis:

@@ -37,10 +37,12 @@ STEP_MARKER = re.compile(r"^(?:ProfilerStep#|step[ _#:]?|iteration[ _#:]?|iter[ 
 UNNUMBERED_STEP = re.compile(r"^(?:train_step|training_step|train step)$", re.IGNORECASE)
 
 
-def nvtx_ranges(db: Export, cat: Catalog, step_marker: re.Pattern[str] | None = None
-                ) -> tuple[Rows | None, list[str], dict[int, int]]:
+def nvtx_ranges(db: Export, cat: Catalog, step_marker: re.Pattern[str] | None = None,
+                number: bool = True) -> tuple[Rows | None, list[str], dict[int, int]]:
     """The NVTX push/pop and start/end ranges, notes on how steps were named, and the ranks
-    the recorder's marks say (``rank_marks``), from one scan of the table."""
+    the recorder's marks say (``rank_marks``), from one scan of the table. ``number``: number
+    the step markers without a number here (else their name stays -1: ``number_steps`` numbers
+    them once every piece of the table is read)."""
     table = "NVTX_EVENTS"
     cols = db.columns(table)
     if not {"start", "end"} <= cols:
@@ -52,7 +54,7 @@ def nvtx_ranges(db: Export, cat: Catalog, step_marker: re.Pattern[str] | None = 
     # An end before the start (NULL: a mark) is no range.
     m, (key, sized) = db.fetch(f'SELECT start, COALESCE("end", start - 1), {gtid}, '
                                f"COALESCE({event_type}, -1), {_texts(db, cols)} FROM "
-                               "NVTX_EVENTS ORDER BY rowid", "iiiin")
+                               f"{db.source(table)} ORDER BY rowid", "iiiin")
     marks = _marks(key, m[:, 0], m[:, 2])
     ranges = np.flatnonzero((m[:, 1] >= m[:, 0]) & np.isin(m[:, 3], range_types))
     if not len(ranges):
@@ -60,10 +62,12 @@ def nvtx_ranges(db: Export, cat: Catalog, step_marker: re.Pattern[str] | None = 
     m = m[ranges]
     process = process_of(m[:, 2])
     names, shapes, kinds_of = _classified(cat, (key[0][ranges], key[1]), (sized[0][ranges],
-                                          sized[1]), m[:, 0], process, step_marker)
+                                          sized[1]), step_marker)
+    if number:
+        number_steps(cat, np.flatnonzero(names < 0).tolist(), m[:, 0], process, names, kinds_of)
     out = empty_rows(len(m), start=m[:, 0], end=m[:, 1], process=process,
                      lane=host_lane(m[:, 2]), kind=kinds_of, name=names, shape=shapes)
-    return out, _step_notes(out), marks
+    return out, step_notes(int(np.count_nonzero(out.kind == Kind.STEP))), marks
 
 
 def _marks(key: Texts, start: np.ndarray, gtid: np.ndarray) -> dict[int, int]:
@@ -108,8 +112,7 @@ def _texts(db: Export, cols: set[str]) -> str:
     return '"text"' if "text" in cols else "''"
 
 
-def _classified(cat: Catalog, key: Texts, sized: Texts, start: np.ndarray,
-                process: np.ndarray, step_marker: re.Pattern[str] | None
+def _classified(cat: Catalog, key: Texts, sized: Texts, step_marker: re.Pattern[str] | None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(name index, shape index, kind) of each range from its key and sizes (``nvtx_key``);
     a name's kind is worked out once, and each distinct text cut once."""
@@ -137,7 +140,6 @@ def _classified(cat: Catalog, key: Texts, sized: Texts, start: np.ndarray,
     names = described[index, 1].astype(np.int32)
     size = np.where(sized[0] >= 0, sized[0], sizes_of_key[codes])
     shapes = _shapes(cat, size, sizes, kinds == Kind.CPU_OP)
-    _number_steps(cat, np.flatnonzero(names < 0).tolist(), start, process, names, kinds)
     return names, shapes, kinds
 
 
@@ -200,9 +202,10 @@ def _step_name(name: str, custom: re.Pattern[str] | None) -> str | None:
     return "" if UNNUMBERED_STEP.match(name) else None
 
 
-def _number_steps(cat: Catalog, idx: list[int], start: np.ndarray, process: np.ndarray,
-                  names: np.ndarray, kinds: np.ndarray) -> None:
-    """Number unnumbered step markers 1, 2, ... in time order within each process."""
+def number_steps(cat: Catalog, idx: list[int], start: np.ndarray, process: np.ndarray,
+                 names: np.ndarray, kinds: np.ndarray) -> None:
+    """Number unnumbered step markers (rows ``idx``) 1, 2, ... in time order within each
+    process, ties in row order."""
     if not idx:
         return
     chosen = np.asarray(idx)
@@ -214,8 +217,8 @@ def _number_steps(cat: Catalog, idx: list[int], start: np.ndarray, process: np.n
         names[i] = cat.name(Kind.STEP, f"ProfilerStep#{number}")
 
 
-def _step_notes(rows: Rows) -> list[str]:
-    steps = int(np.count_nonzero(rows.kind == Kind.STEP))
+def step_notes(steps: int) -> list[str]:
+    """The note on ``steps`` NVTX ranges read as steps (none without any)."""
     if not steps:
         return []
     return [f"{steps} NVTX range(s) read as training steps (ProfilerStep#N, step N, "

@@ -67,6 +67,9 @@ class Export:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._columns: dict[str, set[str]] = {}
+        #: Rows read by the table readers: all, or those whose rowid is in [lo, hi) (a piece of
+        #: a table, trace/nsys/spill.py).
+        self.rowids: tuple[int, int] | None = None
         self.uri = uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
         try:
             self.db = sqlite3.connect(uri, uri=True)
@@ -99,6 +102,19 @@ class Export:
             self._columns[table] = {row[1] for row in self.db.execute(
                 f'PRAGMA table_info("{table}")')}
         return self._columns[table]
+
+    def source(self, table: str) -> str:
+        """SQL for the rows of ``table`` the readers read (``rowids``)."""
+        if self.rowids is None:
+            return f'"{table}"'
+        return f'"{table}" WHERE rowid >= {int(self.rowids[0])} AND rowid < {int(self.rowids[1])}'
+
+    def row_count(self, table: str) -> tuple[int, int, int]:
+        """(rows, lowest rowid, highest rowid) of ``table``; zeros when it is absent."""
+        if not self.has(table):
+            return 0, 0, 0
+        rows = next(self.query(f'SELECT count(*), min(rowid), max(rowid) FROM "{table}"'))[0]
+        return (int(rows[0]), int(rows[1] or 0), int(rows[2] or 0))
 
     def require(self, table: str, *names: str) -> None:
         """A TraceError unless ``table`` has every column of ``names``."""

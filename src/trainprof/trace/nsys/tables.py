@@ -170,7 +170,7 @@ def _device_rows(db: Export, table: str, extra: list[str]) -> np.ndarray | None:
     db.require(table, "start", "end")
     cols = ["start", "end", db.pick(table, "deviceId"), db.pick(table, "streamId"),
             db.pick(table, "correlationId"), db.pick(table, "globalPid", default="0"), *extra]
-    sql = f'SELECT {", ".join(_quoted(c) for c in cols)} FROM "{table}"'
+    sql = f'SELECT {", ".join(_quoted(c) for c in cols)} FROM {db.source(table)}'
     return db.int_columns(sql, len(cols))
 
 
@@ -293,7 +293,8 @@ def runtime(db: Export, cat: Catalog) -> Rows | None:
     db.require(table, "start", "end")
     cols = ["start", "end", db.pick(table, "globalTid", default="0"),
             db.pick(table, "correlationId"), db.pick(table, "nameId")]
-    m = db.int_columns(f'SELECT {", ".join(_quoted(c) for c in cols)} FROM "{table}"', 5)
+    m = db.int_columns(f'SELECT {", ".join(_quoted(c) for c in cols)} FROM {db.source(table)}',
+                       5)
     strings = db.strings
     kind_of: dict[int, Kind] = {}
 
