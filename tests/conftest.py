@@ -41,11 +41,30 @@ SHARED_TRACE_FILES = sorted(p for p in SHARED.rglob("*.json*") if "result_check"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from exclusive import name_the_lock
+
+    config.addinivalue_line("markers", "alone: runs while no other test runs (tests/exclusive.py)")
+    name_the_lock()
     if not SHARED.is_dir():
         raise pytest.UsageError(
             f"The real traces are missing: expected them at {os.path.relpath(SHARED)} "
             "(they are part of the repository: is this a partial checkout?)."
         )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from exclusive import remove_the_lock
+
+    remove_the_lock()
+
+
+@pytest.fixture(autouse=True)
+def _beside_or_alone(request):
+    """Each test holds the run's lock shared, or exclusively when marked ``alone``."""
+    from exclusive import alone, beside_others
+
+    with (alone() if request.node.get_closest_marker("alone") else beside_others()):
+        yield
 
 
 @pytest.fixture

@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 
 import trainprof
-from ddp_recordings import DELAY_S, ddp_jobs  # noqa: F401 (a fixture)
-from parallel_recordings import events, parallel_jobs, union  # noqa: F401 (a fixture)
 from trainprof.analysis.job.arrival import arrival
 from trainprof.analysis.job.cluster_file import RankEntry
 from trainprof.cluster import cluster_document, summarize_traces
 from trainprof.diagnose.rules import distributed, hardware
 from trainprof.report.json import to_json_bytes
+
+from ddp_recordings import DELAY_S, ddp_jobs  # noqa: F401 (a fixture)
+from parallel_recordings import events, parallel_jobs, union  # noqa: F401 (a fixture)
 
 DELAY_MS = DELAY_S * 1000.0
 #: What only DDP has: its bucket size, gradient views, no_sync, communication hooks.

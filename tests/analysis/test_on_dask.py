@@ -15,13 +15,13 @@ import warnings
 import pytest
 
 import trainprof
-from parallel_recordings import parallel_jobs  # noqa: F401 (a fixture)
 from trainprof.analysis.parallel.on_dask import dask_executor
 from trainprof.cli import main
 from trainprof.report.json import to_json_bytes
 
 from conftest import NCCL_TRACE, TRACE_FILTER
 from dask_processes import dask_cluster, free_port
+from parallel_recordings import parallel_jobs  # noqa: F401 (a fixture)
 from rank_scenarios import gpu_rank, in_job_of
 
 pytest.importorskip("distributed")

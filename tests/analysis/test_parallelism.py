@@ -10,6 +10,11 @@ import numpy as np
 import pytest
 
 import trainprof
+from trainprof.analysis.overview.steps import find_steps
+from trainprof.analysis.parallelism.section import parallelism
+from trainprof.analysis.streaming.windows import windows_of
+from trainprof.trace.load import load_file
+
 from parallel_recordings import (
     comm_spans,
     cpu_compute,
@@ -22,10 +27,6 @@ from parallel_recordings import (
     profiler_steps,
     union,
 )
-from trainprof.analysis.overview.steps import find_steps
-from trainprof.analysis.parallelism.section import parallelism
-from trainprof.analysis.streaming.windows import windows_of
-from trainprof.trace.load import load_file
 
 pytestmark = pytest.mark.slow  # records a two-rank torch.distributed job (seconds)
 

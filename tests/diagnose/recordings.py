@@ -18,6 +18,7 @@ from trainprof.analysis.results import Analysis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import workloads  # noqa: E402
+from exclusive import alone  # noqa: E402
 
 DDP_JOB = Path(__file__).resolve().parent / "jobs" / "ddp.py"
 #: Options each in-process pathology is recorded with (memory events for the leak, Python
@@ -32,8 +33,9 @@ def recorded(tmp_path_factory) -> Callable[[str], Analysis]:
 
     def get(kind: str) -> Analysis:
         if kind not in cache:
-            out = workloads.record(kind, tmp_path_factory.mktemp(kind),
-                                   **RECORD_OPTIONS.get(kind, {}))
+            with alone():  # a healthy control's step variance is a figure under test
+                out = workloads.record(kind, tmp_path_factory.mktemp(kind),
+                                       **RECORD_OPTIONS.get(kind, {}))
             cache[kind] = trainprof.analyze(out)
         return cache[kind]
 
@@ -50,9 +52,10 @@ def ddp(tmp_path_factory) -> Callable[[str], Analysis]:
             out = tmp_path_factory.mktemp(f"ddp_{mode}")
             torchrun = Path(sys.executable).parent / "torchrun"
             env = {**os.environ, "OMP_NUM_THREADS": "1"}
-            done = subprocess.run(
-                [str(torchrun), "--standalone", "--nproc_per_node=2", str(DDP_JOB), str(out),
-                 mode], capture_output=True, text=True, timeout=240, env=env)
+            with alone():
+                done = subprocess.run(
+                    [str(torchrun), "--standalone", "--nproc_per_node=2", str(DDP_JOB),
+                     str(out), mode], capture_output=True, text=True, timeout=240, env=env)
             assert done.returncode == 0, done.stderr[-3000:]
             cache[mode] = trainprof.analyze(out)
         return cache[mode]

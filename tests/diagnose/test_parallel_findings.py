@@ -11,6 +11,10 @@ import statistics
 import pytest
 
 import trainprof
+from trainprof.diagnose.engine import diagnose
+from trainprof.diagnose.rules import parallelism as rules
+from trainprof.diagnose.rules.common import straggler_waits
+
 from parallel_recordings import (
     cpu_compute,
     events,
@@ -19,9 +23,6 @@ from parallel_recordings import (
     parallel_jobs,  # noqa: F401 (a fixture)
     profiler_steps,
 )
-from trainprof.diagnose.engine import diagnose
-from trainprof.diagnose.rules import parallelism as rules
-from trainprof.diagnose.rules.common import straggler_waits
 
 PARALLEL_IDS = {"pipeline_imbalance", "pipeline_bubble", "fsdp_exposed_communication"}
 #: The construction: 2 stages, 4 micro-batches; stage 0 holds 2 equal layers, stage 1 holds 8.
