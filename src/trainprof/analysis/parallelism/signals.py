@@ -69,6 +69,7 @@ def pipeline_stage(name: str) -> int | None:
 TYPE_NAMES = (*TYPES, "other")
 P2P_CODES = tuple(TYPE_NAMES.index(t) for t in P2P_TYPES)
 ALL_REDUCE = TYPE_NAMES.index("all_reduce")
+ALL_TO_ALL = TYPE_NAMES.index("all_to_all")
 
 
 def type_code(name: str) -> int:

@@ -19,6 +19,7 @@ from trainprof.diagnose.rules import (
     host,
     input,
     memory,
+    model_parallel,
     outside_training,
     parallelism,
     precision,
@@ -52,11 +53,13 @@ RANK_RULES: list[RankRule] = [
 RANK_RULES += [compilation.compilation, compilation.untraced_time, host.cuda_api_time]
 RANK_RULES += [precision.wide_precision, outside_training.outside_training]
 RANK_RULES += [parallelism.fsdp_exposed_communication]
+RANK_RULES += [model_parallel.tensor_parallel_communication]
 JOB_RULES: list[JobRule] = [
     distributed.communication_exposed,
     distributed.straggler,
 ]
 JOB_RULES += [parallelism.pipeline_imbalance, parallelism.pipeline_bubble]
+JOB_RULES += [model_parallel.expert_imbalance]
 
 #: Every finding id, in the order docs/rules.md lists them.
 FINDING_IDS = [
@@ -69,3 +72,4 @@ FINDING_IDS = [
 FINDING_IDS += ["compilation", "untraced_time", "cuda_api_time"]
 FINDING_IDS += ["wide_precision", "outside_training"]
 FINDING_IDS += ["pipeline_imbalance", "pipeline_bubble", "fsdp_exposed_communication"]
+FINDING_IDS += ["tensor_parallel_communication", "expert_imbalance"]

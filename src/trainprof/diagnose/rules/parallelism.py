@@ -85,8 +85,9 @@ TENSOR_PARALLEL_COMM = Fix(
 )
 EXPERT_PARALLEL_COMM = Fix(
     summary="Overlap the experts' all-to-all with compute (dispatch/combine of one micro-batch "
-            "beside another's compute, as DualPipe does), and balance the tokens per expert "
-            "(an auxiliary load-balancing loss, capacity factor).",
+            "beside another's compute, as DualPipe does; DeepEP's kernels, its low-latency "
+            "ones for decoding, with a hook that receives in the background), and balance the "
+            "tokens per expert (see expert_imbalance).",
 )
 PIPELINE_COMM = Fix(
     summary="The stages' sends and receives wait on each other: balance the stages and feed "
