@@ -27,6 +27,8 @@ from trainprof.diagnose.rules.model_parallel import (
 )
 from trainprof.trace.load import load_file
 
+pytestmark = pytest.mark.slow  # records a two-rank torch.distributed job (seconds)
+
 FUNCTIONAL = "_c10d_functional::"
 A2A = ("c10d::alltoall_base_", "gloo:all_to_all")
 
@@ -84,13 +86,17 @@ def test_the_collectives_on_the_critical_path(recorded, tp_ep_jobs):  # noqa: F8
         path_json = tp_ep_jobs / "tensor" / f"rank{r.rank}.json"
         base = json.loads(path_json.read_text()).get("baseTimeNanoseconds", 0) / 1000.0
         first = load_file(path_json).t0_us - base
+        lanes: dict[str, list] = {}
+        for e in ev:
+            if e["name"].startswith(FUNCTIONAL):
+                lanes.setdefault(f"host thread {e['tid']}", []).append(
+                    (e["ts"] - first, e["ts"] + e["dur"] - first))
+        spans = {lane: union(x) for lane, x in lanes.items()}
         expected = 0.0
         for step in path.steps:
             for piece in (step.pieces.piece(i) for i in range(len(step.pieces))):
-                mine = union([(e["ts"] - first, e["ts"] + e["dur"] - first) for e in ev
-                              if e["name"].startswith(FUNCTIONAL)
-                              and piece.lane == f"host thread {e['tid']}"])
-                expected += length_inside(mine, piece.start_us, piece.end_us)
+                expected += length_inside(spans.get(piece.lane, []), piece.start_us,
+                                          piece.end_us)
         assert tp.on_path_us == pytest.approx(expected, rel=0.01)
         assert tp.path_us == pytest.approx(sum(s.step_us for s in path.steps))
         assert tp.on_path_us <= tp.comm_us + 1.0
@@ -218,3 +224,24 @@ def test_dualpipe_overlap_is_said(tmp_path):
     notes = a.job.experts.notes
     assert any("DualPipe" in n for n in notes) == (e.hidden_pct >= 50.0)
     assert any("One expert-parallel rank" in n for n in notes)
+
+
+def test_the_reports_show_it(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from trainprof.report.markdown.report import to_markdown
+    from trainprof.report.terminal.report import print_analysis
+
+    _, tp = _gpu_tp(tmp_path, 300.0, 400.0)
+    _, ep = _gpu_ep(tmp_path, [1, 1, 1, 3])
+    for a, says in ((tp, "Tensor-parallel collectives by layer: 57"),
+                    (ep, "Expert parallelism: all-to-all")):
+        out = io.StringIO()
+        print_analysis(a, Console(file=out, width=160))
+        assert says in out.getvalue()
+        assert says in to_markdown(a)
+    assert "layers.3" in to_markdown(tp)
+    experts = ep.to_dict()["job"]["experts"]
+    assert experts["overloaded_rank"] == 3 and len(experts["ranks"]) == 4

@@ -167,12 +167,12 @@ class TensorLayer:
         self.comm_us += other.comm_us
         self.exposed_us += other.exposed_us
 
-    def to_dict(self, steps: int) -> dict[str, Any]:
+    def to_dict(self, steps: int, path_steps: int) -> dict[str, Any]:
         n = max(steps, 1)
         return {"layer": self.layer, "calls_per_step": self.calls / n,
                 "comm_ms_per_step": self.comm_us / n / 1000.0,
                 "exposed_ms_per_step": self.exposed_us / n / 1000.0,
-                "on_path_ms": self.on_path_us / 1000.0}
+                "on_path_ms_per_step": self.on_path_us / max(path_steps, 1) / 1000.0}
 
 
 @dataclass
@@ -203,6 +203,7 @@ class TensorParallel:
     #: on them: None where no path was drawn (analysis/parallelism/tensor.py ``on_path``).
     path_us: float | None = None
     on_path_us: float = 0.0
+    path_steps: int = 0  # the steps the path was drawn for
 
     @property
     def comm_us(self) -> float:
@@ -221,10 +222,12 @@ class TensorParallel:
 
     def to_dict(self, steps: int) -> dict[str, Any]:
         n = max(steps, 1) * 1000.0
+        k = max(self.path_steps, 1) * 1000.0
         return {"comm_ms_per_step": self.comm_us / n, "exposed_ms_per_step": self.exposed_us / n,
-                "on_path_pct": self.on_path_pct, "on_path_ms": self.on_path_us / 1000.0,
-                "path_ms": None if self.path_us is None else self.path_us / 1000.0,
-                "layers": [x.to_dict(steps) for x in self.layers]}
+                "on_path_pct": self.on_path_pct, "on_path_ms_per_step": self.on_path_us / k,
+                "path_ms_per_step": None if self.path_us is None else self.path_us / k,
+                "path_steps": self.path_steps,
+                "layers": [x.to_dict(steps, self.path_steps) for x in self.layers]}
 
 
 @dataclass

@@ -134,6 +134,7 @@ def on_path(tensor: TensorParallel, path: CriticalPath | None) -> None:
         return
     spans = tensor.spans
     tensor.path_us = sum(s.step_us for s in path.steps)
+    tensor.path_steps = len(path.steps)
     lanes, layers = np.array(spans.lane), np.array(spans.layer)
     starts, ends = np.array(spans.start_us), np.array(spans.end_us)
     by_layer = {x.layer: x for x in tensor.layers}
