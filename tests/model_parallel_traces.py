@@ -29,7 +29,8 @@ def tensor_parallel(gemm_us: float, reduce_us: float, steps: int = 3, layers: in
                     tp: int = 4) -> Sim:
     """A TP rank of an H800: each layer (``layers.i``) runs two GEMMs and then DTensor's
     all-reduce of its output on the compute stream (stream 7), where the next layer waits for
-    it; the host runs ahead, so the step's path is the stream."""
+    it; the host runs ahead within the step, so the step's path is the stream, and waits for
+    the step's last kernel at its end (the loss read back)."""
     b = TraceBuilder()
     b.metadata["deviceProperties"] = [H800]
     b.metadata["distributedInfo"] = {
@@ -50,7 +51,12 @@ def tensor_parallel(gemm_us: float, reduce_us: float, steps: int = 3, layers: in
                 sim.host += 5.0
 
             _annotated(sim, f"layers.{i}", layer)
-        sim.host += 1.0
+        # the loss read back (``loss.item()``): the host waits for the step's last kernel
+        last = sim.last[7]
+        wait = max(last.end - sim.host, 0.0) + 2.0
+        b.event("cuda_runtime", "cudaStreamSynchronize", sim.host, wait, {"correlation": -1})
+        sim.host += wait + 1.0
+        sim._woke(last)
         b.annotation(f"ProfilerStep#{n}", step_at, sim.host - step_at)
     return sim
 

@@ -174,6 +174,20 @@ def test_gpu_tp_all_reduces_on_the_path_are_found(tmp_path):
         ({None, "communication_exposed"}, {None, "tensor_parallel_communication"})
 
 
+def test_gpu_tp_streamed_equals_in_memory(tmp_path):
+    from trainprof.analysis.streaming.streamed import analyze_streamed
+
+    sim = tensor_parallel(300.0, 400.0)
+    path = sim.b.write(tmp_path / "tp.json")
+    whole = trainprof.analyze(path).ranks[0].sections.parallelism.tensor
+    streamed = analyze_streamed(path, steps_per_window=1).sections.parallelism.tensor
+    assert streamed.on_path_us == pytest.approx(whole.on_path_us, rel=1e-6)
+    assert streamed.path_us == pytest.approx(whole.path_us, rel=1e-6)
+    assert [(x.layer, x.calls) for x in streamed.layers] == \
+        [(x.layer, x.calls) for x in whole.layers]
+    assert streamed.comm_us == pytest.approx(whole.comm_us, rel=1e-6)
+
+
 def test_gpu_tp_small_all_reduces_get_no_finding(tmp_path):
     _, a = _gpu_tp(tmp_path, 2000.0, 60.0)
     tp = a.ranks[0].sections.parallelism.tensor
