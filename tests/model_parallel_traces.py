@@ -72,11 +72,14 @@ class ExpertRank:
 
 
 def expert_parallel(loads: list[float], steps: int = 3, chunks: int = 2,
-                    transfer_us: float = 300.0, unit_us: float = 1000.0) -> list[ExpertRank]:
+                    transfer_us: float = 300.0, unit_us: float = 1000.0,
+                    overlap: bool = False) -> list[ExpertRank]:
     """An H800 expert-parallel job, a trace per rank: each chunk dispatches tokens (DeepEP's
     dispatch kernel on stream 20), runs the experts on stream 7 (``loads[r]`` x ``unit_us``:
     rank r's share of the tokens) and combines them (stream 20). Every all-to-all ends when the
-    slowest rank reaches it: a rank with a lighter load waits inside it for the heaviest."""
+    slowest rank reaches it: a rank with a lighter load waits inside it for the heaviest.
+    ``overlap``: DualPipe's pairing, each chunk's dispatch and combine (another micro-batch's
+    tokens) on stream 20 while its experts compute on stream 7."""
     most = max(loads)
     out = []
     for rank, load in enumerate(loads):
@@ -89,13 +92,15 @@ def expert_parallel(loads: list[float], steps: int = 3, chunks: int = 2,
         for n in range(steps):
             start = t
             for _ in range(chunks):
+                wait = (most - load) * unit_us
+                if overlap:
+                    done = _experts(b, er, t + 100.0, load * unit_us)
+                    moved = _all_to_all(b, er, DISPATCH, t, transfer_us)
+                    t = max(done, _all_to_all(b, er, COMBINE, moved, transfer_us + wait))
+                    continue
                 t = _all_to_all(b, er, DISPATCH, t, transfer_us)
-                b.stream = 7
-                b.op("aten::mm", t - 60.0, 20.0)
-                b.launch(t - 58.0, 8.0, name=GEMM, k_ts=t, k_dur=load * unit_us, flow=True)
-                er.compute.append((t, t + load * unit_us))
-                t += load * unit_us
-                t = _all_to_all(b, er, COMBINE, t, transfer_us + (most - load) * unit_us)
+                t = _experts(b, er, t, load * unit_us)
+                t = _all_to_all(b, er, COMBINE, t, transfer_us + wait)
             b.annotation(f"ProfilerStep#{n}", start - 100.0, t - start + 100.0)
             er.steps.append((start - 100.0, t))
             t += 200.0
@@ -109,4 +114,13 @@ def _all_to_all(b: TraceBuilder, er: ExpertRank, kernel: str, t: float, dur: flo
     b.op("deep_ep::dispatch" if kernel == DISPATCH else "deep_ep::combine", t - 60.0, 20.0)
     b.launch(t - 58.0, 8.0, name=kernel, k_ts=t, k_dur=dur, flow=True)
     er.all_to_all.append((t, t + dur))
+    return t + dur
+
+
+def _experts(b: TraceBuilder, er: ExpertRank, t: float, dur: float) -> float:
+    """The experts' GEMM on stream 7 from ``t``."""
+    b.stream = 7
+    b.op("aten::mm", t - 60.0, 20.0)
+    b.launch(t - 58.0, 8.0, name=GEMM, k_ts=t, k_dur=dur, flow=True)
+    er.compute.append((t, t + dur))
     return t + dur

@@ -226,17 +226,27 @@ def test_gpu_balanced_experts_get_no_finding(tmp_path):
 
 
 def test_dualpipe_overlap_is_said(tmp_path):
-    sim = dualpipe_h800()
-    a = trainprof.analyze(sim.b.write(tmp_path / "dualpipe.json"))
+    ranks = expert_parallel([2, 2], overlap=True)
+    for i, er in enumerate(ranks):
+        er.builder.write(tmp_path / "dualpipe" / f"rank{i}.json")
+    a = trainprof.analyze(tmp_path / "dualpipe")
+    # Reference: the DeepEP kernels (stream 20) beside the experts' GEMMs (stream 7).
+    er = ranks[0]
+    a2a, gemms = union(er.all_to_all), union(er.compute)
+    hidden = sum(length_inside(gemms, s, e) for s, e in a2a)
+    expected = 100 * hidden / sum(e - s for s, e in a2a)
     e = a.ranks[0].sections.parallelism.expert
-    # Reference: the DeepEP kernels (stream 20) beside the compute kernels (stream 7).
-    a2a = union([(o.start, o.end) for o in sim.ops if o.stream == 20])
-    gemms = union([(o.start, o.end) for o in sim.ops if o.stream == 7])
-    hidden = sum(length_inside(gemms, s, e_) for s, e_ in a2a)
-    total = sum(e_ - s for s, e_ in a2a)
-    assert e.hidden_pct == pytest.approx(100 * hidden / total, abs=0.5)
+    assert e.hidden_pct == pytest.approx(expected, abs=0.5) and expected > 50
+    assert any("DualPipe" in n for n in a.job.experts.notes)
+    assert "expert_imbalance" not in {f.id for f in diagnose(a)}
+
+
+def test_one_expert_rank_and_no_overlap(tmp_path):
+    sim = dualpipe_h800()  # its all-to-all waits for compute and compute for it: no overlap
+    a = trainprof.analyze(sim.b.write(tmp_path / "dualpipe.json"))
+    assert a.ranks[0].sections.parallelism.expert.hidden_pct == pytest.approx(0.0, abs=0.5)
     notes = a.job.experts.notes
-    assert any("DualPipe" in n for n in notes) == (e.hidden_pct >= 50.0)
+    assert not any("DualPipe" in n for n in notes)
     assert any("One expert-parallel rank" in n for n in notes)
 
 
