@@ -91,10 +91,14 @@ def _layer_names(trace: Trace, calls: np.ndarray) -> list[str]:
     """The layer of each host op ``calls``: the innermost layer range around it."""
     ev = trace.events
     ends = event_ends(ev)
-    kinds = np.isin(ev.kind, _LAYER_KINDS) & ~ev.flagged(FLAG_COMM)
-    candidates = np.flatnonzero(kinds)
-    keep = [i for i in candidates.tolist() if _is_layer(ev.kind[i], ev.names[ev.name[i]])]
-    layers = np.array(keep, dtype=np.int64)
+    candidates = np.flatnonzero(np.isin(ev.kind, _LAYER_KINDS) & ~ev.flagged(FLAG_COMM))
+    # Judged once per (kind, name), not per event.
+    pairs, inverse = np.unique(np.stack([ev.kind[candidates].astype(np.int64),
+                                         ev.name[candidates].astype(np.int64)]),
+                               axis=1, return_inverse=True)
+    ok = np.array([_is_layer(int(k), ev.names[int(n)]) for k, n in pairs.T.tolist()],
+                  dtype=bool)
+    layers = candidates[ok[inverse.reshape(-1)]] if len(candidates) else candidates
     pos = HostRanges.of(ev.ts[layers], ends[layers], ev.tid[layers], layers).innermost(
         ev.ts[calls], ev.tid[calls]) if len(layers) else np.full(len(calls), -1)
     back = np.flatnonzero(ev.flagged(FLAG_BACKWARD) & (ev.kind == Kind.CPU_OP))
