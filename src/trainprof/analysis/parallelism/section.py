@@ -49,6 +49,7 @@ _SOURCES = ("call", "backend", "kernel")
 # Kept on the trace object: the signal of each name id of the trace.
 _ATTRIBUTE = "_trainprof_parallelism_signals"
 _COMM_ATTRIBUTE = "_trainprof_parallelism_comm_names"
+_FUNCTIONAL_ATTRIBUTE = "_trainprof_parallelism_functional"
 #: Bits of ``_comm_names`` above the type code (which stays under 16).
 _CALL, _FUNCTIONAL = 16, 32
 
@@ -125,11 +126,17 @@ def _model_parallel(trace: Trace, part: Part, comm: np.ndarray, types: np.ndarra
 
 
 def _functional_ops(trace: Trace) -> np.ndarray:
-    """The rank's functional collective host ops (DTensor's), all of them."""
-    ev = trace.events
-    every = activity.all_comm_events(trace)
-    host = every[ev.kind[every] != Kind.KERNEL]
-    return host[(_comm_names(trace)[ev.name[host]] & _FUNCTIONAL) != 0]
+    """The rank's functional collective host ops (DTensor's), all of them (worked out once per
+    trace)."""
+    store = trace.__dict__
+    if _FUNCTIONAL_ATTRIBUTE not in store:
+        ev = trace.events
+        every = activity.all_comm_events(trace)
+        host = every[ev.kind[every] != Kind.KERNEL]
+        store[_FUNCTIONAL_ATTRIBUTE] = host[(_comm_names(trace)[ev.name[host]] & _FUNCTIONAL)
+                                            != 0]
+    ops: np.ndarray = store[_FUNCTIONAL_ATTRIBUTE]
+    return ops
 
 
 def _comm_names(trace: Trace) -> np.ndarray:
