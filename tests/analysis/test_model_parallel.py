@@ -228,6 +228,10 @@ def test_gpu_expert_imbalance_is_found(tmp_path):
     assert f.saving_ms == pytest.approx(balance.imbalance_ms)
     assert balance.imbalance_pct == pytest.approx(100 * balance.imbalance_ms / step_ms, rel=0.05)
     assert "load-balancing" in f.fix.summary
+    # The light ranks' exposed all-to-all: the overlap fix for experts, not DDP's buckets.
+    exposed = [g for g in diagnose(a) if g.id == "communication_exposed"]
+    assert exposed and all("DualPipe" in g.fix.summary and "bucket" not in g.fix.summary
+                           for g in exposed)
 
 
 def test_gpu_balanced_experts_get_no_finding(tmp_path):
