@@ -270,6 +270,7 @@ def test_the_reports_show_it(tmp_path):
 
     from rich.console import Console
 
+    from trainprof.report.html.report import render_html
     from trainprof.report.markdown.report import to_markdown
     from trainprof.report.terminal.report import print_analysis
 
@@ -283,5 +284,7 @@ def test_the_reports_show_it(tmp_path):
         assert says in out.getvalue()
         assert says in to_markdown(a)
     assert "layers.3" in to_markdown(tp)
+    assert f"Tensor-parallel collectives by layer: {share:.1f}%" in render_html(tp.to_dict())
+    assert "Expert parallelism: all-to-all per rank" in render_html(ep.to_dict())
     experts = ep.to_dict()["job"]["experts"]
     assert experts["overloaded_rank"] == 3 and len(experts["ranks"]) == 4
