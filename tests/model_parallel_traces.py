@@ -23,6 +23,9 @@ GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsiz
 ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 DISPATCH = "void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*)"
 COMBINE = "void deep_ep::intranode::combine<__nv_bfloat16, 8, 768>(int4*)"
+#: NCCL runs ``all_to_all_single`` as grouped sends and receives: one SendRecv kernel, launched
+#: inside ``c10d::alltoall_base_`` (torch 2.x with NCCL 2.19+).
+SEND_RECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
 
 
 def tensor_parallel(gemm_us: float, reduce_us: float, steps: int = 3, layers: int = 4,
@@ -69,17 +72,19 @@ class ExpertRank:
     all_to_all: list[tuple[float, float]] = field(default_factory=list)
     compute: list[tuple[float, float]] = field(default_factory=list)
     steps: list[tuple[float, float]] = field(default_factory=list)
+    nccl: bool = False  # all_to_all_single over NCCL (SendRecv kernels), else DeepEP
 
 
 def expert_parallel(loads: list[float], steps: int = 3, chunks: int = 2,
                     transfer_us: float = 300.0, unit_us: float = 1000.0,
-                    overlap: bool = False) -> list[ExpertRank]:
+                    overlap: bool = False, nccl: bool = False) -> list[ExpertRank]:
     """An H800 expert-parallel job, a trace per rank: each chunk dispatches tokens (DeepEP's
     dispatch kernel on stream 20), runs the experts on stream 7 (``loads[r]`` x ``unit_us``:
     rank r's share of the tokens) and combines them (stream 20). Every all-to-all ends when the
     slowest rank reaches it: a rank with a lighter load waits inside it for the heaviest.
     ``overlap``: DualPipe's pairing, each chunk's dispatch and combine (another micro-batch's
-    tokens) on stream 20 while its experts compute on stream 7."""
+    tokens) on stream 20 while its experts compute on stream 7. ``nccl``: the exchange is
+    ``dist.all_to_all_single`` over NCCL, not DeepEP."""
     most = max(loads)
     out = []
     for rank, load in enumerate(loads):
@@ -87,7 +92,7 @@ def expert_parallel(loads: list[float], steps: int = 3, chunks: int = 2,
         b.metadata["deviceProperties"] = [H800]
         b.metadata["distributedInfo"] = {"backend": "nccl", "rank": rank,
                                          "world_size": len(loads)}
-        er = ExpertRank(b)
+        er = ExpertRank(b, nccl=nccl)
         t = 0.0  # the device's time; the host launches each kernel 50 µs ahead of it
         for n in range(steps):
             start = t
@@ -111,7 +116,11 @@ def expert_parallel(loads: list[float], steps: int = 3, chunks: int = 2,
 def _all_to_all(b: TraceBuilder, er: ExpertRank, kernel: str, t: float, dur: float) -> float:
     """DeepEP's dispatch or combine kernel on stream 20 from ``t``, launched by its op."""
     b.stream = 20
-    b.op("deep_ep::dispatch" if kernel == DISPATCH else "deep_ep::combine", t - 60.0, 20.0)
+    if er.nccl:
+        b.op("c10d::alltoall_base_", t - 60.0, 20.0)
+        kernel = SEND_RECV
+    else:
+        b.op("deep_ep::dispatch" if kernel == DISPATCH else "deep_ep::combine", t - 60.0, 20.0)
     b.launch(t - 58.0, 8.0, name=kernel, k_ts=t, k_dur=dur, flow=True)
     er.all_to_all.append((t, t + dur))
     return t + dur

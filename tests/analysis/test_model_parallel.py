@@ -234,6 +234,19 @@ def test_gpu_expert_imbalance_is_found(tmp_path):
                            for g in exposed)
 
 
+def test_nccl_all_to_all_runs_as_send_recv_kernels(tmp_path):
+    ranks = expert_parallel([1, 3], nccl=True)
+    for i, er in enumerate(ranks):
+        er.builder.write(tmp_path / "nccl" / f"rank{i}.json")
+    a = trainprof.analyze(tmp_path / "nccl")
+    for r, er in zip(a.ranks, ranks, strict=True):
+        p = r.sections.parallelism
+        assert p.kinds == ["expert"]  # the SendRecv kernels are not a pipeline
+        expected = sum(e - s for s, e in er.all_to_all) / len(er.steps) / 1000
+        assert p.expert.all_to_all_us / p.steps / 1000 == pytest.approx(expected)
+    assert a.job.experts.overloaded.rank == 1
+
+
 def test_gpu_balanced_experts_get_no_finding(tmp_path):
     _, a = _gpu_ep(tmp_path, [2, 2, 2, 2])
     assert a.job.experts.imbalance_ms == pytest.approx(0.0, abs=1e-6)

@@ -121,8 +121,23 @@ def _model_parallel(trace: Trace, part: Part, comm: np.ndarray, types: np.ndarra
     if len(functional) and not out.signals.get("fsdp_range"):
         out.tensor, out.tensor_spans = tensor_part(trace, part, functional)
     a2a = comm[types == ALL_TO_ALL]
+    if out.calls.get(("call", "all_to_all")) or out.calls.get(("backend", "all_to_all")):
+        a2a = np.union1d(a2a, _send_recv_all_to_all(trace, comm, types))
     if len(a2a):
         out.expert = expert_part(trace, part, a2a)
+
+
+def _send_recv_all_to_all(trace: Trace, comm: np.ndarray, types: np.ndarray) -> np.ndarray:
+    """NCCL runs an all-to-all as grouped sends and receives: the SendRecv kernels launched
+    inside an all-to-all's host op (``c10d::alltoall_base_``, ``nccl:all_to_all``)."""
+    ev = trace.events
+    if not len(comm) or ev.kind[comm[0]] != Kind.KERNEL:
+        return comm[:0]
+    every = activity.all_comm_events(trace)
+    host = every[ev.kind[every] != Kind.KERNEL]
+    calls = host[_types(trace, host) == ALL_TO_ALL]
+    inside, _ = activity.launched_in(trace, comm[np.isin(types, P2P_CODES)], calls)
+    return inside
 
 
 def _functional_ops(trace: Trace) -> np.ndarray:

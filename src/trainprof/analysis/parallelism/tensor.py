@@ -23,7 +23,6 @@ import numpy as np
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.calls.nesting import HostRanges
 from trainprof.analysis.event_columns import event_ends
-from trainprof.analysis.overview.steps import launch_links
 from trainprof.analysis.parallelism import activity
 from trainprof.analysis.parallelism.result import TensorLayer, TensorParallel, TensorSpans
 from trainprof.analysis.parallelism.signals import TYPE_NAMES, type_code
@@ -76,15 +75,7 @@ def _collectives(trace: Trace, functional: np.ndarray) -> tuple[np.ndarray, np.n
     if not activity.on_device(trace) or not len(functional):
         return functional, functional
     kernels = np.flatnonzero((ev.kind == Kind.KERNEL) & ev.flagged(FLAG_COMM))
-    device, launch = launch_links(trace)
-    at = np.searchsorted(device, kernels)
-    linked = (at < len(device)) & (device[np.minimum(at, len(device) - 1)] == kernels)
-    kernels, launches = kernels[linked], launch[at[linked]]
-    ranges = HostRanges.of(ev.ts[functional], event_ends(ev)[functional], ev.tid[functional],
-                           functional)
-    pos = ranges.innermost(ev.ts[launches], ev.tid[launches])
-    inside = pos >= 0
-    return kernels[inside], ranges.index[pos[inside]]
+    return activity.launched_in(trace, kernels, functional)
 
 
 def _layer_names(trace: Trace, calls: np.ndarray) -> list[str]:
