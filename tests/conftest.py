@@ -77,7 +77,7 @@ def builder():
 #: Session fixtures that record a job (seconds each), and their xdist group: under ``pytest -n``,
 #: the tests that use one run in one worker, so that the job is recorded once, not once per
 #: worker (tests that use two of them put both in their group's worker).
-RECORDING_FIXTURES = {"parallel_jobs": "gloo_jobs", "ddp_jobs": "gloo_jobs",
+RECORDING_FIXTURES = {"parallel_jobs": "gloo_jobs", "ddp_jobs": "gloo_jobs", "tp_ep_jobs": "gloo_jobs",
                       "recorded": "pathologies", "ddp": "pathologies"}
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from critical_path_traces import ddp_mi300, dualpipe_h800
 from trainprof.analysis.critical_path import critical_path
 from trainprof.analysis.overview.steps import find_steps
 from trainprof.trace.load import load_file
+
+from critical_path_traces import ddp_mi300, dualpipe_h800
 
 DEVICE = ("gpu_compute", "gpu_communication", "copies")
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 import trainprof
-from critical_path_traces import ddp_mi300, dualpipe_h800
 from invariants.properties import PROPERTIES, json_of
+
+from critical_path_traces import ddp_mi300, dualpipe_h800
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from trainprof.analysis.job.collective_ranks import CollectiveRanks
     from trainprof.analysis.job.rank_table import RankTable
     from trainprof.analysis.job.stragglers import Stragglers
+    from trainprof.analysis.parallelism.expert import ExpertBalance
     from trainprof.analysis.parallelism.pipeline import Pipeline
     from trainprof.analysis.parallelism.result import Parallelism
     from trainprof.analysis.roofline.collectives import Collectives
@@ -102,3 +103,4 @@ class JobSections(_Sections):
     rank_table: RankTable | None = None
     collective_ranks: CollectiveRanks | None = None
     pipeline: Pipeline | None = None
+    experts: ExpertBalance | None = None

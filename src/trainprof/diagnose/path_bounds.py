@@ -66,6 +66,7 @@ BOUNDS: dict[str, Bound] = {
     "wide_precision": Bound(HOST + DEVICE),
     "outside_training": Bound(HOST + DEVICE),
     "fsdp_exposed_communication": Bound(COMMUNICATION, kind="collective", on_host=HOST),
+    "tensor_parallel_communication": Bound(COMMUNICATION, kind="collective", on_host=HOST),
 }
 #: A kind's items cover its category when their time on the path is within this many points of
 #: the category's share (the what-if then bounds all of the work, not part of it).

@@ -55,6 +55,12 @@ SAME_TIME: dict[frozenset[str], str] = {
         "fp64 ops outside the training phases (an evaluation pass) are in both",
     frozenset(("outside_training", "logging_overhead")):
         "the Python glue between ops after the optimizer step is in both",
+    frozenset(("communication_exposed", "tensor_parallel_communication")):
+        "the tensor-parallel collectives on the critical path are communication with no "
+        "compute beside it",
+    frozenset(("expert_imbalance", "straggler")):
+        "both are the other ranks waiting in their all-to-all for the overloaded expert rank, "
+        "the one both findings are given to",
     frozenset(("pipeline_bubble", "pipeline_imbalance")):
         "both are the stages waiting in send/recv: the fill and drain grow with the heaviest "
         "stage's micro-batch time",

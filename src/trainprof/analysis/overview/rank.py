@@ -17,7 +17,7 @@ from trainprof.analysis.overview.timeline import gpu_timeline
 from trainprof.analysis.parallel.section_workers import run_jobs, section_workers
 from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.section_results import RankSections
-from trainprof.analysis.sections.registry import SECTIONS, run_sections
+from trainprof.analysis.sections.registry import SECTIONS, link_sections, run_sections
 from trainprof.analysis.streaming.windows import WindowedSection
 from trainprof.trace.kernel_context import kernel_classes
 from trainprof.trace.load import rank_in_trace
@@ -68,6 +68,7 @@ def overview(head: Trace, steps: StepWindows, run: Callable[[WindowedSection], A
     sections' results."""
     breakdown = run(BREAKDOWN)
     phases = run(STEP_PHASES)
+    link_sections(sections)
     n = max(len(steps), 1)
     return RankAnalysis(
         rank=head.rank,

@@ -7,8 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from trainprof.analysis import intervals as iv
+from trainprof.analysis.calls.nesting import HostRanges
 from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.exposure import span_sets
+from trainprof.analysis.overview.steps import launch_links
 from trainprof.trace.model import FLAG_COMM, HOST_KINDS, Kind, Trace
 
 
@@ -60,3 +62,20 @@ def busy(trace: Trace, idx: np.ndarray, start: float, end: float) -> iv.Interval
     """The union of events ``idx`` inside ``[start, end)``."""
     ev = trace.events
     return iv.clip(iv.union(ev.ts[idx], event_ends(ev)[idx]), start, end)
+
+
+def launched_in(trace: Trace, kernels: np.ndarray, hosts: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(the ``kernels`` launched from inside one of the host ranges ``hosts``, the innermost
+    such range of each), joined on the correlation id."""
+    ev = trace.events
+    if not len(kernels) or not len(hosts):
+        return kernels[:0], hosts[:0]
+    device, launch = launch_links(trace)
+    at = np.searchsorted(device, kernels)
+    linked = (at < len(device)) & (device[np.minimum(at, len(device) - 1)] == kernels)
+    kernels, launches = kernels[linked], launch[at[linked]]
+    ranges = HostRanges.of(ev.ts[hosts], event_ends(ev)[hosts], ev.tid[hosts], hosts)
+    pos = ranges.innermost(ev.ts[launches], ev.tid[launches])
+    inside = pos >= 0
+    return kernels[inside], ranges.index[pos[inside]]

@@ -173,6 +173,8 @@ class Parallelism:
     role: str | None = None  # "first", "middle" or "last" stage, from its sends and recvs
     layers: list[LayerComm] = field(default_factory=list)  # FSDP units, in first-seen order
     fsdp_queues: FsdpQueues | None = None  # FSDP ranks only
+    tensor: TensorParallel | None = None  # tensor-parallel ranks only
+    expert: ExpertComm | None = None  # ranks with all-to-all only
 
     @property
     def pipeline(self) -> bool:
@@ -209,6 +211,10 @@ class Parallelism:
             out["fsdp_layers"] = [x.to_dict(self.steps) for x in self.layers]
         if self.fsdp_queues is not None:
             out["fsdp_collectives"] = self.fsdp_queues.to_dict(self.steps)
+        if self.tensor is not None:
+            out["tensor"] = self.tensor.to_dict(self.steps)
+        if self.expert is not None:
+            out["expert"] = self.expert.to_dict(self.steps)
         return out
 
     def to_pandas(self) -> Any:
@@ -219,3 +225,112 @@ class Parallelism:
             return data_frame([s.to_dict() for s in self.stage_steps])
         return data_frame([{"kind": k, "evidence": self.evidence[k]} for k in self.kinds])
 
+
+
+@dataclass
+class TensorLayer:
+    """The tensor-parallel collectives one layer issued or waited for (docs/parallelism.md), µs
+    over every step: a layer is the innermost module or annotation range around them, else
+    ``(backward)`` or ``(outside layers)``."""
+
+    layer: str
+    calls: int = 0  # collective calls (functional ops on the host, kernels on a GPU)
+    comm_us: float = 0.0  # the union of their time
+    exposed_us: float = 0.0  # of which no compute runs beside
+    on_path_us: float = 0.0  # of which on the step's critical path (its steps only)
+
+    def add(self, other: TensorLayer) -> None:
+        self.calls += other.calls
+        self.comm_us += other.comm_us
+        self.exposed_us += other.exposed_us
+
+    def to_dict(self, steps: int, path_steps: int) -> dict[str, Any]:
+        n = max(steps, 1)
+        return {"layer": self.layer, "calls_per_step": self.calls / n,
+                "comm_ms_per_step": self.comm_us / n / 1000.0,
+                "exposed_ms_per_step": self.exposed_us / n / 1000.0,
+                "on_path_ms_per_step": self.on_path_us / max(path_steps, 1) / 1000.0}
+
+
+@dataclass
+class TensorSpans:
+    """Each tensor-parallel collective's time and where it ran, to meet the critical path:
+    ``lane`` as the path names its lanes (``host thread T``, ``GPU D stream S``), ``layer`` an
+    index into the section's layers. Not written to JSON."""
+
+    lane: list[str] = field(default_factory=list)
+    start_us: list[float] = field(default_factory=list)
+    end_us: list[float] = field(default_factory=list)
+    layer: list[str] = field(default_factory=list)
+
+    def extend(self, other: TensorSpans) -> None:
+        self.lane += other.lane
+        self.start_us += other.start_us
+        self.end_us += other.end_us
+        self.layer += other.layer
+
+
+@dataclass
+class TensorParallel:
+    """A tensor-parallel rank's collectives per layer and their share of the critical path."""
+
+    layers: list[TensorLayer]
+    spans: TensorSpans = field(default_factory=TensorSpans, repr=False)
+    #: The critical path's steps (their replayed step time, summed) and the collectives' time
+    #: on them: None where no path was drawn (analysis/parallelism/tensor.py ``on_path``).
+    path_us: float | None = None
+    on_path_us: float = 0.0
+    path_steps: int = 0  # the steps the path was drawn for
+
+    @property
+    def comm_us(self) -> float:
+        return sum(x.comm_us for x in self.layers)
+
+    @property
+    def exposed_us(self) -> float:
+        return sum(x.exposed_us for x in self.layers)
+
+    @property
+    def on_path_pct(self) -> float | None:
+        """The collectives' share of the critical path, in %."""
+        if self.path_us is None:
+            return None
+        return 100.0 * self.on_path_us / self.path_us if self.path_us > 0 else 0.0
+
+    def to_dict(self, steps: int) -> dict[str, Any]:
+        n = max(steps, 1) * 1000.0
+        k = max(self.path_steps, 1) * 1000.0
+        return {"comm_ms_per_step": self.comm_us / n, "exposed_ms_per_step": self.exposed_us / n,
+                "on_path_pct": self.on_path_pct, "on_path_ms_per_step": self.on_path_us / k,
+                "path_ms_per_step": None if self.path_us is None else self.path_us / k,
+                "path_steps": self.path_steps,
+                "layers": [x.to_dict(steps, self.path_steps) for x in self.layers]}
+
+
+@dataclass
+class ExpertComm:
+    """A rank's all-to-all (expert parallelism's dispatch and combine, DeepEP's kernels
+    included), µs over every step (docs/parallelism.md)."""
+
+    all_to_all_us: float = 0.0  # the union of its all-to-all time
+    exposed_us: float = 0.0  # of which no compute runs beside
+    calls: int = 0  # all-to-all calls: the c10d calls where recorded, else its events
+    on_device: bool = False
+
+    def add(self, other: ExpertComm) -> None:
+        self.all_to_all_us += other.all_to_all_us
+        self.exposed_us += other.exposed_us
+        self.calls += other.calls
+        self.on_device = self.on_device or other.on_device
+
+    @property
+    def hidden_pct(self) -> float:
+        """The share of the all-to-all time that compute runs beside (overlapped), in %."""
+        a = self.all_to_all_us
+        return 100.0 * (1.0 - self.exposed_us / a) if a > 0 else 0.0
+
+    def to_dict(self, steps: int) -> dict[str, Any]:
+        n = max(steps, 1) * 1000.0
+        return {"all_to_all_ms_per_step": self.all_to_all_us / n,
+                "exposed_ms_per_step": self.exposed_us / n, "hidden_pct": self.hidden_pct,
+                "calls_per_step": self.calls / max(steps, 1)}

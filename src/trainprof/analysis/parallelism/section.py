@@ -13,18 +13,24 @@ from trainprof.analysis import intervals as iv
 from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.parallelism import activity
+from trainprof.analysis.parallelism.expert import expert_part
 from trainprof.analysis.parallelism.fsdp import layer_comm, prefetch_distances, queues
 from trainprof.analysis.parallelism.kinds import detect, process_groups
 from trainprof.analysis.parallelism.result import (
+    ExpertComm,
     FsdpQueues,
     LayerComm,
     Parallelism,
     ProcessGroup,
     StageStep,
+    TensorLayer,
+    TensorParallel,
+    TensorSpans,
 )
 from trainprof.analysis.parallelism.signals import (
     ALL_GATHER,
     ALL_REDUCE,
+    ALL_TO_ALL,
     P2P_CODES,
     REDUCTIONS,
     TYPE_NAMES,
@@ -35,6 +41,7 @@ from trainprof.analysis.parallelism.signals import (
     pipeline_stage,
     type_code,
 )
+from trainprof.analysis.parallelism.tensor import tensor_part
 from trainprof.analysis.streaming.parts import Part, part_of
 from trainprof.analysis.streaming.windows import Window, WindowedSection
 from trainprof.trace.model import FLAG_BACKWARD, Kind, Trace
@@ -46,6 +53,7 @@ _SOURCES = ("call", "backend", "kernel")
 _ATTRIBUTE = "_trainprof_parallelism_signals"
 _COMM_ATTRIBUTE = "_trainprof_parallelism_comm_names"
 _FSDP_ATTRIBUTE = "_trainprof_parallelism_fsdp_ranges"
+_FUNCTIONAL_ATTRIBUTE = "_trainprof_parallelism_functional"
 #: Bits of ``_comm_names`` above the type code (which stays under 16).
 _CALL, _FUNCTIONAL = 16, 32
 
@@ -61,6 +69,9 @@ class _Part:
     layers: dict[str, LayerComm] = field(default_factory=dict)
     groups: list[ProcessGroup] = field(default_factory=list)
     queues: FsdpQueues | None = None
+    tensor: dict[str, TensorLayer] = field(default_factory=dict)
+    tensor_spans: TensorSpans = field(default_factory=TensorSpans)
+    expert: ExpertComm | None = None
 
 
 def _name_signals(trace: Trace) -> np.ndarray:
@@ -103,6 +114,7 @@ def _partial(window: Window) -> _Part:
         _count_roles(trace, every[calls], micro, out)
     if out.signals.get("fsdp_range"):
         _fsdp_part(trace, part, host[signal == Signal.FSDP_RANGE], comm, types, out)
+    _model_parallel(trace, part, comm, types, out)
     return out
 
 
@@ -130,6 +142,47 @@ def _fsdp_ranges(trace: Trace) -> np.ndarray:
         store[_FSDP_ATTRIBUTE] = idx[np.isin(ev.kind[idx], _HOST)]
     ranges: np.ndarray = store[_FSDP_ATTRIBUTE]
     return ranges
+
+
+def _model_parallel(trace: Trace, part: Part, comm: np.ndarray, types: np.ndarray,
+                    out: _Part) -> None:
+    """The tensor-parallel collectives per layer and the all-to-all, where the trace has
+    them (analysis/parallelism/tensor.py, expert.py)."""
+    functional = _functional_ops(trace)
+    if len(functional) and not out.signals.get("fsdp_range"):
+        out.tensor, out.tensor_spans = tensor_part(trace, part, functional)
+    a2a = comm[types == ALL_TO_ALL]
+    if out.calls.get(("call", "all_to_all")) or out.calls.get(("backend", "all_to_all")):
+        a2a = np.union1d(a2a, _send_recv_all_to_all(trace, comm, types))
+    if len(a2a):
+        out.expert = expert_part(trace, part, a2a)
+
+
+def _send_recv_all_to_all(trace: Trace, comm: np.ndarray, types: np.ndarray) -> np.ndarray:
+    """NCCL runs an all-to-all as grouped sends and receives: the SendRecv kernels launched
+    inside an all-to-all's host op (``c10d::alltoall_base_``, ``nccl:all_to_all``)."""
+    ev = trace.events
+    if not len(comm) or ev.kind[comm[0]] != Kind.KERNEL:
+        return comm[:0]
+    every = activity.all_comm_events(trace)
+    host = every[ev.kind[every] != Kind.KERNEL]
+    calls = host[_types(trace, host) == ALL_TO_ALL]
+    inside, _ = activity.launched_in(trace, comm[np.isin(types, P2P_CODES)], calls)
+    return inside
+
+
+def _functional_ops(trace: Trace) -> np.ndarray:
+    """The rank's functional collective host ops (DTensor's), all of them (worked out once per
+    trace)."""
+    store = trace.__dict__
+    if _FUNCTIONAL_ATTRIBUTE not in store:
+        ev = trace.events
+        every = activity.all_comm_events(trace)
+        host = every[ev.kind[every] != Kind.KERNEL]
+        store[_FUNCTIONAL_ATTRIBUTE] = host[(_comm_names(trace)[ev.name[host]] & _FUNCTIONAL)
+                                            != 0]
+    ops: np.ndarray = store[_FUNCTIONAL_ATTRIBUTE]
+    return ops
 
 
 def _comm_names(trace: Trace) -> np.ndarray:
@@ -170,12 +223,25 @@ def _count_calls(trace: Trace, idx: np.ndarray, types: np.ndarray, out: _Part) -
     reduces = idx[(types == ALL_REDUCE) & (source == 0)]
     if not len(reduces):
         reduces = idx[(types == ALL_REDUCE) & (source == 1)]
+    reduces = _not_functional(trace, reduces)
     if len(reduces):
         back = np.flatnonzero(ev.flagged(FLAG_BACKWARD) & (ev.kind == Kind.CPU_OP))
         inside = iv.covered_in_windows(iv.union(ev.ts[back], event_ends(ev)[back]),
                                        ev.ts[reduces], ev.ts[reduces] + 1e-3) > 0
         if n := int(inside.sum()):
             out.signals["all_reduce_in_backward"] += n
+
+
+def _not_functional(trace: Trace, reduces: np.ndarray) -> np.ndarray:
+    """The all-reduces not issued by a functional (DTensor) collective: tensor parallelism's
+    all-reduces in backward are not DDP's."""
+    functional = _functional_ops(trace)
+    if not len(reduces) or not len(functional):
+        return reduces
+    ev = trace.events
+    spans = iv.union(ev.ts[functional], event_ends(ev)[functional])
+    inside = iv.covered_in_windows(spans, ev.ts[reduces], ev.ts[reduces] + 1e-3) > 0
+    return reduces[~inside]
 
 
 def _stage_steps(window: Window, p2p: np.ndarray, micro: np.ndarray) -> list[StageStep]:
@@ -242,6 +308,13 @@ def _combine(parts: list[_Part], steps: StepWindows) -> Parallelism:
             fsdp_queues.add(p.queues)
     by_type = _calls_by_type(calls)
     kinds, evidence = detect(signals, by_type)
+    tensor = _tensor_of(parts) if "tensor" in kinds else None
+    expert = None
+    if "expert" in kinds:
+        expert = ExpertComm()
+        for p in parts:
+            if p.expert is not None:
+                expert.add(p.expert)
     stage_steps = [s for p in parts for s in p.stage_steps] if "pipeline" in kinds else []
     stages = set().union(*(p.stages for p in parts))
     result = Parallelism(kinds=kinds, evidence=evidence, calls=by_type,
@@ -249,7 +322,8 @@ def _combine(parts: list[_Part], steps: StepWindows) -> Parallelism:
                          stage=min(stages) if stages else None,
                          layers=[x for x in layers.values() if x.gathers or x.exposed_us]
                          if "fsdp" in kinds else [],
-                         fsdp_queues=fsdp_queues if "fsdp" in kinds else None)
+                         fsdp_queues=fsdp_queues if "fsdp" in kinds else None,
+                         tensor=tensor, expert=expert)
     if stage_steps:
         counts = [s.forward_micro_batches for s in stage_steps if s.forward_micro_batches]
         local = max(len(stages), 1)
@@ -258,6 +332,17 @@ def _combine(parts: list[_Part], steps: StepWindows) -> Parallelism:
             if counts else None
         result.role = _role(signals)
     return result
+
+
+def _tensor_of(parts: list[_Part]) -> TensorParallel:
+    """The windows' tensor-parallel layers added up, their spans joined."""
+    layers: dict[str, TensorLayer] = {}
+    spans = TensorSpans()
+    for p in parts:
+        for name, layer in p.tensor.items():
+            layers.setdefault(name, TensorLayer(name)).add(layer)
+        spans.extend(p.tensor_spans)
+    return TensorParallel(layers=list(layers.values()), spans=spans)
 
 
 def _calls_by_type(calls: Counter[tuple[str, str]]) -> dict[str, int]:

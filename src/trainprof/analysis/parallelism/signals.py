@@ -73,6 +73,7 @@ ALL_GATHER = TYPE_NAMES.index("all_gather")
 #: FSDP's gradient reductions: reduce-scatters, and the all-reduces gloo runs them as (and
 #: HSDP's all-reduce across replicas).
 REDUCTIONS = (TYPE_NAMES.index("reduce_scatter"), ALL_REDUCE)
+ALL_TO_ALL = TYPE_NAMES.index("all_to_all")
 
 
 def type_code(name: str) -> int:

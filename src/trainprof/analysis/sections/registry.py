@@ -17,8 +17,10 @@ from trainprof.analysis.job.collective_ranks import collective_ranks
 from trainprof.analysis.job.rank_table import mark_straggler, rank_table
 from trainprof.analysis.job.stragglers import stragglers
 from trainprof.analysis.overview.steps import StepWindows
+from trainprof.analysis.parallelism.expert import expert_balance
 from trainprof.analysis.parallelism.pipeline import pipeline_stages
 from trainprof.analysis.parallelism.section import parallelism
+from trainprof.analysis.parallelism.tensor import on_path
 from trainprof.analysis.roofline.collectives import collectives
 from trainprof.analysis.roofline.section import roofline
 from trainprof.analysis.section_results import JobSections, RankSections
@@ -72,6 +74,15 @@ def run_sections(trace: Trace, steps: StepWindows) -> RankSections:
     return RankSections(**{name: fn(trace, steps) for name, fn in SECTIONS})
 
 
+def link_sections(sections: RankSections) -> None:
+    """Fill the figures one section takes from another once all are done, however they were
+    computed (in memory, by section workers, window by window): the tensor-parallel
+    collectives' time on the critical path (analysis/parallelism/tensor.py)."""
+    p = sections.parallelism
+    if p is not None and p.tensor is not None:
+        on_path(p.tensor, sections.critical_path)
+
+
 JobSection = Callable[[list["RankAnalysis"]], Any]
 
 #: Job-level sections computed from every rank's result (e.g. stragglers), shown once. Their
@@ -81,6 +92,8 @@ JOB_SECTIONS += [("stragglers", stragglers)]
 JOB_SECTIONS += [("rank_table", rank_table)]
 JOB_SECTIONS += [("collective_ranks", collective_ranks)]
 JOB_SECTIONS += [("pipeline", pipeline_stages)]
+# Expert parallelism's all-to-all across ranks (docs/parallelism.md).
+JOB_SECTIONS += [("experts", expert_balance)]
 
 
 def run_job_sections(ranks: list[RankAnalysis]) -> JobSections:

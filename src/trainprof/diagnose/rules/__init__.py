@@ -19,6 +19,7 @@ from trainprof.diagnose.rules import (
     host,
     input,
     memory,
+    model_parallel,
     outside_training,
     parallelism,
     precision,
@@ -51,12 +52,14 @@ RANK_RULES: list[RankRule] = [
 ]
 RANK_RULES += [compilation.compilation, compilation.untraced_time, host.cuda_api_time]
 RANK_RULES += [precision.wide_precision, outside_training.outside_training]
+RANK_RULES += [model_parallel.tensor_parallel_communication]
 JOB_RULES: list[JobRule] = [
     distributed.communication_exposed,
     distributed.straggler,
 ]
 JOB_RULES += [parallelism.pipeline_imbalance, parallelism.pipeline_bubble,
               parallelism.fsdp_exposed_communication]
+JOB_RULES += [model_parallel.expert_imbalance]
 #: Job rules in their rank-level form, for a cluster summary: its ranks keep no parallelism
 #: section, so the rank's own finding is kept (without the straggler's wait taken out).
 SUMMARY_RULES: list[RankRule] = [parallelism.fsdp_exposed_on_rank]
@@ -72,3 +75,4 @@ FINDING_IDS = [
 FINDING_IDS += ["compilation", "untraced_time", "cuda_api_time"]
 FINDING_IDS += ["wide_precision", "outside_training"]
 FINDING_IDS += ["pipeline_imbalance", "pipeline_bubble", "fsdp_exposed_communication"]
+FINDING_IDS += ["tensor_parallel_communication", "expert_imbalance"]

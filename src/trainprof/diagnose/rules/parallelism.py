@@ -9,6 +9,7 @@ from trainprof.analysis.parallelism.signals import P2P_TYPES
 from trainprof.analysis.results import Analysis, RankAnalysis
 from trainprof.diagnose.findings import Evidence, Finding, Fix, saving_severity
 from trainprof.diagnose.rules.common import pct_of, rank_finding, straggler_waits, where
+from trainprof.diagnose.rules.model_parallel import TENSOR_PARALLEL_FIX
 
 # pipeline_imbalance: balancing the stages would save at least this share of the step (stages
 # of equal work came out more than 10% apart on a loaded host: docs/rules.md).
@@ -119,17 +120,12 @@ _FIGURE_NAMES = {"forward_gather_us": "all-gather in forward",
                  "backward_gather_us": "all-gather in backward",
                  "reduce_scatter_us": "reduce-scatter in backward"}
 #: communication_exposed's fix for jobs that are not DDP (docs/parallelism.md).
-TENSOR_PARALLEL_COMM = Fix(
-    summary="Tensor-parallel collectives sit on every layer's path: use sequence parallelism "
-            "and async tensor parallelism to overlap them, or a smaller tensor-parallel degree "
-            "(keep it inside one node).",
-    pytorch="from torch.distributed.tensor.parallel import SequenceParallel\n"
-            "torch._inductor.config._micro_pipeline_tp = True   # async TP under torch.compile",
-)
+TENSOR_PARALLEL_COMM = TENSOR_PARALLEL_FIX
 EXPERT_PARALLEL_COMM = Fix(
     summary="Overlap the experts' all-to-all with compute (dispatch/combine of one micro-batch "
-            "beside another's compute, as DualPipe does), and balance the tokens per expert "
-            "(an auxiliary load-balancing loss, capacity factor).",
+            "beside another's compute, as DualPipe does; DeepEP's kernels, its low-latency "
+            "ones for decoding, with a hook that receives in the background), and balance the "
+            "tokens per expert (see expert_imbalance).",
 )
 PIPELINE_COMM = Fix(
     summary="The stages' sends and receives wait on each other: balance the stages and feed "

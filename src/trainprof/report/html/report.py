@@ -26,6 +26,7 @@ from trainprof import __version__
 from trainprof.analysis.results import Analysis
 from trainprof.diagnose.findings import shared_number
 from trainprof.fileio import atomic_write_text
+from trainprof.report.html.model_parallel import experts_table
 from trainprof.report.html.parallelism import pipeline_table
 from trainprof.report.html.roofline import collective_ranks_table
 from trainprof.report.html.snapshot import memory_headline, memory_views
@@ -123,6 +124,7 @@ def render_html(result: Analysis | dict[str, Any], rows: int = DEFAULT_ROWS) -> 
         "collective_ranks": collective_ranks_table(
             (data.get("job") or {}).get("collective_ranks") or {}),
         "pipeline": pipeline_table((data.get("job") or {}).get("pipeline") or {}),
+        "experts": experts_table((data.get("job") or {}).get("experts") or {}),
         "memory": memory_views(data),
         "result_json": json_for_script(embedded(data, set(shown))),
         "css": _asset("report.css"),

@@ -19,6 +19,7 @@ from trainprof.report.html import svg, tables
 from trainprof.report.html.chart import Chart
 from trainprof.report.html.critical_path import path_chart, split_table, what_if_table
 from trainprof.report.html.memory import memory_charts
+from trainprof.report.html.model_parallel import tensor_layers_table
 from trainprof.report.html.modules import ModulesView, modules_view
 from trainprof.report.html.parallelism import fsdp_layers_table, parallelism_table
 from trainprof.report.html.roofline import collectives_table, roofline_chart, roofline_table
@@ -64,6 +65,7 @@ class RankView:
     critical_path_tables: list[Table] = field(default_factory=list)
     parallelism: Table | None = None
     fsdp_layers: Table | None = None
+    tensor_layers: Table | None = None
 
 
 #: Findings shown open in the HTML verdict; the rest (and minor ones, diagnose.findings.is_minor)
@@ -155,6 +157,7 @@ def rank_view(r: dict[str, Any], index: int, rows: int) -> RankView:
                                           what_if_table(r.get("critical_path"))) if t],
         parallelism=parallelism_table(r.get("parallelism") or {}),
         fsdp_layers=fsdp_layers_table(r.get("parallelism") or {}),
+        tensor_layers=tensor_layers_table(r.get("parallelism") or {}),
     )
 
 

@@ -15,6 +15,7 @@ from trainprof.analysis.results import Analysis
 from trainprof.diagnose.findings import shared_number, where_text
 from trainprof.formatting import counted, number
 from trainprof.report.labels import category_label, evidence_text
+from trainprof.report.markdown.model_parallel import model_parallel_md
 from trainprof.report.markdown.modules import modules_md
 from trainprof.report.markdown.parallelism import parallelism_md
 from trainprof.report.markdown.text import MAX_CELL, code_block, md_text, table
@@ -216,7 +217,9 @@ def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
     hardware = hardware_md(slowest, top)
     if hardware:
         out += ["### How far from the hardware", "", hardware, ""]
-    parallel = parallelism_md(slowest.get("parallelism"), job.get("pipeline"))
+    parallel = "\n\n".join(x for x in (
+        parallelism_md(slowest.get("parallelism"), job.get("pipeline")),
+        model_parallel_md(slowest.get("parallelism"), job.get("experts"))) if x)
     if parallel:
         out += ["### Parallelism", "", parallel, ""]
     per_rank = collective_ranks_md(job.get("collective_ranks"))

@@ -10,6 +10,7 @@ from rich.text import Text
 from trainprof.analysis.parallelism.pipeline import Pipeline
 from trainprof.analysis.parallelism.result import Parallelism
 from trainprof.report.quantities import add_name_column, add_number_columns, compact_table, pct
+from trainprof.report.terminal.model_parallel import tensor_layers
 
 #: FSDP layers shown, the most exposed first.
 LAYER_ROWS = 8
@@ -29,6 +30,12 @@ def render_parallelism(result: Parallelism) -> Group | None:
     parts: list[Text | Table] = [*lines]
     if result.layers:
         parts.append(_layers(result))
+    if (tp := tensor_layers(result)) is not None:
+        parts.append(tp)
+    if result.expert is not None:
+        e, n = result.expert, max(result.steps, 1) * 1000.0
+        parts.append(Text(f"  all-to-all {e.all_to_all_us / n:.2f} ms/step, "
+                          f"{e.exposed_us / n:.2f} exposed ({e.hidden_pct:.0f}% beside compute)"))
     return Group(*parts)
 
 

@@ -16,6 +16,7 @@ from trainprof.report.terminal.hotspots import render_kernels, render_operators
 from trainprof.report.terminal.idle import render_idle
 from trainprof.report.terminal.launches import render_launch, render_syncs
 from trainprof.report.terminal.memory import render_memory
+from trainprof.report.terminal.model_parallel import render_experts
 from trainprof.report.terminal.modules import render_modules
 from trainprof.report.terminal.parallelism import render_parallelism, render_pipeline
 from trainprof.report.terminal.roofline import (
@@ -45,3 +46,4 @@ RENDERERS.update(roofline=render_roofline, collectives=render_collectives,
 RENDERERS.update(compilation=render_compilation)
 RENDERERS.update(critical_path=render_critical_path)
 RENDERERS.update(parallelism=render_parallelism, pipeline=render_pipeline)
+RENDERERS.update(experts=render_experts)
