@@ -23,7 +23,7 @@ from trainprof.analysis.job.cluster_file import (
 )
 from trainprof.analysis.job.summary import RankSummary, encode, rank_from_summary, rank_summary
 from trainprof.analysis.sections.registry import run_job_sections
-from trainprof.diagnose.engine import diagnose, summary_findings
+from trainprof.diagnose.engine import diagnose, rank_findings
 from trainprof.diagnose.path_bounds import summary_bounds
 from trainprof.fileio import atomic_write_bytes
 from trainprof.report.json import to_json_bytes
@@ -44,7 +44,7 @@ def summarize_traces(files: Sequence[str | os.PathLike[str]], rank: int | None =
     for r in analysis.ranks:
         if rank is not None:
             r.rank = rank
-        out.append(rank_summary(r, [f.to_dict() for f in summary_findings(r)],
+        out.append(rank_summary(r, [f.to_dict() for f in rank_findings(r)],
                                 summary_bounds(r)))
     return out
 

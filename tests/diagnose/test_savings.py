@@ -16,7 +16,9 @@ import trainprof
 
 import workloads
 
-pytestmark = pytest.mark.slow
+#: Both sides of each comparison are timed: the other worker's tests would load one more than
+#: the other (tests/exclusive.py).
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 #: Recordings per side; the measured gain must be within this share of the estimate.
 REPEATS = 3

@@ -6,7 +6,7 @@ from trainprof.analysis.results import Analysis, RankAnalysis
 from trainprof.diagnose.findings import SLOWEST_RANK, Evidence, Finding, Findings
 from trainprof.diagnose.modules import name_modules
 from trainprof.diagnose.path_bounds import cap_savings
-from trainprof.diagnose.rules import JOB_RULES, RANK_RULES, SUMMARY_RULES
+from trainprof.diagnose.rules import JOB_RULES, RANK_RULES
 from trainprof.diagnose.savings import settle
 
 #: How the evidence says that a saving is not on the job's slowest rank.
@@ -29,13 +29,6 @@ def rank_findings(r: RankAnalysis) -> list[Finding]:
     if r.findings is not None:
         return [Finding.from_dict(f) for f in r.findings]
     return name_modules(r, cap_savings(r, [f for rule in RANK_RULES if (f := rule(r)) is not None]))
-
-
-def summary_findings(r: RankAnalysis) -> list[Finding]:
-    """What a cluster summary keeps of a rank's findings: its rank rules', and the rank-level
-    form of the job rules that read sections a summary does not keep (SUMMARY_RULES)."""
-    extra = [f for rule in SUMMARY_RULES if (f := rule(r)) is not None]
-    return rank_findings(r) + name_modules(r, cap_savings(r, extra))
 
 
 def _capped(findings: list[Finding], ranks: list[RankAnalysis]) -> list[Finding]:

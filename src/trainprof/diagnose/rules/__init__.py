@@ -60,9 +60,6 @@ JOB_RULES: list[JobRule] = [
 JOB_RULES += [parallelism.pipeline_imbalance, parallelism.pipeline_bubble,
               parallelism.fsdp_exposed_communication]
 JOB_RULES += [model_parallel.expert_imbalance]
-#: Job rules in their rank-level form, for a cluster summary: its ranks keep no parallelism
-#: section, so the rank's own finding is kept (without the straggler's wait taken out).
-SUMMARY_RULES: list[RankRule] = [parallelism.fsdp_exposed_on_rank]
 
 #: Every finding id, in the order docs/rules.md lists them.
 FINDING_IDS = [

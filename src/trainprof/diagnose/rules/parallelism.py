@@ -248,12 +248,6 @@ def fsdp_exposed_communication(analysis: Analysis, found: list[Finding]) -> list
     return out
 
 
-def fsdp_exposed_on_rank(r: RankAnalysis) -> Finding | None:
-    """The rank-level form, for a cluster summary (whose ranks keep no parallelism section):
-    no straggler known, nothing left out."""
-    return _fsdp_exposed(r, 0.0)
-
-
 def _fsdp_exposed(r: RankAnalysis, waited_ms: float) -> Finding | None:
     """The rank's FSDP communication with no compute running, less the time it waited in
     collectives for a straggler (the straggler finding's)."""
