@@ -45,7 +45,7 @@ def read_export(path: Path, step_marker: re.Pattern[str] | None = None) -> list[
         rows, notes, marks, found_notes = _all_rows(db, cat, step_marker)
         devices, metadata = device_properties(db), export_metadata(db)
         pids, launched_rank = process_names(db), environment_rank(db)
-    keys = tables.distinct(rows.process[np.isin(rows.kind, list(model.DEVICE_KINDS))])[0].tolist()
+    keys = tables.few_distinct(rows.process[np.isin(rows.kind, list(model.DEVICE_KINDS))])
     marks = with_environment_rank(keys, marks, launched_rank)
     numbers, note = ranks_of(keys, marks, pids)
     notes += [*note, *_left_out(keys, rows), *found_notes]
@@ -69,7 +69,7 @@ def _structure_steps(kernels: Rows | None, calls: Rows | None, ranges: Rows | No
         return [], []
     marked: set[int] = set()
     if ranges is not None:
-        marked = set(tables.distinct(ranges.process[ranges.kind == model.Kind.STEP])[0].tolist())
+        marked = set(tables.few_distinct(ranges.process[ranges.kind == model.Kind.STEP]))
     calls = calls if calls is not None else empty_rows(0, start=np.empty(0, np.int64),
                                                        end=np.empty(0, np.int64),
                                                        process=np.empty(0, np.int64),
@@ -79,10 +79,14 @@ def _structure_steps(kernels: Rows | None, calls: Rows | None, ranges: Rows | No
     launch = np.arange(len(calls))
     optimizer: set[int] | None = None
     out, notes = [], []
-    for key in (k for k in tables.distinct(kernels.process)[0].tolist() if k not in marked):
-        mine = np.flatnonzero(kernels.process == key)
-        mine = mine[np.argsort(kernels.start[mine], kind="stable")]
-        found, note = step_rows(cat, kernels.take(mine), calls, partial(
+    processes = tables.few_distinct(kernels.process)
+    for key in (k for k in processes if k not in marked):
+        mine = np.flatnonzero(kernels.process == key) if len(processes) > 1 else None
+        start = kernels.start if mine is None else kernels.start[mine]
+        if np.any(start[1:] < start[:-1]):  # not yet in time order
+            order = np.argsort(start, kind="stable")
+            mine = order if mine is None else mine[order]
+        found, note = step_rows(cat, kernels if mine is None else kernels.take(mine), calls, partial(
             _of_process, calls, launch, key), key)
         if found is None or note is None:
             continue
@@ -342,7 +346,7 @@ def ranks_of(keys: list[int], marks: dict[int, int], pids: dict[int, tuple[int, 
 
 
 def _left_out(keys: list[int], rows: Rows) -> list[str]:
-    host_only = set(tables.distinct(rows.process)[0].tolist()) - set(keys)
+    host_only = set(tables.few_distinct(rows.process)) - set(keys)
     return [f"{len(host_only)} process(es) without GPU work left out."] if host_only else []
 
 

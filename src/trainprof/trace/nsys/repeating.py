@@ -82,7 +82,7 @@ def _by_optimizer(at: np.ndarray) -> Found | None:
         return None
     stops = (lasts + 1).tolist()
     bounds = list(zip(stops[:-1], stops[1:], strict=True))
-    typical = int(np.median(np.diff(lasts)))
+    typical = int(_median(np.diff(lasts)))
     if stops[0] >= typical * (1 - SIZE_TOLERANCE):
         bounds.insert(0, (max(stops[0] - typical, 0), stops[0]))
     return Found(bounds, f"{len(bounds)} step(s) found from the optimizer's kernels "
@@ -131,16 +131,24 @@ def _phase(period: int, start: np.ndarray, end: np.ndarray) -> int:
     gap = np.full(n, -np.inf)
     gap[1:] = start[1:] - np.maximum.accumulate(end)[:-1]
     whole = n // period * period
-    per_offset = np.median(gap[:whole].reshape(-1, period)[1:], axis=0) if whole >= 2 * period \
+    per_offset = _median(gap[:whole].reshape(-1, period)[1:], axis=0) if whole >= 2 * period \
         else gap[:period]
     return int(np.argmax(per_offset))
+
+
+def _median(values: np.ndarray, axis: int = 0) -> np.ndarray:
+    """``np.median`` along the first axis, without its NaN check (the values hold none), which
+    imports numpy.ma under numpy 2.4: 17 ms of a read."""
+    ordered = np.sort(values, axis=axis)
+    n = ordered.shape[0]
+    return (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
 
 
 def _same(sizes: np.ndarray) -> bool:
     """Whether the sizes are all within ``SIZE_TOLERANCE`` of their median."""
     if not len(sizes):
         return False
-    median = float(np.median(sizes))
+    median = float(_median(sizes))
     return bool(np.all(np.abs(sizes - median) <= SIZE_TOLERANCE * median + 1))
 
 

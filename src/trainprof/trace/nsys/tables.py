@@ -127,6 +127,10 @@ def _interned(values: np.ndarray, text_of: Any) -> np.ndarray:
     return table[inverse]
 
 
+#: ``few_distinct``'s passes before it sorts instead.
+FEW = 16
+
+
 def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(distinct values, sorted, or rows, index of each into them); never ``np.unique`` without
     an index (numpy 2.4 then imports numpy.ma: 0.05 s of a read). Rows are told apart by one int64
@@ -146,6 +150,20 @@ def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         radix *= size
     _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
     return values[first], inverse.reshape(-1)
+
+
+def few_distinct(values: np.ndarray, limit: int = FEW) -> list[int]:
+    """The distinct values of a column that holds a few (processes), sorted: one pass per value
+    found instead of a sort of the whole column (15 ms for the 10x export's 340k kernels); a
+    sort where there are more than ``limit``."""
+    found: list[int] = []
+    rest = values
+    while len(rest):
+        if len(found) == limit:
+            return _distinct_column(values)[0].tolist()
+        found.append(int(rest[0]))
+        rest = rest[rest != rest[0]]
+    return sorted(found)
 
 
 def _distinct_column(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
