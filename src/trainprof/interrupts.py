@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import threading
 from collections.abc import Iterator
+from typing import Any
 
 _CAN_BLOCK = hasattr(signal, "pthread_sigmask")  # not on Windows
 
@@ -24,15 +26,47 @@ _CAN_BLOCK = hasattr(signal, "pthread_sigmask")  # not on Windows
 @contextlib.contextmanager
 def held_interrupts() -> Iterator[None]:
     """SIGINT held back in this thread (and in the threads and processes it starts meanwhile)
-    until the block ends; one that came meanwhile then raises KeyboardInterrupt."""
+    until the block ends; one that came meanwhile then raises KeyboardInterrupt.
+
+    Blocking the signal is not enough in a process with other threads: the kernel then gives a
+    process-wide SIGINT to a thread that does not block it (numpy's OpenBLAS starts one at
+    import), and Python raises KeyboardInterrupt in the main thread at its next instruction,
+    mask or not. So in the main thread the block also puts a handler in place that only notes
+    the signal; the previous handler runs for it as the block ends."""
     if not _CAN_BLOCK:
         yield
         return
+    arrived: list[int] = []
+    previous_handler = _note_interrupts(arrived)
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        if previous_handler is not None:
+            _deliver_held(previous_handler, arrived)
+
+
+def _note_interrupts(arrived: list[int]) -> Any:
+    """In the main thread: a SIGINT handler that only notes each signal in ``arrived``; the
+    handler it replaces. None elsewhere (handlers run in, and are set from, the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, lambda signum, frame: arrived.append(signum))
+
+
+def _deliver_held(previous: Any, arrived: list[int]) -> None:
+    """The previous handler back, called for a SIGINT noted meanwhile (Python's default one
+    raises KeyboardInterrupt; an enclosing block's notes it in turn)."""
+    # A SIGINT still pending when the mask was lifted reaches Python's handler after this one
+    # is restored, or first: noted here then, it is delivered below.
+    signal.signal(signal.SIGINT, previous)
+    if not arrived:
+        return
+    if callable(previous):
+        previous(signal.SIGINT, None)
+    elif previous == signal.SIG_DFL:
+        signal.raise_signal(signal.SIGINT)
 
 
 def ignore_interrupts() -> None:
