@@ -7,15 +7,12 @@ cached in this module, so two test modules that import it share one recording.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from exclusive import alone
+from job_recording import record
 
 JOB = Path(__file__).resolve().parent / "analysis" / "jobs" / "ddp_straggler.py"
 _RECORDED: dict[str, Path] = {}
@@ -28,11 +25,5 @@ def ddp_jobs(tmp_path_factory) -> Path:
     """The folder holding ``ddp_slow/`` and ``ddp_balanced/``, each with ``rank0.json`` and
     ``rank1.json``."""
     if "out" not in _RECORDED:
-        out = tmp_path_factory.mktemp("ddp_jobs")
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        with alone():  # its stages' and ranks' times are the figures under test
-            done = subprocess.run([sys.executable, str(JOB), str(out)], capture_output=True,
-                                  text=True, timeout=240, env=env)
-        assert done.returncode == 0, done.stderr[-3000:]
-        _RECORDED["out"] = out
+        _RECORDED["out"] = record(JOB, tmp_path_factory.mktemp("ddp_jobs"))
     return _RECORDED["out"]

@@ -8,15 +8,12 @@ recording is cached in this module, so two test modules that import it share one
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from exclusive import alone
+from job_recording import record
 
 JOB = Path(__file__).resolve().parent / "analysis" / "jobs" / "parallel_jobs.py"
 _RECORDED: dict[str, Path] = {}
@@ -27,13 +24,7 @@ def parallel_jobs(tmp_path_factory) -> Path:
     """The folder holding ``pipeline_heavy/``, ``pipeline_balanced/`` and ``fsdp/``, each with
     ``rank0.json`` and ``rank1.json``."""
     if "out" not in _RECORDED:
-        out = tmp_path_factory.mktemp("parallel_jobs")
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        with alone():  # its stages' and ranks' times are the figures under test
-            done = subprocess.run([sys.executable, str(JOB), str(out)], capture_output=True,
-                                  text=True, timeout=240, env=env)
-        assert done.returncode == 0, done.stderr[-3000:]
-        _RECORDED["out"] = out
+        _RECORDED["out"] = record(JOB, tmp_path_factory.mktemp("parallel_jobs"))
     return _RECORDED["out"]
 
 

@@ -17,17 +17,15 @@ steps), and the test needs the built-in delay to be the only difference.
 
 from __future__ import annotations
 
-import os
-import socket
-import sys
 import time
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, schedule
+
+import two_ranks  # this folder's: the script's folder is on sys.path
 
 #: Every rank's forward sleeps COMPUTE_S; the slow rank's DELAY_S more.
 COMPUTE_S = 0.15
@@ -72,27 +70,11 @@ def job(out: Path, rank: int, delay_s: float) -> None:
     prof.export_chrome_trace(str(out / f"rank{rank}.json"))
 
 
-def worker(rank: int, out: str, port: int) -> None:
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=2)
-    job(Path(out) / "ddp_slow", rank, COMPUTE_S + (DELAY_S if rank == SLOW_RANK else 0.0))
+def jobs(rank: int, out: Path) -> None:
+    job(out / "ddp_slow", rank, COMPUTE_S + (DELAY_S if rank == SLOW_RANK else 0.0))
     dist.barrier()
-    job(Path(out) / "ddp_balanced", rank, COMPUTE_S)
-    dist.barrier()
-    dist.destroy_process_group()
-    # torch 2.13 can abort at exit after a profiled gloo job (a C++ thread destructor), after
-    # the traces are written: leave without the static destructors.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    job(out / "ddp_balanced", rank, COMPUTE_S)
 
 
 if __name__ == "__main__":
-    mp.start_processes(worker, args=(sys.argv[1], free_port()), nprocs=2, start_method="spawn")
+    two_ranks.run(jobs)

@@ -24,17 +24,15 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import sys
 import time
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+import two_ranks  # this folder's: the script's folder is on sys.path
 
 #: Every layer: Linear(WIDTH, WIDTH) + ReLU, on BATCH rows per step.
 WIDTH = 512
@@ -136,42 +134,23 @@ def fsdp(out: Path, rank: int, prefetch: bool = False, micro_steps: int = FSDP_M
     _profiled(step, out, rank, steps)
 
 
-def worker(rank: int, out: str, port: int) -> None:
-    torch.set_num_threads(1)
-    # Gradients shrink through the stages to denormal floats, which make a CPU matmul several
-    # times slower on one stage only: flushed to zero, each layer costs the same everywhere.
-    torch.set_flush_denormal(True)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=2)
+def jobs(rank: int, out: Path) -> None:
     heavy = LIGHT_LAYERS * HEAVY
-    pipeline(Path(out) / "pipeline_heavy", rank, (LIGHT_LAYERS, heavy), MICRO_BATCHES)
+    pipeline(out / "pipeline_heavy", rank, (LIGHT_LAYERS, heavy), MICRO_BATCHES)
     dist.barrier()
     even = (LIGHT_LAYERS + heavy) // 2
-    pipeline(Path(out) / "pipeline_balanced", rank, (even, even), BALANCED_MICRO_BATCHES)
+    pipeline(out / "pipeline_balanced", rank, (even, even), BALANCED_MICRO_BATCHES)
     dist.barrier()
-    pipeline(Path(out) / "pipeline_few", rank, (even, even), FEW_MICRO_BATCHES, SHORT)
+    pipeline(out / "pipeline_few", rank, (even, even), FEW_MICRO_BATCHES, SHORT)
     dist.barrier()
-    fsdp(Path(out) / "fsdp", rank)
+    fsdp(out / "fsdp", rank)
     dist.barrier()
-    fsdp(Path(out) / "fsdp_prefetch", rank, prefetch=True)
+    fsdp(out / "fsdp_prefetch", rank, prefetch=True)
     dist.barrier()
-    fsdp(Path(out) / "fsdp_slow_rank", rank, micro_steps=1,
+    fsdp(out / "fsdp_slow_rank", rank, micro_steps=1,
          delay_s=SLOW_DELAY_S if rank == SLOW_RANK else 0.0, shape=(WIDTH, BATCH),
          steps=SLOW_STEPS)
-    dist.barrier()
-    dist.destroy_process_group()
-    # torch 2.13 can abort at exit after a profiled gloo job (a C++ thread destructor), after
-    # the traces are written: leave without the static destructors.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 if __name__ == "__main__":
-    mp.start_processes(worker, args=(sys.argv[1], free_port()), nprocs=2, start_method="spawn")
+    two_ranks.run(jobs)

@@ -17,16 +17,14 @@ and an uneven all-to-all (expert parallelism's token exchange).
 
 from __future__ import annotations
 
-import os
-import socket
-import sys
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+import two_ranks  # this folder's: the script's folder is on sys.path
 
 WIDTH, HIDDEN, BATCH, LAYERS = 256, 1024, 64, 3
 #: Tokens rank 0 receives per all-to-all, and how many times as many rank 1 receives.
@@ -116,28 +114,11 @@ def expert(out: Path, rank: int) -> None:
     _profiled(step, out, rank)
 
 
-def worker(rank: int, out: str, port: int) -> None:
-    torch.set_num_threads(1)
-    torch.set_flush_denormal(True)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=2)
-    tensor(Path(out) / "tensor", rank)
+def jobs(rank: int, out: Path) -> None:
+    tensor(out / "tensor", rank)
     dist.barrier()
-    expert(Path(out) / "expert", rank)
-    dist.barrier()
-    dist.destroy_process_group()
-    # torch 2.13 can abort at exit after a profiled gloo job (a C++ thread destructor), after
-    # the traces are written: leave without the static destructors.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    expert(out / "expert", rank)
 
 
 if __name__ == "__main__":
-    mp.start_processes(worker, args=(sys.argv[1], free_port()), nprocs=2, start_method="spawn")
+    two_ranks.run(jobs)
