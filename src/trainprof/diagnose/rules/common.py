@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from trainprof.analysis.results import Analysis, RankAnalysis
@@ -81,3 +82,12 @@ def straggler_waits(analysis: Analysis) -> dict[int, float]:
     if s is None or s.straggler is None:
         return {}
     return {w.rank: (0.0 if w.rank == s.straggler else w.waited_ms_per_step) for w in s.ranks}
+
+
+
+def less_straggler_waits(analysis: Analysis,
+                         rule: Callable[[RankAnalysis, float], Finding | None]) -> list[Finding]:
+    """``rule(rank, ms it waited for the named straggler)`` over the job's ranks: the findings of
+    the communication rules, which leave the straggler's wait to the straggler finding."""
+    waits = straggler_waits(analysis)
+    return [f for r in analysis.ranks if (f := rule(r, waits.get(r.rank, 0.0))) is not None]

@@ -11,7 +11,7 @@ import numpy as np
 
 from trainprof.analysis.results import Analysis, RankAnalysis
 from trainprof.diagnose.findings import Evidence, Finding, Fix, saving_severity
-from trainprof.diagnose.rules.common import pct_of, rank_finding, straggler_waits, where
+from trainprof.diagnose.rules.common import less_straggler_waits, pct_of, rank_finding, where
 from trainprof.diagnose.rules.parallelism import GENERIC_COMM, comm_fix, counted_elsewhere_ms
 
 # communication_exposed: communication with no compute running, per step, as a share of the
@@ -124,13 +124,7 @@ def straggler_fix(reason: str | None) -> Fix:
 
 
 def communication_exposed(analysis: Analysis, found: list[Finding]) -> list[Finding]:
-    waits = straggler_waits(analysis)
-    out = []
-    for r in analysis.ranks:
-        finding = _exposed(r, waits.get(r.rank, 0.0))
-        if finding is not None:
-            out.append(finding)
-    return out
+    return less_straggler_waits(analysis, _exposed)
 
 
 def _exposed(r: RankAnalysis, waited_ms: float) -> Finding | None:

@@ -8,7 +8,7 @@ from trainprof.analysis.parallelism.result import LayerComm, Parallelism
 from trainprof.analysis.parallelism.signals import P2P_TYPES
 from trainprof.analysis.results import Analysis, RankAnalysis
 from trainprof.diagnose.findings import Evidence, Finding, Fix, saving_severity
-from trainprof.diagnose.rules.common import pct_of, rank_finding, straggler_waits, where
+from trainprof.diagnose.rules.common import less_straggler_waits, pct_of, rank_finding, where
 from trainprof.diagnose.rules.model_parallel import TENSOR_PARALLEL_FIX
 
 # pipeline_imbalance: balancing the stages would save at least this share of the step (stages
@@ -239,13 +239,7 @@ def pipeline_bubble(analysis: Analysis, found: list[Finding]) -> list[Finding]:
 
 
 def fsdp_exposed_communication(analysis: Analysis, found: list[Finding]) -> list[Finding]:
-    waits = straggler_waits(analysis)
-    out = []
-    for r in analysis.ranks:
-        finding = _fsdp_exposed(r, waits.get(r.rank, 0.0))
-        if finding is not None:
-            out.append(finding)
-    return out
+    return less_straggler_waits(analysis, _fsdp_exposed)
 
 
 def _fsdp_exposed(r: RankAnalysis, waited_ms: float) -> Finding | None:
