@@ -27,6 +27,7 @@ from trainprof.report.json import to_json_bytes
 from trainprof.trace.load import load_file
 
 from conftest import NCCL_TRACE, TRACE_FILTER
+from ctrl_c import AS_IN_A_TERMINAL
 from rank_scenarios import gpu_rank, in_job_of
 
 MIB = 2**20
@@ -120,7 +121,7 @@ def test_an_unreadable_trace_fails_in_parallel_as_in_serial(tmp_path):
 
 #: Ctrl-C (SIGINT to the process group) the moment a worker process has been started, before
 #: this process has recorded it and before the worker's Python has started.
-CTRL_C_AT_START = """
+CTRL_C_AT_START = AS_IN_A_TERMINAL + """
 import os, signal, sys
 from pathlib import Path
 from trainprof.analysis.parallel import pool

@@ -26,6 +26,7 @@ from trainprof.errors import TraceError
 from trainprof.trace.load import load_file
 
 from conftest import SHARED_TRACE_FILES
+from ctrl_c import AS_IN_A_TERMINAL
 
 SMALL = next(p for p in SHARED_TRACE_FILES if p.name == "gpu_metrics_input.json")
 
@@ -250,6 +251,7 @@ def test_a_real_ctrl_c_stops_every_process():
     """SIGINT to the whole process group, as a terminal sends it: the analysis stops with
     KeyboardInterrupt and takes its children with it."""
     script = (
+        AS_IN_A_TERMINAL +
         "import time\n"
         "from trainprof.analysis.parallel.section_workers import run_jobs\n"
         "def job(trace, steps):\n"
@@ -285,7 +287,7 @@ def test_a_real_ctrl_c_stops_every_process():
 #: round, and reports what went wrong: a Ctrl-C sent that raised nothing (it was swallowed:
 #: with long jobs, the analysis then hangs), a child that came back from the parent's
 #: ``run_jobs`` (it got the Ctrl-C before it ignored it), a child left running or unreaped.
-SWEEP = """
+SWEEP = AS_IN_A_TERMINAL + """
 import os, signal, sys, time
 from trainprof.analysis.parallel.section_workers import run_jobs
 

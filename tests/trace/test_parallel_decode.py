@@ -26,6 +26,7 @@ from conftest import (
     TIMESFORMER,
     TRACE_FILTER,
 )
+from ctrl_c import AS_IN_A_TERMINAL
 
 SHARED_TRACES = [RESNET_W0, RESNET_W4, GPU_METRICS, NS_TRACE, NCCL_TRACE,
                  TRACE_FILTER / "sampled_rank-0.json.gz", BIG_TRACE, ALEXNET, TIMESFORMER, BERT,
@@ -214,7 +215,7 @@ def test_odd_events_read_as_the_serial_read_does(tmp_path, builder, monkeypatch)
 
 #: Ctrl-C (SIGINT to the process group) the moment the first decode worker has been started,
 #: before this process has recorded it and before the worker's Python has started.
-CTRL_C_AT_START = """
+CTRL_C_AT_START = AS_IN_A_TERMINAL + """
 import os, signal, sys
 from pathlib import Path
 from trainprof.trace import parallel_decode
