@@ -27,7 +27,7 @@ from trainprof.report.json import to_json_bytes
 from trainprof.trace.load import load_file
 
 from conftest import NCCL_TRACE, TRACE_FILTER
-from ctrl_c import AS_IN_A_TERMINAL
+from ctrl_c import ctrl_c_as_a_worker_starts
 from rank_scenarios import gpu_rank, in_job_of
 
 MIB = 2**20
@@ -121,30 +121,9 @@ def test_an_unreadable_trace_fails_in_parallel_as_in_serial(tmp_path):
 
 #: Ctrl-C (SIGINT to the process group) the moment a worker process has been started, before
 #: this process has recorded it and before the worker's Python has started.
-CTRL_C_AT_START = AS_IN_A_TERMINAL + """
-import os, signal, sys
-from pathlib import Path
-from trainprof.analysis.parallel import pool
-
-start = pool._Worker.start
-
-def start_then_ctrl_c():
-    worker = start()
-    os.killpg(0, signal.SIGINT)
-    return worker
-
-pool._Worker.start = staticmethod(start_then_ctrl_c)
-try:
-    pool.analyze_files([Path(f) for f in sys.argv[1:]], workers=2)
-    print('not interrupted')
-except KeyboardInterrupt:
-    pass
-try:
-    if os.waitpid(-1, os.WNOHANG) is not None:
-        print('a worker was left behind')
-except ChildProcessError:
-    pass
-"""
+CTRL_C_AT_START = ctrl_c_as_a_worker_starts(
+    "trainprof.analysis.parallel.pool",
+    "workers.analyze_files([Path(f) for f in sys.argv[1:]], workers=2)")
 
 
 def test_ctrl_c_as_a_worker_starts_stops_it_silently():

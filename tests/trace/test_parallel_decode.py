@@ -26,7 +26,7 @@ from conftest import (
     TIMESFORMER,
     TRACE_FILTER,
 )
-from ctrl_c import AS_IN_A_TERMINAL
+from ctrl_c import ctrl_c_as_a_worker_starts
 
 SHARED_TRACES = [RESNET_W0, RESNET_W4, GPU_METRICS, NS_TRACE, NCCL_TRACE,
                  TRACE_FILTER / "sampled_rank-0.json.gz", BIG_TRACE, ALEXNET, TIMESFORMER, BERT,
@@ -215,31 +215,9 @@ def test_odd_events_read_as_the_serial_read_does(tmp_path, builder, monkeypatch)
 
 #: Ctrl-C (SIGINT to the process group) the moment the first decode worker has been started,
 #: before this process has recorded it and before the worker's Python has started.
-CTRL_C_AT_START = AS_IN_A_TERMINAL + """
-import os, signal, sys
-from pathlib import Path
-from trainprof.trace import parallel_decode
-
-start = parallel_decode._Worker.start
-
-def start_then_ctrl_c():
-    worker = start()
-    os.killpg(0, signal.SIGINT)
-    return worker
-
-parallel_decode._Worker.start = staticmethod(start_then_ctrl_c)
-parallel_decode.SEGMENT_BYTES = 256 * 1024
-try:
-    parallel_decode.decode_parallel(Path(sys.argv[1]), workers=2)
-    print('not interrupted')
-except KeyboardInterrupt:
-    pass
-try:
-    if os.waitpid(-1, os.WNOHANG) is not None:
-        print('a worker was left behind')
-except ChildProcessError:
-    pass
-"""
+CTRL_C_AT_START = ctrl_c_as_a_worker_starts(
+    "trainprof.trace.parallel_decode",
+    "workers.SEGMENT_BYTES = 256 * 1024; workers.decode_parallel(Path(sys.argv[1]), workers=2)")
 
 
 def test_ctrl_c_as_a_decode_worker_starts_stops_every_worker():

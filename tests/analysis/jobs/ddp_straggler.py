@@ -23,7 +23,6 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.profiler import ProfilerActivity, profile, schedule
 
 import two_ranks  # this folder's: the script's folder is on sys.path
 
@@ -59,15 +58,13 @@ def job(out: Path, rank: int, delay_s: float) -> None:
     model = DDP(Net(delay_s), bucket_cap_mb=BUCKET_CAP_MB)
     optim = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(BATCH, WIDTH)
-    out.mkdir(parents=True, exist_ok=True)
-    with profile(activities=[ProfilerActivity.CPU],
-                 schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE)) as prof:
-        for _ in range(WAIT + WARMUP + ACTIVE):
-            model(x).square().mean().backward()
-            optim.step()
-            optim.zero_grad()
-            prof.step()
-    prof.export_chrome_trace(str(out / f"rank{rank}.json"))
+
+    def step() -> None:
+        model(x).square().mean().backward()
+        optim.step()
+        optim.zero_grad()
+
+    two_ranks.profiled(step, out, rank, (WAIT, WARMUP, ACTIVE))
 
 
 def jobs(rank: int, out: Path) -> None:

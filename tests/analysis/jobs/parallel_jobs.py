@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from torch.profiler import record_function
 
 import two_ranks  # this folder's: the script's folder is on sys.path
 
@@ -66,18 +66,6 @@ def layers(n: int, width: int = WIDTH) -> nn.Sequential:
     return nn.Sequential(*[m for _ in range(n) for m in (nn.Linear(width, width), nn.ReLU())])
 
 
-def _profiled(run_step, out: Path, rank: int,
-              steps: tuple[int, int, int] = (WAIT, WARMUP, ACTIVE)) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    wait, warmup, active = steps
-    with profile(activities=[ProfilerActivity.CPU],
-                 schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1)) as prof:
-        for _ in range(wait + warmup + active):
-            run_step()
-            prof.step()
-    prof.export_chrome_trace(str(out / f"rank{rank}.json"))
-
-
 def pipeline(out: Path, rank: int, split: tuple[int, int], micro: int,
              steps: tuple[int, int, int] = (WAIT, WARMUP, ACTIVE)) -> None:
     from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
@@ -93,7 +81,7 @@ def pipeline(out: Path, rank: int, split: tuple[int, int], micro: int,
         else:
             sched.step(target=target)
 
-    _profiled(step, out, rank, steps)
+    two_ranks.profiled(step, out, rank, steps)
 
 
 def fsdp(out: Path, rank: int, prefetch: bool = False, micro_steps: int = FSDP_MICRO_STEPS,
@@ -131,7 +119,7 @@ def fsdp(out: Path, rank: int, prefetch: bool = False, micro_steps: int = FSDP_M
         optim.step()
         optim.zero_grad()
 
-    _profiled(step, out, rank, steps)
+    two_ranks.profiled(step, out, rank, steps)
 
 
 def jobs(rank: int, out: Path) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from torch.profiler import record_function
 
 import two_ranks  # this folder's: the script's folder is on sys.path
 
@@ -55,16 +55,6 @@ class Mlp(nn.Module):
         return x
 
 
-def _profiled(run_step, out: Path, rank: int) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    with profile(activities=[ProfilerActivity.CPU],
-                 schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE)) as prof:
-        for _ in range(WAIT + WARMUP + ACTIVE):
-            run_step()
-            prof.step()
-    prof.export_chrome_trace(str(out / f"rank{rank}.json"))
-
-
 def tensor(out: Path, rank: int) -> None:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import (
@@ -89,7 +79,7 @@ def tensor(out: Path, rank: int) -> None:
         optim.step()
         optim.zero_grad()
 
-    _profiled(step, out, rank)
+    two_ranks.profiled(step, out, rank, (WAIT, WARMUP, ACTIVE))
 
 
 def expert(out: Path, rank: int) -> None:
@@ -111,7 +101,7 @@ def expert(out: Path, rank: int) -> None:
         with record_function("combine"):
             dist.all_to_all_single(back, got, send_splits, recv_splits)
 
-    _profiled(step, out, rank)
+    two_ranks.profiled(step, out, rank, (WAIT, WARMUP, ACTIVE))
 
 
 def jobs(rank: int, out: Path) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torch.profiler import ProfilerActivity, profile, schedule
 
 Jobs = Callable[[int, Path], None]
 
@@ -38,6 +39,20 @@ def _worker(rank: int, jobs: Jobs, out: str, port: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def profiled(run_step: Callable[[], None], out: Path, rank: int,
+             steps: tuple[int, int, int]) -> None:
+    """``run_step`` called wait + warmup + active times under torch.profiler (CPU), the active
+    steps written to ``out/rank{rank}.json``."""
+    wait, warmup, active = steps
+    out.mkdir(parents=True, exist_ok=True)
+    with profile(activities=[ProfilerActivity.CPU],
+                 schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1)) as prof:
+        for _ in range(wait + warmup + active):
+            run_step()
+            prof.step()
+    prof.export_chrome_trace(str(out / f"rank{rank}.json"))
 
 
 def free_port() -> int:
