@@ -58,12 +58,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     remove_the_lock()
 
 
-@pytest.fixture(autouse=True)
-def _beside_or_alone(request):
-    """Each test holds the run's lock shared, or exclusively when marked ``alone``."""
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Each test holds the run's lock shared, or exclusively when marked ``alone``, over its
+    whole run: the set-up and tear-down of its module and session fixtures too (a server or a
+    cluster started for a module), not only the test's own body."""
     from exclusive import alone, beside_others
 
-    with (alone() if request.node.get_closest_marker("alone") else beside_others()):
+    with (alone() if item.get_closest_marker("alone") else beside_others()):
         yield
 
 

@@ -2,7 +2,7 @@
 pipeline's stages, a healthy control's step variance, a slow rank named by its delay) must not
 share the 2 cores with the other worker's tests, or their load becomes its imbalance.
 
-Every test holds a shared lock while it runs (tests/conftest.py); ``alone()`` takes the lock
+Every test holds a shared lock over its whole run, fixtures included (tests/conftest.py); ``alone()`` takes the lock
 exclusively, so it waits for the other worker's current test to end and holds back its next one.
 The lock is one file for the whole run, named by ``TRAINPROF_TEST_LOCK``, which the first pytest
 process sets for its workers. Each process holds the lock through one file descriptor, so taking
