@@ -100,9 +100,10 @@ def test_pipeline_stage_figures_against_the_raw_trace(analyses, parallel_jobs): 
     assert pipe.imbalance_saving_ms == pytest.approx(5 / 4 * (c1 - (c0 + c1) / 2))
     # The construction: stage 1 holds 4x the layers of stage 0 (24 matmuls a micro-batch to
     # stage 0's 5), but stage 0 also carries the schedule's own work per micro-batch, which
-    # stretches most on a loaded machine: 2.4x was measured with another test run beside it,
-    # so only a lower bound holds.
-    assert c1 / c0 > 2.0
+    # stretches most on a loaded machine: 3.0x measured alone on an idle machine, 2.4x with
+    # another test run beside it, 1.71x in a CI run (stage 0's compute 1.9x its idle figure,
+    # stage 1's 1.05x: one core slowed by the host), so only a lower bound holds.
+    assert c1 / c0 > 1.4
     balanced = analyses["pipeline_balanced"].job.pipeline
     assert balanced.micro_batches == 8 and balanced.ideal_bubble_pct == pytest.approx(100 / 9)
     b0, b1 = (s.compute_ms for s in balanced.stages)

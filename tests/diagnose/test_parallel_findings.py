@@ -43,9 +43,9 @@ def found(parallel_jobs):  # noqa: F811
     return out
 
 
-def _heavy_compute_ms(parallel_jobs) -> float:  # noqa: F811
-    """Stage 1's median compute per step, read from its raw trace."""
-    ev = events(parallel_jobs / "pipeline_heavy" / "rank1.json")
+def _stage_compute_ms(parallel_jobs, rank: int) -> float:  # noqa: F811
+    """A stage's median compute per step, read from its raw trace."""
+    ev = events(parallel_jobs / "pipeline_heavy" / f"rank{rank}.json")
     compute = cpu_compute(ev)
     return statistics.median(length_inside(compute, lo, hi) for lo, hi in profiler_steps(ev)) \
         / 1000.0
@@ -58,14 +58,20 @@ def test_the_unbalanced_pipeline_names_its_heavy_stage(found, parallel_jobs):  #
     assert top.id == "pipeline_imbalance", [(f.id, f.saving_pct) for f in findings]
     assert (top.rank, top.extra["stage"]) == (1, 1)
     assert "stage 1" in top.title and "to stage 0" in top.fix.summary
-    # Balanced, each stage holds (LIGHT + HEAVY) / 2 layers: stage 1 sheds 3/8 of its work, and
-    # a GPipe step is (M + S - 1) / M of the slowest stage's compute.
-    implied = (HEAVY - (LIGHT + HEAVY) / 2) / HEAVY * _heavy_compute_ms(parallel_jobs) \
-        * (MICRO + STAGES - 1) / MICRO
-    assert top.saving_ms == pytest.approx(implied, rel=0.30)
+    # Balanced, both stages compute the mean of the two; a GPipe step is (M + S - 1) / M of the
+    # slowest stage's compute. Read from the raw traces:
+    c0, c1 = (_stage_compute_ms(parallel_jobs, rank) for rank in (0, 1))
+    assert top.saving_ms == pytest.approx((MICRO + STAGES - 1) / MICRO * (c1 - (c0 + c1) / 2),
+                                          rel=1e-3)
+    # and below what the construction implies: balanced, each stage holds (LIGHT + HEAVY) / 2
+    # layers, stage 1 sheds 3/8 of its work. Stage 0 also runs the schedule's own work, which
+    # the split cannot move: 0.89 of the implied was measured on an idle machine, 0.55 in a CI
+    # run where stage 0's compute stretched 1.9x and stage 1's 1.05x (a core taken by the host).
+    implied = (HEAVY - (LIGHT + HEAVY) / 2) / HEAVY * c1 * (MICRO + STAGES - 1) / MICRO
+    assert 0 < top.saving_ms <= 1.05 * implied
     bubble = next(f for f in findings if f.id == "pipeline_bubble")
     assert bubble.saving_ms == pytest.approx(
-        (STAGES - 1) / MICRO * _heavy_compute_ms(parallel_jobs), rel=1e-6)
+        (STAGES - 1) / MICRO * c1, rel=1e-6)
     assert all("DDP" not in f.fix.summary for f in findings)
     # Its only communication is the stages' send/recv: the pipeline findings count it.
     assert "communication_exposed" not in {f.id for f in findings}

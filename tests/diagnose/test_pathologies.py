@@ -93,7 +93,9 @@ def test_per_step_logging_is_logging_overhead(recorded):
     f = top(a)
     assert f.id == "logging_overhead" and f.severity == "high", listed(a)
     spots = [e.where for e in f.evidence if e.what == "Python in that time"]
-    assert any("_log_metrics" in s for s in spots)
+    # The logging function, or the work it calls (busy_python runs only there in this job).
+    assert any(s.endswith(("_log_metrics", "busy_python")) for s in spots), \
+        [(e.what, e.value, e.where) for e in f.evidence]
 
 
 def test_ddp_large_model_tiny_batch_is_communication_exposed(ddp):
