@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from trainprof.analysis import analyze as overview
 from trainprof.analysis.results import Analysis
 from trainprof.diagnose.engine import diagnose
+from trainprof.structs import replace
 from trainprof.trace.load import Progress
 from trainprof.trace.model import Trace
 

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 
 #: The standard deviation of normal noise per unit of median absolute deviation.
@@ -46,8 +46,7 @@ _CHUNK = 250  # resamples per batch, to bound memory on runs with thousands of s
 _MAX_VALUES = 4_000_000  # values held per batch (ranks x steps x resamples)
 
 
-@dataclass
-class SlowdownOdds:
+class SlowdownOdds(msgspec.Struct):
     """Change in median step time (percent of BASE) and how likely it exceeds a limit."""
 
     change_pct: float

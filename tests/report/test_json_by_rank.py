@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import tracemalloc
 
@@ -10,6 +9,7 @@ import msgspec
 import pytest
 
 import trainprof
+from trainprof import structs
 from trainprof.analysis.results import Analysis
 from trainprof.report.json import json_chunks, to_json_bytes, write_json
 from trainprof.report.tidy import tidy
@@ -33,8 +33,8 @@ def test_one_rank_is_the_whole_document(path):
 
 def test_many_ranks_are_the_whole_document(tmp_path):
     one = trainprof.analyze(TRACE_FILTER)
-    ranks = [dataclasses.replace(one.ranks[0], rank=r) for r in range(5)]
-    analysis = dataclasses.replace(one, ranks=ranks)
+    ranks = [structs.replace(one.ranks[0], rank=r) for r in range(5)]
+    analysis = structs.replace(one, ranks=ranks)
     out = write_json(analysis, tmp_path / "job.json")
     data = out.read_bytes()
     assert data == formatted_whole(analysis)
@@ -44,7 +44,7 @@ def test_many_ranks_are_the_whole_document(tmp_path):
 
 def test_no_ranks_is_the_whole_document():
     one = trainprof.analyze(TRACE_FILTER)
-    empty = dataclasses.replace(one, ranks=[])
+    empty = structs.replace(one, ranks=[])
     assert to_json_bytes(empty) == formatted_whole(empty)
     assert json.loads(to_json_bytes(empty))["ranks"] == []
 
@@ -52,8 +52,8 @@ def test_no_ranks_is_the_whole_document():
 def test_writing_a_rank_at_a_time_holds_one_rank(tmp_path):
     """Peak Python memory of writing 40 ranks stays near one rank's, not forty ranks'."""
     one = trainprof.analyze(TRACE_FILTER)
-    analysis = dataclasses.replace(
-        one, ranks=[dataclasses.replace(one.ranks[0], rank=r) for r in range(40)])
+    analysis = structs.replace(
+        one, ranks=[structs.replace(one.ranks[0], rank=r) for r in range(40)])
     tracemalloc.start()
     try:
         write_json(analysis, tmp_path / "job.json")

@@ -5,7 +5,6 @@ named, and --all-ranks brings back every row."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 import io
 import re
 
@@ -13,6 +12,7 @@ import pytest
 from rich.console import Console
 
 import trainprof
+from trainprof import structs
 from trainprof.analysis.job.rank_table import SHOWN_ROWS
 from trainprof.analysis.options import TableOptions, using_table_options
 from trainprof.analysis.results import Analysis
@@ -58,7 +58,7 @@ def job(tmp_path_factory) -> Analysis:
         if factor:
             for s in r.steps.per_step:
                 s["ms"] *= factor
-            r.steps = dataclasses.replace(r.steps, mean_ms=r.steps.mean_ms * factor,
+            r.steps = structs.replace(r.steps, mean_ms=r.steps.mean_ms * factor,
                                           median_ms=r.steps.median_ms * factor,
                                           p90_ms=r.steps.p90_ms * factor)
         if k == IDLE:

@@ -3,13 +3,13 @@ module reads: the same traces from the three real exports, the same cut of NVTX 
 
 from __future__ import annotations
 
-import dataclasses
 import sqlite3
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from trainprof import structs
 from trainprof.trace.nsys import schema
 from trainprof.trace.nsys.build import read_export
 from trainprof.trace.nsys.schema import Export
@@ -36,7 +36,7 @@ def test_compiled_and_python_reads_are_identical(path, monkeypatch):
     python = read_export(path)
     assert len(compiled) == len(python) > 0
     for c, p in zip(compiled, python, strict=True):
-        for f in dataclasses.fields(c.events):
+        for f in structs.fields(c.events):
             assert _same(getattr(c.events, f.name), getattr(p.events, f.name)), f.name
         assert (c.rank, c.threads, c.t0_us, c.metadata, c.notes) == \
             (p.rank, p.threads, p.t0_us, p.metadata, p.notes)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import numpy as np
 import pytest
 
 import trainprof
+from trainprof import structs
 from trainprof.trace import load, parallel_decode, stream
 from trainprof.trace.load import load_file
 
@@ -45,7 +45,7 @@ def assert_identical(serial, parallel):
     """Every column, table, thread, time origin and metadata key equal, dtypes included."""
     for part in ("events", "memory", "flows"):
         a, b = getattr(serial, part), getattr(parallel, part)
-        for f in dataclasses.fields(a):
+        for f in structs.fields(a):
             x, y = getattr(a, f.name), getattr(b, f.name)
             if isinstance(x, np.ndarray):
                 assert x.dtype == y.dtype, (part, f.name)

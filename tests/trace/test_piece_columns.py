@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from trainprof.structs import field_names
 from trainprof.trace import scan
 from trainprof.trace.load import load_file
 from trainprof.trace.model import Kind
@@ -44,7 +45,8 @@ def _assert_same_events(a: Any, b: Any) -> None:
     assert a.t0_us == b.t0_us
     assert a.notes == b.notes
     for table in ("memory", "flows"):
-        for name, x in vars(getattr(a, table)).items():
+        for name in field_names(getattr(a, table)):
+            x = getattr(getattr(a, table), name)
             if isinstance(x, np.ndarray):
                 y = getattr(getattr(b, table), name)
                 assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True), name

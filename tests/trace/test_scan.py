@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from invariants.strategies import job, write_job
 from trainprof.errors import TraceError
+from trainprof.structs import fields
 from trainprof.trace import scan, stream
 from trainprof.trace.load import load_file
 
@@ -38,7 +39,7 @@ def assert_same(a: Any, b: Any, where: str = "trace") -> None:
         assert np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"), where
         if a.dtype.kind == "f":  # -0.0 and 0.0 are equal above, but are not the same reading
             assert np.array_equal(np.signbit(a), np.signbit(b)), where
-    elif is_dataclass(a):
+    elif isinstance(a, msgspec.Struct):
         for f in fields(a):
             assert_same(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
     elif isinstance(a, list | tuple):

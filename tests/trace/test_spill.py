@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 
 import numpy as np
 import pytest
 
+from trainprof import structs
 from trainprof.errors import TraceError
 from trainprof.trace import parallel_decode, stream
 from trainprof.trace.kernel_context import LAUNCH_CONTEXT_KEY
@@ -27,7 +27,7 @@ def assert_same_window(got, want) -> None:
     """Columns equal to the bit (NaN equal to NaN); tables compared through the columns."""
     for cls, a, b in ((Events, got.events, want.events), (MemoryEvents, got.memory, want.memory),
                       (Flows, got.flows, want.flows)):
-        for f in dataclasses.fields(cls):
+        for f in structs.fields(cls):
             if f.name in _TABLES:
                 continue
             x, y = getattr(a, f.name), getattr(b, f.name)

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis.analyze import analyze_ranks
 from trainprof.analysis.dataframes import data_frame
@@ -34,8 +35,7 @@ TOP_CHANGES = 30
 Side = str | os.PathLike[str] | Analysis | Iterable[Trace]
 
 
-@dataclass
-class Delta:
+class Delta(msgspec.Struct):
     """One figure in both runs and the change (new minus base)."""
 
     base: float | None
@@ -55,8 +55,7 @@ class Delta:
                 "delta_pct": self.delta_pct}
 
 
-@dataclass
-class NameDelta:
+class NameDelta(msgspec.Struct):
     """An op or kernel name in both runs, per step. For ops, ``*_us`` is host time and
     ``*_device_us`` the device time of the kernels they launched (when the table has it)."""
 
@@ -87,8 +86,7 @@ class NameDelta:
                 "delta_us_per_step": self.delta_us}
 
 
-@dataclass
-class TraceDiff:
+class TraceDiff(msgspec.Struct):
     step_ms: Delta  # median step time
     breakdown_ms: dict[str, Delta]  # mean ms per step per category
     phases_ms: dict[str, Delta]
@@ -115,8 +113,7 @@ class TraceDiff:
         return data_frame(rows)
 
 
-@dataclass
-class _Totals:
+class _Totals(msgspec.Struct):
     """Per name: calls and µs (and device µs of ops), summed over ranks; the steps covered."""
 
     calls: dict[str, float]

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 #: Columns the operator table can be sorted by (largest first; ``name`` alphabetically).
 OPERATOR_SORT_COLUMNS = ("device_self_us", "device_total_us", "host_self_us", "host_total_us",
@@ -20,8 +21,7 @@ OPERATOR_SORT_COLUMNS = ("device_self_us", "device_total_us", "host_self_us", "h
 DEFAULT_TOP = 10
 
 
-@dataclass(frozen=True)
-class TableOptions:
+class TableOptions(msgspec.Struct, frozen=True):
     """``sort_by`` None means device self time on GPU traces, host self time otherwise."""
 
     sort_by: str | None = None

@@ -4,9 +4,11 @@ every layer can name these types without importing the pipeline."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
+from msgspec import field
 
 from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.overview.gpu import GpuFigures
@@ -18,8 +20,7 @@ from trainprof.display import NotebookDisplay
 SCHEMA = "trainprof.analysis/1"
 
 
-@dataclass(repr=False)
-class RankAnalysis(NotebookDisplay):
+class RankAnalysis(NotebookDisplay, msgspec.Struct):
     """The overview of one recorded window of one rank."""
 
     rank: int
@@ -86,8 +87,7 @@ def _without(d: dict, key: str) -> dict:
     return {k: v for k, v in d.items() if k != key}
 
 
-@dataclass(repr=False)
-class Analysis(NotebookDisplay):
+class Analysis(NotebookDisplay, msgspec.Struct):
     """The result of ``trainprof.analyze``: one ``RankAnalysis`` per rank and window."""
 
     ranks: list[RankAnalysis]

@@ -8,8 +8,11 @@ A leaf like analysis/results.py: the result classes are named for the type check
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
+
+from trainprof.structs import fields
 
 if TYPE_CHECKING:
     from trainprof.analysis.critical_path.result import CriticalPath
@@ -40,8 +43,7 @@ class SectionResult(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
-@dataclass
-class _Sections:
+class _Sections(msgspec.Struct):
     """Dict-style reading of the sections present, in field order (the order they run in)."""
 
     def items(self) -> list[tuple[str, SectionResult]]:
@@ -74,7 +76,6 @@ class _Sections:
         return [f.name for f in fields(cls)]
 
 
-@dataclass
 class RankSections(_Sections):
     """The deep sections of one rank (names and order: analysis/sections/registry.py SECTIONS)."""
 
@@ -95,7 +96,6 @@ class RankSections(_Sections):
     parallelism: Parallelism | None = None
 
 
-@dataclass
 class JobSections(_Sections):
     """The job-level sections (names and order: analysis/sections/registry.py JOB_SECTIONS)."""
 

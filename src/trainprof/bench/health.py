@@ -4,8 +4,9 @@ and, for a phase out of range, the diagnosis rule (docs/rules.md) that looks int
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
+
+import msgspec
 
 from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import DOCS
@@ -46,8 +47,7 @@ _ADVICE: dict[tuple[str, Status], str] = {
 }
 
 
-@dataclass
-class PhaseCheck:
+class PhaseCheck(msgspec.Struct):
     """One phase: its median time per step, its share, and the verdict."""
 
     phase: str
@@ -100,8 +100,7 @@ class PhaseCheck:
         }
 
 
-@dataclass
-class Checklist:
+class Checklist(msgspec.Struct):
     """The four phases, timed one by one, and how they were timed."""
 
     phases: list[PhaseCheck]

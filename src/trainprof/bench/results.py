@@ -6,10 +6,11 @@ The JSON form (`schema: trainprof.bench/1`) is a contract, described in docs/ben
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis.tabular import summary
 
@@ -20,8 +21,7 @@ DRIFT_WARN_PCT = 10.0
 Status = Literal["ok", "skipped", "failed"]
 
 
-@dataclass
-class StrategyResult:
+class StrategyResult(msgspec.Struct):
     """One strategy: its throughput over each repeat, every timed step, phases, peak memory.
 
     A step is one optimizer step (with gradient accumulation, several batches). `status` is
@@ -91,8 +91,7 @@ class StrategyResult:
         }
 
 
-@dataclass
-class BenchResult:
+class BenchResult(msgspec.Struct):
     """Every strategy's row, the baseline they are compared with, and how they were run."""
 
     strategies: list[StrategyResult]

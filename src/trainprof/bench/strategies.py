@@ -8,15 +8,15 @@ the built-in ones below, `accum<N>`, `workers<N>`, `batch<N>x`, and combinations
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import torch
 
+from trainprof import structs
 from trainprof.errors import BenchError
 
 #: Gradient accumulation of the built-in `accum4`: micro-batches per optimizer step.
@@ -27,8 +27,7 @@ DEFAULT_WORKERS = min(4, os.cpu_count() or 1)
 OPTIMIZER_IMPLEMENTATIONS = ("foreach", "fused", "for-loop")
 
 
-@dataclass(frozen=True)
-class Strategy:
+class Strategy(msgspec.Struct, frozen=True):
     """One way to train the same model. A field left at its default changes nothing.
 
     `autocast`: the dtype of `torch.autocast` around the forward pass and the loss;
@@ -138,7 +137,7 @@ def known_names() -> list[str]:
 def combine(first: Strategy, second: Strategy) -> Strategy:
     """Both strategies' changes at once; an error when both change the same thing differently."""
     changes: dict[str, Any] = {}
-    for field in dataclasses.fields(Strategy)[2:]:
+    for field in structs.fields(Strategy)[2:]:
         a, b = getattr(first, field.name), getattr(second, field.name)
         if b == field.default or a == b:
             continue
@@ -146,7 +145,7 @@ def combine(first: Strategy, second: Strategy) -> Strategy:
             raise BenchError(f"cannot combine {first.name} and {second.name}: both set "
                              f"{field.name}.")
         changes[field.name] = b
-    return dataclasses.replace(first, name=f"{first.name}+{second.name}",
+    return structs.replace(first, name=f"{first.name}+{second.name}",
                                description=f"{first.description}; {second.description}",
                                **changes)
 

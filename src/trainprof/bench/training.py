@@ -13,9 +13,9 @@ import itertools
 import math
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import torch
 
 from trainprof.bench.batches import batch_stream
@@ -37,8 +37,7 @@ from trainprof.capture.steps import StepTimer
 REASON_CHARS = 300
 
 
-@dataclass(frozen=True)
-class RunSettings:
+class RunSettings(msgspec.Struct, frozen=True):
     """How each strategy is measured: timed steps per repeat, warm-up steps, repeats, device."""
 
     steps: int

@@ -5,10 +5,10 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import torch
 from torch import nn
 
@@ -25,8 +25,7 @@ def default_optimizer(params: Iterable[nn.Parameter]) -> torch.optim.Optimizer:
     return torch.optim.AdamW(params, lr=1e-3)
 
 
-@dataclass
-class Workload:
+class Workload(msgspec.Struct):
     """One training job to benchmark. Give `make_batch` (called once per strategy: the same batch
     is trained on at every step) or `loader` (a DataLoader, gone round as often as needed).
 

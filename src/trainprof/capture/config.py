@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+import msgspec
 import torch
 from torch.profiler import ProfilerAction, ProfilerActivity
+
+from trainprof import structs
 
 #: Where traces go when neither `output_trace_dir` nor `on_trace_ready` is given.
 DEFAULT_OUTPUT_DIR = "trainprof-traces"
@@ -64,8 +65,7 @@ def record_every_step(step: int) -> ProfilerAction:
     return ProfilerAction.RECORD
 
 
-@dataclass
-class ProfileConfig:
+class ProfileConfig(msgspec.Struct):
     """What to record and where; field names and meanings follow accelerate's `ProfileKwargs`.
 
     Differences, all on purpose: `activities=None` means what this machine has; a missing
@@ -113,7 +113,7 @@ class ProfileConfig:
     @classmethod
     def from_profile_kwargs(cls, kwargs: Any) -> ProfileConfig:
         """Builds a config from accelerate's `ProfileKwargs` (or anything with the same fields)."""
-        names = [f.name for f in dataclasses.fields(cls) if f.name != "ranks"]
+        names = [f.name for f in structs.fields(cls) if f.name != "ranks"]
         given = {name: getattr(kwargs, name) for name in names if hasattr(kwargs, name)}
         if not given:  # a dict, a path, ...: not silently the defaults
             raise TypeError("profile() takes a ProfileConfig, an accelerate ProfileKwargs or an "
@@ -122,11 +122,11 @@ class ProfileConfig:
 
     def with_options(self, **options: Any) -> ProfileConfig:
         """A copy with some fields replaced; an unknown name is a `TypeError` that lists the valid ones."""
-        valid = {f.name for f in dataclasses.fields(self)}
+        valid = {f.name for f in structs.fields(self)}
         unknown = set(options) - valid
         if unknown:
             raise TypeError(f"unknown profile option(s) {sorted(unknown)}; valid: {sorted(valid)}")
-        return dataclasses.replace(self, **options)
+        return structs.replace(self, **options)
 
     def torch_activities(self) -> list[ProfilerActivity]:
         return [to_torch_activity(name) for name in (self.activities or machine_activities())]

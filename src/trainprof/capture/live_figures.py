@@ -10,9 +10,9 @@ Each is ranked like the offline findings (``diagnose.findings.ranked``).
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import torch
 
 from trainprof.analysis.overview.step_spread import step_spread
@@ -28,8 +28,7 @@ RECENT_STEPS = 50
 SPARK_STEPS = 60
 
 
-@dataclass
-class LiveFigures:
+class LiveFigures(msgspec.Struct):
     """The latest figures of one rank's step timer."""
 
     rank: int

@@ -16,9 +16,10 @@ import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from trainprof.capture.cluster import stop_before_group_ends
 from trainprof.capture.config import ProfileConfig
@@ -30,8 +31,7 @@ from trainprof.capture.writer import traces_written_since
 OTHER_RANKS_WAIT_S = 30.0
 
 
-@dataclass
-class ScriptRun:
+class ScriptRun(msgspec.Struct):
     """A finished run: the script's exit code, the recorder (its files, its memory breakdown)
     and when the run began (Unix seconds)."""
 

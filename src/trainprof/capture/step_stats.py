@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import statistics
 from array import array
-from dataclasses import dataclass
+
+import msgspec
 
 from trainprof.vocabulary import PHASES
 
 
-@dataclass
-class Window:
+class Window(msgspec.Struct):
     """Totals over a run of measured steps."""
 
     steps: int

@@ -23,10 +23,10 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import msgspec
 import torch
 
 from trainprof.capture import backward as backward_calls
@@ -57,8 +57,7 @@ READBACK_EVERY = 32
 INDEX, START, DATA_END, END, SAMPLES, TOKENS, EXCLUDED, INTERVALS = range(8)
 
 
-@dataclass(frozen=True)
-class TimerView:
+class TimerView(msgspec.Struct, frozen=True):
     """What a step timer measured over its latest steps (``StepTimer.recent``)."""
 
     last_step: int  # the index of the last step the timer has seen

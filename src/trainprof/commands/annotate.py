@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
@@ -33,8 +32,7 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-@dataclass
-class Annotated:
+class Annotated(msgspec.Struct):
     """What was written: the file, and how many counter and finding events were added."""
 
     path: Path

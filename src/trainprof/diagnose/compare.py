@@ -9,10 +9,11 @@ median step times and says how sure the slowdown is (``trainprof.stats``). See d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis.diff import TraceDiff, diff
 from trainprof.analysis.results import Analysis
@@ -24,8 +25,7 @@ SCHEMA = "trainprof.compare/1"
 TOP_CHANGED = 10
 
 
-@dataclass
-class Run:
+class Run(msgspec.Struct):
     """One side: its label, every step's time (all ranks) and its step number, ranks, and the
     batch size if known."""
 
@@ -61,8 +61,7 @@ class Run:
                 "samples_per_s": self.samples_per_s, "per_step_ms": self.step_ms}
 
 
-@dataclass
-class Gate:
+class Gate(msgspec.Struct):
     """``--fail-if-slower``: failed when NEW's median step is slower by more than the limit."""
 
     limit_pct: float
@@ -106,8 +105,7 @@ class Gate:
                 **(self.odds.to_dict() if self.odds else {})}
 
 
-@dataclass
-class Verdict:
+class Verdict(msgspec.Struct):
     """Without a gate too: which run is faster by median step, and how sure that is given the
     step-to-step noise (the bootstrap of trainprof/stats.py with a limit of 0%)."""
 
@@ -155,8 +153,7 @@ class Verdict:
                 "message": self.message()}
 
 
-@dataclass(repr=False)
-class Comparison(NotebookDisplay):
+class Comparison(NotebookDisplay, msgspec.Struct):
     base: Run
     new: Run
     diff: TraceDiff

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
 from typing import Any
+
+import msgspec
+from msgspec import field
 
 from trainprof.analysis.dataframes import data_frame
 from trainprof.display import NotebookDisplay
+from trainprof.structs import fields
 from trainprof.vocabulary import SEVERITY_ORDER, Severity  # noqa: F401 (re-exported)
 
 DOCS = "docs/rules.md"
 
 
-@dataclass
-class Evidence:
+class Evidence(msgspec.Struct):
     """One measured number behind a finding, with its unit and where it was measured."""
 
     what: str
@@ -32,8 +34,7 @@ class Evidence:
         return f"{self.what}: {value}{unit}{where}"
 
 
-@dataclass
-class Fix:
+class Fix(msgspec.Struct):
     """What to change, with a snippet for plain PyTorch and, where it differs, for accelerate."""
 
     summary: str
@@ -44,8 +45,7 @@ class Fix:
         return {"summary": self.summary, "pytorch": self.pytorch, "accelerate": self.accelerate}
 
 
-@dataclass(repr=False)
-class Finding(NotebookDisplay):
+class Finding(NotebookDisplay, msgspec.Struct):
     """One diagnosis: what is slow (``id``, ``title``), why (``explanation``, ``evidence``),
     what it costs (``saving_pct`` of the step, ``saving_ms`` per step, and the assumption) and
     what to change (``fix``). ``rank`` is None when it concerns the whole job."""

@@ -12,8 +12,9 @@ estimate (docs/critical_path.md, docs/rules.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from trainprof.analysis.results import RankAnalysis
 from trainprof.diagnose.findings import Evidence, Finding, capped
@@ -29,8 +30,7 @@ DEVICE = ("gpu_compute",)
 COMMUNICATION = ("gpu_communication", "sync_wait")
 
 
-@dataclass(frozen=True)
-class Bound:
+class Bound(msgspec.Struct, frozen=True):
     """Where a finding's work is on the path: its categories, and the what-if item that is all
     of it (``item``: one (kind, name); ``kind``: every item of that kind, used when the path
     holds exactly one of them)."""

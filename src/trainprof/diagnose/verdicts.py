@@ -10,7 +10,7 @@ the rules' own (docs/rules.md); the rules only add evidence and words around the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from trainprof.analysis.overview.step_spread import StepSpread
 from trainprof.diagnose.findings import Severity, saving_severity
@@ -39,8 +39,7 @@ PRESSURE_PCT = 90.0
 HEADROOM_PCT = 50.0
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True):
     """A finding decided: its rule, severity, the share it was judged on and its saving (% of
     the mean step)."""
 
@@ -53,15 +52,13 @@ class Verdict:
 # -- facts ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class DataWait:
+class DataWait(msgspec.Struct, frozen=True):
     """The share of the step spent waiting for the next batch with nothing else running."""
 
     share_pct: float
 
 
-@dataclass(frozen=True)
-class OptimizerFacts:
+class OptimizerFacts(msgspec.Struct, frozen=True):
     """The optimizer's share of the step, and what its step is made of when known."""
 
     share_pct: float
@@ -70,8 +67,7 @@ class OptimizerFacts:
     implementation: str | None = None  # "for-loop", "foreach" or "fused"
 
 
-@dataclass(frozen=True)
-class DeviceMemory:
+class DeviceMemory(msgspec.Struct, frozen=True):
     """A device's peak memory as a share of its capacity (None: unknown)."""
 
     peak_pct: float | None

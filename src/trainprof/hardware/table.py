@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+import msgspec
+from msgspec import field
 
 from trainprof.errors import HardwareError
 
@@ -16,8 +18,7 @@ DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 _TOKEN = re.compile(r"[a-z0-9]+")
 
 
-@dataclass(frozen=True)
-class Device:
+class Device(msgspec.Struct, frozen=True):
     """One device's peaks. TFLOP/s per dtype (None: not offered), TB/s, GB/s (bidirectional)."""
 
     name: str
@@ -28,7 +29,7 @@ class Device:
     nic_gb_s: float | None = None
     link: str = ""
     source: str = ""
-    match: tuple[tuple[str, ...], ...] = field(default=(), repr=False)
+    match: tuple[tuple[str, ...], ...] = field(default=())
 
     def peak(self, dtype: str) -> float | None:
         """Peak TFLOP/s for a dtype class; None when the device has no such units."""

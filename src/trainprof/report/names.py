@@ -14,7 +14,9 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+
+import msgspec
+from msgspec import field
 
 from trainprof.trace.demangle import readable_name
 
@@ -56,8 +58,7 @@ def _without_parameters(text: str) -> str:
     return text
 
 
-@dataclass
-class _Node:
+class _Node(msgspec.Struct):
     """A template name: ``head`` (qualified) and its arguments."""
 
     head: str

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,6 +21,7 @@ from trainprof.analysis.section_results import RankSections
 from trainprof.analysis.sections.kernels import KernelRow, KernelStats
 from trainprof.analysis.sections.operators import OperatorRow, OperatorStats
 from trainprof.errors import TraceError
+from trainprof.structs import fields
 
 _SCHEMA_FAMILY = SCHEMA.rsplit("/", 1)[0] + "/"
 _HEAD = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"' + re.escape(_SCHEMA_FAMILY.encode()))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from trainprof.errors import TrainprofError
 from trainprof.sql.export import output_paths
@@ -15,8 +16,7 @@ from trainprof.sql.tables import ALL_TABLES, TRACE_TABLES, findings_table, table
 from trainprof.trace.load import load
 
 
-@dataclass
-class QueryResult:
+class QueryResult(msgspec.Struct):
     """Column names and rows of a query."""
 
     columns: list[str]

@@ -5,12 +5,12 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.errors import TraceError
 from trainprof.trace import model
@@ -58,8 +58,7 @@ def _float_or_nan(value: Any) -> float:
         return math.nan
 
 
-@dataclass
-class ColumnBuilder:
+class ColumnBuilder(msgspec.Struct):
     """Accumulates columns from chunks of typed events; ``finish`` sorts and joins them."""
 
     path: Path

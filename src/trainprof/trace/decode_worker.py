@@ -13,12 +13,12 @@ import os
 import pickle
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.errors import TraceError
 from trainprof.interrupts import ignore_interrupts
@@ -34,8 +34,7 @@ class Redo(Exception):
     inside a string, or ids need codes numbered across the file. The file is read serially."""
 
 
-@dataclass
-class SegmentColumns:
+class SegmentColumns(msgspec.Struct):
     """One segment's columns, numbered in its own tables."""
 
     events: dict[str, np.ndarray] | None

@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from trainprof.errors import TraceError
 from trainprof.trace.nsys.detect import is_nsys_name
@@ -36,8 +37,7 @@ _RANK_PATTERNS = (
 )
 
 
-@dataclass(frozen=True)
-class TraceName:
+class TraceName(msgspec.Struct, frozen=True):
     """What a trace's file name says: the worker, its window token, and the rank if named."""
 
     worker: str
@@ -129,8 +129,7 @@ def parse_name(path: Path) -> TraceName:
     return TraceName(worker=worker, window_token=token, rank=rank, folder=str(folder))
 
 
-@dataclass(frozen=True)
-class Placement:
+class Placement(msgspec.Struct, frozen=True):
     """Where a file sits in the job: its rank and window number."""
 
     rank: int

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 from enum import IntEnum
 
+import msgspec
 import numpy as np
 
 
@@ -195,8 +195,7 @@ def is_communication_frame(name: str) -> bool:
     return bool(_COMM_FRAME.search(name[-NAME_LIMIT:]))
 
 
-@dataclass
-class KernelClasses:
+class KernelClasses(msgspec.Struct):
     """Per event: its kernel class and how it was decided (only kernels are meaningful)."""
 
     cls: np.ndarray  # uint8, a KernelClass

@@ -9,13 +9,14 @@ RCCL and Gloo naming we know are mapped here and nowhere else.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.trace.kernel_class import is_communication_kernel
 from trainprof.vocabulary import COMM_BACKENDS
@@ -369,8 +370,7 @@ def name_flags(kind: Kind, name: str) -> int:
     )
 
 
-@dataclass
-class Events:
+class Events(msgspec.Struct, dict=True):
     """Complete events as columns, sorted by start time. Times are µs from ``Trace.t0_us``.
 
     ``name`` indexes ``names``; ``correlation`` and ``external_id`` are -1 when absent;
@@ -424,8 +424,7 @@ class Events:
         return (self.flags & flag) != 0
 
 
-@dataclass
-class MemoryEvents:
+class MemoryEvents(msgspec.Struct):
     """``[memory]`` instant events as columns (µs from ``Trace.t0_us``)."""
 
     ts: np.ndarray  # float64
@@ -441,8 +440,7 @@ class MemoryEvents:
         return len(self.ts)
 
 
-@dataclass
-class Flows:
+class Flows(msgspec.Struct):
     """Flow events (``ac2g`` launch links and ``fwdbwd``) as columns."""
 
     id: np.ndarray  # int64
@@ -455,8 +453,7 @@ class Flows:
         return len(self.ts)
 
 
-@dataclass
-class Trace:
+class Trace(msgspec.Struct, dict=True):
     """One recorded window of one rank, ready for analysis."""
 
     path: Path

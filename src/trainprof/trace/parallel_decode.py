@@ -22,10 +22,10 @@ import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import msgspec
 import numpy as np
 
 from trainprof.errors import TraceError
@@ -364,8 +364,7 @@ class _Pool:
                 os.close(fd)
 
 
-@dataclass
-class _Worker:
+class _Worker(msgspec.Struct):
     """A decode worker and the file, in memory where the system has /dev/shm, that carries
     each segment to it and its columns back (through a pipe they cost about twice the CPU)."""
 

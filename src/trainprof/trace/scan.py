@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from trainprof.trace import decode
@@ -60,8 +60,7 @@ def available() -> bool:
     return _SCANNER is not None and os.environ.get("TRAINPROF_PURE_PYTHON", "") in ("", "0")
 
 
-@dataclass
-class ScannedPiece:
+class ScannedPiece(msgspec.Struct):
     """One piece's events as columns (one row per event, in order) and the unique JSON texts
     of their typed-Any and raw values, which ``spans`` index. The piece's text is ``piece``, or
     when it has a ``span`` (start, end): ``[`` + ``piece[start:end]`` + ``]``, ``piece`` being

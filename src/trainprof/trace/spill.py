@@ -16,18 +16,18 @@ context included (``apply_launch_context`` is decided over the whole file after 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import shutil
 import tempfile
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import numpy as np
+from msgspec import field
 
+from trainprof import structs
 from trainprof.errors import TraceError
 from trainprof.trace import columns as col
 from trainprof.trace.columns import ColumnBuilder
@@ -62,8 +62,7 @@ _GROUPS = (("events", col._EVENT_FIELDS, _EVENT_DTYPES), ("memory", col._MEMORY_
            _MEMORY_DTYPES), ("flows", col._FLOW_FIELDS, _FLOW_DTYPES))
 
 
-@dataclass
-class Piece:
+class Piece(msgspec.Struct):
     """One spilled piece: its folder and row counts per group."""
 
     folder: Path
@@ -76,8 +75,7 @@ class Piece:
         return np.load(self.folder / f"{group}.{name}.npy", mmap_mode="r")
 
 
-@dataclass
-class SpilledTrace:
+class SpilledTrace(msgspec.Struct):
     """A trace spilled to disk by ``spill_file``; ``close()`` (or ``with``) removes the spill."""
 
     path: Path
@@ -405,7 +403,7 @@ def kept_markers(cols: dict[str, np.ndarray], piece: int) -> dict[str, np.ndarra
 def marker_events(markers: list[dict[str, np.ndarray]], tables: dict[str, list],
                   shift: float) -> Events:
     """The kept markers of every piece as ``Events``, in time order (ties in file order)."""
-    fields = [f.name for f in dataclasses.fields(Events) if f.name in col._EVENT_FIELDS]
+    fields = [f.name for f in structs.fields(Events) if f.name in col._EVENT_FIELDS]
     if not markers:
         cols = {n: np.empty(0, dtype=_EVENT_DTYPES.get(n, np.float64)) for n in fields}
     else:

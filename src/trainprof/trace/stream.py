@@ -19,7 +19,6 @@ import threading
 import zlib
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
@@ -390,8 +389,7 @@ class EventReader:
                 search_from = match.start() + 1  # the cut fell inside an event: go on
 
 
-@dataclass
-class Segment:
+class Segment(msgspec.Struct):
     """Consecutive pieces of the event array, for a decode worker (trace/parallel_decode.py).
 
     ``spans`` are each piece's (start, end) in ``data``; a piece is decoded as ``[data[s:e]]``.

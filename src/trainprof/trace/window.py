@@ -8,12 +8,12 @@ analyses a long trace window by window through slices like these.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any, TypeVar
 
 import numpy as np
 
+from trainprof import structs
 from trainprof.trace.kernel_context import LAUNCH_CONTEXT_KEY
 from trainprof.trace.model import Events, Flows, MemoryEvents, Trace
 
@@ -55,7 +55,7 @@ def _bounds(ts: np.ndarray, start: float, end: float) -> tuple[int, int]:
 def _rows(columns: Any, cls: type[T], rows: slice | np.ndarray) -> T:
     """Some rows of a columns dataclass (a slice is a view); list fields (tables) are shared."""
     values: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
+    for f in structs.fields(cls):
         value = getattr(columns, f.name)
         values[f.name] = value[rows] if isinstance(value, np.ndarray) else value
     return cls(**values)

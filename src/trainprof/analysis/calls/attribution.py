@@ -7,8 +7,7 @@ call -> op through the call tree (External id, else the enclosing op).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from trainprof.analysis.calls.cache import per_trace
@@ -17,8 +16,7 @@ from trainprof.analysis.overview.steps import launch_links
 from trainprof.trace.model import DEVICE_KINDS, LAUNCH_KINDS, Kind, Trace
 
 
-@dataclass
-class DeviceLinks:
+class DeviceLinks(msgspec.Struct):
     """Per device event (kernel, memcpy, memset), in event order."""
 
     device: np.ndarray  # event index of each device event

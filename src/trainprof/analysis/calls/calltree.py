@@ -11,8 +11,7 @@ whose only child is an op of the same name is folded into that child's parent.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from trainprof.analysis.calls.cache import per_trace
@@ -25,8 +24,7 @@ from trainprof.trace.model import CALL_TREE_KINDS, LAUNCH_KINDS, Events, Kind, T
 MAX_ORPHANS = 10_000
 
 
-@dataclass
-class CallTree:
+class CallTree(msgspec.Struct):
     """Nodes in depth-first order; every array below is indexed by node position."""
 
     event: np.ndarray  # the event index of each node

@@ -6,16 +6,15 @@ with sorting, a running maximum and a binary tree of range maxima; no Python loo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
 
+import msgspec
 import numpy as np
 
 from trainprof.analysis.sorting import group_time_order
 
 
-@dataclass
-class HostRanges:
+class HostRanges(msgspec.Struct, dict=True):
     """Ranges of the chosen host events, sorted by (thread, start, longest first)."""
 
     index: np.ndarray  # int64 event index in Trace.events

@@ -11,15 +11,16 @@ See docs/metrics.md, "Op precision".
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
 from enum import IntEnum
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from trainprof.analysis.calls.calltree import CallTree, canonical_names
 from trainprof.analysis.roofline.cost import dtype_info
 from trainprof.analysis.tabular import group_ids
+from trainprof.structs import asdict
 from trainprof.trace.model import Trace
 
 _CACHE = "_trainprof_op_precisions"
@@ -88,8 +89,7 @@ def _precision(args_text: str, dims_text: str | None) -> Precision:
     return precision_of_types(types, dims)
 
 
-@dataclass
-class PrecisionSums:
+class PrecisionSums(msgspec.Struct):
     """Per op name (canonical name index, ascending): the calls of the outermost ops that
     compute in one precision, and their host and device total time (µs)."""
 
@@ -130,8 +130,7 @@ def outermost_sums(trace: Trace, tree: CallTree, nodes: np.ndarray, precision: P
         device_us=np.bincount(group, weights=times["device_total"][outer], minlength=n))
 
 
-@dataclass
-class PrecisionRow:
+class PrecisionRow(msgspec.Struct):
     """One op name's outermost calls in one precision, inside the steps. Times in µs."""
 
     name: str

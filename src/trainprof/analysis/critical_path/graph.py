@@ -17,10 +17,10 @@ Times are integer nanoseconds from the trace's t0.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from trainprof.analysis.calls.calltree import call_tree
@@ -54,8 +54,7 @@ from trainprof.trace.model import Trace
 __all__ = ["UNREACHED", "StepGraph", "build_graph", "index_dtype"]
 
 
-@dataclass
-class StepGraph:
+class StepGraph(msgspec.Struct, dict=True):
     """Every step's graph in one set of columns; points are grouped by chain, chains by step."""
 
     time: np.ndarray  # int64 ns, the recorded time of each point

@@ -3,8 +3,7 @@ device events of each step, as columns (times in integer ns from the trace's t0)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from trainprof.analysis.calls.calltree import call_tree
@@ -79,8 +78,7 @@ def ends_at_or_before(starts: np.ndarray, begin: np.ndarray, end: np.ndarray,
     return out
 
 
-@dataclass
-class HostPoints:
+class HostPoints(msgspec.Struct):
     """Host boundary points, sorted by (step, thread, time)."""
 
     time: np.ndarray
@@ -148,8 +146,7 @@ def _chain_time_order(chain_key: np.ndarray, t: np.ndarray, tie: np.ndarray,
     return np.argsort(key, kind="stable")  # distinct keys: the lexsort's order
 
 
-@dataclass
-class DeviceEvents:
+class DeviceEvents(msgspec.Struct):
     """Device events of the steps, sorted by (step, device, stream, start)."""
 
     event: np.ndarray

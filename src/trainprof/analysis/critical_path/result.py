@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
+
+from trainprof.structs import asdict, replace
 
 #: Path pieces written to JSON per step: the longest ones, in time order ...
 JSON_PIECES = 100
@@ -13,8 +16,7 @@ JSON_PIECES = 100
 JSON_PIECES_TOTAL = 5_000
 
 
-@dataclass
-class PathPiece:
+class PathPiece(msgspec.Struct):
     """A stretch of the path on one lane: µs from the trace's t0."""
 
     lane: str  # "host thread 123", "GPU 0 stream 7"
@@ -27,8 +29,7 @@ class PathPiece:
         return asdict(self)
 
 
-@dataclass
-class PathPieces:
+class PathPieces(msgspec.Struct):
     """A step's path as columns: stretches on one lane of one category and name, in time
     order (µs from the trace's t0)."""
 
@@ -85,8 +86,7 @@ def _used(table: list[str], codes: np.ndarray) -> tuple[list[str], np.ndarray]:
     return [table[i] for i in used.tolist()], remap[codes]
 
 
-@dataclass
-class StepPath:
+class StepPath(msgspec.Struct):
     """One step's critical path."""
 
     step: int
@@ -102,8 +102,7 @@ class StepPath:
                 "pieces_total": self.pieces.count}
 
 
-@dataclass
-class PathItem:
+class PathItem(msgspec.Struct):
     """Something the path runs through (an op, a kernel, a collective, the DataLoader...),
     with the step time if it took no time or half its time (a replay of the graph)."""
 
@@ -126,8 +125,7 @@ class PathItem:
         return {**asdict(self), "saving_pct_if_zero": self.saving_pct_if_zero}
 
 
-@dataclass
-class CriticalPath:
+class CriticalPath(msgspec.Struct):
     """The critical path of every step of one trace, its split, and the what-if table."""
 
     steps: list[StepPath]

@@ -15,15 +15,13 @@ need no time of their own: with non-negative weights none is later than p_m.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from trainprof.analysis.critical_path.points import UNREACHED
 
 
-@dataclass
-class LaunchRuns:
+class LaunchRuns(msgspec.Struct):
     """The runs of one visiting order; edges are numbered as the replay sorts them."""
 
     inner: np.ndarray  # visiting positions of the points before each run's last (no time)

@@ -14,14 +14,14 @@ trace is the trace itself, and the result the in-memory one.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 
+from trainprof import structs
 from trainprof.analysis.critical_path import section
 from trainprof.analysis.critical_path.points import starts_at_or_before
 from trainprof.analysis.critical_path.result import CriticalPath
@@ -32,8 +32,7 @@ from trainprof.trace.model import Events, Flows, MemoryEvents, Trace
 EVERYTHING = ((-math.inf, math.inf),)
 
 
-@dataclass
-class Survey:
+class Survey(msgspec.Struct):
     """The first pass over one window: its own steps' events and its owned events' span."""
 
     per_step: np.ndarray  # events from each own step's start to the next step's
@@ -42,8 +41,7 @@ class Survey:
     last_end: float
 
 
-@dataclass
-class Plan:
+class Plan(msgspec.Struct):
     """What the second pass keeps: the chosen steps and the time ranges their analysis needs."""
 
     steps: StepWindows
@@ -85,8 +83,7 @@ def _plan(surveys: list[Survey], steps: StepWindows) -> Plan:
     return Plan(chosen, notes, tuple(ranges))
 
 
-@dataclass
-class PathPart:
+class PathPart(msgspec.Struct):
     """A window's part: the events the plan needs that it owns (None: none, broken clocks);
     with its survey when it was read without a plan (one pass: every owned event kept)."""
 
@@ -150,7 +147,7 @@ def _within(ts: np.ndarray, ranges: tuple[tuple[float, float], ...]) -> np.ndarr
 def _rows(columns: Any, cls: type, keep: np.ndarray) -> Any:
     """Some rows of a columns dataclass, copied (the window can go); tables are shared."""
     values = {}
-    for f in dataclasses.fields(cls):
+    for f in structs.fields(cls):
         value = getattr(columns, f.name)
         values[f.name] = value[keep] if isinstance(value, np.ndarray) else value
     return cls(**values)
@@ -162,7 +159,7 @@ def _joined(pieces: list[Trace]) -> Trace:
 
     def join(cls: type, attr: str) -> Any:
         values = {}
-        for f in dataclasses.fields(cls):
+        for f in structs.fields(cls):
             parts = [getattr(getattr(p, attr), f.name) for p in pieces]
             values[f.name] = (np.concatenate(parts) if isinstance(parts[0], np.ndarray)
                               else parts[0])
@@ -174,8 +171,7 @@ def _joined(pieces: list[Trace]) -> Trace:
                  notes=list(head.notes))
 
 
-@dataclass(frozen=True)
-class PlannedSection(WindowedSection[PathPart, CriticalPath]):
+class PlannedSection(WindowedSection[PathPart, CriticalPath], frozen=True):
     """A windowed section that needs a plan from every window before it keeps anything.
 
     ``over(windows, steps)`` reads the windows twice: ``survey`` each, ``plan`` from all the

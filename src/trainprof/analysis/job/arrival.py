@@ -18,15 +18,13 @@ gloo's threads, count once), cut at the step's end, divided by the matched steps
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from trainprof.analysis import intervals as iv
 
 
-@dataclass
-class Arrival:
+class Arrival(msgspec.Struct):
     """Per rank (rows in the ranks' order), ms per matched step."""
 
     skew_ms: np.ndarray  # waiting for the last rank to arrive

@@ -8,11 +8,11 @@ timeout, or that were not recorded, and the job-level view computed when it was 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgspec
+from msgspec import field
 
 from trainprof.analysis.job.summary import RankSummary, rank_from_summary
 from trainprof.analysis.results import RankAnalysis
@@ -48,8 +48,7 @@ class ClusterDocument(msgspec.Struct):
     findings: list[dict[str, Any]] = []
 
 
-@dataclass
-class Summarised:
+class Summarised(msgspec.Struct):
     """The ranks read from cluster summaries, the file each came from, and what to tell."""
 
     ranks: list[RankAnalysis] = field(default_factory=list)

@@ -4,17 +4,19 @@ busbw = Σ bus bytes / Σ time, and the time-weighted % of its link peak. docs/r
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+from msgspec import field
+
 from trainprof.analysis.dataframes import data_frame
+from trainprof.structs import asdict
 
 if TYPE_CHECKING:
     from trainprof.analysis.results import RankAnalysis
 
 
-@dataclass
-class RankBandwidth:
+class RankBandwidth(msgspec.Struct):
     rank: int
     window: int
     calls: int
@@ -26,8 +28,7 @@ class RankBandwidth:
         return asdict(self)
 
 
-@dataclass
-class CollectiveRanks:
+class CollectiveRanks(msgspec.Struct):
     rows: list[RankBandwidth] = field(default_factory=list)  # by rank and window
 
     @property

@@ -8,12 +8,13 @@ docs/distributed.md ("Many ranks").
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import numpy as np
 
 from trainprof.stats import robust_sigma
+from trainprof.structs import asdict
 
 if TYPE_CHECKING:
     from trainprof.analysis.job.rank_table import RankRow
@@ -36,15 +37,13 @@ FIGURES = (("step_ms", "step_ms", "step time", "ms"),
            ("comm_ms", "comm_ms", "communication", "ms"))
 
 
-@dataclass
-class Outlier:
+class Outlier(msgspec.Struct):
     rank: int
     value: float
     side: str  # "high" or "low"
 
 
-@dataclass
-class Spread:
+class Spread(msgspec.Struct):
     label: str
     unit: str
     ranks: int  # ranks with a value

@@ -9,15 +9,17 @@ every report; in the JSON result under ``job.rank_table``. docs/distributed.md.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.job.rank_spread import Spread, rank_spreads
 from trainprof.analysis.options import table_options
 from trainprof.analysis.overview.phases import PHASES
+from trainprof.structs import asdict
 
 if TYPE_CHECKING:
     from trainprof.analysis.results import RankAnalysis
@@ -26,8 +28,7 @@ if TYPE_CHECKING:
 SHOWN_ROWS = 32
 
 
-@dataclass
-class RankRow:
+class RankRow(msgspec.Struct):
     rank: int
     windows: int
     steps: int
@@ -40,8 +41,7 @@ class RankRow:
     mark: str  # "slowest", "fastest" or ""
 
 
-@dataclass
-class RankTable:
+class RankTable(msgspec.Struct):
     rows: list[RankRow]
     slowest: int | None  # rank, when the ranks differ
     fastest: int | None

@@ -18,10 +18,12 @@ straggler causes; otherwise the trace does not say. docs/communication.md.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import numpy as np
+
+from trainprof.structs import asdict
 
 if TYPE_CHECKING:
     from trainprof.analysis.results import RankAnalysis
@@ -36,8 +38,7 @@ CAUSE_PARTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-@dataclass
-class Cause:
+class Cause(msgspec.Struct):
     """What the straggler has more of: its ms per step against the other ranks' median."""
 
     reason: str  # a key of CAUSE_PARTS

@@ -14,10 +14,11 @@ docs/communication.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.job.arrival import Arrival, arrival, waiting_us
@@ -46,8 +47,7 @@ _TYPE_BITS = 5
 _TYPE_CODES = 1 << _TYPE_BITS
 
 
-@dataclass
-class RankWait:
+class RankWait(msgspec.Struct):
     rank: int
     step_median_ms: float
     comm_ms_per_step: float | None
@@ -63,11 +63,10 @@ class RankWait:
     caused_skew_ms_per_step: float = 0.0  # the others' mean skew where it started last
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {name: getattr(self, name) for name in self.__struct_fields__}
 
 
-@dataclass
-class Stragglers:
+class Stragglers(msgspec.Struct):
     ranks: list[RankWait]
     step_spread_pct: float | None  # (slowest - fastest) / median of the ranks' median steps
     matched: int  # collective instances seen by every rank

@@ -7,8 +7,7 @@ Other for the rest. "CPU Exec" is therefore host work while nothing above it was
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from trainprof.analysis import intervals as iv
@@ -21,8 +20,7 @@ from trainprof.vocabulary import ALL_CATEGORIES, CATEGORIES  # noqa: F401 (re-ex
 #: Categories in claiming order; "other" is whatever no category claimed.
 
 
-@dataclass
-class Breakdown:
+class Breakdown(msgspec.Struct):
     """Microseconds per category and step (``per_step[category][i]`` for step i)."""
 
     per_step: dict[str, np.ndarray]

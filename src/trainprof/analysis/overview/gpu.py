@@ -6,22 +6,21 @@ step window (first step start to last step end); see docs/metrics.md.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
+import msgspec
 import numpy as np
 
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.windows import Window, WindowedSection
+from trainprof.structs import asdict
 from trainprof.trace.kernel_class import KernelClass, uses_tensor_cores
 from trainprof.trace.kernel_context import kernel_classes
 from trainprof.trace.model import FLAG_COMM, Kind
 
 __all__ = ["GpuFigures", "gpu_figures", "uses_tensor_cores"]
 
-@dataclass
-class GpuFigures:
+class GpuFigures(msgspec.Struct):
     """Figures for one device over the step window, in percent."""
 
     device: int
@@ -34,8 +33,7 @@ class GpuFigures:
         return asdict(self)
 
 
-@dataclass
-class _DevicePart:
+class _DevicePart(msgspec.Struct):
     """One device's sums over one window's region (see ``_gpu_part``)."""
 
     busy: float = 0.0

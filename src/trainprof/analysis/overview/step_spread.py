@@ -5,8 +5,8 @@ recorded window and a live window call the same steps slow."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from trainprof.stats import robust_sigma
@@ -18,8 +18,7 @@ SLOW_STEP_SIGMAS = 3.0
 SLOW_STEP_MIN_RATIO = 1.2
 
 
-@dataclass(frozen=True)
-class StepSpread:
+class StepSpread(msgspec.Struct, frozen=True):
     """The spread of a run of step times (ms) and its slow steps."""
 
     count: int

@@ -10,15 +10,17 @@ annotations, and failing that the whole trace is one window (with a note saying 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
 from typing import Any, TypedDict
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis.calls.cache import per_trace
 from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.step_spread import step_spread
 from trainprof.formatting import counted
+from trainprof.structs import fields
 from trainprof.trace.model import DEVICE_KINDS, FLAG_OPTIMIZER, LAUNCH_KINDS, Kind, Trace
 
 #: A trailing step launching fewer device events than this share of the step before it is
@@ -32,8 +34,7 @@ TAIL_STEP_MIN_SHARE = 0.8
 TIME_WINDOWS = "time window"
 
 
-@dataclass
-class StepWindows:
+class StepWindows(msgspec.Struct):
     """Step boundaries (µs from the trace's t0) and where they came from."""
 
     numbers: np.ndarray  # int64 step numbers
@@ -160,8 +161,7 @@ def _optimizer_steps(trace: Trace) -> _Steps | None:
     return np.arange(1, len(ends) + 1, dtype=np.int64), starts, ends, "optimizer"
 
 
-@dataclass
-class DeviceSpans:
+class DeviceSpans(msgspec.Struct):
     """Per step (of some range of steps): device events launched inside it (count, first
     start, last end), and for the range holding the first step the last end of unmatched
     device work that ends before the first step's device work starts (-inf when none)."""
@@ -256,8 +256,7 @@ class StepTime(TypedDict):
     ms: float
 
 
-@dataclass(frozen=True)
-class StepStats:
+class StepStats(msgspec.Struct, frozen=True):
     """Per-step times and their summary, in ms (``steps`` of the JSON result, less its source).
     The defaults are those of a window without steps."""
 

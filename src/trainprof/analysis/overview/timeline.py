@@ -9,19 +9,19 @@ the share of communication time hidden under compute (HTA's definition).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 
+import msgspec
 import numpy as np
 
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.steps import StepWindows, launch_links
 from trainprof.analysis.streaming.windows import Window, WindowedSection
+from trainprof.structs import asdict
 from trainprof.trace.model import DEVICE_KINDS, FLAG_COMM, Kind, Trace
 
 
-@dataclass
-class Timeline:
+class Timeline(msgspec.Struct):
     span_ms: float
     busy_pct: float
     idle_pct: float
@@ -42,8 +42,7 @@ class Timeline:
         return asdict(self)
 
 
-@dataclass
-class DeviceSets:
+class DeviceSets(msgspec.Struct):
     """The merged device activity of a rank, clipped to a window."""
 
     compute: iv.Intervals
@@ -96,8 +95,7 @@ def device_span_sets(trace: Trace, start: float, end: float) -> DeviceSets:
     return DeviceSets(compute, communication, memcpy, busy)
 
 
-@dataclass
-class _TimelinePart:
+class _TimelinePart(msgspec.Struct):
     """Sums over one window's region (see ``_timeline_part``)."""
 
     has_gpu: bool

@@ -19,9 +19,11 @@ import sys
 import threading
 import warnings
 from collections import deque
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
+
+import msgspec
+from msgspec import field
 
 from trainprof.analysis.options import table_options, using_table_options
 from trainprof.analysis.parallel.worker import analyse_file
@@ -29,6 +31,7 @@ from trainprof.analysis.streaming.memory_budget import default_budget, json_equi
 from trainprof.errors import TrainprofError
 from trainprof.interrupts import held_interrupts
 from trainprof.pipes import read_frame, write_frame
+from trainprof.structs import replace
 from trainprof.trace.load import Progress
 
 if TYPE_CHECKING:
@@ -206,8 +209,7 @@ class _Pool:
             self.progress(self.done, len(self.files), self.files[i])
 
 
-@dataclass
-class _Worker:
+class _Worker(msgspec.Struct):
     """A worker process and the files it has been sent, oldest first."""
 
     proc: subprocess.Popen

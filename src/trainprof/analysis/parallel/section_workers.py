@@ -28,8 +28,9 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import IO, Any
+
+import msgspec
 
 from trainprof.analysis.streaming.memory_budget import available_memory
 from trainprof.interrupts import held_interrupts, ignore_interrupts
@@ -202,8 +203,7 @@ def _taken(queue: int) -> Iterator[int]:
         yield token[0]
 
 
-@dataclass
-class _Child:
+class _Child(msgspec.Struct):
     """A forked child and the file it writes its results to, one frame per section."""
 
     pid: int

@@ -11,7 +11,6 @@ import os
 import pickle
 import re
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +18,7 @@ from trainprof.analysis.options import TableOptions, using_table_options
 from trainprof.errors import TraceError
 from trainprof.interrupts import ignore_interrupts
 from trainprof.pipes import read_frame, write_frame
+from trainprof.structs import replace
 
 if TYPE_CHECKING:
     from trainprof.analysis.results import RankAnalysis

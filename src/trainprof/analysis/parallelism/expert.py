@@ -18,10 +18,11 @@ combine with another's compute). On a CPU rank (gloo) it is the host's all-to-al
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.dataframes import data_frame
@@ -52,8 +53,7 @@ def expert_part(trace: Trace, part: Part, all_to_all: np.ndarray) -> ExpertComm:
                       calls=len(calls) if calls else len(owned), on_device=activity.on_device(trace))
 
 
-@dataclass
-class ExpertRank:
+class ExpertRank(msgspec.Struct):
     """One rank's all-to-all, ms per step."""
 
     rank: int
@@ -68,8 +68,7 @@ class ExpertRank:
                 "step_ms": self.step_ms}
 
 
-@dataclass
-class ExpertBalance:
+class ExpertBalance(msgspec.Struct):
     """The job's all-to-all across its expert-parallel ranks."""
 
     ranks: list[ExpertRank]

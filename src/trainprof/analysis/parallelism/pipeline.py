@@ -13,10 +13,11 @@ over S stages lasts about (M + S - 1) times the slowest stage's time per micro-b
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis.dataframes import data_frame
 
@@ -26,8 +27,7 @@ if TYPE_CHECKING:
 _ROLE_ORDER = {"first": 0, "middle": 1, None: 1, "last": 2}
 
 
-@dataclass
-class Stage:
+class Stage(msgspec.Struct):
     """One stage (rank) of the pipeline: medians over its steps, in ms."""
 
     stage: int
@@ -50,8 +50,7 @@ class Stage:
                 "cooldown_wait_ms": self.phases_ms[2], "idle_pct": self.idle_pct}
 
 
-@dataclass
-class Pipeline:
+class Pipeline(msgspec.Struct):
     """The pipeline of a job, from its stages' ranks."""
 
     stages: list[Stage]

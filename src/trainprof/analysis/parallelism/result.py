@@ -3,10 +3,11 @@ pipeline figures per step and its FSDP figures per layer (docs/parallelism.md)."
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis.dataframes import data_frame
 
@@ -18,8 +19,7 @@ KINDS = ("fsdp", "pipeline", "tensor", "expert", "ddp")
 SERIAL_OVERLAP_SHARE = 0.05
 
 
-@dataclass
-class ProcessGroup:
+class ProcessGroup(msgspec.Struct):
     """A process group the trace names (Kineto's ``distributedInfo.pg_config``)."""
 
     name: str
@@ -32,8 +32,7 @@ class ProcessGroup:
                 "ranks": self.ranks}
 
 
-@dataclass
-class StageStep:
+class StageStep(msgspec.Struct):
     """One step of a pipeline stage; times in µs."""
 
     step_us: float
@@ -57,8 +56,7 @@ class StageStep:
                 "forward_micro_batches": self.forward_micro_batches}
 
 
-@dataclass
-class LayerComm:
+class LayerComm(msgspec.Struct):
     """One FSDP unit (a module wrapped with ``fully_shard``): communication with no compute
     running while its hooks run, in µs over every step."""
 
@@ -114,8 +112,7 @@ class LayerComm:
                 "backward_prefetch_distance": self.backward_prefetch_distance}
 
 
-@dataclass
-class FsdpQueues:
+class FsdpQueues(msgspec.Struct):
     """Where a rank's FSDP all-gathers and gradient reductions (reduce-scatters, and the
     all-reduces gloo runs them as) run: the queues (a GPU stream, a host thread of the
     backend) and how long the two kinds ran at the same time, in µs over every step."""
@@ -157,8 +154,7 @@ def _median(values: list[int]) -> float | None:
     return float(np.median(values)) if values else None
 
 
-@dataclass
-class Parallelism:
+class Parallelism(msgspec.Struct):
     """What one rank shows of the job's parallelism (docs/parallelism.md)."""
 
     kinds: list[str]  # among KINDS
@@ -227,8 +223,7 @@ class Parallelism:
 
 
 
-@dataclass
-class TensorLayer:
+class TensorLayer(msgspec.Struct):
     """The tensor-parallel collectives one layer issued or waited for (docs/parallelism.md), µs
     over every step: a layer is the innermost module or annotation range around them, else
     ``(backward)`` or ``(outside layers)``."""
@@ -252,8 +247,7 @@ class TensorLayer:
                 "on_path_ms_per_step": self.on_path_us / max(path_steps, 1) / 1000.0}
 
 
-@dataclass
-class TensorSpans:
+class TensorSpans(msgspec.Struct):
     """Each tensor-parallel collective's time and where it ran, to meet the critical path:
     ``lane`` as the path names its lanes (``host thread T``, ``GPU D stream S``), ``layer`` an
     index into the section's layers. Not written to JSON."""
@@ -270,12 +264,11 @@ class TensorSpans:
         self.layer += other.layer
 
 
-@dataclass
-class TensorParallel:
+class TensorParallel(msgspec.Struct):
     """A tensor-parallel rank's collectives per layer and their share of the critical path."""
 
     layers: list[TensorLayer]
-    spans: TensorSpans = field(default_factory=TensorSpans, repr=False)
+    spans: TensorSpans = field(default_factory=TensorSpans)
     #: The critical path's steps (their replayed step time, summed) and the collectives' time
     #: on them: None where no path was drawn (analysis/parallelism/tensor.py ``on_path``).
     path_us: float | None = None
@@ -307,8 +300,7 @@ class TensorParallel:
                 "layers": [x.to_dict(steps, self.path_steps) for x in self.layers]}
 
 
-@dataclass
-class ExpertComm:
+class ExpertComm(msgspec.Struct):
     """A rank's all-to-all (expert parallelism's dispatch and combine, DeepEP's kernels
     included), µs over every step (docs/parallelism.md)."""
 

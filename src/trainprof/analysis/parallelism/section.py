@@ -5,9 +5,10 @@ figures per step and its FSDP figures per layer, computed window by window
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.event_columns import event_ends
@@ -58,8 +59,7 @@ _FUNCTIONAL_ATTRIBUTE = "_trainprof_parallelism_functional"
 _CALL, _FUNCTIONAL = 16, 32
 
 
-@dataclass
-class _Part:
+class _Part(msgspec.Struct):
     """What one window knows: counts over its part of the span, its own steps' figures."""
 
     signals: Counter[str] = field(default_factory=Counter)

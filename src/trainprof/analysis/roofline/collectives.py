@@ -13,10 +13,11 @@ docs/roofline.md.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis.calls.nesting import HostRanges
 from trainprof.analysis.dataframes import data_frame
@@ -25,6 +26,7 @@ from trainprof.analysis.overview.steps import StepWindows, launch_links
 from trainprof.analysis.roofline.peaks import trace_device
 from trainprof.analysis.streaming.windows import Window, WindowedSection, owned_step_span
 from trainprof.hardware.table import Device
+from trainprof.structs import asdict
 from trainprof.trace.model import FLAG_COMM, Kind, Trace, collective_type, dtype_bytes
 
 #: Groups of at most this many ranks are assumed to run inside one node (NVLink / xGMI).
@@ -45,8 +47,7 @@ def bus_factor(collective: str, n: int) -> float | None:
     return None
 
 
-@dataclass
-class CollectiveBandwidth:
+class CollectiveBandwidth(msgspec.Struct):
     """One collective type, message size and group size; times in µs, bandwidths in GB/s."""
 
     type: str
@@ -64,8 +65,7 @@ class CollectiveBandwidth:
         return asdict(self)
 
 
-@dataclass
-class Collectives:
+class Collectives(msgspec.Struct):
     device: str | None  # the table entry the peaks come from
     sized: int  # kernels with a known size, type and group
     unsized: int  # communication kernels without
@@ -81,15 +81,13 @@ class Collectives:
                 "rows": [r.to_dict() for r in self.rows], "notes": self.notes}
 
 
-@dataclass
-class _Sizes:
+class _Sizes(msgspec.Struct):
     type: np.ndarray  # object: collective type name per kernel ("" when unknown)
     nbytes: np.ndarray  # float, nan when unknown
     group: np.ndarray  # int, 0 when unknown
 
 
-@dataclass
-class CollectivesPart:
+class CollectivesPart(msgspec.Struct):
     """What one window adds: its own sized kernels, summed per (type, bytes, group size) in
     the order first seen, and its counts. Bounded by the distinct collectives, not by calls."""
 

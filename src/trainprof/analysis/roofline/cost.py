@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 # Element size and the peak-table dtype of each recorded ``Input type``.
 _DTYPES: dict[str, tuple[int, str]] = {
@@ -19,8 +20,7 @@ _DTYPES: dict[str, tuple[int, str]] = {
 }
 
 
-@dataclass(frozen=True)
-class OpCost:
+class OpCost(msgspec.Struct, frozen=True):
     """One call's work: its class, FLOPs, bytes read and written, and the dtype it computes in."""
 
     op_class: str

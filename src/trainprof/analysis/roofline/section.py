@@ -13,10 +13,11 @@ minus roofline time. Ops are summed per op, shape and dtype, and per op class.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis.calls.attribution import device_links
 from trainprof.analysis.calls.calltree import CallTree, call_tree
@@ -28,14 +29,14 @@ from trainprof.analysis.roofline.peaks import trace_device
 from trainprof.analysis.streaming.windows import Window, WindowedSection, owned_step_span
 from trainprof.analysis.tabular import group_ids
 from trainprof.hardware.table import Device
+from trainprof.structs import asdict
 from trainprof.trace.model import DEVICE_KINDS, Kind, Trace
 
 #: Shape rows kept in the result (the most time lost first); classes are always complete.
 TOP_SHAPES = 50
 
 
-@dataclass
-class RooflineRow:
+class RooflineRow(msgspec.Struct):
     """One op and shape and dtype (or one op class), summed over its calls; times in µs."""
 
     op: str
@@ -60,8 +61,7 @@ class RooflineRow:
         return asdict(self)
 
 
-@dataclass
-class Roofline:
+class Roofline(msgspec.Struct):
     device: Device | None
     device_source: str | None  # "table" or "--hardware"; None when the device is unknown
     ops: int  # modelled op calls with kernel time
@@ -99,8 +99,7 @@ class Roofline:
 RowKey = tuple[str, str, str, str]
 
 
-@dataclass
-class RooflineSum:
+class RooflineSum(msgspec.Struct):
     """One row's figures summed over its calls: what a window carries per op and shape."""
 
     first: tuple[float, float, float]  # (thread, start, -end) of its first call: tree order
@@ -149,8 +148,7 @@ class RooflineSum:
         self.no_peak |= other.no_peak
 
 
-@dataclass
-class RooflinePart:
+class RooflinePart(msgspec.Struct):
     """What one window adds: its GPU time and its modelled calls summed per row."""
 
     device: Device | None

@@ -10,10 +10,11 @@ measured against host ops. See docs/communication.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis import intervals as iv
 from trainprof.analysis import tabular
@@ -37,8 +38,7 @@ from trainprof.trace.model import (
 _HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
 
 
-@dataclass
-class CollectiveType:
+class CollectiveType(msgspec.Struct):
     """All collectives of one type inside the step window; times in µs."""
 
     type: str
@@ -65,8 +65,7 @@ class CollectiveType:
         }
 
 
-@dataclass
-class Instances:
+class Instances(msgspec.Struct):
     """Each collective once, for matching across ranks (not part of the JSON)."""
 
     type: np.ndarray  # index into COLLECTIVE_TYPES
@@ -90,8 +89,7 @@ class Instances:
         return len(self.dur_us)
 
 
-@dataclass
-class Communication:
+class Communication(msgspec.Struct):
     source: str  # "kernels", "host ops", or "none"
     backend: str | None
     window_us: float
@@ -100,7 +98,7 @@ class Communication:
     busy_us: float
     exposed_us: float
     per_step_ms: list[float]  # communication time (union) in each step
-    instances: Instances = field(default_factory=Instances.empty, repr=False)
+    instances: Instances = field(default_factory=Instances.empty)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -126,8 +124,7 @@ class Communication:
         return data_frame([t.to_dict(self.steps) for t in self.types])
 
 
-@dataclass
-class _Found:
+class _Found(msgspec.Struct):
     """The collectives one way of finding them sees in a window's part (see ``_partial``)."""
 
     rows: dict[int, CollectiveType]  # by type code: owned counts and times, busy over the part
@@ -150,8 +147,7 @@ class _Found:
         return sum(r.count for r in self.rows.values())
 
 
-@dataclass
-class _Part:
+class _Part(msgspec.Struct):
     backend: str | None
     kernels: _Found | None  # None: no communication kernel overlaps the part
     host: _Found | None  # None: the window owns communication kernels
@@ -371,8 +367,7 @@ def _host_compute(trace: Trace, threads: np.ndarray, start: float, end: float) -
     return iv.clip(iv.union(ev.ts[busy], event_ends(ev)[busy]), start, end)
 
 
-@dataclass
-class _HostComm:
+class _HostComm(msgspec.Struct):
     """Host communication ranges, with what each says about type and size."""
 
     ranges: HostRanges

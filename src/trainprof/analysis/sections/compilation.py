@@ -16,10 +16,11 @@ untraced time".
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.dataframes import data_frame
@@ -43,8 +44,7 @@ FRAME_MIN_SHARE = 0.1  # of the longest one's time
 _RECORDED_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.SYNC, *LAUNCH_KINDS)
 
 
-@dataclass
-class Compilation:
+class Compilation(msgspec.Struct):
     """Compile and untraced time of one rank, per step and in total."""
 
     steps: int
@@ -94,8 +94,7 @@ class Compilation:
         }
 
 
-@dataclass
-class CompileRange:
+class CompileRange(msgspec.Struct):
     """A compile range as one window sees it: its start (the key), whether the window owns it,
     how much of the window's own steps it covers, and what decides whether it recompiles."""
 
@@ -107,8 +106,7 @@ class CompileRange:
     step_start: float  # start of the step it begins in, -inf before the first step
 
 
-@dataclass
-class CompilationPart:
+class CompilationPart(msgspec.Struct):
     """What one window tells of compile and untraced time in its own steps."""
 
     ranges: list[CompileRange]

@@ -8,9 +8,9 @@ GPU timeline, analysis/overview/timeline.py). Units: bytes, µs, GB/s (10^9 byte
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from trainprof.analysis import intervals as iv
@@ -33,8 +33,7 @@ KINDS = (*MEMCPY_DIRECTIONS, "memset")
 _GBPS = 1e-3
 
 
-@dataclass
-class CopyRow:
+class CopyRow(msgspec.Struct):
     """All copies of one direction (or all memsets) inside the window."""
 
     kind: str
@@ -74,8 +73,7 @@ class CopyRow:
         }
 
 
-@dataclass
-class Copies:
+class Copies(msgspec.Struct):
     window_us: float
     steps: int
     rows: list[CopyRow]  # only kinds that occur, in KINDS order
@@ -100,8 +98,7 @@ class Copies:
         return data_frame([r.to_dict(self.window_us, self.steps) for r in self.rows])
 
 
-@dataclass
-class _Part:
+class _Part(msgspec.Struct):
     """What one window knows of the copies: rows over its part of the span, and the copies it
     owns still running at the part's end (cut at the span's end only once that is known)."""
 

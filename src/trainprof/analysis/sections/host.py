@@ -20,10 +20,11 @@ See docs/metrics.md, "Host time".
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.dataframes import data_frame
@@ -61,8 +62,7 @@ _FUSED_OPTIMIZER = re.compile(r"_fused_(?:adam|adamw|sgd|adagrad)", re.IGNORECAS
 _OP_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, *LAUNCH_KINDS)
 
 
-@dataclass
-class HostSpot:
+class HostSpot(msgspec.Struct):
     """A host range (Python frame or op) inside the time of one part."""
 
     name: str
@@ -72,8 +72,7 @@ class HostSpot:
         return {"name": self.name, "ms_per_step": self.ms_per_step}
 
 
-@dataclass
-class OptimizerFacts:
+class OptimizerFacts(msgspec.Struct):
     """What the optimizer step runs: its name, ops per step and implementation."""
 
     name: str | None  # e.g. "Adam", from ``Optimizer.step#Adam.step``
@@ -86,8 +85,7 @@ class OptimizerFacts:
                 "mean_op_us": self.mean_op_us, "implementation": self.implementation}
 
 
-@dataclass
-class HostTime:
+class HostTime(msgspec.Struct):
     """Per part: mean ms per step and share of the step time; None where not measured."""
 
     steps: int
@@ -155,8 +153,7 @@ def _lead_in(busy: iv.Intervals, steps: StepWindows) -> iv.Intervals:
     return iv.union(steps.starts, first)
 
 
-@dataclass
-class SpotPart:
+class SpotPart(msgspec.Struct):
     """What one window tells of the host ranges inside one part's time: per name index, the
     time inside of the ranges it saw whole, and the ranges crossing its edges (keyed by thread,
     start, name and duration) with the time it saw inside them."""
@@ -165,8 +162,7 @@ class SpotPart:
     crossing: dict[tuple[int, float, int, float], float]
 
 
-@dataclass
-class HostSlice:
+class HostSlice(msgspec.Struct):
     """One window's figures, computed as on a GPU or as on a CPU-only trace."""
 
     totals: dict[str, float]  # µs per part, over the window's own steps
@@ -174,8 +170,7 @@ class HostSlice:
     spots: dict[str, SpotPart]
 
 
-@dataclass
-class OptimizerPart:
+class OptimizerPart(msgspec.Struct):
     """The optimizer's ops one window owns."""
 
     ops: int
@@ -185,8 +180,7 @@ class OptimizerPart:
     labels: list[int]  # name indices of the ``Optimizer.step#`` annotations
 
 
-@dataclass
-class HostPart:
+class HostPart(msgspec.Struct):
     """What one window tells of the host time of its own steps."""
 
     gpu: bool

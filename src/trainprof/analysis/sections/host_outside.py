@@ -12,10 +12,11 @@ computation show up here. See docs/metrics.md, "Work outside the training phases
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.calls.callsites import node_sources
@@ -45,8 +46,7 @@ TOP_WORK = 5
 _DISTRIBUTED = re.compile(r"^(?:torch\.distributed\.|FSDP::|c10d::|record_param_comms)")
 
 
-@dataclass
-class OutsideWork:
+class OutsideWork(msgspec.Struct):
     """An outermost op (or annotation) in the time outside the training phases."""
 
     name: str
@@ -59,8 +59,7 @@ class OutsideWork:
                 "ms_per_step": self.ms_per_step}
 
 
-@dataclass
-class OutsideTraining:
+class OutsideTraining(msgspec.Struct):
     """Host ops running outside data, forward, backward and the optimizer, per step."""
 
     per_step_pct: list[float]  # of each step's time, in step order
@@ -78,8 +77,7 @@ class OutsideTraining:
                 "top": [w.to_dict() for w in self.top]}
 
 
-@dataclass
-class OutsidePart:
+class OutsidePart(msgspec.Struct):
     """One window's own steps: µs of outside work and of the step, and µs and calls per
     (op name index, call site)."""
 

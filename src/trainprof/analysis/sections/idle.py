@@ -13,10 +13,11 @@ Each gap is classified as HTA does (docs/idle.md):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis import tabular
 from trainprof.analysis.calls.nesting import HostRanges, grouped_running_max
@@ -49,8 +50,7 @@ _ROLE_FLAGS = FLAG_DATALOADER | FLAG_OPTIMIZER | FLAG_COMM
 CATEGORIES = ("host_wait", "kernel_wait", "other")
 
 
-@dataclass
-class IdleRow:
+class IdleRow(msgspec.Struct):
     """Idle time of one device (``stream`` None: all its streams merged) or one stream, in µs."""
 
     device: int
@@ -82,8 +82,7 @@ class IdleRow:
         }
 
 
-@dataclass
-class HostActivity:
+class HostActivity(msgspec.Struct):
     """A top-level host range overlapping a gap."""
 
     name: str
@@ -94,8 +93,7 @@ class HostActivity:
         return {"name": self.name, "thread": self.thread, "overlap_us": self.overlap_us}
 
 
-@dataclass
-class IdleGap:
+class IdleGap(msgspec.Struct):
     device: int
     start_ms: float  # from the start of the step window
     duration_us: float
@@ -111,8 +109,7 @@ class IdleGap:
                 "no_host_op_us": self.no_host_op_us, "host": [h.to_dict() for h in self.host]}
 
 
-@dataclass
-class IdleTime:
+class IdleTime(msgspec.Struct):
     window_ms: float
     kernel_wait_max_us: float
     devices: list[IdleRow]
@@ -133,8 +130,7 @@ class IdleTime:
         return data_frame([r.to_dict() for r in (*self.devices, *self.streams)])
 
 
-@dataclass
-class _Gaps:
+class _Gaps(msgspec.Struct):
     """Per device event (sorted by group, start): the gap before it and its category."""
 
     group: np.ndarray
@@ -145,8 +141,7 @@ class _Gaps:
     prev: np.ndarray  # the latest end before each event in its group (nan: first)
 
 
-@dataclass
-class _First:
+class _First(msgspec.Struct):
     """A group's first event in a window: its gap depends on what ran before the window."""
 
     ts: float
@@ -155,8 +150,7 @@ class _First:
     pos: int  # its position in the window's (group, start) order
 
 
-@dataclass
-class _Group:
+class _Group(msgspec.Struct):
     """What a window knows of one device (stream None) or stream: its events from the second
     on are final; the first waits for the end of the work before the window."""
 
@@ -170,8 +164,7 @@ class _Group:
     reach: float  # the latest end the window sees in the group, margin included
 
 
-@dataclass
-class _HostPiece:
+class _HostPiece(msgspec.Struct):
     """Host activity in part of a gap: top-level ranges (key, name, thread, overlap) and how
     long any of them covered it."""
 
@@ -179,8 +172,7 @@ class _HostPiece:
     covered: float
 
 
-@dataclass
-class _Candidate:
+class _Candidate(msgspec.Struct):
     """One of a window's longest device gaps, with the host ranges during it."""
 
     device: int
@@ -191,8 +183,7 @@ class _Candidate:
     order: tuple[int, int]  # (window, position): ties keep the whole trace's order
 
 
-@dataclass
-class _Part:
+class _Part(msgspec.Struct):
     devices: dict[int, _Group]
     streams: dict[tuple[int, int], _Group]
     longest: list[_Candidate]
@@ -255,7 +246,6 @@ def _partial(window: Window) -> _Part:
                  window.index)
 
 
-@dataclass
 class _Sorted(_Gaps):
     """``_Gaps`` with, per sorted event, whether the window owns it and whether it is its
     group's first owned event."""
@@ -292,8 +282,7 @@ def _groups(group: np.ndarray, ts: np.ndarray, te: np.ndarray, lts: np.ndarray,
     return out, _Sorted(g.group, g.ts, g.gap, g.category, g.order, g.prev, own_s, first)
 
 
-@dataclass
-class _TopRanges:
+class _TopRanges(msgspec.Struct):
     """The top-level host ranges of a window that say what the CPU was doing."""
 
     trace: Trace

@@ -5,12 +5,14 @@ The classes come from trace/kernel_class.py; see docs/kernel_classes.md.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis.tabular import share
+from trainprof.structs import asdict
 from trainprof.trace.kernel_class import CLASS_LABELS
 from trainprof.trace.kernel_context import kernel_classes
 from trainprof.trace.model import Trace
@@ -19,8 +21,7 @@ from trainprof.trace.model import Trace
 UNCLASSIFIED_LISTED = 10
 
 
-@dataclass
-class UnclassifiedKernel:
+class UnclassifiedKernel(msgspec.Struct):
     """A kernel name of no known family: counted as compute, a guess the reader should see."""
 
     name: str
@@ -28,8 +29,7 @@ class UnclassifiedKernel:
     total_us: float
 
 
-@dataclass
-class KernelClassShares:
+class KernelClassShares(msgspec.Struct):
     """Kernel time (µs, whole trace) per class, their shares of all kernel time, and the guesses."""
 
     total_us: float
@@ -44,8 +44,7 @@ class KernelClassShares:
         return asdict(self)
 
 
-@dataclass
-class ClassPart:
+class ClassPart(msgspec.Struct):
     """Kernel time per class of some kernels, and the unclassified names (index, calls, time):
     what one window adds to the shares."""
 

@@ -8,10 +8,11 @@ kernel's calls weighted by duration. Calls that do not report them are left out 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis.calls.attribution import device_links
 from trainprof.analysis.calls.calltree import call_tree, canonical_names
@@ -29,6 +30,7 @@ from trainprof.analysis.sorting import group_min_max
 from trainprof.analysis.streaming.parts import no_steps
 from trainprof.analysis.streaming.windows import Window, WindowedSection, owns
 from trainprof.analysis.tabular import group_ids, share
+from trainprof.structs import asdict, fields
 from trainprof.trace.kernel_class import (
     CLASS_LABELS,
     FUSED_ATTENTION,
@@ -41,8 +43,7 @@ from trainprof.trace.kernel_context import kernel_classes
 from trainprof.trace.model import FLAG_COMM, Kind, Trace
 
 
-@dataclass
-class KernelRow:
+class KernelRow(msgspec.Struct):
     """One kernel name over all its calls. Times in µs."""
 
     name: str
@@ -78,8 +79,7 @@ _TC_ELIGIBLE_OP = re.compile(
 _SOFTMAX_OP = re.compile(r"(?:^|::)_?softmax(?:$|_backward)", re.IGNORECASE)
 
 
-@dataclass
-class KernelFacts:
+class KernelFacts(msgspec.Struct):
     """Kernel time (µs, whole trace, communication kernels left out) behind the GPU rules."""
 
     compute_us: float = 0.0
@@ -112,8 +112,7 @@ class KernelFacts:
         return asdict(self)
 
 
-@dataclass
-class KernelStats:
+class KernelStats(msgspec.Struct):
     """Kernels of one trace, largest total time first."""
 
     rows: list[KernelRow]
@@ -136,8 +135,7 @@ class KernelStats:
         return data_frame([r.to_dict() for r in self.rows])
 
 
-@dataclass
-class KernelPart:
+class KernelPart(msgspec.Struct):
     """What one window tells of the kernels it owns: per canonical kernel name (``key``,
     ascending) the figures of its calls and its first call, the kernel time per (kernel, op)
     pair, the GPU-rule facts and the class shares."""
@@ -237,7 +235,7 @@ def combine_kernels(parts: list[KernelPart], steps: StepWindows | None = None) -
                        classes=combine_class_parts([p.classes for p in parts], names))
 
 
-class _KernelSection(WindowedSection[KernelPart, KernelStats]):
+class _KernelSection(WindowedSection[KernelPart, KernelStats], frozen=True):
     """Kernels need no steps: ``kernel_stats(trace)`` runs over the whole trace."""
 
     def __call__(self, trace: Trace, steps: StepWindows | None = None) -> KernelStats:

@@ -8,10 +8,11 @@ window count. All times are µs.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.calls.attribution import DeviceLinks, device_links
@@ -22,6 +23,7 @@ from trainprof.analysis.sorting import group_order, unique_below
 from trainprof.analysis.streaming.parts import ValueCounts
 from trainprof.analysis.streaming.windows import Window, WindowedSection
 from trainprof.analysis.tabular import share
+from trainprof.structs import asdict
 from trainprof.trace.model import DEVICE_KINDS, Kind, Trace, is_graph_launch
 
 #: A kernel shorter than this is "small": launching it costs about as much as running it.
@@ -39,8 +41,7 @@ SLOW_LAUNCH_US = 50.0
 LATE_START_US = 100.0
 
 
-@dataclass
-class LaunchApi:
+class LaunchApi(msgspec.Struct):
     """One launch call name (``cudaLaunchKernel``, ``cuLaunchKernel``...)."""
 
     name: str
@@ -49,8 +50,7 @@ class LaunchApi:
     total_us: float
 
 
-@dataclass
-class LaunchStats:
+class LaunchStats(msgspec.Struct):
     """Launch overhead inside the step window. Distributions are {mean, median, p90, max}."""
 
     launches: int
@@ -73,7 +73,7 @@ class LaunchStats:
     graph_launches: int = 0
     graph_kernels: int = 0
     #: Per launch, for the API: event indices and times (not in to_dict).
-    records: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    records: dict[str, np.ndarray] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -101,8 +101,7 @@ class LaunchStats:
         ])
 
 
-@dataclass
-class LaunchPart:
+class LaunchPart(msgspec.Struct):
     """What one window tells of the launches it owns (those starting in its region and in
     the steps): distributions as value counts, counts, and time in its span."""
 

@@ -10,10 +10,11 @@ headroom are reported as unknown (None) and a note says so. See docs/memory.md.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis import intervals as iv
 from trainprof.analysis import tabular
@@ -44,8 +45,7 @@ _OLD_FORMAT_NOTE = (
 )
 
 
-@dataclass
-class AllocatingOp:
+class AllocatingOp(msgspec.Struct):
     op: str
     allocations: int
     bytes: float
@@ -54,8 +54,7 @@ class AllocatingOp:
         return {"op": self.op, "allocations": self.allocations, "bytes": self.bytes}
 
 
-@dataclass
-class DeviceMemory:
+class DeviceMemory(msgspec.Struct):
     """Memory figures of one device; bytes unless a name says otherwise."""
 
     device: str  # "cuda:0", "cpu"
@@ -131,8 +130,7 @@ class DeviceMemory:
         }
 
 
-@dataclass
-class AllocatorCalls:
+class AllocatorCalls(msgspec.Struct):
     """Device allocator calls (``cudaMalloc``, ``cudaFree``...) that start inside the steps."""
 
     calls: int = 0
@@ -146,8 +144,7 @@ class AllocatorCalls:
                 "time_pct": self.time_pct, "names": self.names}
 
 
-@dataclass
-class Memory:
+class Memory(msgspec.Struct):
     devices: list[DeviceMemory]
     notes: list[str] = field(default_factory=list)
     allocator: AllocatorCalls = field(default_factory=AllocatorCalls)
@@ -164,8 +161,7 @@ class Memory:
         return data_frame([d.summary() for d in self.devices])
 
 
-@dataclass
-class _DevicePart:
+class _DevicePart(msgspec.Struct):
     """What one window knows of one device's memory events (those it owns)."""
 
     has_totals: bool  # its events carry Total Allocated (else: old format, running sums)
@@ -188,8 +184,7 @@ class _DevicePart:
     reserved: np.ndarray
 
 
-@dataclass
-class _Part:
+class _Part(msgspec.Struct):
     devices: dict[tuple[int, int], _DevicePart]
     totals: dict[tuple[int, int], float | None]  # device memory from the trace's properties
     allocator: AllocatorCalls

@@ -11,10 +11,11 @@ runs its backward. Figures are summed over the calls that start inside a step. d
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis.calls.calltree import CallTree, call_tree, canonical_names, nearest_marked
 from trainprof.analysis.dataframes import data_frame
@@ -23,6 +24,7 @@ from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.sections.modules_backward import backward_nodes, enclosing
 from trainprof.analysis.sections.operators import node_times
 from trainprof.analysis.streaming.windows import Window, WindowedSection, owns
+from trainprof.structs import asdict
 from trainprof.trace.model import DEVICE_KINDS, Kind, Trace
 
 #: The name prefix PyTorch gives a module call's event.
@@ -36,8 +38,7 @@ _SEPARATOR = "/"
 SHORT_PATH_LEVELS = 3
 
 
-@dataclass
-class ModuleRow:
+class ModuleRow(msgspec.Struct):
     """One module path (``Net_0/Block_0/Linear_1``), summed over its calls. Times in µs."""
 
     name: str
@@ -60,8 +61,7 @@ class ModuleRow:
         return asdict(self)
 
 
-@dataclass
-class ModuleTree:
+class ModuleTree(msgspec.Struct):
     """Rows in depth-first order (a parent before its children)."""
 
     rows: list[ModuleRow]
@@ -72,7 +72,7 @@ class ModuleTree:
     note: str | None = None
     #: "device" or "host" -> op name -> {row index: µs}: the self time of the ops under each
     #: module (device: their kernels'); not in JSON, used to name modules in findings.
-    op_time: dict[str, dict[str, dict[int, float]]] = field(default_factory=dict, repr=False)
+    op_time: dict[str, dict[str, dict[int, float]]] = field(default_factory=dict)
 
     @property
     def available(self) -> bool:
@@ -119,8 +119,7 @@ class ModuleTree:
         return ("…" + _SEPARATOR if cut else "") + _SEPARATOR.join(reversed(names[:levels]))
 
 
-@dataclass
-class ModuleShare:
+class ModuleShare(msgspec.Struct):
     """Where some ops' time lies among the modules (``ModuleTree.where``)."""
 
     path: str  # the heaviest module
@@ -146,8 +145,7 @@ _FWD = ("calls", "host_total", "host_self", "device_total", "device_self")
 _BWD = ("calls", "host_self", "device_self")
 
 
-@dataclass
-class ModulesPart:
+class ModulesPart(msgspec.Struct):
     """What one window adds, keyed by module path (the names along it): bounded by the paths
     and op names, not by calls."""
 

@@ -12,9 +12,9 @@ gives the theoretical occupancy. See docs/kernel_classes.md.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from trainprof.analysis import intervals as iv
@@ -32,8 +32,7 @@ FULL_FILL = 0.9
 _MAX_BLOCKS_PER_SM = {(7, 5): 16, (8, 6): 16, (8, 7): 16, (8, 9): 24, (12, 0): 24}
 
 
-@dataclass
-class LaunchFill:
+class LaunchFill(msgspec.Struct):
     """Per kernel call (in the order given), nan where the trace does not say."""
 
     blocks: np.ndarray  # thread blocks launched

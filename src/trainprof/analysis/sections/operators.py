@@ -9,10 +9,11 @@ below it. Everything is summed over the whole trace, per op name (or name and in
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis.calls.attribution import device_links
 from trainprof.analysis.calls.callsites import python_sources, stack_sources, user_frames
@@ -30,6 +31,7 @@ from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.parts import no_steps
 from trainprof.analysis.streaming.windows import Window, WindowedSection, owns
 from trainprof.analysis.tabular import group_ids
+from trainprof.structs import asdict
 from trainprof.trace.model import Kind, Trace, is_operator_row
 
 #: Call stacks kept per operator row, heaviest first.
@@ -39,8 +41,7 @@ GRAD_SCALER_OPS = re.compile(
     r"_amp_(?:foreach_)?non_finite_check_and_unscale_?|_amp_update_scale_?$")
 
 
-@dataclass
-class CallSite:
+class CallSite(msgspec.Struct):
     """Where an op was called from, and how much of its time came from there."""
 
     source: str | None  # the innermost frame of the user's code
@@ -50,8 +51,7 @@ class CallSite:
     device_total_us: float
 
 
-@dataclass
-class OperatorRow:
+class OperatorRow(msgspec.Struct):
     """One op name (or name and input shapes), summed over its calls. Times in µs."""
 
     name: str
@@ -67,8 +67,7 @@ class OperatorRow:
         return asdict(self)
 
 
-@dataclass
-class OperatorStats:
+class OperatorStats(msgspec.Struct):
     """The operator table of one trace, sorted by ``sort_by`` (largest first)."""
 
     rows: list[OperatorRow]
@@ -106,8 +105,7 @@ class OperatorStats:
                            for r in self.rows])
 
 
-@dataclass
-class SiteSums:
+class SiteSums(msgspec.Struct):
     """Per (row group, call site): the group's keys, the site, and its calls' count and times."""
 
     name: np.ndarray  # canonical name index of the group
@@ -127,8 +125,7 @@ class SiteSums:
                    cat("device_us"), {s: x for p in parts for s, x in p.labels.items()})
 
 
-@dataclass
-class OperatorPart:
+class OperatorPart(msgspec.Struct):
     """What one window tells of the ops it owns: per group (canonical name, shape index),
     calls and summed times, and per (group, call site) the calls and times of its calls."""
 

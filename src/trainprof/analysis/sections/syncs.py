@@ -10,10 +10,11 @@ its caller the outermost; its cause the outermost known culprit on that chain (`
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.calls.callsites import node_sources
@@ -25,6 +26,7 @@ from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.parts import Carried, carried, carried_over, part_of
 from trainprof.analysis.streaming.windows import Window, WindowedSection
 from trainprof.analysis.tabular import share
+from trainprof.structs import asdict
 from trainprof.trace.model import (
     LAUNCH_KINDS,
     SYNC_KINDS,
@@ -40,8 +42,7 @@ EXPLICIT_SYNC = "torch.cuda.synchronize()"
 PROFILER_SYNC = "torch.cuda.synchronize() after the last op: the profiler's own, when it stops"
 
 
-@dataclass
-class SyncSite:
+class SyncSite(msgspec.Struct):
     """Syncs with the same call, ops and source line."""
 
     call: str  # e.g. cudaStreamSynchronize
@@ -61,15 +62,13 @@ class SyncSite:
         return asdict(self)
 
 
-@dataclass
-class StepSyncs:
+class StepSyncs(msgspec.Struct):
     step: int
     count: int
     blocked_us: float
 
 
-@dataclass
-class SyncStats:
+class SyncStats(msgspec.Struct):
     """Every sync of one trace, grouped by call site (most time blocked first)."""
 
     count: int  # every sync of the trace, the profiler's own included
@@ -114,8 +113,7 @@ _Figures = list
 _SiteKey = tuple  # (call, kind, op, caller, cause, source)
 
 
-@dataclass
-class _Undecided:
+class _Undecided(msgspec.Struct):
     """A device-wide sync outside any op after the window's last op: the profiler's own only
     if no later window has an op ending after it (its cause waits for that)."""
 
@@ -128,8 +126,7 @@ class _Undecided:
     source: str | None
 
 
-@dataclass
-class _Part:
+class _Part(msgspec.Struct):
     """One window's syncs: sites (and undecided syncs) in order of first appearance, figures
     for its own steps."""
 

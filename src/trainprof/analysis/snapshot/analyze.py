@@ -7,8 +7,10 @@ Input is the snapshot dict (`trace.snapshot.load_snapshot`); the keys follow
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
+from msgspec import field
 
 from trainprof.analysis.snapshot.history import History, history, step_windows
 from trainprof.analysis.snapshot.holders import by_holder
@@ -23,8 +25,7 @@ BLOCK_ROUNDING = 512
 STATES = ("active_allocated", "active_pending_free", "inactive")
 
 
-@dataclass
-class DeviceState:
+class DeviceState(msgspec.Struct):
     """One device's segments and blocks at the snapshot."""
 
     device: int
@@ -41,7 +42,7 @@ class DeviceState:
     largest_free: dict[str, int] = field(default_factory=lambda: {"small": 0, "large": 0})
     free_by_pool: dict[str, int] = field(default_factory=lambda: {"small": 0, "large": 0})
     #: (pool, stream) -> [free bytes, largest free block]: a block serves only its own stream.
-    free_by_stream: dict[tuple[str, int], list[int]] = field(default_factory=dict, repr=False)
+    free_by_stream: dict[tuple[str, int], list[int]] = field(default_factory=dict)
     blocks: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATES, 0))
     device_total: int | None = None
 
@@ -59,14 +60,13 @@ class DeviceState:
         return 100.0 * self.reserved / self.device_total if self.device_total else None
 
     def to_dict(self) -> dict[str, Any]:
-        plain = {k: v for k, v in vars(self).items() if k != "free_by_stream"}
+        plain = {k: getattr(self, k) for k in self.__struct_fields__ if k != "free_by_stream"}
         return {**plain, "fragmentation_pct": self.fragmentation_pct,
                 "reserved_to_allocated": self.reserved_to_allocated,
                 "reserved_pct_of_device": self.reserved_pct_of_device}
 
 
-@dataclass
-class OutOfMemory:
+class OutOfMemory(msgspec.Struct):
     """An out-of-memory error: the failing request against what was free and how it was cut."""
 
     device: int | None
@@ -77,11 +77,10 @@ class OutOfMemory:
     cause: str  # "fragmentation", "capacity", or "unknown"
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(vars(self))
+        return {k: getattr(self, k) for k in self.__struct_fields__}
 
 
-@dataclass
-class SnapshotAnalysis:
+class SnapshotAnalysis(msgspec.Struct):
     """Everything `trainprof memory` shows about one snapshot."""
 
     source: str

@@ -11,10 +11,11 @@ annotations that torch records in `external_annotations` while the profiler runs
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.sections.memory_series import downsample, growth
@@ -26,8 +27,7 @@ _RESERVED = {"segment_alloc": 1, "segment_map": 1, "segment_free": -1, "segment_
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
-@dataclass
-class StepAllocations:
+class StepAllocations(msgspec.Struct):
     """What one step asked of the allocator, and what was live when it ended."""
 
     step: int
@@ -40,8 +40,7 @@ class StepAllocations:
                 "live_at_end": self.live_at_end}
 
 
-@dataclass
-class History:
+class History(msgspec.Struct):
     """One device's history: a down-sampled timeline, the peak, steps and growth."""
 
     device: int

@@ -10,8 +10,10 @@ frames), or, when that entry was dropped, by the free's own stack (`context="all
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
+from msgspec import field
 
 from trainprof.analysis.snapshot.holders import by_holder
 from trainprof.analysis.snapshot.sites import Site, top_sites
@@ -20,8 +22,7 @@ from trainprof.analysis.snapshot.sites import Site, top_sites
 _ALLOC, _FREED = "alloc", "free_completed"
 
 
-@dataclass
-class PeakState:
+class PeakState(msgspec.Struct):
     """One device's live blocks at its peak: bytes by holder, the top sites, and when."""
 
     device: int

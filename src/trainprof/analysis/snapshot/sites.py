@@ -10,8 +10,10 @@ the line that called the model, not to `torch/nn/modules/linear.py` nor to the a
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
+from msgspec import field
 
 from trainprof.analysis.snapshot.frames import (
     NO_STACK,
@@ -30,8 +32,7 @@ TOP_SITES = 10
 STACK_FRAMES = 12
 
 
-@dataclass
-class Site:
+class Site(msgspec.Struct):
     """Where allocations come from: the first user frame (`site`, and its `file`, `line`,
     `function`), the bytes and blocks charged to it, and the stack of its largest block."""
 

@@ -17,8 +17,7 @@ part stays as small as the number of distinct values.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from trainprof.analysis import intervals as iv
@@ -27,8 +26,7 @@ from trainprof.analysis.streaming.windows import Window
 from trainprof.analysis.tabular import summary
 
 
-@dataclass(frozen=True)
-class Part:
+class Part(msgspec.Struct, frozen=True):
     """The time a window answers for: ``[start, end)`` of the step span."""
 
     start: float
@@ -65,8 +63,7 @@ def part_of(window: Window) -> Part:
     return Part(max(lo, span_start), min(hi, span_end), window.first, window.last)
 
 
-@dataclass
-class Carried:
+class Carried(msgspec.Struct):
     """Work a window owns that runs on past its part's end (counted in the steps after it), and
     its own work at the start of its part that such work from the window before may overlap
     (so that time covered by both counts once)."""
@@ -101,8 +98,7 @@ def carried_over(parts: list[Carried]) -> iv.Intervals:
                                          np.array([h[1] for h in head])))
 
 
-@dataclass
-class ValueCounts:
+class ValueCounts(msgspec.Struct):
     """A sample as its distinct values (ascending) and their counts."""
 
     values: np.ndarray

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+import msgspec
 import numpy as np
 
 from trainprof.analysis.overview.steps import StepWindows
@@ -34,8 +34,7 @@ R = TypeVar("R")
 MARGIN_STEPS = 1
 
 
-@dataclass(frozen=True)
-class Window:
+class Window(msgspec.Struct, frozen=True):
     """One window of a trace: its events (with the margin) and the steps it answers for."""
 
     trace: Trace
@@ -71,8 +70,7 @@ class Window:
         return self.index == self.count - 1
 
 
-@dataclass(frozen=True)
-class WindowedSection(Generic[P, R]):
+class WindowedSection(Generic[P, R], msgspec.Struct, frozen=True):
     """A section computed window by window (see the module docstring)."""
 
     partial: Callable[[Window], P]

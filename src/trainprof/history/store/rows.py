@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypedDict
 
+import msgspec
 import numpy as np
+from msgspec import field
+
+from trainprof.structs import asdict, fields
 
 #: Per-step times kept per row; longer runs keep this many, evenly spaced over the run (enough
 #: for the bootstrap of the median, at 8 KB a row).
@@ -19,8 +22,7 @@ MAX_STORED_STEPS = 2048
 _JSON_COLUMNS = ("phases_ms", "findings", "extra")
 
 
-@dataclass
-class RunRecord:
+class RunRecord(msgspec.Struct):
     """A recorded run: where and when, its step-time figures, phases, memory and findings.
 
     ``kind`` says what measured it: ``analysis`` (a trace), ``step_timer``, ``run``

@@ -23,7 +23,9 @@ starts a new level too, unflagged, and the noise is learnt again.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+
+import msgspec
+from msgspec import field
 
 from trainprof.history.store.rows import RunRecord, thin
 from trainprof.history.views.series import Point, points_of
@@ -38,8 +40,7 @@ CONFIDENCE = 0.9
 BOOTSTRAP_MAX_STEPS = 4096
 
 
-@dataclass
-class Verdict:
+class Verdict(msgspec.Struct):
     """How a run compares with its baseline. ``status``: regression, improvement, steady,
     baseline (the noise is not known yet), first, new setup, or unknown (no step time)."""
 
@@ -66,8 +67,7 @@ class Verdict:
                 "confirmed_by": self.confirmed_by}
 
 
-@dataclass
-class Series:
+class Series(msgspec.Struct):
     name: str
     kind: str
     points: list[Point]

@@ -4,8 +4,7 @@ steps pooled."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from trainprof.history.store.rows import RunRecord
@@ -13,8 +12,7 @@ from trainprof.history.store.rows import RunRecord
 JOB_WINDOW_S = 3600.0
 
 
-@dataclass
-class Point:
+class Point(msgspec.Struct):
     """One run of a series: one row, or the rows of one job's ranks."""
 
     rows: list[RunRecord]

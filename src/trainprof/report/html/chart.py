@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 from markupsafe import Markup
 
 
-@dataclass
-class Chart:
+class Chart(msgspec.Struct):
     svg: Markup
     legend: Markup | None = None
     caption: str = ""

@@ -5,8 +5,10 @@ Reads the ``modules`` result in its JSON form; names stay plain ``str`` (the tem
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
+from msgspec import field
 
 from trainprof.formatting import counted
 from trainprof.report.terminal.modules import columns
@@ -15,8 +17,7 @@ from trainprof.report.terminal.modules import columns
 OPEN_LEVELS = 2
 
 
-@dataclass
-class ModuleNode:
+class ModuleNode(msgspec.Struct):
     name: str
     path: str
     figures: str
@@ -25,8 +26,7 @@ class ModuleNode:
     children: list[ModuleNode] = field(default_factory=list)
 
 
-@dataclass
-class ModulesView:
+class ModulesView(msgspec.Struct):
     caption: str
     roots: list[ModuleNode]
     note: str | None

@@ -10,8 +10,10 @@ which escapes its own text. The timeline is our own drawing: nothing is fetched.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
+from msgspec import field
 
 from trainprof.diagnose.snapshot import SPLIT_FREE_NOTE_PCT
 from trainprof.report.html import svg, tables
@@ -28,8 +30,7 @@ SHOWN_STACKS = 5
 SHORT_HISTORY_MS = 20.0
 
 
-@dataclass
-class SnapshotView:
+class SnapshotView(msgspec.Struct):
     anchor: str
     title: str
     error: str = ""

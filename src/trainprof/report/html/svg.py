@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
+import msgspec
 from markupsafe import Markup, escape
 
 WIDTH = 760
@@ -18,8 +18,7 @@ HEIGHT = 260
 _LEFT, _RIGHT, _TOP, _BOTTOM = 58, 12, 24, 40
 
 
-@dataclass(frozen=True)
-class Series:
+class Series(msgspec.Struct, frozen=True):
     """A named series and its colour (a CSS colour of ours, never from a trace)."""
 
     name: str
@@ -163,8 +162,7 @@ def _light(color: str) -> bool:
     return 0.299 * r + 0.587 * g + 0.114 * b > 170
 
 
-@dataclass(frozen=True)
-class Line:
+class Line(msgspec.Struct, frozen=True):
     """A series of a line chart: its look and its y values (same length as the x values)."""
 
     series: Series

@@ -6,8 +6,10 @@ goes into ``data-v`` so the page's small script can sort by it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
+from msgspec import field
 
 from trainprof.analysis.job.rank_table import shown_rows
 from trainprof.formatting import number
@@ -18,8 +20,7 @@ from trainprof.report.names import distinct_names
 DEFAULT_ROWS = 25
 
 
-@dataclass
-class Cell:
+class Cell(msgspec.Struct):
     text: str
     sort: float | str | None = None
     title: str = ""  # a tooltip: the whole text when ``text`` is shortened
@@ -29,15 +30,13 @@ class Cell:
         return self.text if self.sort is None else self.sort
 
 
-@dataclass
-class Column:
+class Column(msgspec.Struct):
     label: str
     numeric: bool = True
     title: str = ""  # a tooltip that says what the column measures
 
 
-@dataclass
-class Table:
+class Table(msgspec.Struct):
     columns: list[Column]
     rows: list[list[Cell]] = field(default_factory=list)
     caption: str = ""

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.diagnose.findings import is_minor, saving_phrase, where_text
 from trainprof.report.html import svg, tables
@@ -38,8 +39,7 @@ from trainprof.report.labels import (
 MAX_STEP_BARS = 150
 
 
-@dataclass
-class RankView:
+class RankView(msgspec.Struct):
     anchor: str
     title: str
     facts: list[tuple[str, str]]

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from trainprof.trace.model import Kind
@@ -50,8 +50,7 @@ MAX_PER_STEP = 8
 PERIOD_WINDOW = 8192
 
 
-@dataclass
-class Found:
+class Found(msgspec.Struct):
     """Steps as [first, stop) ranges of kernel indices (time order), and how they were found."""
 
     bounds: list[tuple[int, int]]

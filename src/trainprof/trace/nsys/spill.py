@@ -19,11 +19,12 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.trace import columns as col
 from trainprof.trace.model import DEVICE_KINDS, LAUNCH_KINDS, Kind
@@ -70,8 +71,7 @@ def spilled_export(path: Path, folder: str | Path | None = None,
         shutil.rmtree(root, ignore_errors=True)
 
 
-@dataclass
-class _Rank:
+class _Rank(msgspec.Struct):
     """One process's spill while it is written."""
 
     folder: Path

@@ -10,11 +10,13 @@ model's kind, name and device fields. The names are what Kineto writes for the s
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, fields
 from typing import Any
 
+import msgspec
 import numpy as np
+from msgspec import field
 
+from trainprof.structs import fields
 from trainprof.trace.model import Kind
 from trainprof.trace.nsys.schema import Export
 
@@ -45,8 +47,7 @@ _ID_MASK = (1 << _ID_BITS) - 1
 DENSE_RANGE = 1 << 16
 
 
-@dataclass
-class Rows:
+class Rows(msgspec.Struct):
     """Rows of one or more tables, column by column."""
 
     start: np.ndarray  # int64 ns
@@ -75,8 +76,7 @@ class Rows:
                        for f in fields(Rows)})
 
 
-@dataclass
-class Catalog:
+class Catalog(msgspec.Struct):
     """Names (with their kind and flags), launch details and shapes, interned per export."""
 
     names: list[str] = field(default_factory=list)
