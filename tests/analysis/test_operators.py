@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from trainprof.analysis.calls.calltree import call_tree
-from trainprof.analysis.options import TableOptions, using_table_options
+from trainprof.analysis.options import AnalyzeOptions, using_options
 from trainprof.analysis.overview.steps import find_steps
 from trainprof.analysis.sections.operators import operator_stats
 from trainprof.analysis.sections.registry import SECTIONS
@@ -117,7 +117,7 @@ def test_section_reads_the_command_line_options(synthetic):
     trace, steps = synthetic
     section = dict(SECTIONS)["operators"]
     assert section(trace, steps).sort_by == "device_self_us"
-    with using_table_options(TableOptions(sort_by="calls", by_shape=True)):
+    with using_options(AnalyzeOptions(sort_by="calls", by_shape=True)):
         result = section(trace, steps)
     assert (result.sort_by, result.by_shape) == ("calls", True)
     assert result.rows[0].name == "aten::add_"

@@ -6,7 +6,7 @@ import csv
 
 import pytest
 
-from trainprof.analysis.options import TableOptions, using_table_options
+from trainprof.analysis.options import AnalyzeOptions, using_options
 from trainprof.analysis.overview.steps import find_steps
 from trainprof.analysis.roofline.section import roofline
 from trainprof.hardware.table import device_from_dict
@@ -68,7 +68,7 @@ def test_unknown_device_gives_figures_without_a_roofline_and_hardware_fills_it(b
     assert "--hardware" in r.notes[0]
     mine = device_from_dict({"name": "Mystery", "peak_tflops": {"bf16": 100.0},
                              "hbm_tb_s": 1.0}, "test")
-    with using_table_options(TableOptions(hardware=mine)):
+    with using_options(AnalyzeOptions(hardware=mine)):
         r = _section(path)
     assert r.device_source == "--hardware"
     row = r.shapes[0]

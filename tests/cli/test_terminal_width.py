@@ -68,9 +68,9 @@ def test_a_wide_terminal_shows_whole_names(resnet):
 
 
 def test_shapes_are_read_whole_at_80_columns(tmp_path):
-    from trainprof.analysis.options import TableOptions, using_table_options
+    from trainprof.analysis.options import AnalyzeOptions, using_options
 
-    with using_table_options(TableOptions(by_shape=True, top=3)):
+    with using_options(AnalyzeOptions(by_shape=True, top=3)):
         analysis = trainprof.analyze(RESNET_W0)
         lines = rendered(analysis, 80)
     assert max(len(line) for line in lines) <= 80

@@ -113,3 +113,17 @@ def test_hardware_reaches_worker_processes(tmp_path):
     ranks = json.loads(out.read_text())["ranks"]
     assert len(ranks) == 2
     assert {r["roofline"]["device"]["name"] for r in ranks} == {"My NPU"}
+
+
+def test_the_api_takes_the_hardware_file_or_device_as_the_cli_does(tmp_path):
+    import trainprof
+
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(GOOD))
+    for hardware in (good, str(good), load_hardware_file(good)):
+        roof = trainprof.analyze(BERT, hardware=hardware).to_dict()["ranks"][0]["roofline"]
+        assert roof["device"]["name"] == "My NPU" and roof["device_source"] == "--hardware"
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    with pytest.raises(HardwareError, match="not valid JSON"):
+        trainprof.analyze(BERT, hardware=bad)

@@ -143,10 +143,10 @@ def test_the_single_trace_report_opens_on_the_top_finding(bert):
 
 def test_module_columns_left_out_at_80_are_named(builder, tmp_path):
     from module_workload import synthetic_gpu_modules
-    from trainprof.analysis.options import TableOptions, using_table_options
+    from trainprof.analysis.options import AnalyzeOptions, using_options
 
     synthetic_gpu_modules(builder)
-    with using_table_options(TableOptions(modules=True)):
+    with using_options(AnalyzeOptions(modules=True)):
         analysis = trainprof.analyze(builder.write(tmp_path / "t.json"))
         narrow, wide = rendered(analysis, 80), rendered(analysis, 200)
     header = next(line for line in narrow if line.startswith("module"))

@@ -250,6 +250,10 @@ def test_analyze_takes_a_step_marker(tmp_path):
                  "-o", str(out), "--no-progress"]) == 0
     steps = json.loads(out.read_text())["ranks"][0]["steps"]
     assert [s["step"] for s in steps["per_step"]] == [21, 22] and steps["source"] == "ProfilerStep"
+    import trainprof
+
+    api = trainprof.analyze(path, step_marker=r"^batch-(\d+)$").ranks[0].steps
+    assert [s["step"] for s in api.per_step] == [21, 22]
 
 
 def test_torch_op_ranges_keep_their_shapes(tmp_path):

@@ -1,8 +1,14 @@
-"""How the operator and kernel tables are grouped, sorted and cut, for the command line.
+"""The options of one analysis: the command line's ``analyze`` options, in one place.
 
-The Python API takes these as arguments (``operator_stats(..., by_shape=True)``); the command
-line sets them for one ``analyze`` run with ``using_table_options``, which the registered
-sections and their renderers read. Plain data, no numpy: the CLI imports it to build its parser.
+``trainprof.analyze(path, hardware=..., step_marker=..., ...)`` (or ``options=AnalyzeOptions(...)``)
+and ``trainprof analyze --hardware ... --step-marker ...`` build the same ``AnalyzeOptions``; they
+are in force for that analysis (``using_options``), where the sections that depend on them (the
+operator table's grouping and order, the roofline's peaks, the rank table, the memory budget,
+the nsys step marker) and the renderers read them with ``analyze_options()``. Plain data, no
+numpy: the CLI imports it to build its parser.
+
+``TableOptions``, ``table_options`` and ``using_table_options`` are the old names (until 0.x);
+they still work, with a ``DeprecationWarning``.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from typing import Any
 
 import msgspec
 
+from trainprof.deprecated import renamed
+
 #: Columns the operator table can be sorted by (largest first; ``name`` alphabetically).
 OPERATOR_SORT_COLUMNS = ("device_self_us", "device_total_us", "host_self_us", "host_total_us",
                          "calls", "name")
@@ -21,8 +29,9 @@ OPERATOR_SORT_COLUMNS = ("device_self_us", "device_total_us", "host_self_us", "h
 DEFAULT_TOP = 10
 
 
-class TableOptions(msgspec.Struct, frozen=True):
-    """``sort_by`` None means device self time on GPU traces, host self time otherwise."""
+class AnalyzeOptions(msgspec.Struct, frozen=True):
+    """Every option of an analysis. ``sort_by`` None means device self time on GPU traces, host
+    self time otherwise. A bad value raises ``ValueError``."""
 
     sort_by: str | None = None
     top: int = DEFAULT_TOP
@@ -49,20 +58,25 @@ class TableOptions(msgspec.Struct, frozen=True):
             raise ValueError("max_memory must be a positive number of bytes")
 
 
-_DEFAULT = TableOptions()
-_CURRENT: ContextVar[TableOptions | None] = ContextVar("trainprof_table_options", default=None)
+_DEFAULT = AnalyzeOptions()
+_CURRENT: ContextVar[AnalyzeOptions | None] = ContextVar("trainprof_table_options", default=None)
 
 
-def table_options() -> TableOptions:
-    """The options in force (the defaults unless ``using_table_options`` set others)."""
+def analyze_options() -> AnalyzeOptions:
+    """The options in force (the defaults unless ``using_options`` set others)."""
     return _CURRENT.get() or _DEFAULT
 
 
 @contextmanager
-def using_table_options(options: TableOptions) -> Iterator[TableOptions]:
+def using_options(options: AnalyzeOptions) -> Iterator[AnalyzeOptions]:
     """Use these options for the sections and renderers run inside the ``with`` block."""
     token = _CURRENT.set(options)
     try:
         yield options
     finally:
         _CURRENT.reset(token)
+
+
+__getattr__ = renamed(__name__, {"TableOptions": "AnalyzeOptions",
+                                 "table_options": "analyze_options",
+                                 "using_table_options": "using_options"})

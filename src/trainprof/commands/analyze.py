@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trainprof.analysis.options import TableOptions, using_table_options
+from trainprof.analysis.options import AnalyzeOptions, using_options
 from trainprof.cli_history import EXIT_NOT_RECORDED
 from trainprof.commands.history import record_if_asked
 from trainprof.commands.progress import with_progress
@@ -24,11 +24,11 @@ def main(args: argparse.Namespace) -> int:
         from trainprof.hardware import load_hardware_file
 
         hardware = load_hardware_file(args.hardware)
-    options = TableOptions(sort_by=args.sort, top=args.top, by_shape=args.by_shape,
+    options = AnalyzeOptions(sort_by=args.sort, top=args.top, by_shape=args.by_shape,
                            modules=args.modules, hardware=hardware,
                            all_ranks=args.all_ranks, max_memory=args.max_memory,
                            step_marker=args.step_marker)
-    with using_table_options(options):
+    with using_options(options):
         return _analyze_and_report(args)
 
 

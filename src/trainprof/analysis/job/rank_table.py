@@ -17,7 +17,7 @@ from msgspec import field
 
 from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.job.rank_spread import Spread, rank_spreads
-from trainprof.analysis.options import table_options
+from trainprof.analysis.options import analyze_options
 from trainprof.analysis.overview.phases import PHASES
 from trainprof.structs import asdict
 
@@ -111,10 +111,10 @@ def shown_rows(rows: list[Any], limit: int | None = None, keep: tuple[int | None
                by: str = "step_ms") -> list[Any]:
     """``rows`` (``RankRow``s, or their dicts, or any rows with ``rank`` and ``by``), cut to the
     ``limit // 2`` slowest and fastest ranks by ``by`` when there are more than ``limit``
-    (default ``SHOWN_ROWS``; every row with ``--all-ranks``, ``TableOptions.all_ranks``), plus
+    (default ``SHOWN_ROWS``; every row with ``--all-ranks``, ``AnalyzeOptions.all_ranks``), plus
     the ranks in ``keep`` (the straggler), in their order."""
     if limit is None:
-        limit = len(rows) if table_options().all_ranks else SHOWN_ROWS
+        limit = len(rows) if analyze_options().all_ranks else SHOWN_ROWS
     if len(rows) <= limit:
         return list(rows)
 

@@ -12,7 +12,7 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from pathlib import Path
 from typing import Any
 
-from trainprof.analysis.options import table_options
+from trainprof.analysis.options import analyze_options
 from trainprof.analysis.parallel.worker import analyse_file
 from trainprof.errors import TrainprofError
 from trainprof.trace.load import Progress
@@ -22,7 +22,7 @@ def outcomes_on_executor(files: list[Path], executor: Executor, progress: Progre
                          from_folder: bool = False) -> list[tuple[str, Any]]:
     """Each file's outcome, as ``analysis/worker.analyse_file`` gives it, in file order
     (``from_folder``: as in ``parallel.analyze_files``)."""
-    options, single = table_options(), len(files) == 1 and not from_folder
+    options, single = analyze_options(), len(files) == 1 and not from_folder
     futures: dict[Future, int] = {}
     outcomes: list[tuple[str, Any] | None] = [None] * len(files)
     try:

@@ -25,7 +25,7 @@ from typing import IO, TYPE_CHECKING, Any
 import msgspec
 from msgspec import field
 
-from trainprof.analysis.options import table_options, using_table_options
+from trainprof.analysis.options import analyze_options, using_options
 from trainprof.analysis.parallel.worker import analyse_file
 from trainprof.analysis.streaming.memory_budget import default_budget, json_equivalent
 from trainprof.errors import TrainprofError
@@ -69,14 +69,14 @@ def analyze_files(files: list[Path], progress: Progress | None = None,
 
         return _kept(outcomes_on_executor(files, executor, progress, from_folder))
     sizes = [json_equivalent(f) for f in files]
-    budget = table_options().max_memory or default_budget()
+    budget = analyze_options().max_memory or default_budget()
     count = worker_count(sizes, usable_cores(), budget) if workers is None else workers
     if workers is None and sum(sizes) < PARALLEL_MIN_JSON_BYTES:
         count = 1
     count = max(1, min(count, len(files)))
     # The processes share the budget: each trace is analysed within its share (read whole when
     # it fits, else streamed), so that together they stay within the whole.
-    with using_table_options(replace(table_options(), max_memory=worker_budget(budget, count))):
+    with using_options(replace(analyze_options(), max_memory=worker_budget(budget, count))):
         outcomes = (_serial(files, progress, from_folder) if count == 1
                     else _Pool(files, count, progress).run())
     return _kept(outcomes)
@@ -105,7 +105,7 @@ def _kept(outcomes: list[tuple[str, Any]]) -> list[RankAnalysis]:
 
 def _serial(files: list[Path], progress: Progress | None,
             from_folder: bool = False) -> list[tuple[str, Any]]:
-    options, single, out = table_options(), len(files) == 1 and not from_folder, []
+    options, single, out = analyze_options(), len(files) == 1 and not from_folder, []
     for i, file in enumerate(files):
         if progress:
             progress(i, len(files), file)
@@ -142,7 +142,7 @@ class _Pool:
         self.outcomes: list[tuple[str, Any] | None] = [None] * len(files)
         self.pending = deque(range(len(files)))
         self.results: queue.Queue = queue.Queue()
-        self.options = table_options()
+        self.options = analyze_options()
         self.done = 0
 
     def run(self) -> list[tuple[str, Any]]:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainprof.analysis.options import TableOptions, using_table_options
+from trainprof.analysis.options import AnalyzeOptions, using_options
 from trainprof.errors import TraceError
 from trainprof.interrupts import ignore_interrupts
 from trainprof.pipes import read_frame, write_frame
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from trainprof.analysis.results import RankAnalysis
 
 
-def analyse_file(path: Path, options: TableOptions, single: bool,
+def analyse_file(path: Path, options: AnalyzeOptions, single: bool,
                  decode_workers: int | None = None) -> tuple[str, Any]:
     """("ok", RankAnalysis) (a list of them for an export of several ranks), ("skipped", reason) for a file that is not a trace among several,
     or ("error", exception). ``decode_workers``: processes decoding the file and computing its
@@ -36,7 +36,7 @@ def analyse_file(path: Path, options: TableOptions, single: bool,
     from trainprof.trace.nsys.detect import is_nsys_file
 
     try:
-        with using_table_options(options):
+        with using_options(options):
             budget = options.max_memory or default_budget()
             if is_nsys_file(path):  # one export, a rank per process
                 ranks = _export_ranks(path, options, budget, decode_workers)
@@ -57,7 +57,7 @@ def analyse_file(path: Path, options: TableOptions, single: bool,
         return "error", exc
 
 
-def _export_ranks(path: Path, options: TableOptions, budget: int,
+def _export_ranks(path: Path, options: AnalyzeOptions, budget: int,
                   decode_workers: int | None) -> list[RankAnalysis]:
     """Each rank of an Nsight Systems export: read whole, or streamed from a spill when the
     whole read would not fit ``budget`` (analysis/streaming/streamed.py)."""

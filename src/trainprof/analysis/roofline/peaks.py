@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainprof.analysis.options import table_options
+from trainprof.analysis.options import analyze_options
 from trainprof.hardware.table import Device, device_for
 from trainprof.trace.model import Trace
 
@@ -10,7 +10,7 @@ from trainprof.trace.model import Trace
 def trace_device(trace: Trace) -> tuple[Device | None, str | None]:
     """(device, where it came from: "--hardware" or "table"), or (None, None) when the trace
     has no GPU or its GPU is not in the table."""
-    given = table_options().hardware
+    given = analyze_options().hardware
     if given is not None:
         return given, "--hardware"
     device = device_for(trace.device_name()) if trace.has_gpu else None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainprof.analysis.job.rank_table import shown_rows
-from trainprof.analysis.options import table_options
+from trainprof.analysis.options import analyze_options
 from trainprof.analysis.results import Analysis
 from trainprof.diagnose.findings import shared_number, where_text
 from trainprof.formatting import counted, number
@@ -209,7 +209,7 @@ def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
     tops = top_md(slowest, top)
     if tops:
         out += ["### Where the time goes: top ops", "", tops, ""]
-    if table_options().modules and slowest.get("modules"):
+    if analyze_options().modules and slowest.get("modules"):
         out += ["### Time per module", "", modules_md(slowest["modules"]), ""]
     path = critical_path_md(slowest.get("critical_path"))
     if path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
-from trainprof.analysis.options import table_options
+from trainprof.analysis.options import analyze_options
 from trainprof.analysis.sections.kernels import KernelStats
 from trainprof.analysis.sections.operators import OperatorStats
 from trainprof.formatting import counted, ms_from_us
@@ -46,7 +46,7 @@ _OP_NUMBERS_WIDTH = 50
 
 
 def _operators(result: OperatorStats, width: int) -> Group:
-    rows = result.top(table_options().top)
+    rows = result.top(analyze_options().top)
     by = "op name and input shapes" if result.by_shape else "op name"
     head = Text(f"Operators by {SORT_LABELS[result.sort_by]} (per {by}, whole trace, ms)",
                 style="italic")
@@ -101,7 +101,7 @@ def _kernels(result: KernelStats, width: int) -> Group:
     add_number_columns(t, *headers)
     if beside:
         add_name_column(t, "launched by", LAUNCHER_WIDTH)
-    rows = result.top(table_options().top)
+    rows = result.top(analyze_options().top)
     numbers = [[str(r.calls), _ms(r.total_us), f"{r.mean_us:.1f}", pct(r.share_pct),
                 "yes" if r.tensor_cores else "", pct(r.occupancy_pct, 0)] for r in rows]
     room = name_room(width, [[h, *(n[i] for n in numbers)] for i, h in enumerate(headers)],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
-from trainprof.analysis.options import table_options
+from trainprof.analysis.options import analyze_options
 from trainprof.analysis.sections.launch import BACK_TO_BACK_US, SMALL_KERNEL_US, LaunchStats
 from trainprof.analysis.sections.syncs import PROFILER_SYNC, SyncStats
 from trainprof.formatting import counted
@@ -70,7 +70,7 @@ def render_syncs(result: SyncStats) -> Group | None:
     t.add_column("ms", justify="right", no_wrap=True, min_width=6)
     add_name_column(t, "op called › innermost", OPS_WIDTH)
     add_name_column(t, "source / cause", WHERE_WIDTH)
-    for s in result.sites[: table_options().top]:
+    for s in result.sites[: analyze_options().top]:
         ops = s.caller or "(no op)"
         if s.op and s.op != s.caller:
             ops = f"{s.caller} › {s.op.removeprefix('aten::')}"

@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Group
 from rich.text import Text
 
-from trainprof.analysis.options import table_options
+from trainprof.analysis.options import analyze_options
 from trainprof.analysis.sections.modules import ModuleTree
 from trainprof.formatting import counted
 from trainprof.report.quantities import (
@@ -46,7 +46,7 @@ def columns(tree: dict[str, Any]) -> list[tuple[str, str]]:
 
 def render_modules(result: ModuleTree) -> Any:
     """The tree, when ``--modules`` asked for it; the way to record it when the trace has none."""
-    if not table_options().modules:
+    if not analyze_options().modules:
         return None
     if not result.available:
         return Text(result.note or "", style="yellow")
