@@ -29,7 +29,7 @@ from trainprof.trace.model import Kind, Trace
 #: base time and by at least MIN_CHANGE_US µs per step; smaller changes count as the same.
 MIN_CHANGE_SHARE = 0.05
 MIN_CHANGE_US = 10.0
-#: Rows per list in ``to_dict`` (the dataclass keeps them all).
+#: Rows per list in ``to_dict`` (the Struct keeps them all).
 TOP_CHANGES = 30
 
 Side = str | os.PathLike[str] | Analysis | Iterable[Trace]

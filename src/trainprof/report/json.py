@@ -16,7 +16,7 @@ from trainprof.report.tidy import tidy
 
 
 def _plain(value: Any) -> Any:
-    """numpy scalars and arrays, paths and dataclass results as JSON-ready values."""
+    """numpy scalars and arrays, paths and Struct results as JSON-ready values."""
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
@@ -62,7 +62,7 @@ _MARK_LINE = _RANK_INDENT + b'"\\u0000trainprof ranks\\u0000"'
 
 def _formatted(data: Any) -> bytes:
     """One value as indented JSON text ending in a newline, floats tidied."""
-    # Results into plain values first (numpy, dataclasses), then floats tidied (report/tidy.py).
+    # Results into plain values first (numpy, Structs), then floats tidied (report/tidy.py).
     plain = msgspec.json.decode(_ENCODER.encode(data))
     return msgspec.json.format(_ENCODER.encode(tidy(plain)), indent=2) + b"\n"
 

@@ -53,7 +53,7 @@ def _bounds(ts: np.ndarray, start: float, end: float) -> tuple[int, int]:
 
 
 def _rows(columns: Any, cls: type[T], rows: slice | np.ndarray) -> T:
-    """Some rows of a columns dataclass (a slice is a view); list fields (tables) are shared."""
+    """Some rows of a columns Struct (a slice is a view); list fields (tables) are shared."""
     values: dict[str, Any] = {}
     for f in structs.fields(cls):
         value = getattr(columns, f.name)

@@ -145,7 +145,7 @@ def _within(ts: np.ndarray, ranges: tuple[tuple[float, float], ...]) -> np.ndarr
 
 
 def _rows(columns: Any, cls: type, keep: np.ndarray) -> Any:
-    """Some rows of a columns dataclass, copied (the window can go); tables are shared."""
+    """Some rows of a columns Struct, copied (the window can go); tables are shared."""
     values = {}
     for f in structs.fields(cls):
         value = getattr(columns, f.name)
