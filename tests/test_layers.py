@@ -1,14 +1,20 @@
 """The layers of src/trainprof point one way, read from the source with ``ast``.
 
 Every import counts, those inside functions too; only those under ``if TYPE_CHECKING:`` do not
-(they never run). The rules follow the pipeline: capture -> trace -> analysis ->
-diagnose -> report, with commands on top (docs/architecture.md).
+(they never run). Importing a module also runs each enclosing package's ``__init__``, and a
+module name given literally to ``importlib.import_module`` is an import too. A layer is broken
+when a module reaches a forbidden one directly or through any chain of imports (the same rules
+and the same reading as ``../shared/tools/check_imports.py``). The rules follow the pipeline:
+capture -> trace -> analysis -> diagnose -> report, with commands on top
+(docs/architecture.md).
 """
 
 from __future__ import annotations
 
 import ast
 import shutil
+from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,7 +35,8 @@ RULES = [
     ("trainprof.analysis", "trainprof.commands", "facts do not run commands"),
     ("trainprof.trace", "trainprof.analysis", "reading knows nothing of analysis"),
 ]
-#: The only module outside commands/ that may import it: the command line, which calls it.
+#: The only module outside commands/ that may import it: the command line, which calls it (a
+#: chain of imports through it, such as ``python -m trainprof``'s, is the command line's).
 COMMAND_CALLERS = {"trainprof.cli"}
 
 
@@ -77,10 +84,33 @@ def imports_of(path: Path, module: str, known: set[str]) -> set[str]:
                 if isinstance(child, ast.ImportFrom):  # a submodule if there is one, else base
                     names = [n for n in names[:-1] if n in known] or names[-1:]
                 found.update(n for n in names if n in known and n != module)
+            elif _literal_import_module(child):
+                assert isinstance(child, ast.Call)
+                name = child.args[0].value  # type: ignore[attr-defined]
+                if name in known and name != module:
+                    found.add(name)
             visit(child)
 
     visit(ast.parse(path.read_text(encoding="utf-8")))
+    # importing a module inside a package runs each enclosing package's __init__ first
+    for target in list(found):
+        parts = target.split(".")
+        for i in range(2, len(parts)):
+            parent = ".".join(parts[:i])
+            if parent in known and parent != module and not module.startswith(parent + "."):
+                found.add(parent)
     return found
+
+
+def _literal_import_module(node: ast.AST) -> bool:
+    """``importlib.import_module("trainprof.x")`` (or ``import_module(...)``), a literal name."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return False
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    first = node.args[0]
+    return called == "import_module" and isinstance(first, ast.Constant) \
+        and isinstance(first.value, str)
 
 
 def import_graph(root: Path) -> dict[str, set[str]]:
@@ -134,17 +164,43 @@ def _under(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
+def _chain(graph: dict[str, set[str]], start: str, forbidden: Callable[[str], bool],
+           stop: frozenset[str] = frozenset()) -> list[str] | None:
+    """The shortest chain of imports from ``start`` to a module ``forbidden`` names, or None;
+    the chains do not go on through the modules in ``stop``."""
+    came_from: dict[str, str | None] = {start: None}
+    queue = deque([start])
+    while queue:
+        here = queue.popleft()
+        if here != start and here in stop:
+            continue
+        if reached := [t for t in graph[here] if forbidden(t)]:
+            chain = [max(reached, key=len), here]  # the module itself rather than its package
+            while (back := came_from[chain[-1]]) is not None:
+                chain.append(back)
+            return chain[::-1]
+        for target in sorted(graph[here]):
+            if target not in came_from:
+                came_from[target] = here
+                queue.append(target)
+    return None
+
+
 def breaches(graph: dict[str, set[str]]) -> list[str]:
-    """One line per import that crosses a layer the wrong way."""
+    """One line per module that reaches across a layer the wrong way, with the shortest chain
+    of imports that does."""
     out = []
-    for module, targets in sorted(graph.items()):
-        for target in sorted(targets):
-            for importer, imported, why in RULES:
-                if _under(module, importer) and _under(target, imported):
-                    out.append(f"{module} -> {target}: {why}")
-            if (_under(target, "trainprof.commands") and not _under(module, "trainprof.commands")
-                    and module not in COMMAND_CALLERS):
-                out.append(f"{module} -> {target}: only the command line calls commands")
+    for module in sorted(graph):
+        for importer, imported, why in RULES:
+            if _under(module, importer):
+                chain = _chain(graph, module, lambda m, imported=imported: _under(m, imported))
+                if chain:
+                    out.append(f"{' -> '.join(chain)}: {why}")
+        if not _under(module, "trainprof.commands") and module not in COMMAND_CALLERS:
+            chain = _chain(graph, module, lambda m: _under(m, "trainprof.commands"),
+                           stop=frozenset(COMMAND_CALLERS))
+            if chain:
+                out.append(f"{' -> '.join(chain)}: only the command line calls commands")
     return out
 
 
@@ -183,9 +239,34 @@ def test_the_checker_catches_a_layer_breach_even_inside_a_function(package_copy)
             "\n\nfrom ..trace import load as _load\n")  # a relative import is resolved too
     found = breaches(import_graph(package_copy))
     assert found == [
+        "trainprof.capture.profiler -> trainprof.capture.writer -> "
+        "trainprof.report.terminal.report: capture never prints a report",
+        "trainprof.capture.script_run -> trainprof.capture.writer -> "
+        "trainprof.report.terminal.report: capture never prints a report",
         "trainprof.capture.writer -> trainprof.report.terminal.report: capture never prints a report",
+        "trainprof.report.html.notebook -> trainprof.report.html.report -> trainprof.report.json "
+        "-> trainprof.trace.load: renderers do not load traces",
+        "trainprof.report.html.report -> trainprof.report.json -> trainprof.trace.load: renderers "
+        "do not load traces",
         "trainprof.report.json -> trainprof.trace.load: renderers do not load traces",
     ]
+
+
+def test_the_checker_follows_chains_packages_and_import_module(package_copy):
+    """A breach two modules away, one through a package's ``__init__`` and one through
+    ``importlib.import_module`` with a literal name are all found."""
+    _append(package_copy / PACKAGE / "trace" / "kernel_class.py",
+            "\n\ndef _helper():\n    import trainprof.formatting\n")
+    _append(package_copy / PACKAGE / "formatting.py",
+            "\n\ndef _later():\n    import importlib\n"
+            "    return importlib.import_module('trainprof.analysis.intervals')\n")
+    (package_copy / PACKAGE / "sql" / "__init__.py").write_text("import trainprof.pipeline\n")
+    _append(package_copy / PACKAGE / "report" / "labels.py", "\nimport trainprof.sql.extras\n")
+    found = breaches(import_graph(package_copy))
+    assert ("trainprof.trace.kernel_class -> trainprof.formatting -> trainprof.analysis.intervals: "
+            "reading knows nothing of analysis") in found
+    assert ("trainprof.report.labels -> trainprof.sql -> trainprof.pipeline: renderers do not "
+            "run the pipeline") in found
 
 
 def test_the_checker_catches_a_command_imported_from_below(package_copy):

@@ -26,7 +26,7 @@ from trainprof.analysis.sections.registry import run_job_sections
 from trainprof.diagnose.engine import diagnose, rank_findings
 from trainprof.diagnose.path_bounds import summary_bounds
 from trainprof.fileio import atomic_write_bytes
-from trainprof.report.json import to_json_bytes
+from trainprof.jsontext import formatted
 from trainprof.trace.discover import CLUSTER_SUMMARY_NAME
 from trainprof.trace.load import load_file
 
@@ -70,7 +70,7 @@ def cluster_document(entries: Sequence[RankEntry | None], world_size: int,
     ranks = [rank_from_summary(s, Path(CLUSTER_SUMMARY_NAME)) for s in summaries]
     if ranks:
         job = overview.Analysis(ranks=ranks, job=run_job_sections(ranks))
-        doc.job = msgspec.json.decode(to_json_bytes({k: v.to_dict() for k, v in job.job.items()}))
+        doc.job = msgspec.json.decode(formatted({k: v.to_dict() for k, v in job.job.items()}))
         doc.findings = [f.to_dict() for f in diagnose(job)]
     return doc
 

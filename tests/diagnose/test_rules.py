@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
+import sys
 
 import pytest
 
 import trainprof
-from trainprof.diagnose import rules
-from trainprof.diagnose.rules import FINDING_IDS, JOB_RULES, RANK_RULES
+from trainprof.diagnose.registry import FINDING_IDS, JOB_RULES, RANK_RULES
 
 from conftest import ROOT
 from tracegen import TraceBuilder
@@ -16,6 +16,10 @@ from tracegen import TraceBuilder
 GB = 1_000_000_000
 DEVICE = {"id": 0, "name": "Synthetic GPU", "totalGlobalMem": 40 * GB, "computeMajor": 8,
           "computeMinor": 0, "numSms": 108}
+
+#: Every module that holds a registered rule (diagnose/registry.py).
+RULE_MODULES = sorted({sys.modules[r.__module__] for r in [*RANK_RULES, *JOB_RULES]},
+                      key=lambda m: m.__name__)
 
 
 def findings(b, tmp_path) -> dict:
@@ -92,8 +96,7 @@ def test_every_rule_is_registered_and_documented():
     assert {i.replace("_", "-") for i in FINDING_IDS} <= headings
 
 
-@pytest.mark.parametrize("module", [rules.input, rules.host, rules.gpu, rules.training,
-                                    rules.memory, rules.distributed])
+@pytest.mark.parametrize("module", RULE_MODULES, ids=lambda m: m.__name__.rsplit(".", 1)[-1])
 def test_every_threshold_is_named_in_the_docs(module):
     doc = (ROOT / "docs" / "rules.md").read_text()
     constants = [k for k, v in vars(module).items()
@@ -252,8 +255,7 @@ def test_driver_allocations_every_step_are_memory_fragmentation(builder, tmp_pat
     assert f.title == "The allocator calls cudaMalloc/cudaFree 2 times per step"
 
 
-@pytest.mark.parametrize("module", [rules.input, rules.host, rules.gpu, rules.training,
-                                    rules.memory, rules.distributed])
+@pytest.mark.parametrize("module", RULE_MODULES, ids=lambda m: m.__name__.rsplit(".", 1)[-1])
 def test_every_fix_has_a_summary_and_plain_pytorch_code(module):
     from trainprof.diagnose.findings import Fix
 

@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 
 from trainprof.analysis.results import Analysis
-from trainprof.diagnose.rules import FINDING_IDS
+from trainprof.diagnose.registry import FINDING_IDS
 from trainprof.report.json import to_json_bytes
 from trainprof.report.terminal.report import print_analysis
 

@@ -19,7 +19,7 @@ from trainprof.commands.compare import compare
 from trainprof.history.store.rows import RunRecord
 from trainprof.report.compare import render_markdown
 from trainprof.report.json import to_json_bytes
-from trainprof.report.tidy import tidy_float
+from trainprof.tidy import tidy_float
 
 from conftest import RESNET_W0, RESNET_W4
 from tracegen import TraceBuilder

@@ -12,7 +12,7 @@ import trainprof
 from trainprof import structs
 from trainprof.analysis.results import Analysis
 from trainprof.report.json import json_chunks, to_json_bytes, write_json
-from trainprof.report.tidy import tidy
+from trainprof.tidy import tidy
 
 from conftest import NCCL_TRACE, SHARED_TRACE_FILES, TRACE_FILTER
 

@@ -84,7 +84,7 @@ def test_every_section_has_a_working_to_pandas(folder_analysis):
         assert isinstance(section.to_pandas(), pd.DataFrame), name
     assert len(folder_analysis.job.rank_table.to_pandas()) == 2
     frame = folder_analysis.to_pandas()
-    # The JSON result is written to 12 significant digits (report/tidy.py).
+    # The JSON result is written to 12 significant digits (trainprof/tidy.py).
     assert frame["median_ms"].tolist() == pytest.approx(
         [r["steps"]["median_ms"] for r in result["ranks"]], rel=1e-11)
     steps = rank.to_pandas()

@@ -12,7 +12,8 @@ from typing import Any
 
 from trainprof.analysis.results import Analysis
 from trainprof.commands.progress import with_progress
-from trainprof.diagnose.compare import Comparison, compare_analyses
+from trainprof.diagnose.compare import compare_analyses
+from trainprof.diagnose.comparison import Comparison
 from trainprof.fileio import write_or_print
 from trainprof.report.saved import (
     analysis_from_result,

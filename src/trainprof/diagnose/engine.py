@@ -6,7 +6,7 @@ from trainprof.analysis.results import Analysis, RankAnalysis
 from trainprof.diagnose.findings import SLOWEST_RANK, Evidence, Finding, Findings
 from trainprof.diagnose.modules import name_modules
 from trainprof.diagnose.path_bounds import cap_savings
-from trainprof.diagnose.rules import JOB_RULES, RANK_RULES
+from trainprof.diagnose.registry import JOB_RULES, RANK_RULES
 from trainprof.diagnose.savings import settle
 
 #: How the evidence says that a saving is not on the job's slowest rank.

@@ -9,8 +9,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from trainprof.analysis.diff import Delta, NameDelta
-from trainprof.diagnose.compare import TOP_CHANGED, Comparison
+from trainprof.analysis.deltas import Delta, NameDelta
+from trainprof.diagnose.comparison import TOP_CHANGED, Comparison
 from trainprof.formatting import number
 from trainprof.report.labels import category_label
 from trainprof.report.markdown.report import md_text, table

@@ -7,28 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
-import numpy as np
-
 from trainprof.analysis.results import Analysis
 from trainprof.fileio import atomic_output
-from trainprof.report.tidy import tidy
-
-
-def _plain(value: Any) -> Any:
-    """numpy scalars and arrays, paths and Struct results as JSON-ready values."""
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    raise TypeError(f"cannot write {type(value).__name__} as JSON")
-
-
-_ENCODER = msgspec.json.Encoder(enc_hook=_plain)
+from trainprof.jsontext import formatted
 
 
 def to_json_bytes(analysis: Analysis | dict[str, Any]) -> bytes:
@@ -41,15 +22,15 @@ def json_chunks(analysis: Analysis | dict[str, Any]) -> Iterator[bytes]:
     thousands of ranks never holds every rank's result as JSON values at once (the ranks'
     dictionaries, their tidied copies and their text are made and dropped rank by rank)."""
     if not isinstance(analysis, Analysis) or not analysis.ranks:
-        yield _formatted(analysis.to_dict() if isinstance(analysis, Analysis) else analysis)
+        yield formatted(analysis.to_dict() if isinstance(analysis, Analysis) else analysis)
         return
     head = {**analysis.to_dict_without_ranks(), "ranks": [_RANKS_MARK]}
-    before, marker, after = _formatted(head).partition(_MARK_LINE)
+    before, marker, after = formatted(head).partition(_MARK_LINE)
     if not marker:
         raise AssertionError("the ranks' place was not found in the JSON document")
     yield before
     for i, rank in enumerate(analysis.ranks):
-        text = _formatted(rank.to_dict()).rstrip(b"\n")
+        text = formatted(rank.to_dict()).rstrip(b"\n")
         yield (b",\n" if i else b"") + _RANK_INDENT + text.replace(b"\n", b"\n" + _RANK_INDENT)
     yield after
 
@@ -58,13 +39,6 @@ def json_chunks(analysis: Analysis | dict[str, Any]) -> Iterator[bytes]:
 _RANKS_MARK = "\x00trainprof ranks\x00"
 _RANK_INDENT = b"    "  # a rank's depth in the document: "ranks" (1), its list item (2)
 _MARK_LINE = _RANK_INDENT + b'"\\u0000trainprof ranks\\u0000"'
-
-
-def _formatted(data: Any) -> bytes:
-    """One value as indented JSON text ending in a newline, floats tidied."""
-    # Results into plain values first (numpy, Structs), then floats tidied (report/tidy.py).
-    plain = msgspec.json.decode(_ENCODER.encode(data))
-    return msgspec.json.format(_ENCODER.encode(tidy(plain)), indent=2) + b"\n"
 
 
 def write_json(analysis: Analysis | dict[str, Any], path: str | os.PathLike[str]) -> Path:

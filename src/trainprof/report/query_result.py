@@ -6,13 +6,14 @@ import csv
 import io
 import math
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from trainprof.sql.query import QueryResult
+if TYPE_CHECKING:
+    from trainprof.sql.query import QueryResult
 
 
 def _plain(value: Any) -> Any:

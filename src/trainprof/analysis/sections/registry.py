@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from trainprof.analysis.critical_path import critical_path
+from trainprof.analysis.critical_path.windowed import critical_path
 from trainprof.analysis.job.collective_ranks import collective_ranks
 from trainprof.analysis.job.rank_table import mark_straggler, rank_table
 from trainprof.analysis.job.stragglers import stragglers

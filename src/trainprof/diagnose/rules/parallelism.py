@@ -126,6 +126,13 @@ EXPERT_PARALLEL_COMM = Fix(
             "beside another's compute, as DualPipe does; DeepEP's kernels, its low-latency "
             "ones for decoding, with a hook that receives in the background), and balance the "
             "tokens per expert (see expert_imbalance).",
+    pytorch=(
+        "# dispatch micro-batch i+1's tokens while micro-batch i's experts compute\n"
+        "work = dist.all_to_all_single(recv_next, send_next, out_splits, in_splits,\n"
+        "                              group=ep_group, async_op=True)\n"
+        "out = experts(recv_this)\n"
+        "work.wait()"
+    ),
 )
 PIPELINE_COMM = Fix(
     summary="The stages' sends and receives wait on each other: balance the stages and feed "

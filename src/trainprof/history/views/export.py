@@ -16,7 +16,7 @@ import msgspec
 from trainprof.history.store.rows import RunRecord
 from trainprof.history.views.regress import Point, Series, Verdict
 from trainprof.history.views.terminal import verdict_of, verdicts_by_id
-from trainprof.report.tidy import tidy
+from trainprof.tidy import tidy
 from trainprof.vocabulary import PHASES
 
 SCHEMA = "trainprof.history/1"

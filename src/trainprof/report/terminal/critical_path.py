@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from trainprof.analysis.critical_path import CriticalPath
+from trainprof.analysis.critical_path.result import CriticalPath
 from trainprof.formatting import counted
 from trainprof.report.names import distinct_names
 from trainprof.report.quantities import (

@@ -1,0 +1,96 @@
+"""What ``analysis/diff.py`` finds between two runs: figures in both runs and their changes
+(docs/diff.md). Plain results: the renderers read them without the code that loads traces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from msgspec import field
+
+from trainprof.analysis.dataframes import data_frame
+
+#: A name is slower or faster when its time per step changed by at least this share of its
+#: base time and by at least MIN_CHANGE_US µs per step; smaller changes count as the same.
+MIN_CHANGE_SHARE = 0.05
+MIN_CHANGE_US = 10.0
+#: Rows per list in ``to_dict`` (the Struct keeps them all).
+TOP_CHANGES = 30
+
+
+class Delta(msgspec.Struct):
+    """One figure in both runs and the change (new minus base)."""
+
+    base: float | None
+    new: float | None
+
+    @property
+    def delta(self) -> float | None:
+        return None if self.base is None or self.new is None else self.new - self.base
+
+    @property
+    def delta_pct(self) -> float | None:
+        d = self.delta
+        return None if d is None or not self.base else d / self.base * 100.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"base": self.base, "new": self.new, "delta": self.delta,
+                "delta_pct": self.delta_pct}
+
+
+class NameDelta(msgspec.Struct):
+    """An op or kernel name in both runs, per step. For ops, ``*_us`` is host time and
+    ``*_device_us`` the device time of the kernels they launched (when the table has it)."""
+
+    name: str
+    change: str  # "added", "removed", "slower", "faster" or "same"
+    base_calls: float
+    new_calls: float
+    base_us: float
+    new_us: float
+    base_device_us: float | None = None
+    new_device_us: float | None = None
+
+    @property
+    def delta_us(self) -> float:
+        """The larger change, host or device (signed): what the name costs or saves."""
+        host = self.new_us - self.base_us
+        if self.base_device_us is None or self.new_device_us is None:
+            return host
+        device = self.new_device_us - self.base_device_us
+        return device if abs(device) > abs(host) else host
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "change": self.change,
+                "base_calls_per_step": self.base_calls, "new_calls_per_step": self.new_calls,
+                "base_us_per_step": self.base_us, "new_us_per_step": self.new_us,
+                "base_device_us_per_step": self.base_device_us,
+                "new_device_us_per_step": self.new_device_us,
+                "delta_us_per_step": self.delta_us}
+
+
+class TraceDiff(msgspec.Struct):
+    step_ms: Delta  # median step time
+    breakdown_ms: dict[str, Delta]  # mean ms per step per category
+    phases_ms: dict[str, Delta]
+    ops: list[NameDelta]  # changed names, the largest change first
+    kernels: list[NameDelta]
+    op_metric: str  # which host time of ops is compared: "host self" or "host total"
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self, top: int = TOP_CHANGES) -> dict[str, Any]:
+        return {
+            "step_ms": self.step_ms.to_dict(),
+            "breakdown_ms": {k: v.to_dict() for k, v in self.breakdown_ms.items()},
+            "phases_ms": {k: v.to_dict() for k, v in self.phases_ms.items()},
+            "op_metric": self.op_metric,
+            "ops": [o.to_dict() for o in self.ops[:top]],
+            "kernels": [k.to_dict() for k in self.kernels[:top]],
+            "notes": self.notes,
+        }
+
+    def to_pandas(self) -> Any:
+        """One row per changed op and kernel (``what`` says which)."""
+        rows = [{"what": "op", **o.to_dict()} for o in self.ops]
+        rows += [{"what": "kernel", **k.to_dict()} for k in self.kernels]
+        return data_frame(rows)

@@ -1,0 +1,162 @@
+"""The comparison of two runs (``trainprof compare``, docs/reports.md): both runs' steps, what
+changed (``analysis/deltas.py``), the regression gate and the verdict. ``diagnose/compare.py``
+computes it; the renderers read it without the code that loads traces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import numpy as np
+from msgspec import field
+
+from trainprof.analysis.deltas import TraceDiff
+from trainprof.display import NotebookDisplay
+from trainprof.stats import SlowdownOdds, likelihood
+
+SCHEMA = "trainprof.compare/1"
+#: Changed ops and kernels listed (the JSON keeps ``analysis.diff.TOP_CHANGES``).
+TOP_CHANGED = 10
+
+
+class Run(msgspec.Struct):
+    """One side: its label, every step's time (all ranks) and its step number, ranks, and the
+    batch size if known."""
+
+    label: str
+    step_ms: list[float]
+    ranks: int
+    batch_size: int | None = None
+    step_numbers: list[object] | None = None
+
+    @property
+    def median_ms(self) -> float | None:
+        return float(np.median(self.step_ms)) if self.step_ms else None
+
+    @property
+    def mean_ms(self) -> float | None:
+        return float(np.mean(self.step_ms)) if self.step_ms else None
+
+    @property
+    def steps_per_s(self) -> float | None:
+        m = self.median_ms
+        return 1000.0 / m if m else None
+
+    @property
+    def samples_per_s(self) -> float | None:
+        """Batch size x ranks / median step time, when the batch size is known."""
+        rate = self.steps_per_s
+        return None if rate is None or self.batch_size is None else rate * self.batch_size * self.ranks
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "steps": len(self.step_ms), "ranks": self.ranks,
+                "median_step_ms": self.median_ms, "mean_step_ms": self.mean_ms,
+                "steps_per_s": self.steps_per_s, "batch_size": self.batch_size,
+                "samples_per_s": self.samples_per_s, "per_step_ms": self.step_ms}
+
+
+class Gate(msgspec.Struct):
+    """``--fail-if-slower``: failed when NEW's median step is slower by more than the limit."""
+
+    limit_pct: float
+    odds: SlowdownOdds | None
+    base_ms: float | None
+    new_ms: float | None
+    ranks: int = 1  # the most ranks of either run
+
+    @property
+    def failed(self) -> bool:
+        return self.odds is not None and self.odds.change_pct > self.limit_pct
+
+    def message(self) -> str:
+        o = self.odds
+        if o is None:
+            return "trainprof compare: no steps to compare; the gate cannot judge (passes)."
+        how = "slower" if o.change_pct >= 0 else "faster"
+        verdict = "FAIL" if self.failed else "OK"
+        side = "over" if self.failed else "within"
+        text = (f"{verdict}: NEW's median step is {abs(o.change_pct):.1f}% {how} than BASE's "
+                f"({self.base_ms:.1f} -> {self.new_ms:.1f} ms), {side} the "
+                f"{self.limit_pct:g}% limit. ")
+        if not o.judged:
+            return text + (f"How sure that is cannot be told from {o.base_steps} + "
+                           f"{o.new_steps} steps: one step has no step-to-step noise to measure.")
+        text += (f"That NEW is really more than {self.limit_pct:g}% "
+                 f"slower is {o.words} ({o.probability * 100:.1f}% of bootstrap resamples of "
+                 f"{o.base_steps} + {o.new_steps} steps{self.per_rank}; 90% interval "
+                 f"{o.low_pct:+.1f}% to {o.high_pct:+.1f}%).")
+        if o.rough:
+            text += " Few steps were recorded, so this estimate of the noise is rough."
+        return text
+
+    @property
+    def per_rank(self) -> str:
+        """How several ranks were resampled, for the message."""
+        return ", the ranks of a step together" if self.ranks > 1 else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"limit_pct": self.limit_pct, "failed": self.failed, "message": self.message(),
+                **(self.odds.to_dict() if self.odds else {})}
+
+
+class Verdict(msgspec.Struct):
+    """Without a gate too: which run is faster by median step, and how sure that is given the
+    step-to-step noise (the bootstrap of trainprof/stats.py with a limit of 0%)."""
+
+    odds: SlowdownOdds | None
+    base_ms: float | None
+    new_ms: float | None
+
+    @property
+    def faster(self) -> bool:
+        return self.odds is not None and self.odds.change_pct < 0
+
+    @property
+    def probability(self) -> float | None:
+        """That NEW really is as it looks (faster, or slower) rather than noise."""
+        o = self.odds
+        if o is None or not o.judged:
+            return None
+        return 1.0 - o.probability if self.faster else o.probability
+
+    def message(self) -> str:
+        o = self.odds
+        if o is None:
+            return "No verdict: a run has no steps to compare."
+        how = "faster" if self.faster else "slower"
+        text = (f"NEW's median step is {abs(o.change_pct):.1f}% {how} than BASE's "
+                f"({self.base_ms:.1f} -> {self.new_ms:.1f} ms). ")
+        p = self.probability
+        if p is None:
+            return text + (f"How sure that is cannot be told from {o.base_steps} + "
+                           f"{o.new_steps} steps: one step has no step-to-step noise to measure.")
+        text += (f"That NEW is really {how} is {likelihood(p)} ({p * 100:.1f}% of bootstrap "
+                 f"resamples of {o.base_steps} + {o.new_steps} steps; 90% interval "
+                 f"{o.low_pct:+.1f}% to {o.high_pct:+.1f}%).")
+        if o.rough:
+            text += " Few steps were recorded, so this estimate of the noise is rough."
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        o = self.odds
+        return {"faster": self.faster if o else None, "probability": self.probability,
+                "confidence": likelihood(self.probability) if self.probability is not None
+                else "unknown",
+                "change_pct": o.change_pct if o else None,
+                "interval_90_pct": [o.low_pct, o.high_pct] if o else None,
+                "message": self.message()}
+
+
+class Comparison(NotebookDisplay, msgspec.Struct):
+    base: Run
+    new: Run
+    diff: TraceDiff
+    gate: Gate | None = None
+    notes: list[str] = field(default_factory=list)
+    verdict: Verdict | None = None
+
+    def to_dict(self, top: int = TOP_CHANGED) -> dict[str, Any]:
+        return {"schema": SCHEMA, "base": self.base.to_dict(), "new": self.new.to_dict(),
+                **self.diff.to_dict(top), "gate": self.gate.to_dict() if self.gate else None,
+                "verdict": self.verdict.to_dict() if self.verdict else None,
+                "notes": [*self.diff.notes, *self.notes]}
