@@ -29,6 +29,8 @@ from parallel_recordings import (
 PARALLEL_IDS = {"pipeline_imbalance", "pipeline_bubble", "fsdp_exposed_communication"}
 #: The construction: 2 stages, 4 micro-batches; stage 0 holds 2 equal layers, stage 1 holds 8.
 STAGES, MICRO, LIGHT, HEAVY = 2, 4, 2, 8
+#: The balanced control's micro-batches.
+BALANCED_MICRO = 8
 #: pipeline_few's micro-batches; fsdp_slow_rank's slow rank and its delay a step.
 FEW_MICRO, SLOW_RANK, SLOW_DELAY_MS = 2, 1, 300.0
 
@@ -43,12 +45,18 @@ def found(parallel_jobs):  # noqa: F811
     return out
 
 
-def _stage_compute_ms(parallel_jobs, rank: int) -> float:  # noqa: F811
+def _stage_compute_ms(parallel_jobs, rank: int, job: str = "pipeline_heavy"  # noqa: F811
+                      ) -> float:
     """A stage's median compute per step, read from its raw trace."""
-    ev = events(parallel_jobs / "pipeline_heavy" / f"rank{rank}.json")
+    ev = events(parallel_jobs / job / f"rank{rank}.json")
     compute = cpu_compute(ev)
     return statistics.median(length_inside(compute, lo, hi) for lo, hi in profiler_steps(ev)) \
         / 1000.0
+
+
+def _stage_step_ms(parallel_jobs, rank: int, job: str) -> float:  # noqa: F811
+    ev = events(parallel_jobs / job / f"rank{rank}.json")
+    return statistics.median(hi - lo for lo, hi in profiler_steps(ev)) / 1000.0
 
 
 @pytest.mark.slow
@@ -78,13 +86,24 @@ def test_the_unbalanced_pipeline_names_its_heavy_stage(found, parallel_jobs):  #
 
 
 @pytest.mark.slow
-def test_the_balanced_pipeline_has_no_parallelism_finding(found):
+def test_the_balanced_pipeline_has_no_parallelism_finding(found, parallel_jobs):  # noqa: F811
     analysis, findings = found["pipeline_balanced"]
+    ids = {f.id for f in findings}
+    # The split is even by construction, but on 2 shared cores one stage's compute has come out
+    # 1.33x the other's in a recording alone (the other run: 0.97x): whether the imbalance
+    # finding fires is checked against what the raw traces measured, with the rule's threshold.
+    computes = [_stage_compute_ms(parallel_jobs, r, "pipeline_balanced") for r in (0, 1)]
+    step = statistics.median(_stage_step_ms(parallel_jobs, r, "pipeline_balanced")
+                             for r in (0, 1))
+    m = BALANCED_MICRO
+    measured = (m + STAGES - 1) / m * (max(computes) - statistics.mean(computes)) / step * 100
+    assert ("pipeline_imbalance" in ids) == (measured >= rules.PIPELINE_IMBALANCE_PCT), \
+        (computes, step, measured)
     # Nor a straggler: a stage waiting in recv for the one before it is the schedule (sends and
     # receives are not matched across ranks as collectives), nor work "outside the training
     # phases": the schedule's sends and receives are the training step.
-    quiet = PARALLEL_IDS | {"straggler", "outside_training"}
-    assert not quiet & {f.id for f in findings}, [(f.id, f.title) for f in findings]
+    quiet = (PARALLEL_IDS - {"pipeline_imbalance"}) | {"straggler", "outside_training"}
+    assert not quiet & ids, [(f.id, f.title) for f in findings]
     assert analysis.job.stragglers.matched == 0  # the job has only sends and receives
     assert all("DDP" not in f.fix.summary for f in findings)
 
