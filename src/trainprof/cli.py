@@ -27,7 +27,7 @@ from trainprof.cli_parser import (
 )
 from trainprof.cli_sql import add_sql_commands
 from trainprof.errors import TrainprofError
-from trainprof.trackers.cli import add_log_to_argument
+from trainprof.trackers.log_to import add_log_to_argument
 
 #: Exit codes: 0 fine, 1 a check failed (e.g. a regression gate), 2 bad input or usage, 3 the
 #: result was written but the run could not be added to the history (``EXIT_NOT_RECORDED``).

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from trainprof.capture.config import DEFAULT_OUTPUT_DIR, DEFAULT_SCHEDULE
 from trainprof.cli_history import add_record_arguments
 from trainprof.cli_parser import OneLineParser, non_negative_int, positive_int
-from trainprof.trackers.cli import add_log_to_argument
+from trainprof.trackers.log_to import add_log_to_argument
 
 DESCRIPTION = "Run a training script unchanged, with the profiler on, then print the analysis."
 #: The recording flags, as torch.profiler names them; then CUDA allocator snapshots

@@ -1,6 +1,6 @@
 """Results as JSON text: numpy values, paths and results (their ``to_dict``) made plain, floats
 tidied (trainprof/tidy.py), indented. The analysis JSON (report/json.py), the cluster summary
-(trainprof/cluster.py) and the other JSON outputs write through it."""
+(trainprof/cluster_summary.py) and the other JSON outputs write through it."""
 
 from __future__ import annotations
 

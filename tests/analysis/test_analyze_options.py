@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import warnings
 
 import pytest
 
@@ -72,17 +71,3 @@ def test_options_and_arguments_combine_the_arguments_winning():
 def test_a_bad_option_is_a_value_error_in_one_sentence(given, words):
     with pytest.raises(ValueError, match=words):
         trainprof.analyze(BERT, **given)
-
-
-def test_the_old_names_still_work_and_warn():
-    from trainprof.analysis import options
-
-    with pytest.warns(DeprecationWarning, match="TableOptions is now .*AnalyzeOptions"):
-        old = options.TableOptions
-    assert old is AnalyzeOptions
-    with pytest.warns(DeprecationWarning, match="using_table_options"):
-        assert options.using_table_options is options.using_options
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with pytest.raises(AttributeError):
-            options.NoSuchOption  # noqa: B018

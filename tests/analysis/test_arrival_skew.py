@@ -15,7 +15,7 @@ import pytest
 import trainprof
 from trainprof.analysis.job.arrival import arrival
 from trainprof.analysis.job.cluster_file import RankEntry
-from trainprof.cluster import cluster_document, summarize_traces
+from trainprof.cluster_summary import cluster_document, summarize_traces
 from trainprof.diagnose.rules import distributed, hardware
 from trainprof.report.json import to_json_bytes
 

@@ -13,7 +13,7 @@ import pytest
 import trainprof
 from trainprof.analysis.job.cluster_file import RankEntry, decode_document
 from trainprof.analysis.job.summary import encode
-from trainprof.cluster import cluster_document, summarize_traces, write_cluster_summary
+from trainprof.cluster_summary import cluster_document, summarize_traces, write_cluster_summary
 from trainprof.diagnose.findings import Finding
 
 from conftest import ROOT, TRACE_FILTER

@@ -17,7 +17,7 @@ from rich.console import Console
 import trainprof
 from trainprof.capture.live import LiveView
 from trainprof.capture.live_figures import LiveFigures, top_finding
-from trainprof.capture.step_stats import Window
+from trainprof.capture.step_times import Window
 from trainprof.diagnose.findings import SAVING_SEVERITY
 from trainprof.diagnose.rules.host import STEP_CV
 from trainprof.diagnose.rules.input import DATA_LOADING_PCT

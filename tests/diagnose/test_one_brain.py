@@ -10,7 +10,7 @@ import trainprof
 from trainprof.analysis.overview.step_spread import step_spread
 from trainprof.bench.health import judge
 from trainprof.capture.live_figures import LiveFigures, live_verdicts
-from trainprof.capture.step_stats import Window
+from trainprof.capture.step_times import Window
 from trainprof.capture.steps import TimerView
 from trainprof.diagnose import verdicts
 

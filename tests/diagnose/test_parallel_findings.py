@@ -248,7 +248,7 @@ def test_a_cluster_summary_gives_the_fsdp_finding_of_the_traces(found, parallel_
     ``cluster_summary.json`` gets the FSDP finding the traces give, on the same rank, with the
     same cause and saving (a named straggler's wait left out alike)."""
     from trainprof.analysis.job.cluster_file import RankEntry
-    from trainprof.cluster import cluster_document, summarize_traces, write_cluster_summary
+    from trainprof.cluster_summary import cluster_document, summarize_traces, write_cluster_summary
 
     for job in ("fsdp", "fsdp_slow_rank"):
         entries = [RankEntry(rank=r, summaries=summarize_traces(

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from trainprof.deprecated import renamed
+from trainprof.deprecated import old_names
 
 #: Columns the operator table can be sorted by (largest first; ``name`` alphabetically).
 OPERATOR_SORT_COLUMNS = ("device_self_us", "device_total_us", "host_self_us", "host_total_us",
@@ -77,6 +77,6 @@ def using_options(options: AnalyzeOptions) -> Iterator[AnalyzeOptions]:
         _CURRENT.reset(token)
 
 
-__getattr__ = renamed(__name__, {"TableOptions": "AnalyzeOptions",
+__getattr__ = old_names(__name__, {"TableOptions": "AnalyzeOptions",
                                  "table_options": "analyze_options",
                                  "using_table_options": "using_options"})

@@ -28,7 +28,7 @@ from rich.text import Text
 from trainprof.capture.live_figures import LiveFigures, figures_of
 from trainprof.capture.ranks import current_rank
 from trainprof.capture.safety import WarnOnce
-from trainprof.capture.step_stats import PHASES, log_line
+from trainprof.capture.step_times import PHASES, log_line
 from trainprof.formatting import size
 from trainprof.sparkline import sparkline
 from trainprof.vocabulary import PHASE_TERMINAL_COLORS, SEVERITY_STYLES

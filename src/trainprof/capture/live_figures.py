@@ -17,7 +17,7 @@ import torch
 
 from trainprof.analysis.overview.step_spread import step_spread
 from trainprof.capture.device import peak_memory_bytes
-from trainprof.capture.step_stats import PHASES, Window, per_second
+from trainprof.capture.step_times import PHASES, Window, per_second
 from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import Evidence, Finding, ranked
 from trainprof.diagnose.fixes import fix_for

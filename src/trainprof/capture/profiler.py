@@ -84,7 +84,7 @@ class Recorder:
         self._in_step = False
         self._memory: MemoryWatch | None = None
         self._summary_shared = False
-        self._summary_recording: int | None = None  # capture/cluster.py: joined at start
+        self._summary_recording: int | None = None  # capture/job_summary.py: joined at start
         self._quiet = QuietStderr()  # the profiler's own log lines (capture/native_log.py)
         self._schedule: Callable[[int], Any] | None = None
         self.nvtx = NvtxMarks(ops=config.nvtx_ops, record_shapes=config.record_shapes)
@@ -225,7 +225,7 @@ class Recorder:
     def _join_cluster_summary(self) -> None:
         """In a distributed job: tell the other ranks that this one will share its summary."""
         if self.config.cluster_summary and self.config.trace_dir() is not None:
-            from trainprof.capture.cluster import join_cluster_summary
+            from trainprof.capture.job_summary import join_cluster_summary
 
             self._summary_recording = join_cluster_summary()
 
@@ -235,7 +235,7 @@ class Recorder:
         if self._summary_shared or not self.config.cluster_summary or out_dir is None:
             return
         self._summary_shared = True
-        from trainprof.capture.cluster import share_cluster_summary
+        from trainprof.capture.job_summary import share_cluster_summary
 
         share_cluster_summary(self.trace_files, out_dir, self.config.records_rank(self.rank),
                               self.config.cluster_summary_timeout_s, self._warn,

@@ -21,8 +21,8 @@ from typing import Any
 
 import msgspec
 
-from trainprof.capture.cluster import stop_before_group_ends
 from trainprof.capture.config import ProfileConfig
+from trainprof.capture.job_summary import stop_before_group_ends
 from trainprof.capture.profiler import Recorder
 from trainprof.capture.ranks import current_rank, world_size
 from trainprof.capture.writer import traces_written_since

@@ -37,7 +37,7 @@ from trainprof.capture.flop_count import meta_flops, meta_inputs
 from trainprof.capture.jsonl_sink import JsonlSink
 from trainprof.capture.memory_breakdown import MemoryProbe
 from trainprof.capture.safety import WarnOnce
-from trainprof.capture.step_stats import PHASES, StepStats, Window, log_line, per_second, phases_ms
+from trainprof.capture.step_times import PHASES, StepTimes, Window, log_line, per_second, phases_ms
 
 __all__ = ["PHASES", "StepTimer"]
 
@@ -125,7 +125,7 @@ class StepTimer:
         self.warmup_steps = warmup_steps
         self._clock = clock_for(self.device)
         self._now = self._clock.now
-        self._stats = StepStats()
+        self._stats = StepTimes()
         self._excluded = 0
         self._warn = WarnOnce()
         self._broken = False

@@ -14,7 +14,7 @@ from trainprof.commands.history import record_if_asked
 from trainprof.commands.progress import with_progress
 from trainprof.errors import TrainprofError
 from trainprof.fileio import write_or_print
-from trainprof.trackers.cli import log_and_close, open_asked
+from trainprof.trackers.log_to import log_and_close, open_asked
 
 
 def main(args: argparse.Namespace) -> int:
@@ -32,7 +32,7 @@ def main(args: argparse.Namespace) -> int:
         return _analyze_and_report(args)
 
 
-def analyze_path(path: Path, show_progress: bool, workers: int | None = None,
+def analyze_with_progress(path: Path, show_progress: bool, workers: int | None = None,
                  executor: Any = None) -> Any:
     """The ``Analysis`` of ``path`` (the whole pipeline), with a progress bar if asked."""
     from trainprof.pipeline import analyze
@@ -55,14 +55,14 @@ def _analyze_and_report(args: argparse.Namespace) -> int:
 def _analyze_on_cluster(args: argparse.Namespace, show_progress: bool) -> Any:
     """The analysis of ``args.path``, on the Dask scheduler the arguments name, if any."""
     if args.scheduler is None and args.scheduler_file is None:
-        return analyze_path(args.path, show_progress, workers=args.jobs)
+        return analyze_with_progress(args.path, show_progress, workers=args.jobs)
     from trainprof.analysis.parallel.on_dask import dask_executor
 
     if args.jobs is not None:
         raise TrainprofError("--jobs sets this machine's processes, and with a Dask scheduler "
                              "its workers analyse the traces: give one or the other.")
     with dask_executor(args.scheduler, args.scheduler_file, args.scheduler_timeout) as executor:
-        return analyze_path(args.path, show_progress, executor=executor)
+        return analyze_with_progress(args.path, show_progress, executor=executor)
 
 
 def _write_analysis(analysis: Any, args: argparse.Namespace) -> None:

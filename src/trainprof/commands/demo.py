@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from trainprof.commands.analyze import analyze_path
+from trainprof.commands.analyze import analyze_with_progress
 from trainprof.commands.quiet import quiet_profiler
 from trainprof.formatting import counted
 
@@ -23,7 +23,7 @@ def main(args: argparse.Namespace) -> int:
     console = Console()
     console.print(f"Training a small model on the CPU for {counted(args.steps, 'step')}, with the profiler on…")
     trace_dir = record_demo(args.out / "traces", steps=args.steps)
-    analysis = analyze_path(trace_dir, show_progress=True)
+    analysis = analyze_with_progress(trace_dir, show_progress=True)
     result = write_json(analysis, args.out / "analysis.json")
     console.print(f"Traces in {trace_dir}/, the JSON result in {result}.")
     print_analysis(analysis, console)

@@ -29,7 +29,7 @@ from trainprof.capture.script_run import (
 )
 from trainprof.cli_run import FLAGS, parse_run_args
 from trainprof.errors import TrainprofError
-from trainprof.trackers.cli import check_installed, log_and_close, open_asked
+from trainprof.trackers.log_to import check_installed, log_and_close, open_asked
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from trainprof.analysis.diff import diff
 from trainprof.analysis.results import Analysis
-from trainprof.diagnose.comparison import Comparison, Gate, Run, Verdict
+from trainprof.deprecated import old_names
+from trainprof.diagnose.comparison import Comparison, Gate, Run, SpeedVerdict
 from trainprof.stats import slowdown_odds
 
 
@@ -34,7 +35,7 @@ def compare_analyses(a: Analysis, b: Analysis, labels: tuple[str, str], *,
                              runs[0].step_numbers, runs[1].step_numbers)
         result.gate = Gate(fail_if_slower, odds, runs[0].median_ms, runs[1].median_ms,
                            max(runs[0].ranks, runs[1].ranks))
-    result.verdict = Verdict(slowdown_odds(runs[0].step_ms, runs[1].step_ms, 0.0,
+    result.verdict = SpeedVerdict(slowdown_odds(runs[0].step_ms, runs[1].step_ms, 0.0,
                                            runs[0].step_numbers, runs[1].step_numbers),
                              runs[0].median_ms, runs[1].median_ms)
     if (note := _device_mismatch(a, b)) is not None:
@@ -52,3 +53,6 @@ def _device_mismatch(base: Analysis, new: Analysis) -> str | None:
     where = ["a GPU" if g else "the CPU only" for g in on_gpu]
     return (f"BASE ran on {where[0]} and NEW on {where[1]}: the step times and breakdowns "
             "measure different hardware, so the differences say little about a code change.")
+
+
+__getattr__ = old_names(__name__, {"Verdict": "trainprof.diagnose.comparison:SpeedVerdict"})

@@ -11,6 +11,7 @@ import numpy as np
 from msgspec import field
 
 from trainprof.analysis.deltas import TraceDiff
+from trainprof.deprecated import old_names
 from trainprof.display import NotebookDisplay
 from trainprof.stats import SlowdownOdds, likelihood
 
@@ -99,7 +100,7 @@ class Gate(msgspec.Struct):
                 **(self.odds.to_dict() if self.odds else {})}
 
 
-class Verdict(msgspec.Struct):
+class SpeedVerdict(msgspec.Struct):
     """Without a gate too: which run is faster by median step, and how sure that is given the
     step-to-step noise (the bootstrap of trainprof/stats.py with a limit of 0%)."""
 
@@ -153,10 +154,13 @@ class Comparison(NotebookDisplay, msgspec.Struct):
     diff: TraceDiff
     gate: Gate | None = None
     notes: list[str] = field(default_factory=list)
-    verdict: Verdict | None = None
+    verdict: SpeedVerdict | None = None
 
     def to_dict(self, top: int = TOP_CHANGED) -> dict[str, Any]:
         return {"schema": SCHEMA, "base": self.base.to_dict(), "new": self.new.to_dict(),
                 **self.diff.to_dict(top), "gate": self.gate.to_dict() if self.gate else None,
                 "verdict": self.verdict.to_dict() if self.verdict else None,
                 "notes": [*self.diff.notes, *self.notes]}
+
+
+__getattr__ = old_names(__name__, {"Verdict": "SpeedVerdict"})

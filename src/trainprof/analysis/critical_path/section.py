@@ -50,7 +50,7 @@ def span_ok(first_ts: float, last_end: float) -> bool:
     return 0.0 <= span <= MAX_SPAN_US
 
 
-def analyse(trace: Trace, steps: StepWindows, notes: list[str]) -> CriticalPath:
+def critical_path_of(trace: Trace, steps: StepWindows, notes: list[str]) -> CriticalPath:
     """The critical path of the chosen ``steps`` of ``trace`` (``notes`` say how chosen)."""
     g = build_graph(trace, steps)
     t, converged = replay(g, start=g.time)

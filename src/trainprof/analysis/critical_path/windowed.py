@@ -127,7 +127,7 @@ def _combine(parts: list[PathPart], steps: StepWindows, plan: Plan | None = None
         return section.broken_clock()
     pieces = [p.trace for p in parts if p.trace is not None]
     trace = pieces[0] if len(pieces) == 1 else _joined(pieces)
-    return section.analyse(trace, plan.steps, list(plan.notes))
+    return section.critical_path_of(trace, plan.steps, list(plan.notes))
 
 
 def _within(ts: np.ndarray, ranges: tuple[tuple[float, float], ...]) -> np.ndarray:

@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from trainprof.analysis.options import analyze_options
-from trainprof.analysis.parallel.worker import analyse_file
+from trainprof.analysis.parallel.worker import analyze_file
 from trainprof.errors import TrainprofError
 from trainprof.trace.load import Progress
 
 
 def outcomes_on_executor(files: list[Path], executor: Executor, progress: Progress | None,
                          from_folder: bool = False) -> list[tuple[str, Any]]:
-    """Each file's outcome, as ``analysis/worker.analyse_file`` gives it, in file order
+    """Each file's outcome, as ``analysis/worker.analyze_file`` gives it, in file order
     (``from_folder``: as in ``parallel.analyze_files``)."""
     options, single = analyze_options(), len(files) == 1 and not from_folder
     futures: dict[Future, int] = {}
@@ -28,7 +28,7 @@ def outcomes_on_executor(files: list[Path], executor: Executor, progress: Progre
     try:
         for i, file in enumerate(files):
             # absolute: a worker elsewhere has another working directory
-            futures[executor.submit(analyse_file, file.absolute(), options, single, 1)] = i
+            futures[executor.submit(analyze_file, file.absolute(), options, single, 1)] = i
         if progress:
             progress(0, len(files), files[0])
         pending, done = set(futures), 0

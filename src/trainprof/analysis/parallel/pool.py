@@ -26,7 +26,7 @@ import msgspec
 from msgspec import field
 
 from trainprof.analysis.options import analyze_options, using_options
-from trainprof.analysis.parallel.worker import analyse_file
+from trainprof.analysis.parallel.worker import analyze_file
 from trainprof.analysis.streaming.memory_budget import default_budget, json_equivalent
 from trainprof.errors import TrainprofError
 from trainprof.interrupts import held_interrupts
@@ -109,7 +109,7 @@ def _serial(files: list[Path], progress: Progress | None,
     for i, file in enumerate(files):
         if progress:
             progress(i, len(files), file)
-        out.append(analyse_file(file, options, single))
+        out.append(analyze_file(file, options, single))
         if out[-1][0] == "error":
             break  # as a serial load stops at the first unreadable file
     if progress:
@@ -166,7 +166,7 @@ class _Pool:
                 if self.pending:
                     i = self.pending.popleft()
                     # one decode process here: the workers take the other cores
-                    self._finish(i, analyse_file(self.files[i], self.options, False, 1))
+                    self._finish(i, analyze_file(self.files[i], self.options, False, 1))
                 self._collect(workers, block=not self.pending)
             finished = True
         finally:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from trainprof.analysis.results import RankAnalysis
 
 
-def analyse_file(path: Path, options: AnalyzeOptions, single: bool,
+def analyze_file(path: Path, options: AnalyzeOptions, single: bool,
                  decode_workers: int | None = None) -> tuple[str, Any]:
     """("ok", RankAnalysis) (a list of them for an export of several ranks), ("skipped", reason) for a file that is not a trace among several,
     or ("error", exception). ``decode_workers``: processes decoding the file and computing its
@@ -97,7 +97,7 @@ def main() -> None:
             index, path, options, single = read_frame(tasks)
         except EOFError:
             return
-        status, payload = analyse_file(path, options, single)
+        status, payload = analyze_file(path, options, single)
         try:
             write_frame(results, (index, status, payload))
         except (pickle.PicklingError, TypeError, AttributeError) as exc:

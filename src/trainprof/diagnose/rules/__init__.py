@@ -6,7 +6,7 @@ every finding id are in ``diagnose/registry.py``. docs/rules.md explains every t
 estimate. This package's ``__init__`` imports nothing: a rule's module is imported alone.
 """
 
-from trainprof.deprecated import moved
+from trainprof.deprecated import old_names
 
-__getattr__ = moved(__name__, {name: "trainprof.diagnose.registry" for name in (
+__getattr__ = old_names(__name__, {name: f"trainprof.diagnose.registry:{name}" for name in (
     "RANK_RULES", "JOB_RULES", "FINDING_IDS", "RankRule", "JobRule")})

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from trainprof.history.store.rows import RunRecord
-from trainprof.history.views.regress import Point, Series, Verdict
+from trainprof.history.views.regress import Point, RegressionVerdict, Series
 from trainprof.history.views.terminal import verdict_of, verdicts_by_id
 from trainprof.tidy import tidy
 from trainprof.vocabulary import PHASES
@@ -67,5 +67,5 @@ def to_csv(records: list[RunRecord], series: list[Series]) -> str:
     return out.getvalue()
 
 
-def _verdict(found: tuple[Point, Verdict] | None) -> dict[str, Any] | None:
+def _verdict(found: tuple[Point, RegressionVerdict] | None) -> dict[str, Any] | None:
     return None if found is None else found[1].to_dict()

@@ -27,6 +27,7 @@ import statistics
 import msgspec
 from msgspec import field
 
+from trainprof.deprecated import old_names
 from trainprof.history.store.rows import RunRecord, thin
 from trainprof.history.views.series import Point, points_of
 from trainprof.stats import SlowdownOdds, noise_band_pct, slowdown_odds
@@ -40,7 +41,7 @@ CONFIDENCE = 0.9
 BOOTSTRAP_MAX_STEPS = 4096
 
 
-class Verdict(msgspec.Struct):
+class RegressionVerdict(msgspec.Struct):
     """How a run compares with its baseline. ``status``: regression, improvement, steady,
     baseline (the noise is not known yet), first, new setup, or unknown (no step time)."""
 
@@ -71,9 +72,9 @@ class Series(msgspec.Struct):
     name: str
     kind: str
     points: list[Point]
-    verdicts: list[Verdict]
+    verdicts: list[RegressionVerdict]
 
-    def flagged(self) -> list[tuple[Point, Verdict]]:
+    def flagged(self) -> list[tuple[Point, RegressionVerdict]]:
         return [(p, v) for p, v in zip(self.points, self.verdicts, strict=True) if v.flagged]
 
 
@@ -91,9 +92,9 @@ def series_of(records: list[RunRecord], *, baseline_runs: int = BASELINE_RUNS,
 
 
 def judge(points: list[Point], baseline_runs: int = BASELINE_RUNS,
-          threshold_pct: float = THRESHOLD_PCT) -> list[Verdict]:
+          threshold_pct: float = THRESHOLD_PCT) -> list[RegressionVerdict]:
     """A verdict per point (see the module's docstring)."""
-    verdicts = [Verdict("unknown") for _ in points]
+    verdicts = [RegressionVerdict("unknown") for _ in points]
     level = [0] * len(points)  # the index of the run that began each point's level
     start = setup = i = 0  # where the current level and the current setup began
     while i < len(points):
@@ -104,9 +105,9 @@ def judge(points: list[Point], baseline_runs: int = BASELINE_RUNS,
             pass
         elif before is not None and p.setup != before.setup:
             start = setup = level[i] = i
-            verdicts[i] = Verdict("new setup")
+            verdicts[i] = RegressionVerdict("new setup")
         elif not any(q.median_ms is not None for q in points[start:i]):
-            verdicts[i] = Verdict("first")
+            verdicts[i] = RegressionVerdict("first")
         else:
             base = [q for q in points[start:i] if q.median_ms is not None][-baseline_runs:]
             verdicts[i] = _against(p, base, _levels(points, level, setup, i), threshold_pct)
@@ -114,7 +115,7 @@ def judge(points: list[Point], baseline_runs: int = BASELINE_RUNS,
                 onset = _onset(points, start, i, verdicts[i], threshold_pct)
                 if onset < i:
                     seen = verdicts[i]
-                    verdicts[onset] = Verdict(seen.status, _change(points[onset], seen),
+                    verdicts[onset] = RegressionVerdict(seen.status, _change(points[onset], seen),
                                               seen.baseline_ms, seen.baseline, seen.allowance_pct,
                                               seen.odds, threshold_pct, confirmed_by=p.label)
                 start, i = onset, onset  # judge the runs after it against the new level
@@ -135,11 +136,11 @@ def _levels(points: list[Point], level: list[int], setup: int, i: int) -> list[l
 
 
 def _against(p: Point, base: list[Point], levels: list[list[float]], threshold_pct: float
-             ) -> Verdict:
+             ) -> RegressionVerdict:
     current = _median(p)
     reference = statistics.median(_median(q) for q in base)
     change = (current / reference - 1.0) * 100.0
-    verdict = Verdict("steady", change, reference, [q.label for q in base],
+    verdict = RegressionVerdict("steady", change, reference, [q.label for q in base],
                       threshold_pct=threshold_pct)
     band = noise_band_pct(levels, len(base))
     if band is None:
@@ -160,7 +161,7 @@ def _against(p: Point, base: list[Point], levels: list[list[float]], threshold_p
     return verdict
 
 
-def _onset(points: list[Point], start: int, i: int, seen: Verdict, threshold_pct: float) -> int:
+def _onset(points: list[Point], start: int, i: int, seen: RegressionVerdict, threshold_pct: float) -> int:
     """The first of the runs just before ``i`` (after its level's first) that already sit past
     the threshold, on the same side, nearer the new level than the baseline; else ``i``."""
     onset = i
@@ -175,7 +176,7 @@ def _onset(points: list[Point], start: int, i: int, seen: Verdict, threshold_pct
     return onset
 
 
-def _change(p: Point, seen: Verdict) -> float:
+def _change(p: Point, seen: RegressionVerdict) -> float:
     return (_median(p) / _baseline(seen) - 1.0) * 100.0
 
 
@@ -186,8 +187,11 @@ def _median(p: Point) -> float:
     return p.median_ms
 
 
-def _baseline(seen: Verdict) -> float:
+def _baseline(seen: RegressionVerdict) -> float:
     """The baseline median of a verdict that compared the run with one (a flagged verdict)."""
     if seen.baseline_ms is None:
         raise ValueError(f"The verdict {seen.status!r} has no baseline to compare with.")
     return seen.baseline_ms
+
+
+__getattr__ = old_names(__name__, {"Verdict": "RegressionVerdict"})

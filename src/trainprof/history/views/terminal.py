@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainprof.history.store.rows import RunRecord
-from trainprof.history.views.regress import Point, Series, Verdict
+from trainprof.history.views.regress import Point, RegressionVerdict, Series
 from trainprof.report.quantities import clip, compact_table, size
 from trainprof.sparkline import sparkline
 
@@ -45,19 +45,19 @@ def print_history(records: list[RunRecord], series: list[Series], console: Conso
         print_trend(s, console)
 
 
-def verdicts_by_id(series: list[Series]) -> dict[int, tuple[Point, Verdict]]:
+def verdicts_by_id(series: list[Series]) -> dict[int, tuple[Point, RegressionVerdict]]:
     """Each row's point and verdict (the rows of one job share them)."""
     return {row_id: (p, v) for s in series for p, v in zip(s.points, s.verdicts, strict=True)
             for row_id in p.ids}
 
 
-def verdict_of(verdicts: dict[int, tuple[Point, Verdict]], r: RunRecord
-               ) -> tuple[Point, Verdict] | None:
+def verdict_of(verdicts: dict[int, tuple[Point, RegressionVerdict]], r: RunRecord
+               ) -> tuple[Point, RegressionVerdict] | None:
     """The row's point and verdict; None for a row not judged (or not yet stored, no id)."""
     return verdicts.get(r.id) if r.id is not None else None
 
 
-def runs_table(records: list[RunRecord], verdicts: dict[int, tuple[Point, Verdict]], db: str,
+def runs_table(records: list[RunRecord], verdicts: dict[int, tuple[Point, RegressionVerdict]], db: str,
                width: int = 120) -> Table:
     """One line per run; below ``WIDE`` columns, host, ranks, p90 and memory are left out
     (``trainprof history show ID`` has them)."""
@@ -81,7 +81,7 @@ def runs_table(records: list[RunRecord], verdicts: dict[int, tuple[Point, Verdic
     return table
 
 
-def _cells(r: RunRecord, verdicts: dict[int, tuple[Point, Verdict]], wide: bool) -> dict:
+def _cells(r: RunRecord, verdicts: dict[int, tuple[Point, RegressionVerdict]], wide: bool) -> dict:
     found = verdict_of(verdicts, r)
     point, verdict = found if found is not None else (None, None)
     return {
@@ -121,7 +121,7 @@ def _trend_line(label: str, values: list[float | None], style: str, number: str)
     return line
 
 
-def change_sentence(p: Point, v: Verdict) -> str:
+def change_sentence(p: Point, v: RegressionVerdict) -> str:
     """``regression at #21 (2024-06-02 10:31, abc1234): median step 121.0 ms, +19.6% against
     101.2 ms (#16-#20); ...``"""
     commit = f", {p.first.git_commit[:8]}" if p.first.git_commit else ""
@@ -140,7 +140,7 @@ def change_sentence(p: Point, v: Verdict) -> str:
     return text
 
 
-def _verdict_cell(point: Point | None, verdict: Verdict | None, r: RunRecord) -> Text:
+def _verdict_cell(point: Point | None, verdict: RegressionVerdict | None, r: RunRecord) -> Text:
     if verdict is None or point is None:
         return Text("")
     if point.ids and r.id != point.ids[0]:

@@ -2,7 +2,7 @@
 
 Runs once, when recording stops, on every rank of an initialised default process group. Each
 rank analyses the files it wrote, exactly as ``trainprof analyze`` would, and reduces them to
-a few KB (``trainprof.cluster``); rank 0 gathers the summaries with ``gather_object`` over a
+a few KB (``trainprof.cluster_summary``); rank 0 gathers the summaries with ``gather_object`` over a
 gloo group made from the job's group for this, with a timeout (whatever the job's backend,
 so no GPU memory and no NCCL hang). A rank that fails to summarise still takes part, with an
 error entry; a rank that never arrives costs the others the timeout and a warning. Ranks say
@@ -74,7 +74,7 @@ def share_cluster_summary(files: list[Path], out_dir: str | os.PathLike[str], re
         return None
     try:
         from trainprof.analysis.job.cluster_file import decode_entry
-        from trainprof.cluster import cluster_document, write_cluster_summary
+        from trainprof.cluster_summary import cluster_document, write_cluster_summary
 
         entries = [None if raw is None else decode_entry(raw, i)
                    for i, raw in enumerate(gathered or [entry])]
@@ -118,7 +118,7 @@ def _own_entry(files: list[Path], rank: int, recorded: bool, warn: Callable[...,
     if not recorded or not files:
         return encode(RankEntry(rank=rank, recorded=False))
     try:
-        from trainprof.cluster import summarize_traces
+        from trainprof.cluster_summary import summarize_traces
 
         return encode(RankEntry(rank=rank, summaries=summarize_traces(files, rank=rank)))
     except Exception as error:

@@ -1,6 +1,6 @@
 """Cluster summaries: each rank's summary of its own traces, and the job's document.
 
-In a distributed job (capture/cluster.py) every rank calls ``summarize_traces`` on the files
+In a distributed job (capture/job_summary.py) every rank calls ``summarize_traces`` on the files
 it wrote, and rank 0 turns the gathered entries into ``cluster_summary.json`` with
 ``cluster_document`` and ``write_cluster_summary``: per-rank figures, the per-rank table,
 stragglers and the job-level findings. The same calls work offline. docs/distributed.md.

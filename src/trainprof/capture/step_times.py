@@ -24,7 +24,7 @@ class Window(msgspec.Struct):
     tokens: int | None
 
 
-class StepStats:
+class StepTimes:
     """Every measured step's time and phases in seconds, as rows of one flat column, with its
     samples and tokens."""
 
