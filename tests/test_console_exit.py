@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import NCCL_TRACE
+from helpers.paths import NCCL_TRACE
 
 PROBE = ("import gc, sys\n"
          "from trainprof.cli import console_main\n"

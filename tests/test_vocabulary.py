@@ -8,17 +8,17 @@ import re
 from trainprof import vocabulary
 from trainprof.analysis.overview import breakdown, phases
 from trainprof.bench import health
-from trainprof.capture import live, step_stats
+from trainprof.capture import live, step_times
 from trainprof.diagnose import findings
 from trainprof.report import labels
 from trainprof.report.terminal import report as text
 from trainprof.report.terminal import snapshot
 
-from conftest import ROOT
+from helpers.paths import ROOT
 
 
 def test_every_layer_uses_the_one_list_of_phases_and_categories():
-    assert phases.PHASES is step_stats.PHASES is vocabulary.PHASES
+    assert phases.PHASES is step_times.PHASES is vocabulary.PHASES
     assert vocabulary.PHASES[:4] == health.PHASES and "other" not in health.PHASES
     assert breakdown.ALL_CATEGORIES is vocabulary.ALL_CATEGORIES
     assert set(labels.CATEGORY_COLORS) == set(vocabulary.ALL_CATEGORIES)

@@ -14,7 +14,7 @@ from trainprof.cli import build_parser, main
 from trainprof.report.json import write_json
 from trainprof.structs import field_names
 
-from conftest import BERT
+from helpers.paths import BERT
 
 #: The command's options that say where and how the result goes, not what is computed.
 OUTPUT_OPTIONS = {"path", "format", "output", "no_progress", "record", "name", "db", "log_to"}

@@ -19,8 +19,8 @@ from trainprof.cluster_summary import cluster_document, summarize_traces
 from trainprof.diagnose.rules import distributed, hardware
 from trainprof.report.json import to_json_bytes
 
-from ddp_recordings import DELAY_S, ddp_jobs  # noqa: F401 (a fixture)
-from parallel_recordings import events, parallel_jobs, union  # noqa: F401 (a fixture)
+from helpers.ddp_recordings import DELAY_S, ddp_jobs  # noqa: F401 (a fixture)
+from helpers.parallel_recordings import events, parallel_jobs, union  # noqa: F401 (a fixture)
 
 DELAY_MS = DELAY_S * 1000.0
 #: What only DDP has: its bucket size, gradient views, no_sync, communication hooks.

@@ -16,7 +16,7 @@ from trainprof.analysis.job.summary import encode
 from trainprof.cluster_summary import cluster_document, summarize_traces, write_cluster_summary
 from trainprof.diagnose.findings import Finding
 
-from conftest import ROOT, TRACE_FILTER
+from helpers.paths import ROOT, TRACE_FILTER
 from rank_scenarios import gpu_rank
 
 RANK_FILES = sorted(TRACE_FILTER.glob("sampled_rank-*.json.gz"))

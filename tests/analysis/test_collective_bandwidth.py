@@ -12,7 +12,7 @@ from trainprof.analysis.overview.steps import find_steps
 from trainprof.analysis.roofline.collectives import bus_factor, collectives
 from trainprof.trace.load import load_file
 
-from conftest import BERT, NCCL_TRACE
+from helpers.paths import BERT, NCCL_TRACE
 
 A100 = {"id": 0, "name": "NVIDIA A100-SXM4-80GB", "numSms": 108, "computeMajor": 8}
 H100 = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132, "computeMajor": 9}

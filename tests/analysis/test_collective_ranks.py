@@ -10,7 +10,7 @@ from rich.console import Console
 import trainprof
 from trainprof.report.terminal.roofline import render_collective_ranks
 
-from tracegen import TraceBuilder
+from helpers.tracegen import TraceBuilder
 
 H100 = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132, "computeMajor": 9}
 MIB = 2**20

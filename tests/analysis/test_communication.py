@@ -12,7 +12,7 @@ from trainprof.analysis.sections.communication import communication
 from trainprof.trace.load import load_file
 from trainprof.trace.model import collective_type, dtype_bytes
 
-from conftest import BIG_TRACE, NCCL_TRACE, NS_TRACE, TRACE_FILTER
+from helpers.paths import BIG_TRACE, NCCL_TRACE, NS_TRACE, TRACE_FILTER
 
 RECORD = {"Collective name": "allreduce", "In msg nelems": 1000, "Out msg nelems": 1000,
           "dtype": "Float"}

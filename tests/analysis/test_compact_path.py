@@ -12,7 +12,7 @@ import trainprof
 from trainprof.analysis.overview.rank import analyze_trace
 from trainprof.trace.load import load_file
 
-from conftest import BERT, NS_TRACE, TRACE_FILTER
+from helpers.paths import BERT, NS_TRACE, TRACE_FILTER
 
 
 @pytest.mark.parametrize("path", [NS_TRACE, BERT, TRACE_FILTER / "sampled_rank-0.json.gz"],

@@ -10,7 +10,7 @@ from trainprof.analysis.sections.copies import copies
 from trainprof.trace.load import load_file
 from trainprof.trace.model import memcpy_direction, memcpy_host_memory
 
-from conftest import RESNET_W0, TIMESFORMER, TRACE_FILTER
+from helpers.paths import RESNET_W0, TIMESFORMER, TRACE_FILTER
 
 
 def copies_trace(b):

@@ -19,7 +19,7 @@ from trainprof.analysis.critical_path.waits import other_stream_ends
 from trainprof.analysis.overview.steps import StepWindows, find_steps
 from trainprof.trace.load import load_file
 
-from conftest import ALEXNET, NS_TRACE, RESNET_W0, RESNET_W0_SPAN2
+from helpers.paths import ALEXNET, NS_TRACE, RESNET_W0, RESNET_W0_SPAN2
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 

@@ -1,7 +1,7 @@
 """The critical path agrees with the timeline it is drawn on (issue 25): GPU-bound steps whose
 host waits for the device, runs far ahead, or whose streams wait on each other run on the GPU.
 
-The two whole-step traces (tests/critical_path_traces.py) are built by a simulation that knows
+The two whole-step traces (tests/helpers/critical_path_traces.py) are built by a simulation that knows
 each step's true path; the small ones below are worked out by hand."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from trainprof.analysis.critical_path import critical_path
 from trainprof.analysis.overview.steps import find_steps
 from trainprof.trace.load import load_file
 
-from critical_path_traces import ddp_mi300, dualpipe_h800
+from helpers.critical_path_traces import ddp_mi300, dualpipe_h800
 
 DEVICE = ("gpu_compute", "gpu_communication", "copies")
 

@@ -15,7 +15,7 @@ from trainprof.analysis.overview.steps import StepWindows, find_steps
 from trainprof.analysis.overview.timeline import gpu_timeline
 from trainprof.trace.load import load_file
 
-from conftest import (
+from helpers.paths import (
     ALEXNET,
     BERT,
     BIG_TRACE,

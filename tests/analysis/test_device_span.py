@@ -10,8 +10,8 @@ from trainprof.analysis.overview.steps import find_steps
 from trainprof.analysis.overview.timeline import gpu_timeline
 from trainprof.trace.load import load_file
 
-from conftest import SHARED_TRACE_FILES
 from device_span_reference import device_span
+from helpers.paths import SHARED_TRACE_FILES
 
 
 def _ours_and_reference(path):

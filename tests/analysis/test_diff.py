@@ -9,8 +9,8 @@ from trainprof.analysis.diff import diff, name_totals
 from trainprof.trace.load import load_file
 from trainprof.trace.model import Kind
 
-from conftest import RESNET_W0, RESNET_W4
-from tracegen import TraceBuilder
+from helpers.paths import RESNET_W0, RESNET_W4
+from helpers.tracegen import TraceBuilder
 
 
 def cpu_run(mm_us: float, extra: str, extra_us: float) -> TraceBuilder:

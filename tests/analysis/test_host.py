@@ -10,7 +10,7 @@ from trainprof.analysis.overview.steps import find_steps
 from trainprof.analysis.sections.host import host_time
 from trainprof.trace.load import load_file
 
-from conftest import TIMESFORMER
+from helpers.paths import TIMESFORMER
 
 
 def one_step(b, gpu: bool = True):

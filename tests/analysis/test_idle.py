@@ -11,7 +11,7 @@ from trainprof.analysis.overview.steps import StepWindows, find_steps
 from trainprof.analysis.sections.idle import KERNEL_WAIT_MAX_US, idle_time
 from trainprof.trace.load import load_file
 
-from conftest import BIG_TRACE, NCCL_TRACE, NS_TRACE, TRACE_FILTER
+from helpers.paths import BIG_TRACE, NCCL_TRACE, NS_TRACE, TRACE_FILTER
 
 LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 

@@ -13,7 +13,7 @@ from trainprof.analysis.sections.kernels import kernel_stats
 from trainprof.trace.kernel_class import uses_tensor_cores
 from trainprof.trace.load import load_file
 
-from conftest import BERT, RESNET_W0, RESNET_W4, RESULT_CHECK, TIMESFORMER
+from helpers.paths import BERT, RESNET_W0, RESNET_W4, RESULT_CHECK, TIMESFORMER
 
 
 @functools.cache

@@ -10,7 +10,7 @@ from trainprof.analysis.overview.steps import find_steps
 from trainprof.analysis.sections.launch import launch_stats
 from trainprof.trace.load import load_file
 
-from conftest import BERT, TIMESFORMER
+from helpers.paths import BERT, TIMESFORMER
 
 
 def _stats(builder, tmp_path):

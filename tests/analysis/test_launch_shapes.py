@@ -8,7 +8,7 @@ import pytest
 from trainprof.analysis.sections.occupancy import _launch_shape, _shapes_of
 from trainprof.trace.load import load_file
 
-from conftest import BERT, NCCL_TRACE, NS_TRACE
+from helpers.paths import BERT, NCCL_TRACE, NS_TRACE
 
 
 def one_by_one(details):

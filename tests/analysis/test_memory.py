@@ -10,7 +10,7 @@ from trainprof.analysis.sections.memory import memory
 from trainprof.analysis.sections.memory_series import downsample
 from trainprof.trace.load import load_file
 
-from conftest import BIG_TRACE, RESNET_W0
+from helpers.paths import BIG_TRACE, RESNET_W0
 
 MB = 1_000_000
 GB16 = 16_000_000_000

@@ -1,7 +1,7 @@
 """Tensor and expert parallelism (analysis/parallelism/tensor.py, expert.py, the rules in
 diagnose/rules/model_parallel.py): on recorded two-rank gloo jobs (tests/analysis/jobs/
 tp_ep_jobs.py: DTensor ColwiseParallel/RowwiseParallel on an MLP, an uneven all_to_all_single)
-and on GPU traces built in Kineto's format (tests/model_parallel_traces.py), each figure checked
+and on GPU traces built in Kineto's format (tests/helpers/model_parallel_traces.py), each figure checked
 against a reference reading of the raw events written here."""
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from trainprof.diagnose.rules.model_parallel import (
 )
 from trainprof.trace.load import load_file
 
-from critical_path_traces import dualpipe_h800
-from model_parallel_traces import ALL_REDUCE, expert_parallel, tensor_parallel
-from parallel_recordings import events, length_inside, profiler_steps, union
-from tp_ep_recordings import tp_ep_jobs  # noqa: F401 (a fixture)
+from helpers.critical_path_traces import dualpipe_h800
+from helpers.model_parallel_traces import ALL_REDUCE, expert_parallel, tensor_parallel
+from helpers.parallel_recordings import events, length_inside, profiler_steps, union
+from helpers.tp_ep_recordings import tp_ep_jobs  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.slow  # records a two-rank torch.distributed job (seconds)
 

@@ -11,7 +11,7 @@ from trainprof.analysis.sections.occupancy import launch_fill
 from trainprof.trace.load import load_file
 from trainprof.trace.model import Kind
 
-from modern_traces import (
+from helpers.modern_traces import (
     COMBINE,
     DISPATCH,
     FA3_FWD,
@@ -19,7 +19,7 @@ from modern_traces import (
     graph_replay_trace,
     moe_step_trace,
 )
-from tracegen import TraceBuilder
+from helpers.tracegen import TraceBuilder
 
 
 def _analyze(builder, tmp_path, name="trace.json"):

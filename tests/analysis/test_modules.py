@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from module_workload import (
+from trainprof.analysis.overview.steps import find_steps
+from trainprof.analysis.sections.modules import HOW_TO_RECORD, ModuleTree, module_tree
+from trainprof.trace.load import load_file
+
+from helpers.module_workload import (
     ACTIVE_STEPS,
     inside,
     read_events,
@@ -14,11 +18,7 @@ from module_workload import (
     step_windows,
     synthetic_gpu_modules,
 )
-from trainprof.analysis.overview.steps import find_steps
-from trainprof.analysis.sections.modules import HOW_TO_RECORD, ModuleTree, module_tree
-from trainprof.trace.load import load_file
-
-from conftest import BERT, GPU_METRICS
+from helpers.paths import BERT, GPU_METRICS
 
 
 def tree_of(path) -> ModuleTree:

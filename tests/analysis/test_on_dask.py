@@ -19,9 +19,9 @@ from trainprof.analysis.parallel.on_dask import dask_executor
 from trainprof.cli import main
 from trainprof.report.json import to_json_bytes
 
-from conftest import NCCL_TRACE, TRACE_FILTER
 from dask_processes import dask_cluster, free_port
-from parallel_recordings import parallel_jobs  # noqa: F401 (a fixture)
+from helpers.parallel_recordings import parallel_jobs  # noqa: F401 (a fixture)
+from helpers.paths import NCCL_TRACE, TRACE_FILTER
 from rank_scenarios import gpu_rank, in_job_of
 
 pytest.importorskip("distributed")

@@ -16,7 +16,7 @@ from trainprof.analysis.parallel.pool import analyze_files
 from trainprof.errors import TraceError
 from trainprof.report.json import to_json_bytes
 
-from conftest import TRACE_FILTER
+from helpers.paths import TRACE_FILTER
 from rank_scenarios import gpu_rank, in_job_of
 
 

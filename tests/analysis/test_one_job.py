@@ -13,8 +13,8 @@ from trainprof.analysis.job.one_job import JOB_START_SPREAD_S
 from trainprof.cli import main
 from trainprof.errors import TraceError
 
-from conftest import BERT, GPU_METRICS, NCCL_TRACE
-from tracegen import TraceBuilder
+from helpers.paths import BERT, GPU_METRICS, NCCL_TRACE
+from helpers.tracegen import TraceBuilder
 
 
 def test_an_empty_file_is_skipped_like_a_file_that_is_no_trace(tmp_path):

@@ -15,7 +15,7 @@ from trainprof.analysis.sections.registry import SECTIONS
 from trainprof.trace.load import load_file
 from trainprof.trace.model import LAUNCH_KINDS
 
-from conftest import ALEXNET, BERT, PARAM, RESNET_W0, RESNET_W4, RESULT_CHECK
+from helpers.paths import ALEXNET, BERT, PARAM, RESNET_W0, RESNET_W4, RESULT_CHECK
 
 
 def _ext(op: dict) -> int:

@@ -8,7 +8,7 @@ import trainprof
 from trainprof.analysis.overview.steps import find_steps
 from trainprof.trace.load import load_file
 
-from tracegen import OLD, TraceBuilder
+from helpers.tracegen import OLD, TraceBuilder
 
 
 def one_step(b: TraceBuilder):

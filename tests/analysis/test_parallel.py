@@ -26,8 +26,8 @@ from trainprof.errors import TraceError
 from trainprof.report.json import to_json_bytes
 from trainprof.trace.load import load_file
 
-from conftest import NCCL_TRACE, TRACE_FILTER
-from ctrl_c import ctrl_c_as_a_worker_starts
+from helpers.ctrl_c import ctrl_c_as_a_worker_starts
+from helpers.paths import NCCL_TRACE, TRACE_FILTER
 from rank_scenarios import gpu_rank, in_job_of
 
 MIB = 2**20

@@ -2,7 +2,7 @@
 (tests/analysis/jobs/parallel_jobs.py: a pipeline whose stage 1 holds 4x the layers of stage 0,
 its balanced control and the same fed too few micro-batches; FSDP2 without prefetch, with
 prefetch, and with a slow rank), each figure checked against a reference reading of the raw
-trace in tests/parallel_recordings.py; and detection on small synthetic traces."""
+trace in tests/helpers/parallel_recordings.py; and detection on small synthetic traces."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from trainprof.analysis.parallelism.section import parallelism
 from trainprof.analysis.streaming.windows import windows_of
 from trainprof.trace.load import load_file
 
-from parallel_recordings import (
+from helpers.parallel_recordings import (
     comm_spans,
     cpu_compute,
     events,

@@ -11,8 +11,8 @@ import pytest
 import trainprof
 from trainprof.diagnose.engine import diagnose
 
-from conftest import NCCL_TRACE, NSYS_H100, TRACE_FILTER
-from tracegen import TraceBuilder
+from helpers.paths import NCCL_TRACE, NSYS_H100, TRACE_FILTER
+from helpers.tracegen import TraceBuilder
 
 #: Per step (1 ms): a stage's compute kernel runs from 100 µs for COMPUTE[stage] µs; its
 #: SendRecv kernel runs from 300 to 700 µs on another stream.

@@ -12,9 +12,9 @@ from trainprof.analysis.job.rank_table import SHOWN_ROWS, rank_table
 from trainprof.report.markdown.report import to_markdown
 from trainprof.report.terminal.report import print_analysis
 
-from conftest import TRACE_FILTER
+from helpers.paths import TRACE_FILTER
+from helpers.tracegen import TraceBuilder
 from rank_scenarios import gpu_rank
-from tracegen import TraceBuilder
 
 
 def test_rows_are_each_ranks_own_figures():

@@ -12,7 +12,7 @@ from trainprof.analysis.roofline.section import roofline
 from trainprof.hardware.table import device_from_dict
 from trainprof.trace.load import load_file
 
-from conftest import BERT, TIMESFORMER
+from helpers.paths import BERT, TIMESFORMER
 
 BF16 = "c10::BFloat16"
 H100 = {"name": "NVIDIA H100 80GB HBM3", "id": 0, "numSms": 132, "computeMajor": 9}

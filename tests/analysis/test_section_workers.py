@@ -25,8 +25,8 @@ from trainprof.analysis.sections import registry
 from trainprof.errors import TraceError
 from trainprof.trace.load import load_file
 
-from conftest import SHARED_TRACE_FILES
-from ctrl_c import AS_IN_A_TERMINAL
+from helpers.ctrl_c import AS_IN_A_TERMINAL
+from helpers.paths import SHARED_TRACE_FILES
 
 SMALL = next(p for p in SHARED_TRACE_FILES if p.name == "gpu_metrics_input.json")
 

@@ -8,7 +8,6 @@ import pytest
 import torch
 from torch.cuda import _memory_viz
 
-from snapshotgen import TORCH_LINEAR, TORCH_MODULE, AllocatorReplay, MiB, SnapshotBuilder, frames
 from trainprof.analysis.snapshot.analyze import analyze_snapshot
 from trainprof.diagnose.rules.memory import NO_LEAK
 from trainprof.diagnose.snapshot import (
@@ -16,6 +15,15 @@ from trainprof.diagnose.snapshot import (
     HOLDER_SHARE,
     UNSPLIT_CACHE,
     snapshot_findings,
+)
+
+from helpers.snapshotgen import (
+    TORCH_LINEAR,
+    TORCH_MODULE,
+    AllocatorReplay,
+    MiB,
+    SnapshotBuilder,
+    frames,
 )
 
 TRAIN_STEP = frames(TORCH_LINEAR, TORCH_MODULE, ("/home/user/job/train.py", 42, "train_step"))

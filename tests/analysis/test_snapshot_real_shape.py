@@ -4,7 +4,7 @@ defaults: C++ frames with the Python ones interleaved; or `stacks="python"`; con
 installed here) documents it in torch/cuda/memory.py and writes it in torch/csrc/cuda/Module.cpp
 and memory_snapshot.cpp (the `allocator_settings` keys); the interleaving as
 torch/csrc/profiler/combined_traceback.cpp `symbolize` does it; the frames themselves as seen in
-five real CUDA snapshots of training runs (issue 25). Built by tests/snapshotgen.py
+five real CUDA snapshots of training runs (issue 25). Built by tests/helpers/snapshotgen.py
 (`cuda_stack`, `real_shaped_run`). Every expected figure is recomputed here by replaying the
 history."""
 
@@ -12,7 +12,16 @@ from __future__ import annotations
 
 import pytest
 
-from snapshotgen import (
+from trainprof.analysis.snapshot.analyze import analyze_snapshot
+from trainprof.analysis.snapshot.frames import NO_PYTHON, NO_STACK
+from trainprof.diagnose.snapshot import (
+    HOLDER_FIXES,
+    HOLDER_MEDIUM_SHARE,
+    HOLDER_SHARE,
+    snapshot_findings,
+)
+
+from helpers.snapshotgen import (
     ACT_BLOCKS,
     ACT_SIZE,
     PARAM_BLOCKS,
@@ -21,14 +30,6 @@ from snapshotgen import (
     USER_FORWARD,
     USER_OPTIMIZER,
     real_shaped_snapshot,
-)
-from trainprof.analysis.snapshot.analyze import analyze_snapshot
-from trainprof.analysis.snapshot.frames import NO_PYTHON, NO_STACK
-from trainprof.diagnose.snapshot import (
-    HOLDER_FIXES,
-    HOLDER_MEDIUM_SHARE,
-    HOLDER_SHARE,
-    snapshot_findings,
 )
 
 
@@ -192,7 +193,7 @@ def test_an_out_of_memory_error_in_a_real_shaped_run(requested_gib):
     """A third step's forward asks for one block larger than any free one: fragmentation when
     the free blocks together would hold it, capacity when not; the advice also names what holds
     the memory (the optimizer state)."""
-    from snapshotgen import GiB, cuda_stack
+    from helpers.snapshotgen import GiB, cuda_stack
 
     snapshot = real_shaped_snapshot("all")
     blocks = [b for seg in snapshot["segments"] for b in seg["blocks"]]
@@ -226,8 +227,9 @@ def test_an_out_of_memory_error_in_a_real_shaped_run(requested_gib):
     ([("/home/u/proj/train.py", 101, "train")], "other"),
 ])
 def test_holder_rules_on_python_stacks(stack, holder):
-    from snapshotgen import cuda_stack
     from trainprof.analysis.snapshot.holders import holder_of
+
+    from helpers.snapshotgen import cuda_stack
 
     assert holder_of(cuda_stack(*stack)) == holder == holder_of(cuda_stack(*stack, stacks="python"))
 
@@ -246,7 +248,7 @@ def test_without_history_the_holders_are_those_live_at_the_snapshot():
 
 def test_the_holders_largest_site_is_its_own_bytes():
     """Parameters made at two lines: the evidence names the larger with its own bytes."""
-    from snapshotgen import AllocatorReplay, GiB, cuda_stack
+    from helpers.snapshotgen import AllocatorReplay, GiB, cuda_stack
 
     replay = AllocatorReplay(segment_size=8 * GiB)
     module = "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py"

@@ -10,8 +10,8 @@ import pytest
 
 import trainprof
 
-from conftest import TRACE_FILTER
-from tracegen import TraceBuilder
+from helpers.paths import TRACE_FILTER
+from helpers.tracegen import TraceBuilder
 
 JOB = Path(__file__).parent / "jobs" / "gloo_straggler.py"
 

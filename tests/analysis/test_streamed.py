@@ -25,7 +25,7 @@ from trainprof.trace.load import load_file
 from trainprof.trace.parallel_decode import json_size
 from trainprof.trace.spill import spill_file
 
-from conftest import SHARED_TRACE_FILES
+from helpers.paths import SHARED_TRACE_FILES
 
 NOT_WINDOWED = [name for name, fn in SECTIONS if not isinstance(fn, WindowedSection)]
 

@@ -11,7 +11,7 @@ from trainprof.analysis.sections.syncs import EXPLICIT_SYNC, PROFILER_SYNC, sync
 from trainprof.trace.load import load_file
 from trainprof.trace.model import Kind, sync_call_kind, sync_cause
 
-from conftest import ALEXNET, BERT, RESNET_W0
+from helpers.paths import ALEXNET, BERT, RESNET_W0
 
 STACK = "torch/_tensor.py(1): item;train.py(42): step;train.py(99): <module>"
 

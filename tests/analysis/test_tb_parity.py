@@ -8,7 +8,7 @@ import pytest
 
 import trainprof
 
-from conftest import RESNET_W0, RESNET_W0_SPAN2, RESNET_W4, RESNET_W4_SPAN2, RESULT_CHECK
+from helpers.paths import RESNET_W0, RESNET_W0_SPAN2, RESNET_W4, RESNET_W4_SPAN2, RESULT_CHECK
 
 PLUGIN_COLUMNS = {"Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset",
                   "Runtime": "runtime", "DataLoader": "dataloader", "CPU Exec": "cpu_exec",

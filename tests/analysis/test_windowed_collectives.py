@@ -9,7 +9,7 @@ from trainprof.analysis.roofline.collectives import collectives
 from trainprof.analysis.streaming.windows import windows_of
 from trainprof.trace.load import load_file
 
-from tracegen import TraceBuilder
+from helpers.tracegen import TraceBuilder
 from windowed_check import check_every_trace, shared_traces
 
 

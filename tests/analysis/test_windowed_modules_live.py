@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from module_workload import ACTIVE_STEPS, record_nested_model
 from trainprof.analysis.overview.steps import find_steps
 from trainprof.analysis.sections.modules import module_tree
 from trainprof.analysis.streaming.windows import windows_of
 from trainprof.structs import asdict
 from trainprof.trace.load import load_file
 
+from helpers.module_workload import ACTIVE_STEPS, record_nested_model
 from windowed_check import as_json, differences
 
 

@@ -20,7 +20,7 @@ from trainprof.analysis.streaming.windows import owns, windows_of
 from trainprof.trace.load import load_file
 from trainprof.trace.model import Kind
 
-from conftest import SHARED, SHARED_TRACE_FILES
+from helpers.paths import SHARED, SHARED_TRACE_FILES
 from windowed_check import differences, golden
 
 SECTIONS = {"compilation": compilation, "host": host_time, "kernels": kernel_stats, "launch": launch_stats, "operators": operators_section}

@@ -15,7 +15,7 @@ from trainprof.analysis.streaming.windows import WindowedSection, windows_of
 from trainprof.trace.load import load_file
 from trainprof.trace.model import Trace
 
-from conftest import SHARED, SHARED_TRACE_FILES
+from helpers.paths import SHARED, SHARED_TRACE_FILES
 
 GOLDEN = Path(__file__).resolve().parent / "windowed_golden"
 #: Steps per window the tests cut traces into.

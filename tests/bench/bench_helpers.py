@@ -26,8 +26,7 @@ BIG_BUFFER_BYTES = 256 * 2**20
 @pytest.fixture(autouse=True)
 def one_thread():
     """One intra-op thread while a benchmark test trains: two cores are shared with other work.
-    Autouse in every module that imports it (a conftest.py here would shadow tests/conftest.py
-    for the `from conftest import ...` of other test folders)."""
+    Autouse in every module that imports it."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

@@ -13,13 +13,14 @@ import warnings
 import pytest
 import torch
 
-from snapshotgen import MiB, SnapshotBuilder, frames
 from trainprof.capture import memory_snapshot
 from trainprof.capture.config import record_every_step
 from trainprof.capture.memory_snapshot import MAX_OOM_SNAPSHOTS, SnapshotRecorder, on_out_of_memory
 from trainprof.capture.safety import RecordingWarning, WarnOnce
 from trainprof.diagnose.snapshot import memory_snapshot_report
 from trainprof.trace.snapshot import load_snapshot
+
+from helpers.snapshotgen import MiB, SnapshotBuilder, frames
 
 BREAKDOWN = {"device": "cuda:0", "bytes": {"parameters": 4 * MiB}}
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, SHARED, TRACE_FILTER
+from helpers.paths import ROOT, SHARED, TRACE_FILTER
 
 CHECKER = SHARED.parent / "tools" / "check_analysis_json.py"
 W0 = SHARED / "kineto/tb_plugin/samples/resnet50_num_workers_0"

@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from snapshotgen import TORCH_LINEAR, MiB, SnapshotBuilder, frames
 from trainprof.cli import main
 
-from conftest import ROOT
+from helpers.paths import ROOT
+from helpers.snapshotgen import TORCH_LINEAR, MiB, SnapshotBuilder, frames
 
 
 def oom_snapshot() -> dict:
@@ -161,9 +161,9 @@ def test_snapshot_report_reads_whole_at_any_width(tmp_path, width):
 def test_a_real_shaped_snapshot_opens_on_one_sentence_naming_the_users_line(tmp_path, capsys,
                                                                           monkeypatch):
     """A snapshot as `_record_memory_history()` records it at its defaults (C++ frames between
-    the Python ones: tests/snapshotgen.py, `cuda_stack`): the report opens on what holds the
+    the Python ones: tests/helpers/snapshotgen.py, `cuda_stack`): the report opens on what holds the
     peak and the user's line it was allocated at, never on the allocator's C++ frames."""
-    from snapshotgen import PARAM_BLOCKS, PARAM_SIZE, real_shaped_snapshot
+    from helpers.snapshotgen import PARAM_BLOCKS, PARAM_SIZE, real_shaped_snapshot
 
     snap = real_shaped_snapshot("all")
     assert "memory_snapshot.cpp" in str(snap["segments"][0]["blocks"][0]["frames"])

@@ -14,7 +14,7 @@ import trainprof
 from trainprof.cli import build_parser, main
 from trainprof.completion import commands
 
-from conftest import COMPILED, ROOT
+from helpers.paths import COMPILED, ROOT
 
 #: Commands that print a result, and the formats each offers (text first, the default).
 PRINTS_A_RESULT = {"analyze": {"text", "json", "md", "html"}, "compare": {"text", "json", "md"},

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from conftest import ROOT
+from helpers.paths import ROOT
 
 
 def run(*args: str):

@@ -11,7 +11,7 @@ from rich.console import Console
 import trainprof
 from trainprof.report.terminal.report import print_analysis
 
-from conftest import RESNET_W0
+from helpers.paths import RESNET_W0
 
 
 @pytest.fixture(scope="module")

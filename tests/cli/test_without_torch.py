@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from conftest import RESNET_W0, ROOT, TRACE_FILTER
+from helpers.paths import RESNET_W0, ROOT, TRACE_FILTER
 
 # Runs the CLI in a fresh interpreter where `import torch` fails, as on a machine without it.
 _NO_TORCH = (

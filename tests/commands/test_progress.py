@@ -45,7 +45,7 @@ def test_bar_shows_the_json_read_of_a_big_file(monkeypatch):
 
     from trainprof.trace.load import load_file
 
-    from conftest import BIG_TRACE
+    from helpers.paths import BIG_TRACE
 
     json_mb = len(gzip.decompress(BIG_TRACE.read_bytes())) / 1e6
     monkeypatch.setattr(progress, "SHOW_AFTER_S", 0.01)

@@ -18,7 +18,7 @@ from trainprof.analysis.results import Analysis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import workloads  # noqa: E402
-from exclusive import alone  # noqa: E402
+from helpers.exclusive import alone  # noqa: E402
 
 DDP_JOB = Path(__file__).resolve().parent / "jobs" / "ddp.py"
 #: Options each in-process pathology is recorded with (memory events for the leak, Python

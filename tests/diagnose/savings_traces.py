@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracegen import TraceBuilder
+from helpers.tracegen import TraceBuilder
 
 MI300X = {"id": 0, "name": "AMD Instinct MI300X", "totalGlobalMem": 205822885888,
           "computeMajor": 9, "computeMinor": 4, "maxThreadsPerBlock": 1024,

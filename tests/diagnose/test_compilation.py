@@ -16,7 +16,7 @@ from trainprof.report.terminal.compilation import render_compilation
 from trainprof.trace.compile_names import compiled_region, is_compile
 from trainprof.trace.load import load_file
 
-from tracegen import TraceBuilder
+from helpers.tracegen import TraceBuilder
 
 
 def _ids(analysis) -> list[str]:

@@ -15,8 +15,8 @@ import trainprof
 from trainprof.analysis.job.rank_table import RankRow, RankTable, mark_straggler
 from trainprof.report.terminal.report import print_analysis
 
-from conftest import TIMESFORMER
-from tracegen import TraceBuilder
+from helpers.paths import TIMESFORMER
+from helpers.tracegen import TraceBuilder
 
 GB = 1_000_000_000
 DEVICE = {"id": 0, "name": "Synthetic GPU", "totalGlobalMem": 40 * GB, "computeMajor": 8,

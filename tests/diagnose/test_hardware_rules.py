@@ -7,8 +7,8 @@ import pytest
 import trainprof
 from trainprof.diagnose.rules.hardware import REACHABLE_PCT, TARGET_BUSBW_PCT
 
-from conftest import NCCL_TRACE, NS_TRACE, TIMESFORMER
-from tracegen import TraceBuilder
+from helpers.paths import NCCL_TRACE, NS_TRACE, TIMESFORMER
+from helpers.tracegen import TraceBuilder
 
 H100 = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 80 * 10**9,
         "computeMajor": 9, "computeMinor": 0, "numSms": 132}

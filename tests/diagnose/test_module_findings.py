@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import trainprof
-from module_workload import read_events
 from trainprof.diagnose.engine import diagnose
 
-from conftest import GPU_METRICS, TIMESFORMER
+from helpers.module_workload import read_events
+from helpers.paths import GPU_METRICS, TIMESFORMER
 
 
 def module_evidence(finding):

@@ -14,7 +14,7 @@ from trainprof.capture.step_times import Window
 from trainprof.capture.steps import TimerView
 from trainprof.diagnose import verdicts
 
-from tracegen import TraceBuilder
+from helpers.tracegen import TraceBuilder
 
 LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 STEPS = 10
@@ -104,9 +104,10 @@ def test_step_variance_is_the_same_verdict_on_a_trace_and_a_live_window(tmp_path
 
 @pytest.mark.parametrize("peak_pct", [95.0, 70.0, 30.0])
 def test_memory_verdicts_agree_live_and_in_a_snapshot(peak_pct):
-    from snapshotgen import MiB, SnapshotBuilder
     from trainprof.analysis.snapshot.analyze import analyze_snapshot
     from trainprof.diagnose.snapshot import _full
+
+    from helpers.snapshotgen import MiB, SnapshotBuilder
 
     total = 1000 * MiB
     b = SnapshotBuilder()

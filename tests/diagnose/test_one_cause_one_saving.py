@@ -17,8 +17,8 @@ from trainprof.report.json import to_json_bytes
 from trainprof.report.markdown.report import to_markdown
 from trainprof.report.terminal.report import print_analysis
 
-from conftest import BIG_TRACE, TRACE_FILTER
-from tracegen import TraceBuilder
+from helpers.paths import BIG_TRACE, TRACE_FILTER
+from helpers.tracegen import TraceBuilder
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from trainprof.diagnose.engine import diagnose
 from trainprof.diagnose.rules import parallelism as rules
 from trainprof.diagnose.rules.common import straggler_waits
 
-from parallel_recordings import (
+from helpers.parallel_recordings import (
     cpu_compute,
     events,
     fsdp_waits,
@@ -290,7 +290,7 @@ def test_the_fsdp_fix_fits_what_was_seen():
     assert one_queue.serialised and both_at_once.serialised is False
 
 
-#: A GPU FSDP2 step in Kineto's format (tests/tracegen.py; kernel names as NCCL 2.2x writes
+#: A GPU FSDP2 step in Kineto's format (tests/helpers/tracegen.py; kernel names as NCCL 2.2x writes
 #: them in torch 2.x traces): LAYERS layers, each GEMM_US of forward GEMM and twice that in
 #: backward on stream 7, the all-gathers on stream 8 and the reduce-scatters on stream 9, as
 #: FSDP2 puts them on their own streams.
@@ -306,7 +306,7 @@ def gpu_fsdp_step(path, prefetch: bool):
     torch 2.13's _fsdp_param_group.py nests them) and each reduce-scatter beside the next
     backward GEMM; without, each all-gather runs just before its layer's GEMM, alone.
     Returns (compute spans, communication spans) on the device, for the reference reading."""
-    from tracegen import TraceBuilder
+    from helpers.tracegen import TraceBuilder
 
     b = TraceBuilder()
     compute, comm = [], []

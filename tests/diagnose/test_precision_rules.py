@@ -8,7 +8,7 @@ import pytest
 import trainprof
 from trainprof.diagnose.rules.precision import FP64_SPEEDUP
 
-from tracegen import TraceBuilder
+from helpers.tracegen import TraceBuilder
 
 H100 = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 80 * 10**9,
         "computeMajor": 9, "computeMinor": 0, "numSms": 132}

@@ -11,7 +11,7 @@ import pytest
 import trainprof
 from trainprof.report.json import to_json_bytes
 
-from conftest import (
+from helpers.paths import (
     ALEXNET,
     BERT,
     BIG_TRACE,

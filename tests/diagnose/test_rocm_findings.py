@@ -17,7 +17,7 @@ import trainprof
 from trainprof.diagnose.rules.gpu import TC_SPEEDUP
 from trainprof.diagnose.rules.hardware import FASTER_KERNELS, FUSE_POINTWISE
 
-from tracegen import TraceBuilder
+from helpers.tracegen import TraceBuilder
 
 MI300X = {"id": 0, "name": "AMD Instinct MI300X", "totalGlobalMem": 205_822_885_888,
           "computeMajor": 9, "computeMinor": 4, "maxThreadsPerBlock": 1024,

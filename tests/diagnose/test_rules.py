@@ -10,8 +10,8 @@ import pytest
 import trainprof
 from trainprof.diagnose.registry import FINDING_IDS, JOB_RULES, RANK_RULES
 
-from conftest import ROOT
-from tracegen import TraceBuilder
+from helpers.paths import ROOT
+from helpers.tracegen import TraceBuilder
 
 GB = 1_000_000_000
 DEVICE = {"id": 0, "name": "Synthetic GPU", "totalGlobalMem": 40 * GB, "computeMajor": 8,

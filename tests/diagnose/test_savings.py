@@ -17,7 +17,7 @@ import trainprof
 import workloads
 
 #: Both sides of each comparison are timed: the other worker's tests would load one more than
-#: the other (tests/exclusive.py).
+#: the other (tests/helpers/exclusive.py).
 pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 #: Recordings per side; the measured gain must be within this share of the estimate.

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RESNET_W0, ROOT, TRACE_FILTER
+from helpers.paths import RESNET_W0, ROOT, TRACE_FILTER
 
 RUNNER = Path(__file__).with_name("example_runner.py")
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

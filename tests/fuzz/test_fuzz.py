@@ -24,7 +24,8 @@ import trainprof
 from trainprof.cli import main
 from trainprof.errors import TrainprofError
 
-from conftest import (
+from fuzz.mutations import KINDS, mutate, small_trace
+from helpers.paths import (
     ALEXNET,
     BERT,
     COMPILED,
@@ -36,7 +37,6 @@ from conftest import (
     TIMESFORMER,
     TRACE_FILTER,
 )
-from fuzz.mutations import KINDS, mutate, small_trace
 
 CASES = int(os.environ.get("TRAINPROF_FUZZ_CASES", "1000"))
 SEED = int(os.environ.get("TRAINPROF_FUZZ_SEED", "20261124"))

@@ -12,7 +12,7 @@ import pytest
 from trainprof.errors import HardwareError
 from trainprof.hardware import DTYPES, device_for, load_devices, load_hardware_file
 
-from conftest import BERT, ROOT
+from helpers.paths import BERT, ROOT
 
 REQUIRED = {"V100 SXM2", "V100 PCIe", "A100 40GB", "A100 80GB", "H100 SXM", "H100 PCIe",
             "H800 SXM", "H200 SXM", "B200", "L4", "L40S", "MI250X", "MI300X", "MI325X"}

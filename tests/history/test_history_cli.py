@@ -18,7 +18,7 @@ import trainprof.history as history
 from trainprof.cli import main
 from trainprof.history.store.rows import RunRecord
 
-from conftest import RESNET_W0, RESNET_W4, ROOT
+from helpers.paths import RESNET_W0, RESNET_W4, ROOT
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from tracegen import NEW, OLD, TraceBuilder
+from helpers.tracegen import NEW, OLD, TraceBuilder
 
 LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 KERNELS = ("volta_sgemm_128x64_nn", "void at::native::vectorized_elementwise_kernel<4>",

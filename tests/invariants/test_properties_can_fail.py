@@ -10,7 +10,7 @@ import pytest
 import trainprof
 from invariants import properties as p
 
-from conftest import TIMESFORMER, TRACE_FILTER
+from helpers.paths import TIMESFORMER, TRACE_FILTER
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from trainprof.diagnose.path_bounds import BOUNDS, CAP_TOLERANCE_PCT
 from trainprof.diagnose.savings import SAME_TIME
 from trainprof.vocabulary import SEVERITY_ORDER
 
-from conftest import SHARED_TRACE_FILES, TRACE_FILTER
+from helpers.paths import SHARED_TRACE_FILES, TRACE_FILTER
 
 TRACES = [*SHARED_TRACE_FILES, TRACE_FILTER]
 EXAMPLES = int(os.environ.get("TRAINPROF_INVARIANT_EXAMPLES", "12"))

@@ -8,7 +8,7 @@ import pytest
 import trainprof
 from invariants.properties import PROPERTIES, json_of
 
-from conftest import SHARED, SHARED_TRACE_FILES, TRACE_FILTER
+from helpers.paths import SHARED, SHARED_TRACE_FILES, TRACE_FILTER
 
 TRACES = SHARED_TRACE_FILES
 JOBS = [TRACE_FILTER]

@@ -1,5 +1,5 @@
 """Every property of tests/invariants/properties.py on the two simulated GPU-bound steps of
-tests/critical_path_traces.py (a DualPipe-like H800 step, an MI300 DDP step): the path agrees
+tests/helpers/critical_path_traces.py (a DualPipe-like H800 step, an MI300 DDP step): the path agrees
 with their timeline (``path_agrees_with_timeline``) along with everything else."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import trainprof
 from invariants.properties import PROPERTIES, json_of
 
-from critical_path_traces import ddp_mi300, dualpipe_h800
+from helpers.critical_path_traces import ddp_mi300, dualpipe_h800
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,7 @@
 """Helpers of the report tests: results computed once per session, the hostile trace, and the
 system Chromium (browser tests skip LOUDLY when it is missing).
 
-Plain functions, not a conftest.py: a second conftest module would shadow ``tests/conftest.py``
-for every later ``from conftest import ...``.
+Plain functions, imported where used (tests/helpers holds what every folder shares).
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ def result_of(path: Path) -> dict:
 
 def hostile_trace(folder: Path) -> Path:
     """Two GPU steps whose op, kernel and file names are HTML/JS/Markdown payloads."""
-    from tracegen import TraceBuilder
+    from helpers.tracegen import TraceBuilder
 
     b = TraceBuilder()
     for n in range(2):

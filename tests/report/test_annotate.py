@@ -19,8 +19,8 @@ from trainprof.report.annotate import events as annotate_events
 from trainprof.report.annotate.writer import copy_with_events
 from trainprof.trace import stream
 
-from conftest import RESNET_W0, ROOT, TIMESFORMER
-from tracegen import TraceBuilder
+from helpers.paths import RESNET_W0, ROOT, TIMESFORMER
+from helpers.tracegen import TraceBuilder
 
 
 def read_events(path) -> tuple[dict, list[dict]]:

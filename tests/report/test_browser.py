@@ -13,7 +13,7 @@ from report_helpers import IMG_PAYLOAD, SCRIPT_PAYLOAD, hostile_trace, need_chro
 from trainprof.commands.report import report_result
 from trainprof.report.html.report import write_html
 
-from conftest import PARAM, RESNET_W0, TRACE_FILTER
+from helpers.paths import PARAM, RESNET_W0, TRACE_FILTER
 
 pytestmark = pytest.mark.slow
 

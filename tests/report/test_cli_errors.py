@@ -14,7 +14,7 @@ import pytest
 
 from trainprof.cli import main
 
-from conftest import COMPILED
+from helpers.paths import COMPILED
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -15,7 +15,7 @@ from trainprof.report.compare import render_markdown
 from trainprof.report.json import write_json
 from trainprof.stats import slowdown_odds
 
-from conftest import RESNET_W0, RESNET_W4, ROOT, TRACE_FILTER
+from helpers.paths import RESNET_W0, RESNET_W4, ROOT, TRACE_FILTER
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

@@ -21,8 +21,8 @@ from trainprof.report.compare import render_markdown
 from trainprof.report.json import to_json_bytes
 from trainprof.tidy import tidy_float
 
-from conftest import RESNET_W0, RESNET_W4
-from tracegen import TraceBuilder
+from helpers.paths import RESNET_W0, RESNET_W4
+from helpers.tracegen import TraceBuilder
 
 
 def noisy(text: str) -> list[str]:

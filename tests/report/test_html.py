@@ -12,7 +12,7 @@ from trainprof.commands.report import report_result
 from trainprof.report.html.report import json_for_script, render_html, write_html
 from trainprof.report.json import write_json
 
-from conftest import (
+from helpers.paths import (
     ALEXNET,
     BERT,
     BIG_TRACE,
@@ -26,7 +26,7 @@ from conftest import (
     TIMESFORMER,
     TRACE_FILTER,
 )
-from tracegen import TraceBuilder
+from helpers.tracegen import TraceBuilder
 
 #: "A few MB at most for the shared traces."
 MAX_BYTES = 3_000_000
@@ -229,7 +229,7 @@ def test_findings_past_the_first_three_and_tiny_ones_are_folded():
 def test_each_finding_carries_its_rule_docs_section():
     """"docs/rules.md#x" is no dead reference: the section of docs/rules.md (threshold, how the
     saving is estimated) is inside the offline report, read from the same file as docs/."""
-    from conftest import ROOT
+    from helpers.paths import ROOT
 
     result = result_of(RESNET_W0)
     html = render_html(result)

@@ -14,7 +14,7 @@ from trainprof.analysis.results import Analysis
 from trainprof.report.json import json_chunks, to_json_bytes, write_json
 from trainprof.tidy import tidy
 
-from conftest import NCCL_TRACE, SHARED_TRACE_FILES, TRACE_FILTER
+from helpers.paths import NCCL_TRACE, SHARED_TRACE_FILES, TRACE_FILTER
 
 
 def formatted_whole(analysis: Analysis) -> bytes:

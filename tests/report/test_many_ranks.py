@@ -22,7 +22,7 @@ from trainprof.report.html.report import render_html
 from trainprof.report.markdown.report import to_markdown
 from trainprof.report.terminal.report import print_analysis
 
-from tracegen import TraceBuilder
+from helpers.tracegen import TraceBuilder
 
 RANKS = 1024
 SLOW, FAST, IDLE = 700, 3, 5  # step 3x longer; step half as long; GPU idle 95%

@@ -11,7 +11,7 @@ from report_helpers import IMG_PAYLOAD, PIPE_PAYLOAD, SCRIPT_PAYLOAD, hostile_tr
 from trainprof.commands.report import report_result
 from trainprof.report.markdown.report import code_block, md_text, to_markdown
 
-from conftest import RESNET_W0, TRACE_FILTER
+from helpers.paths import RESNET_W0, TRACE_FILTER
 
 
 def table_rows(md: str, header_start: str) -> list[list[str]]:

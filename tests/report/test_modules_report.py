@@ -7,9 +7,8 @@ import json
 import subprocess
 import sys
 
-from module_workload import HOSTILE, synthetic_gpu_modules
-
-from conftest import BERT, GPU_METRICS, ROOT
+from helpers.module_workload import HOSTILE, synthetic_gpu_modules
+from helpers.paths import BERT, GPU_METRICS, ROOT
 
 
 def run(*args: str):

@@ -13,7 +13,7 @@ import trainprof
 from trainprof.commands.compare import compare
 from trainprof.report.json import to_json_bytes
 
-from conftest import RESNET_W0, RESNET_W4, TRACE_FILTER
+from helpers.paths import RESNET_W0, RESNET_W4, TRACE_FILTER
 
 pd = pytest.importorskip("pandas")
 

@@ -9,7 +9,7 @@ from report_helpers import analysis_of
 
 from trainprof.report.json import write_json
 
-from conftest import ALEXNET, RESNET_W4, ROOT
+from helpers.paths import ALEXNET, RESNET_W4, ROOT
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

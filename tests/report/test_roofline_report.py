@@ -18,7 +18,7 @@ from trainprof.report.json import to_json_bytes
 from trainprof.report.markdown.report import to_markdown
 from trainprof.report.terminal.roofline import render_collectives, render_roofline
 
-from conftest import BERT, NCCL_TRACE
+from helpers.paths import BERT, NCCL_TRACE
 
 
 def _text(renderable, width: int = 160) -> str:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pickle
 
-from snapshotgen import MiB, SnapshotBuilder
 from trainprof.commands.report import report_result
 from trainprof.diagnose.snapshot import memory_snapshot_report
 from trainprof.report.html.report import write_html
+
+from helpers.snapshotgen import MiB, SnapshotBuilder
 
 
 def split_but_whole(tmp_path):

@@ -10,12 +10,12 @@ import re
 import pytest
 from report_helpers import IMG_PAYLOAD, SCRIPT_PAYLOAD
 
-from snapshotgen import AllocatorReplay, MiB, frames
 from trainprof.commands.report import report_result
 from trainprof.report.html.report import render_html, write_html
 from trainprof.trace.snapshot import SnapshotError
 
-from tracegen import TraceBuilder
+from helpers.snapshotgen import AllocatorReplay, MiB, frames
+from helpers.tracegen import TraceBuilder
 
 #: Anything that would make a browser fetch (as in test_html.py): no CDN viewer here.
 FETCHES = re.compile(r"<(?:link|img|iframe|object|embed)\b|\bsrc=|@import|url\(|\bimport\b",
@@ -136,12 +136,12 @@ def test_the_snapshot_report_renders_cleanly_in_chromium(tmp_path):
 
 
 def test_a_real_shaped_snapshot_says_what_holds_its_peak(tmp_path):
-    """A snapshot as `_record_memory_history()` records it at its defaults (tests/snapshotgen.py,
+    """A snapshot as `_record_memory_history()` records it at its defaults (tests/helpers/snapshotgen.py,
     `cuda_stack`): the page opens on what holds the peak and the user's line, with a table of
     the holders at the peak and at the snapshot."""
     import html as html_lib
 
-    from snapshotgen import PARAM_BLOCKS, PARAM_SIZE, real_shaped_snapshot
+    from helpers.snapshotgen import PARAM_BLOCKS, PARAM_SIZE, real_shaped_snapshot
 
     data = report_result(write(tmp_path / "real.pickle", real_shaped_snapshot("all")))
     (s,) = data["memory_snapshots"]

@@ -11,16 +11,16 @@ import pytest
 from rich.console import Console
 
 import trainprof
-from long_names import (
+from trainprof.report.names import distinct_names, short_name
+from trainprof.report.terminal.report import print_analysis
+
+from helpers.long_names import (
     fa3_backward,
     fa3_backward_postprocess,
     fa3_backward_preprocess,
     fa3_backward_trace,
 )
-from trainprof.report.names import distinct_names, short_name
-from trainprof.report.terminal.report import print_analysis
-
-from conftest import BERT
+from helpers.paths import BERT
 
 FA3 = [fa3_backward(128), fa3_backward(64), fa3_backward_postprocess(128),
        fa3_backward_preprocess(128)]
@@ -142,8 +142,9 @@ def test_the_single_trace_report_opens_on_the_top_finding(bert):
 
 
 def test_module_columns_left_out_at_80_are_named(builder, tmp_path):
-    from module_workload import synthetic_gpu_modules
     from trainprof.analysis.options import AnalyzeOptions, using_options
+
+    from helpers.module_workload import synthetic_gpu_modules
 
     synthetic_gpu_modules(builder)
     with using_options(AnalyzeOptions(modules=True)):

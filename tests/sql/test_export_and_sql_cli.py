@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import NCCL_TRACE, RESNET_W0, ROOT, TRACE_FILTER
+from helpers.paths import NCCL_TRACE, RESNET_W0, ROOT, TRACE_FILTER
 from raw_trace import of_category, raw_events
 
 pq = pytest.importorskip("pyarrow.parquet")

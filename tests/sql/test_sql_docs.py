@@ -7,7 +7,7 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from conftest import BERT, NCCL_TRACE, RESNET_W0, ROOT, TRACE_FILTER
+from helpers.paths import BERT, NCCL_TRACE, RESNET_W0, ROOT, TRACE_FILTER
 from raw_trace import of_category, raw_events, t0_of
 
 pytest.importorskip("duckdb")

@@ -12,7 +12,7 @@ import pytest
 import trainprof
 from trainprof.errors import TraceError
 
-from conftest import NCCL_TRACE
+from helpers.paths import NCCL_TRACE
 
 
 def write(tmp_path, name, data: bytes):

@@ -10,7 +10,7 @@ import trainprof
 from trainprof.trace import stream
 from trainprof.trace.load import load_file
 
-from conftest import BERT, BIG_TRACE
+from helpers.paths import BERT, BIG_TRACE
 
 
 def result(path):

@@ -10,8 +10,8 @@ import trainprof
 from trainprof.errors import TraceError
 from trainprof.trace.discover import parse_name
 
-from conftest import RESNET_W0, RESNET_W0_SPAN2, TRACE_FILTER
-from tracegen import TraceBuilder
+from helpers.paths import RESNET_W0, RESNET_W0_SPAN2, TRACE_FILTER
+from helpers.tracegen import TraceBuilder
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from trainprof.report.json import to_json_bytes
 from trainprof.trace.load import load_file
 from trainprof.trace.model import FLAG_COMM, Kind
 
-from conftest import (
+from helpers.paths import (
     ALEXNET,
     BERT,
     BIG_TRACE,
@@ -28,7 +28,7 @@ from conftest import (
     TIMESFORMER,
     TRACE_FILTER,
 )
-from tracegen import TraceBuilder
+from helpers.tracegen import TraceBuilder
 
 ALL_REAL = sorted(p for p in SHARED.rglob("*.json*") if "result_check" not in p.name)
 

@@ -223,7 +223,7 @@ def test_rocm_kernel_classes(name, expected):
 def real_kernel_names() -> list[str]:
     from trainprof.trace.model import Kind
 
-    from conftest import SHARED_TRACE_FILES
+    from helpers.paths import SHARED_TRACE_FILES
 
     names: set[str] = set()
     for path in SHARED_TRACE_FILES:

@@ -16,7 +16,7 @@ from trainprof.trace.load import load, load_traces
 from trainprof.trace.model import FLAG_COMM, Kind, memcpy_direction
 from trainprof.trace.nsys.detect import is_nsys_file, read_nsys
 
-from conftest import NSYS_EXPORTS, NSYS_H100, NSYS_HEALTHY, NSYS_MOCK
+from helpers.paths import NSYS_EXPORTS, NSYS_H100, NSYS_HEALTHY, NSYS_MOCK
 
 
 @pytest.fixture(scope="module")
@@ -282,7 +282,7 @@ def test_kernel_launch_details_are_the_exports_columns(exports):
 
 
 def test_a_folder_mixing_exports_and_kineto_traces_is_one_job(tmp_path):
-    from conftest import ALEXNET
+    from helpers.paths import ALEXNET
 
     shutil.copyfile(NSYS_MOCK, tmp_path / "rank1.sqlite")
     shutil.copyfile(ALEXNET, tmp_path / "kineto.json.gz")  # distributedInfo: rank 0

@@ -10,7 +10,7 @@ import pytest
 
 from trainprof.cli import main
 
-from conftest import NSYS_H100, NSYS_HEALTHY, NSYS_MOCK
+from helpers.paths import NSYS_H100, NSYS_HEALTHY, NSYS_MOCK
 
 
 @pytest.fixture(scope="module")

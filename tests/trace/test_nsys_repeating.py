@@ -14,7 +14,7 @@ from trainprof.analysis.overview.steps import find_steps
 from trainprof.trace.model import Kind
 from trainprof.trace.nsys.detect import read_nsys
 
-from conftest import NSYS_H100
+from helpers.paths import NSYS_H100
 
 #: torch 2.x's fused AdamW kernel, as its demangled name reads in Kineto traces of
 #: ``torch.optim.AdamW(fused=True)``.

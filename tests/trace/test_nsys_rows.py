@@ -15,7 +15,7 @@ from trainprof.trace.nsys.build import read_export
 from trainprof.trace.nsys.schema import Export
 from trainprof.trace.nsys.tables import distinct
 
-from conftest import NSYS_EXPORTS
+from helpers.paths import NSYS_EXPORTS
 
 needs_compiled = pytest.mark.skipif(schema._ROWS is None,
                                     reason="trace/nsys/_rows.c is not built: run `make setup`")

@@ -18,7 +18,7 @@ from trainprof.trace.model import Kind
 from trainprof.trace.nsys.detect import read_nsys
 from trainprof.trace.nsys.spill import spilled_export
 
-from conftest import NSYS_EXPORTS, NSYS_H100
+from helpers.paths import NSYS_EXPORTS, NSYS_H100
 
 #: Rows of a table per piece in these tests: every table of the H100 capture in several pieces.
 PIECE = 700

@@ -12,7 +12,8 @@ from trainprof import structs
 from trainprof.trace import load, parallel_decode, stream
 from trainprof.trace.load import load_file
 
-from conftest import (
+from helpers.ctrl_c import ctrl_c_as_a_worker_starts
+from helpers.paths import (
     ALEXNET,
     BERT,
     BIG_TRACE,
@@ -26,7 +27,6 @@ from conftest import (
     TIMESFORMER,
     TRACE_FILTER,
 )
-from ctrl_c import ctrl_c_as_a_worker_starts
 
 SHARED_TRACES = [RESNET_W0, RESNET_W4, GPU_METRICS, NS_TRACE, NCCL_TRACE,
                  TRACE_FILTER / "sampled_rank-0.json.gz", BIG_TRACE, ALEXNET, TIMESFORMER, BERT,

@@ -26,7 +26,7 @@ from trainprof.structs import fields
 from trainprof.trace import scan, stream
 from trainprof.trace.load import load_file
 
-from conftest import BERT, BIG_TRACE, SHARED_TRACE_FILES
+from helpers.paths import BERT, BIG_TRACE, SHARED_TRACE_FILES
 
 RESNET = next(p for p in SHARED_TRACE_FILES if p.name == "resnet_kineto.json.gz")
 

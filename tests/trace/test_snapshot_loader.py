@@ -8,13 +8,14 @@ import pickle
 
 import pytest
 
-from snapshotgen import MiB, SnapshotBuilder, frames
 from trainprof.trace.snapshot import (
     SnapshotError,
     UnsafeSnapshotError,
     find_snapshot_files,
     load_snapshot,
 )
+
+from helpers.snapshotgen import MiB, SnapshotBuilder, frames
 
 
 class RunsACommand:

@@ -18,7 +18,7 @@ from trainprof.trace.parallel_decode import json_size
 from trainprof.trace.spill import _Spiller, spill_file
 from trainprof.trace.window import time_slice
 
-from conftest import SHARED_TRACE_FILES
+from helpers.paths import SHARED_TRACE_FILES
 
 _TABLES = ("names", "shapes", "stacks", "details", "op_arg_texts")
 

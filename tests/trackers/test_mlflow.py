@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 
-from conftest import RESNET_W0
+from helpers.paths import RESNET_W0
 from tracker_services import mlflow_server, stop
 
 mlflow = pytest.importorskip("mlflow")
@@ -114,7 +114,7 @@ def test_without_mlflow_it_is_one_sentence_and_exit_2():
     import subprocess
     import sys
 
-    from conftest import ROOT
+    from helpers.paths import ROOT
 
     code = ("import sys; sys.modules['mlflow'] = None; "
             "from trainprof.cli import main; sys.exit(main(sys.argv[1:]))")

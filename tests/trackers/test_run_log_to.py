@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from conftest import ROOT
+from helpers.paths import ROOT
 
 pytest.importorskip("torch")
 pytest.importorskip("tensorboard")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import TRACE_FILTER
+from helpers.paths import TRACE_FILTER
 
 pytest.importorskip("tensorboard")
 

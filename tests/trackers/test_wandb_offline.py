@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import RESNET_W0
+from helpers.paths import RESNET_W0
 from wandb_offline import artifacts, history, summary, tags
 
 wandb = pytest.importorskip("wandb")

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from job_recording import record
+from helpers.job_recording import record
 
-JOB = Path(__file__).resolve().parent / "analysis" / "jobs" / "parallel_jobs.py"
+JOB = Path(__file__).resolve().parents[1] / "analysis" / "jobs" / "parallel_jobs.py"
 _RECORDED: dict[str, Path] = {}
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from job_recording import record
+from helpers.job_recording import record
 
-JOB = Path(__file__).resolve().parent / "analysis" / "jobs" / "tp_ep_jobs.py"
+JOB = Path(__file__).resolve().parents[1] / "analysis" / "jobs" / "tp_ep_jobs.py"
 _RECORDED: dict[str, Path] = {}
 
 

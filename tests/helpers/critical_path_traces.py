@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tracegen import TraceBuilder
+from helpers.tracegen import TraceBuilder
 
 H800 = {"id": 0, "name": "NVIDIA H800", "totalGlobalMem": 85_045_379_072, "computeMajor": 9,
         "computeMinor": 0, "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,

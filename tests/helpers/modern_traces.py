@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracegen import TraceBuilder
+from helpers.tracegen import TraceBuilder
 
 #: An H800-like device: 132 SMs, Hopper limits.
 H800 = {"id": 0, "name": "NVIDIA H800", "totalGlobalMem": 80_000_000_000, "computeMajor": 9,

@@ -3,8 +3,8 @@ templates of a thousand characters), and a trace of one backward pass with them.
 
 from __future__ import annotations
 
-from modern_traces import H800, STEP_US
-from tracegen import TraceBuilder
+from helpers.modern_traces import H800, STEP_US
+from helpers.tracegen import TraceBuilder
 
 
 def _fa3_kernel(inner: str) -> str:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from job_recording import record
+from helpers.job_recording import record
 
-JOB = Path(__file__).resolve().parent / "analysis" / "jobs" / "ddp_straggler.py"
+JOB = Path(__file__).resolve().parents[1] / "analysis" / "jobs" / "ddp_straggler.py"
 _RECORDED: dict[str, Path] = {}
 #: The slow rank's extra compute per step, read from the job (importing it would import torch).
 DELAY_S = float(re.search(r"^DELAY_S = ([0-9.]+)$", JOB.read_text(), re.M).group(1))

@@ -1,6 +1,6 @@
 """Kineto traces of GPU tensor- and expert-parallel steps, built event by event.
 
-The format is the one PyTorch 2.x's Kineto writes (as in tests/critical_path_traces.py: seen in
+The format is the one PyTorch 2.x's Kineto writes (as in tests/helpers/critical_path_traces.py: seen in
 the H100 traces of ``h100/`` and the HTA test traces): ``ProfilerStep#N`` and ``record_function``
 ranges as ``user_annotation``, ``cpu_op`` host ops, ``cuda_runtime`` launches with a
 ``correlation``, ``kernel`` events with ``device``/``stream``/``correlation`` args and ``ac2g``
@@ -8,15 +8,15 @@ flows. The collectives' names are those torch 2.x records: DTensor's functional 
 ``_c10d_functional::all_reduce`` (then ``_c10d_functional::wait_tensor``) launching NCCL's
 ``ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)`` (the NCCL 2.19+
 kernel name), and DeepEP's ``deep_ep::intranode::dispatch``/``combine`` kernels (their names in
-DeepEP's csrc/kernels/intranode.cu, as tests/critical_path_traces.py writes them).
+DeepEP's csrc/kernels/intranode.cu, as tests/helpers/critical_path_traces.py writes them).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from critical_path_traces import H800, Sim, _annotated
-from tracegen import TraceBuilder
+from helpers.critical_path_traces import H800, Sim, _annotated
+from helpers.tracegen import TraceBuilder
 
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1"
 ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"

@@ -8,12 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from exclusive import alone
+from helpers.exclusive import alone
 
 
 def record(script: Path, out: Path) -> Path:
     """``python script OUT``, alone (its stages' and ranks' times are figures under test, which
-    the other test worker's load would blur: tests/exclusive.py), one thread per rank's ops;
+    the other test worker's load would blur: tests/helpers/exclusive.py), one thread per rank's ops;
     ``out``, or the test fails with the end of the script's error."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     with alone():
