@@ -3,8 +3,8 @@
 A section is a function ``(trace, steps) -> result`` whose result has ``to_dict()``. Its name is
 the key under ``ranks[i]`` in the JSON result and the attribute of ``RankAnalysis.sections``. To
 add one, write its module, list it here and give it a typed field of the same name in
-analysis/section_results.py (a mismatch fails at import); the report side lists its renderer in
-``report/terminal/sections.py``.
+analysis/section_results.py (a mismatch fails at import); docs/contributing.md lists every file a
+section touches, the renderers included.
 """
 
 from __future__ import annotations
