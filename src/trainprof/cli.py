@@ -27,6 +27,7 @@ from trainprof.cli_parser import (
 )
 from trainprof.cli_sql import add_sql_commands
 from trainprof.errors import TrainprofError
+from trainprof.report.formats import formats_of
 from trainprof.trackers.log_to import add_log_to_argument
 
 #: Exit codes: 0 fine, 1 a check failed (e.g. a regression gate), 2 bad input or usage, 3 the
@@ -51,7 +52,7 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scheduler-timeout", type=positive_float, default=CONNECT_TIMEOUT_S,
                    metavar="S", help="seconds to wait for the Dask scheduler to answer "
                                      f"(default {CONNECT_TIMEOUT_S:g})")
-    p.add_argument("--format", choices=("text", "json", "md", "html"), default="text",
+    p.add_argument("--format", choices=formats_of("analysis"), default="text",
                    help="text (the terminal report), json (docs/json.md), md (Markdown for a "
                         "pull-request comment) or html (the report page; `trainprof report` "
                         "adds each step's breakdown); -o FILE's ending chooses it too")
@@ -104,7 +105,7 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
                                            "history id (history:12 or @12)")
     p.add_argument("new", type=Path, help="the run to judge: trace, folder, JSON result or "
                                           "history id")
-    p.add_argument("--format", choices=("text", "json", "md"), default="text")
+    p.add_argument("--format", choices=formats_of("comparison"), default="text")
     p.add_argument("-o", "--output", type=Path, help="write the comparison to this file")
     p.add_argument("--fail-if-slower", type=limit_percent, metavar="PCT",
                    help="exit 1 when NEW's median step is more than PCT%% slower than BASE's")

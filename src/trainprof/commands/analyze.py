@@ -4,7 +4,6 @@ result as text, JSON, Markdown or HTML (docs/json.md, docs/reports.md)."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,6 @@ from trainprof.cli_history import EXIT_NOT_RECORDED
 from trainprof.commands.history import record_if_asked
 from trainprof.commands.progress import with_progress
 from trainprof.errors import TrainprofError
-from trainprof.fileio import write_or_print
 from trainprof.trackers.log_to import log_and_close, open_asked
 
 
@@ -66,25 +64,7 @@ def _analyze_on_cluster(args: argparse.Namespace, show_progress: bool) -> Any:
 
 
 def _write_analysis(analysis: Any, args: argparse.Namespace) -> None:
-    """The analysis in the asked format, to ``-o`` or standard output."""
-    if args.format == "md":
-        from trainprof.report.markdown.report import to_markdown
+    """The analysis in the asked format, to ``-o`` or standard output (report/formats.py)."""
+    from trainprof.report.formats import write_result
 
-        write_or_print(to_markdown(analysis, top=args.top), args.output)
-    elif args.format == "html":
-        from trainprof.report.html.report import render_html
-
-        write_or_print(render_html(analysis, max(args.top, 25)), args.output)
-    elif args.format == "json":
-        from trainprof.fileio import announce_written
-        from trainprof.report.json import json_chunks, write_json
-
-        if args.output:
-            announce_written(write_json(analysis, args.output))
-        else:
-            sys.stdout.buffer.writelines(json_chunks(analysis))  # a rank at a time
-    else:
-        from trainprof.fileio import print_or_save
-        from trainprof.report.terminal.report import print_analysis
-
-        print_or_save(lambda console: print_analysis(analysis, console), args.output)
+    write_result("analysis", analysis, args.format, args.output, args.top)

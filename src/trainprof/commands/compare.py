@@ -8,13 +8,12 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from trainprof.analysis.results import Analysis
 from trainprof.commands.progress import with_progress
 from trainprof.diagnose.compare import compare_analyses
 from trainprof.diagnose.comparison import Comparison
-from trainprof.fileio import write_or_print
+from trainprof.report.formats import write_result
 from trainprof.report.saved import (
     analysis_from_result,
     is_saved_result,
@@ -33,16 +32,7 @@ def main(args: argparse.Namespace) -> int:
                                  batch_size=args.batch_size, progress=progress),
         not (args.no_progress or args.format != "text"),
     )
-    if args.format == "json":
-        from trainprof.report.json import to_json_bytes
-
-        write_or_print(to_json_bytes(comparison.to_dict(args.top)).decode(), args.output)
-    elif args.format == "md":
-        from trainprof.report.compare import render_markdown
-
-        write_or_print(render_markdown(comparison, args.top), args.output)
-    else:
-        _print_text(comparison, args)
+    write_result("comparison", comparison, args.format, args.output, args.top)
     gate = comparison.gate
     if gate and (args.format != "text" or args.output):
         print(gate.message(), file=sys.stderr)
@@ -79,10 +69,3 @@ def _label(src: Input, a: Analysis) -> str:
     if isinstance(src, Analysis):
         return a.source or "analysis"
     return Path(src).name or str(src)
-
-
-def _print_text(comparison: Any, args: argparse.Namespace) -> None:
-    from trainprof.fileio import print_or_save
-    from trainprof.report.compare import render_text
-
-    print_or_save(lambda console: render_text(comparison, console, top=args.top), args.output)
