@@ -2,8 +2,8 @@
 
 The slow-dataset run estimates that the data wait (its share of the step) would go away; the
 same job with the cost removed (the dataset's extra work gone, everything else equal) measures
-what really goes away. Runs alternate and medians are compared, so that other work on the
-machine slows both sides alike.
+what really goes away. Runs alternate, and each fixed run is compared with the slow run just
+before it (the median of the pairs' ratios), so that the machine's state is shared by both.
 """
 
 from __future__ import annotations
@@ -20,7 +20,11 @@ import workloads
 #: the other (tests/helpers/exclusive.py).
 pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
-#: Recordings per side; the measured gain must be within this share of the estimate.
+#: Recordings per side; the measured gain must be within this share of the estimate. Runs are
+#: compared by their median step, pair by pair: the slow side's median step ranged over 28-46
+#: ms from run to run, and comparing the medians of all runs put the optimizer's measured gain
+#: anywhere in 40-58% (twice outside the tolerance in a full suite) against a steady 51%
+#: estimate; the pairs' ratios gave 48-52% in 5 runs.
 REPEATS = 3
 TOLERANCE = 0.30
 
@@ -32,11 +36,12 @@ def _saving(kind: str, fixed: str, finding: str, tmp_path) -> tuple[float, float
         slow = trainprof.analyze(workloads.record(kind, tmp_path / f"{kind}{i}"))
         f = next(x for x in slow.findings if x.id == finding)
         estimates.append(f.saving_pct)
-        before.append(slow.ranks[0].steps.mean_ms)
+        before.append(slow.ranks[0].steps.median_ms)
         fast = trainprof.analyze(workloads.record(fixed, tmp_path / f"{fixed}{i}"))
-        after.append(fast.ranks[0].steps.mean_ms)
+        after.append(fast.ranks[0].steps.median_ms)
     estimate = statistics.median(estimates)
-    measured = (1.0 - statistics.median(after) / statistics.median(before)) * 100.0
+    # Each fixed run right after its slow one: the pair shares the machine's state.
+    measured = (1.0 - statistics.median(a / b for a, b in zip(after, before, strict=True))) * 100.0
     print(f"\n{kind}: estimated {estimate:.1f}%, measured {measured:.1f}% "
           f"(step {statistics.median(before):.1f} -> {statistics.median(after):.1f} ms)")
     return estimate, measured

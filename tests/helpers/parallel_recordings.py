@@ -11,21 +11,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
+from helpers.job_recording import JOBS, session_recording
 
-from helpers.job_recording import record
-
-JOB = Path(__file__).resolve().parents[1] / "analysis" / "jobs" / "parallel_jobs.py"
-_RECORDED: dict[str, Path] = {}
+JOB = JOBS / "parallel_jobs.py"
 
 
-@pytest.fixture(scope="session")
-def parallel_jobs(tmp_path_factory) -> Path:
-    """The folder holding ``pipeline_heavy/``, ``pipeline_balanced/`` and ``fsdp/``, each with
-    ``rank0.json`` and ``rank1.json``."""
-    if "out" not in _RECORDED:
-        _RECORDED["out"] = record(JOB, tmp_path_factory.mktemp("parallel_jobs"))
-    return _RECORDED["out"]
+parallel_jobs = session_recording(
+    JOB, "parallel_jobs",
+    "The folder holding ``pipeline_heavy/``, ``pipeline_balanced/`` and ``fsdp/``, each with "
+    "``rank0.json`` and ``rank1.json``.")
 
 
 def events(path: Path) -> list[dict[str, Any]]:
