@@ -44,6 +44,11 @@ def field_names(struct: msgspec.Struct | type[msgspec.Struct]) -> tuple[str, ...
     return tuple(cls.__struct_fields__)
 
 
+def shallow_dict(struct: msgspec.Struct) -> dict[str, Any]:
+    """A Struct's fields by name, in order, the values as they are (not copied)."""
+    return {name: getattr(struct, name) for name in struct.__struct_fields__}
+
+
 def replace(struct: T, /, **changes: Any) -> T:
     """A copy of ``struct`` with some fields changed."""
     return msgspec.structs.replace(struct, **changes)

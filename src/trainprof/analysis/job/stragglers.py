@@ -24,6 +24,7 @@ from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.job.arrival import Arrival, arrival, waiting_us
 from trainprof.analysis.job.straggler_cause import Cause, straggler_cause
 from trainprof.analysis.sections.communication import Instances
+from trainprof.structs import shallow_dict
 from trainprof.trace.model import COLLECTIVE_TYPES
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ class RankWait(msgspec.Struct):
     caused_skew_ms_per_step: float = 0.0  # the others' mean skew where it started last
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__struct_fields__}
+        return shallow_dict(self)
 
 
 class Stragglers(msgspec.Struct):

@@ -20,7 +20,7 @@ from trainprof.analysis.calls.cache import per_trace
 from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.step_spread import step_spread
 from trainprof.formatting import counted
-from trainprof.structs import fields
+from trainprof.structs import fields, shallow_dict
 from trainprof.trace.model import DEVICE_KINDS, FLAG_OPTIMIZER, LAUNCH_KINDS, Kind, Trace
 
 #: A trailing step launching fewer device events than this share of the step before it is
@@ -278,7 +278,7 @@ class StepStats(msgspec.Struct, frozen=True):
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form, keys in field order (shallow: ``per_step`` is shared)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return shallow_dict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> StepStats:

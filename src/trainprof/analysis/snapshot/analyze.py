@@ -16,6 +16,7 @@ from trainprof.analysis.snapshot.history import History, history, step_windows
 from trainprof.analysis.snapshot.holders import by_holder
 from trainprof.analysis.snapshot.peak import PeakState, live_blocks, peak_state
 from trainprof.analysis.snapshot.sites import Site, history_sites, live_block_sites
+from trainprof.structs import shallow_dict
 
 #: The caching allocator serves requests up to this size from "small" segments, larger ones from
 #: "large" segments: a free block helps a request only in its own pool.
@@ -60,7 +61,7 @@ class DeviceState(msgspec.Struct):
         return 100.0 * self.reserved / self.device_total if self.device_total else None
 
     def to_dict(self) -> dict[str, Any]:
-        plain = {k: getattr(self, k) for k in self.__struct_fields__ if k != "free_by_stream"}
+        plain = {k: v for k, v in shallow_dict(self).items() if k != "free_by_stream"}
         return {**plain, "fragmentation_pct": self.fragmentation_pct,
                 "reserved_to_allocated": self.reserved_to_allocated,
                 "reserved_pct_of_device": self.reserved_pct_of_device}
@@ -77,7 +78,7 @@ class OutOfMemory(msgspec.Struct):
     cause: str  # "fragmentation", "capacity", or "unknown"
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__struct_fields__}
+        return shallow_dict(self)
 
 
 class SnapshotAnalysis(msgspec.Struct):
