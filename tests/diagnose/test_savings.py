@@ -21,11 +21,13 @@ import workloads
 pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 #: Recordings per side; the measured gain must be within this share of the estimate. Runs are
-#: compared by their median step, pair by pair: the slow side's median step ranged over 28-46
+#: compared by their fastest step (the fix's gain is the same every step; a step slowed by the
+#: machine is not the code's cost), pair by pair: the slow side's median step ranged over 28-46
 #: ms from run to run, and comparing the medians of all runs put the optimizer's measured gain
 #: anywhere in 40-58% (twice outside the tolerance in a full suite) against a steady 51%
-#: estimate; the pairs' ratios gave 48-52% in 5 runs.
-REPEATS = 3
+#: estimate; pair by pair by median step it still measured 30% once on a plain clone; by the
+#: fastest step, 5 pairs, 50.9-53.1% in 3 runs.
+REPEATS = 5
 TOLERANCE = 0.30
 
 
@@ -36,9 +38,9 @@ def _saving(kind: str, fixed: str, finding: str, tmp_path) -> tuple[float, float
         slow = trainprof.analyze(workloads.record(kind, tmp_path / f"{kind}{i}"))
         f = next(x for x in slow.findings if x.id == finding)
         estimates.append(f.saving_pct)
-        before.append(slow.ranks[0].steps.median_ms)
+        before.append(slow.ranks[0].steps.min_ms)
         fast = trainprof.analyze(workloads.record(fixed, tmp_path / f"{fixed}{i}"))
-        after.append(fast.ranks[0].steps.median_ms)
+        after.append(fast.ranks[0].steps.min_ms)
     estimate = statistics.median(estimates)
     # Each fixed run right after its slow one: the pair shares the machine's state.
     measured = (1.0 - statistics.median(a / b for a, b in zip(after, before, strict=True))) * 100.0
