@@ -1,0 +1,124 @@
+"""A saved JSON result (``trainprof.analysis/1``) read back into the typed records.
+
+The records' JSON form is their fields under the same names (plus figures derived from them,
+which are computed again); decoding is ``msgspec.convert`` of each part into its record's type,
+so that a renderer reads a saved result through the same fields as a fresh one. Read a saved
+file with ``report.saved.load_result`` (which refuses other schemas in one sentence).
+"""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from trainprof.analysis import results, section_results
+from trainprof.analysis.critical_path.result import CriticalPath
+from trainprof.analysis.job.collective_ranks import CollectiveRanks
+from trainprof.analysis.job.rank_table import RankTable
+from trainprof.analysis.job.stragglers import Stragglers
+from trainprof.analysis.overview.gpu import GpuFigures
+from trainprof.analysis.overview.steps import StepStats
+from trainprof.analysis.overview.timeline import Timeline
+from trainprof.analysis.parallelism.expert import ExpertBalance
+from trainprof.analysis.parallelism.pipeline import Pipeline
+from trainprof.analysis.parallelism.result import Parallelism
+from trainprof.analysis.results import Analysis, RankAnalysis
+from trainprof.analysis.roofline.collectives import Collectives
+from trainprof.analysis.roofline.section import Roofline
+from trainprof.analysis.section_results import JobSections, RankSections
+from trainprof.analysis.sections.communication import Communication
+from trainprof.analysis.sections.compilation import Compilation
+from trainprof.analysis.sections.copies import Copies
+from trainprof.analysis.sections.host import HostTime
+from trainprof.analysis.sections.idle import IdleTime
+from trainprof.analysis.sections.kernels import KernelStats
+from trainprof.analysis.sections.launch import LaunchStats
+from trainprof.analysis.sections.memory import Memory
+from trainprof.analysis.sections.modules import ModuleTree
+from trainprof.analysis.sections.operators import OperatorStats
+from trainprof.analysis.sections.syncs import SyncStats
+from trainprof.errors import TraceError
+
+#: The section types by name, resolved once (section_results names them for the type checker only).
+_SECTION_TYPES: dict[str, Any] = {
+    "CriticalPath": CriticalPath, "CollectiveRanks": CollectiveRanks, "RankTable": RankTable,
+    "Stragglers": Stragglers, "ExpertBalance": ExpertBalance, "Pipeline": Pipeline,
+    "Parallelism": Parallelism, "Collectives": Collectives, "Roofline": Roofline,
+    "Communication": Communication, "Compilation": Compilation, "Copies": Copies,
+    "HostTime": HostTime, "IdleTime": IdleTime, "KernelStats": KernelStats,
+    "LaunchStats": LaunchStats, "Memory": Memory, "ModuleTree": ModuleTree,
+    "OperatorStats": OperatorStats, "SyncStats": SyncStats,
+}
+
+
+def _hints(container: type) -> dict[str, Any]:
+    names = {**vars(section_results), **_SECTION_TYPES}
+    return typing.get_type_hints(container, globalns=names)
+
+
+_RANK_SECTIONS = _hints(RankSections)
+_JOB_SECTIONS = _hints(JobSections)
+
+
+def _dec_hook(kind: type, value: Any) -> Any:
+    if kind is Path:
+        return Path(value)
+    raise NotImplementedError(f"{kind} from JSON")
+
+
+def record(value: Any, kind: Any, where: str = "") -> Any:
+    """``value`` (a part of a saved result) as ``kind``; ``TraceError`` naming ``where``."""
+    try:
+        return msgspec.convert(value, kind, strict=False, dec_hook=_dec_hook)
+    except msgspec.ValidationError as exc:
+        raise TraceError(f"The saved result's {where or 'value'} does not read as "
+                         f"{_name(kind)}: {exc}.") from None
+
+
+def _name(kind: Any) -> str:
+    """``IdleTime`` for ``IdleTime | None``."""
+    named = [k for k in typing.get_args(kind) if k is not type(None)] or [kind]
+    return " | ".join(getattr(k, "__name__", str(k)) for k in named)
+
+
+def _sections(data: dict[str, Any], container: type, hints: dict[str, Any], where: str) -> Any:
+    return container(**{name: record(data[name], hint, f"{where}{name}")
+                        for name, hint in hints.items() if data.get(name) is not None})
+
+
+def rank_from_dict(data: dict[str, Any]) -> RankAnalysis:
+    """One rank's part of a saved result as a ``RankAnalysis``."""
+    where = f"rank {data.get('rank', '?')}: "
+    steps = dict(data.get("steps") or {})
+    return RankAnalysis(
+        rank=int(data.get("rank", 0)), window=int(data.get("window", 0)),
+        path=Path(str(data.get("file", ""))), device=str(data.get("device", "")),
+        steps=record(steps, StepStats, where + "steps"),
+        step_source=str(steps.get("source", "")),
+        breakdown_pct=dict(data.get("breakdown_pct") or {}),
+        breakdown_ms=dict(data.get("breakdown_ms") or {}),
+        phases_pct=dict(data.get("phases_pct") or {}),
+        phases_ms=dict(data.get("phases_ms") or {}),
+        gpus=record(data.get("gpus") or [], list[GpuFigures], where + "gpus"),
+        timeline=record(data.get("timeline"), Timeline | None, where + "timeline"),
+        environment=dict(data.get("environment") or {}),
+        notes=list(data.get("notes") or []),
+        sections=_sections(data, RankSections, _RANK_SECTIONS, where),
+    )
+
+
+def analysis_from_dict(data: dict[str, Any]) -> Analysis:
+    """A saved result (its JSON decoded) as the ``Analysis`` it was written from. The findings
+    stay as their JSON objects (the diagnosis is a layer above these records)."""
+    return Analysis(
+        ranks=[rank_from_dict(r) for r in data.get("ranks") or []],
+        findings=list(data.get("findings") or []), notes=list(data.get("notes") or []),
+        source=str(data.get("source", "")),
+        job=_sections(data.get("job") or {}, JobSections, _JOB_SECTIONS, "job: "),
+    )
+
+
+assert results.SCHEMA  # the schema this module reads (analysis/results.py)

@@ -1,0 +1,65 @@
+"""A saved result reads back into the same typed records (analysis/decode.py): on every shared
+trace, each part of the JSON written again from the records read back equals the JSON read."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+import trainprof
+from trainprof.analysis.decode import analysis_from_dict, rank_from_dict
+from trainprof.analysis.section_results import JobSections, RankSections
+from trainprof.errors import TraceError
+from trainprof.report.json import to_json_bytes
+
+from helpers.model_parallel_traces import expert_parallel, tensor_parallel
+from helpers.paths import NSYS_EXPORTS, SHARED_TRACE_FILES, TRACE_FILTER
+from helpers.round_trip import differences
+
+INPUTS = [*SHARED_TRACE_FILES, *NSYS_EXPORTS, TRACE_FILTER]
+
+
+@cache
+def _saved(path: Path) -> dict:
+    return json.loads(to_json_bytes(trainprof.analyze(path, workers=1)))
+
+
+def _part(data: dict, where: str, name: str) -> list[dict]:
+    if where == "job":
+        return [data["job"][name]] if data["job"].get(name) is not None else []
+    return [r[name] for r in data["ranks"] if r.get(name) is not None]
+
+
+@pytest.mark.parametrize("path", INPUTS, ids=lambda p: Path(p).name[:40])
+def test_every_section_reads_back_the_same(path: Path) -> None:
+    data = _saved(path)
+    again = json.loads(to_json_bytes(analysis_from_dict(data)))
+    problems = []
+    for where, container in (("rank", RankSections), ("job", JobSections)):
+        for name in container.field_names():
+            for before, after in zip(_part(data, where, name), _part(again, where, name),
+                                     strict=True):
+                problems += differences(before, after, f"{where}.{name}")[:3]
+    assert not problems, problems
+    assert not differences(data, again)
+
+
+@pytest.mark.parametrize("job", ["tensor", "expert"])
+def test_model_parallel_results_read_back_the_same(tmp_path: Path, job: str) -> None:
+    if job == "tensor":
+        tensor_parallel(300.0, 400.0).b.write(tmp_path / "rank0.json")
+    else:
+        for i, rank in enumerate(expert_parallel([1.0, 3.0])):
+            rank.builder.write(tmp_path / f"rank{i}.json")
+    data = json.loads(to_json_bytes(trainprof.analyze(tmp_path, workers=1)))
+    assert not differences(data, json.loads(to_json_bytes(analysis_from_dict(data))))
+
+
+def test_a_malformed_section_is_one_sentence() -> None:
+    data = _saved(INPUTS[0])
+    rank = {**data["ranks"][0], "idle": {"devices": "three"}}
+    with pytest.raises(TraceError, match=r"rank 0: idle does not read as IdleTime"):
+        rank_from_dict(rank)
