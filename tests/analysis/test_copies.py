@@ -42,7 +42,7 @@ def test_copies_exact(tmp_path, builder):
     assert (h2d.pageable_count, h2d.pinned_count) == (1, 1)
     assert (h2d.pageable_bytes, h2d.pinned_bytes) == (1_000_000, 2_000_000)
     assert result.row("DtoH").exposed_us == 0  # hidden under communication
-    assert result.exposed_us == 100 + 10 + 5
+    assert result.exposed_ms_per_step == pytest.approx((100 + 10 + 5) / 1000)
     d = result.to_dict()
     assert d["exposed_pct"] == pytest.approx(11.5)
     row = d["kinds"][0]

@@ -42,7 +42,7 @@ def test_gpu_idle_is_split_by_what_the_host_does(builder, tmp_path):
                                    "lead_in": 10.0, "host_bound": 16.0})
     assert h.ms["host_bound"] == pytest.approx(0.16)
     assert [s.name for s in h.spots["lead_in"]] == ["my_preprocess"]
-    assert h.after_optimizer_per_step_ms == [(1, pytest.approx(0.2))]
+    assert [(p.step, p.ms) for p in h.after_optimizer_per_step_ms] == [(1, pytest.approx(0.2))]
     assert (h.optimizer.name, h.optimizer.ops_per_step, h.optimizer.implementation) == (
         "SGD", 1, "for-loop")
     assert h.data_loaders == ["enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"]

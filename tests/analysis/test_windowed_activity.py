@@ -134,10 +134,12 @@ def test_copies_crossing_windows(tmp_path, builder):
     for per in (1, 2, 3):
         got = streamed(copies, trace, steps, per)
         h2d, d2h = got.row("HtoD"), got.row("DtoH")
-        assert (h2d.count, h2d.time_us, h2d.busy_us, h2d.exposed_us) == (1, 200, 200, 150)
-        assert (d2h.count, d2h.time_us, d2h.busy_us, d2h.exposed_us) == (1, 1100, 1100, 1100)
+        assert (h2d.count, h2d.time_us, h2d.exposed_us) == (1, 200, 150)
+        assert (d2h.count, d2h.time_us, d2h.exposed_us) == (1, 1100, 1100)
+        # Busy time as a share of the 3000 µs window.
+        assert (h2d.time_pct, d2h.time_pct) == pytest.approx((200 / 30, 1100 / 30))
         assert d2h.bandwidth_gbps == pytest.approx(1e6 / 1100 * 1e-3)
-        assert (got.busy_us, got.exposed_us) == (1300, 1250)
+        assert (got.time_pct, got.exposed_pct) == pytest.approx((1300 / 30, 1250 / 30))
         same(got.to_dict(), copies(trace, steps).to_dict())
 
 

@@ -44,6 +44,16 @@ FRAME_MIN_SHARE = 0.1  # of the longest one's time
 _RECORDED_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.SYNC, *LAUNCH_KINDS)
 
 
+class UntracedFrame(msgspec.Struct):
+    """A Python frame (with_stack=True) inside the untraced time, in ms per step."""
+
+    name: str
+    ms_per_step: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "ms_per_step": self.ms_per_step}
+
+
 class Compilation(msgspec.Struct):
     """Compile and untraced time of one rank, per step and in total."""
 
@@ -62,8 +72,8 @@ class Compilation(msgspec.Struct):
     longest_untraced: tuple[int, float] | None  # (step, ms) of the longest untraced gap
     markers: bool = False  # whether Torch-Compiled Region markers told first from recompile
     names: list[str] = field(default_factory=list)  # the compile phases seen, by time
-    #: Python frames (with_stack=True) inside the untraced time: (name, ms per step)
-    untraced_frames: list[tuple[str, float]] = field(default_factory=list)
+    #: Python frames (with_stack=True) inside the untraced time
+    untraced_frames: list[UntracedFrame] = field(default_factory=list)
 
     def to_pandas(self) -> Any:
         """One row per step: ``step``, ``compile_ms``, ``untraced_ms``."""
@@ -90,7 +100,7 @@ class Compilation(msgspec.Struct):
             "longest_untraced": list(self.longest_untraced) if self.longest_untraced else None,
             "markers": self.markers,
             "names": self.names,
-            "untraced_frames": [{"name": s, "ms_per_step": ms} for s, ms in self.untraced_frames],
+            "untraced_frames": [f.to_dict() for f in self.untraced_frames],
         }
 
 
@@ -252,7 +262,7 @@ def _frame_parts(window: Window, gaps: iv.Intervals) -> dict[str, Any]:
 
 
 def _combine_frames(parts: list[CompilationPart], gaps: iv.Intervals, steps: StepWindows,
-                    names: list[str], n: int) -> list[tuple[str, float]]:
+                    names: list[str], n: int) -> list[UntracedFrame]:
     """The Python frames lying mostly inside the untraced time, by time inside (ms per step)."""
     if not len(gaps) or not len(steps):
         return []
@@ -277,7 +287,7 @@ def _combine_frames(parts: list[CompilationPart], gaps: iv.Intervals, steps: Ste
     top = max(totals.values())
     order = [k for k in sorted(totals, key=lambda k: (-totals[k], k))[:FRAMES]
              if totals[k] >= FRAME_MIN_SHARE * top]  # not the frames in passing
-    return [(names[k], totals[k] / n / 1000.0) for k in order]
+    return [UntracedFrame(names[k], totals[k] / n / 1000.0) for k in order]
 
 
 def _recorded(trace: Trace, steps: StepWindows) -> iv.Intervals:

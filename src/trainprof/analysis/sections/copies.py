@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 import numpy as np
+from msgspec import field
 
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.dataframes import data_frame
@@ -20,6 +21,7 @@ from trainprof.analysis.overview.exposure import cover, exposed, span_sets
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.parts import part_of
 from trainprof.analysis.streaming.windows import Window, WindowedSection
+from trainprof.structs import shallow_dict
 from trainprof.trace.model import (
     MEMCPY_DIRECTIONS,
     Kind,
@@ -34,75 +36,102 @@ _GBPS = 1e-3
 
 
 class CopyRow(msgspec.Struct):
-    """All copies of one direction (or all memsets) inside the window."""
+    """All copies of one direction (or all memsets) inside the window; the shares are of the
+    window's time."""
 
     kind: str
     count: int
+    count_per_step: float
     bytes: float  # of the copies whose size the trace records
+    bytes_per_step: float
     time_us: float  # sum of durations
-    busy_us: float  # union of their intervals
+    #: Achieved bandwidth: bytes over the time of the copies that moved them (None: no size).
+    bandwidth_gbps: float | None
+    time_pct: float  # of their intervals' union
     exposed_us: float  # busy time with no compute or communication kernel running
+    exposed_pct: float
+    pageable_count: int = 0
+    pinned_count: int = 0
+    pageable_bytes: float = 0.0
+    pinned_bytes: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return shallow_dict(self)
+
+
+class Copies(msgspec.Struct):
+    window_ms: float
+    steps: int
+    rows: list[CopyRow] = field(name="kinds")  # only kinds that occur, in KINDS order
+    time_pct: float  # all copies and memsets, merged
+    exposed_pct: float
+    exposed_ms_per_step: float
+
+    def row(self, kind: str) -> CopyRow | None:
+        return next((r for r in self.rows if r.kind == kind), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "window_ms": self.window_ms,
+            "steps": self.steps,
+            "kinds": [r.to_dict() for r in self.rows],
+            "time_pct": self.time_pct,
+            "exposed_pct": self.exposed_pct,
+            "exposed_ms_per_step": self.exposed_ms_per_step,
+        }
+
+    def to_pandas(self) -> Any:
+        return data_frame([r.to_dict() for r in self.rows])
+
+
+class _Sums(msgspec.Struct):
+    """One kind's copies as windows add them up (µs and bytes)."""
+
+    kind: str
+    count: int
+    bytes: float
+    time_us: float
+    busy_us: float  # union of their intervals
+    exposed_us: float
     sized_time_us: float  # duration of the copies whose size is known
     pageable_count: int = 0
     pinned_count: int = 0
     pageable_bytes: float = 0.0
     pinned_bytes: float = 0.0
 
-    @property
-    def bandwidth_gbps(self) -> float | None:
-        """Achieved bandwidth: bytes over the time of the copies that moved them."""
-        return self.bytes / self.sized_time_us * _GBPS if self.sized_time_us > 0 else None
-
-    def to_dict(self, window_us: float, steps: int) -> dict[str, Any]:
+    def row(self, window_us: float, steps: int) -> CopyRow:
+        """Its figures over a window of ``steps`` steps."""
         per_step = max(steps, 1)
-        return {
-            "kind": self.kind,
-            "count": self.count,
-            "count_per_step": self.count / per_step,
-            "bytes": self.bytes,
-            "bytes_per_step": self.bytes / per_step,
-            "time_us": self.time_us,
-            "bandwidth_gbps": self.bandwidth_gbps,
-            "time_pct": self.busy_us / window_us * 100.0 if window_us > 0 else 0.0,
-            "exposed_us": self.exposed_us,
-            "exposed_pct": self.exposed_us / window_us * 100.0 if window_us > 0 else 0.0,
-            "pageable_count": self.pageable_count,
-            "pinned_count": self.pinned_count,
-            "pageable_bytes": self.pageable_bytes,
-            "pinned_bytes": self.pinned_bytes,
-        }
+        return CopyRow(
+            kind=self.kind, count=self.count, count_per_step=self.count / per_step,
+            bytes=self.bytes, bytes_per_step=self.bytes / per_step, time_us=self.time_us,
+            bandwidth_gbps=(self.bytes / self.sized_time_us * _GBPS if self.sized_time_us > 0
+                            else None),
+            time_pct=_pct(self.busy_us, window_us), exposed_us=self.exposed_us,
+            exposed_pct=_pct(self.exposed_us, window_us),
+            pageable_count=self.pageable_count, pinned_count=self.pinned_count,
+            pageable_bytes=self.pageable_bytes, pinned_bytes=self.pinned_bytes,
+        )
 
 
-class Copies(msgspec.Struct):
-    window_us: float
-    steps: int
-    rows: list[CopyRow]  # only kinds that occur, in KINDS order
-    busy_us: float  # all copies and memsets, merged
-    exposed_us: float
+def _pct(us: float, window_us: float) -> float:
+    return us / window_us * 100.0 if window_us > 0 else 0.0
 
-    def row(self, kind: str) -> CopyRow | None:
-        return next((r for r in self.rows if r.kind == kind), None)
 
-    def to_dict(self) -> dict[str, Any]:
-        w = self.window_us
-        return {
-            "window_ms": w / 1000.0,
-            "steps": self.steps,
-            "kinds": [r.to_dict(w, self.steps) for r in self.rows],
-            "time_pct": self.busy_us / w * 100.0 if w > 0 else 0.0,
-            "exposed_pct": self.exposed_us / w * 100.0 if w > 0 else 0.0,
-            "exposed_ms_per_step": self.exposed_us / max(self.steps, 1) / 1000.0,
-        }
-
-    def to_pandas(self) -> Any:
-        return data_frame([r.to_dict(self.window_us, self.steps) for r in self.rows])
+def _copies(window_us: float, steps: int, rows: list[_Sums], busy_us: float,
+            exposed_us: float) -> Copies:
+    return Copies(
+        window_ms=window_us / 1000.0, steps=steps, rows=[r.row(window_us, steps) for r in rows],
+        time_pct=_pct(busy_us, window_us), exposed_pct=_pct(exposed_us, window_us),
+        exposed_ms_per_step=exposed_us / max(steps, 1) / 1000.0,
+    )
 
 
 class _Part(msgspec.Struct):
     """What one window knows of the copies: rows over its part of the span, and the copies it
     owns still running at the part's end (cut at the span's end only once that is known)."""
 
-    rows: dict[str, CopyRow]
+    rows: dict[str, _Sums]
     busy_us: float
     exposed_us: float
     running: list[tuple[str, float, bool]]  # (kind, end, sized) of copies past the part's end
@@ -136,7 +165,7 @@ def _partial(window: Window) -> _Part:
         m &= own
         sized = m & np.isfinite(nbytes)
         pageable, pinned = m & (memory == "pageable"), m & (memory == "pinned")
-        rows[k] = CopyRow(
+        rows[k] = _Sums(
             kind=k,
             count=int(m.sum()),
             bytes=float(nbytes[sized].sum()),
@@ -158,14 +187,14 @@ def _partial(window: Window) -> _Part:
 def _combine(parts: list[_Part], steps: StepWindows) -> Copies:
     start, end = steps.span
     if not any(p.any_copy for p in parts) or end <= start:
-        return Copies(max(end - start, 0.0), len(steps), [], 0.0, 0.0)
+        return _copies(max(end - start, 0.0), len(steps), [], 0.0, 0.0)
     rows = []
     for k in KINDS:
         mine = [p.rows[k] for p in parts if k in p.rows]
         if not any(r.count for r in mine):
             continue
-        row = CopyRow(kind=k, count=0, bytes=0.0, time_us=0.0, busy_us=0.0, exposed_us=0.0,
-                      sized_time_us=0.0)
+        row = _Sums(kind=k, count=0, bytes=0.0, time_us=0.0, busy_us=0.0, exposed_us=0.0,
+                    sized_time_us=0.0)
         for r in mine:
             for name in ("count", "bytes", "time_us", "busy_us", "exposed_us", "sized_time_us",
                          "pageable_count", "pinned_count", "pageable_bytes", "pinned_bytes"):
@@ -177,13 +206,8 @@ def _combine(parts: list[_Part], steps: StepWindows) -> Copies:
                     row.time_us -= te - end
                     row.sized_time_us -= (te - end) if sized else 0.0
         rows.append(row)
-    return Copies(
-        window_us=end - start,
-        steps=len(steps),
-        rows=rows,
-        busy_us=sum(p.busy_us for p in parts),
-        exposed_us=sum(p.exposed_us for p in parts),
-    )
+    return _copies(end - start, len(steps), rows, sum(p.busy_us for p in parts),
+                   sum(p.exposed_us for p in parts))
 
 
 #: The copy figures over the step window (no rows when it has no copy or memset), computed

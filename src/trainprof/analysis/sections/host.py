@@ -85,14 +85,24 @@ class OptimizerFacts(msgspec.Struct):
                 "mean_op_us": self.mean_op_us, "implementation": self.implementation}
 
 
+class StepMs(msgspec.Struct):
+    """A time of one step, in ms."""
+
+    step: int
+    ms: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "ms": self.ms}
+
+
 class HostTime(msgspec.Struct):
     """Per part: mean ms per step and share of the step time; None where not measured."""
 
     steps: int
     gpu: bool
-    ms: dict[str, float | None]
+    ms: dict[str, float | None] = field(name="ms_per_step")
     pct: dict[str, float | None]
-    after_optimizer_per_step_ms: list[tuple[int, float]]
+    after_optimizer_per_step_ms: list[StepMs]
     has_optimizer: bool
     spots: dict[str, list[HostSpot]] = field(default_factory=dict)
     optimizer: OptimizerFacts | None = None
@@ -108,8 +118,7 @@ class HostTime(msgspec.Struct):
             "ms_per_step": self.ms,
             "pct": self.pct,
             "has_optimizer": self.has_optimizer,
-            "after_optimizer_per_step_ms": [{"step": s, "ms": m}
-                                            for s, m in self.after_optimizer_per_step_ms],
+            "after_optimizer_per_step_ms": [p.to_dict() for p in self.after_optimizer_per_step_ms],
             "spots": {k: [s.to_dict() for s in v] for k, v in self.spots.items()},
             "optimizer": None if self.optimizer is None else self.optimizer.to_dict(),
             "data_loaders": self.data_loaders,
@@ -223,7 +232,7 @@ def combine_host(parts: list[HostPart], steps: StepWindows) -> HostTime:
         gpu=gpu,
         ms=ms,
         pct=pct,
-        after_optimizer_per_step_ms=[(int(s), float(u) / 1000.0)
+        after_optimizer_per_step_ms=[StepMs(int(s), float(u) / 1000.0)
                                      for s, u in zip(steps.numbers, per_step, strict=True)],
         has_optimizer=any(p.has_optimizer for p in parts),
         spots={k: _combine_spots([sl.spots[k] for sl in slices], names, n)

@@ -114,7 +114,7 @@ class IdleTime(msgspec.Struct):
     kernel_wait_max_us: float
     devices: list[IdleRow]
     streams: list[IdleRow]
-    longest: list[IdleGap]
+    longest: list[IdleGap] = field(name="longest_gaps")
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -130,8 +130,8 @@ def untraced_time(r: RankAnalysis) -> Finding | None:
     if c.longest_untraced:
         evidence.append(Evidence("longest gap", c.longest_untraced[1], "ms",
                                  where(r, f"step {c.longest_untraced[0]}")))
-    evidence += [Evidence("Python in that time", ms, "ms/step", name)
-                 for name, ms in c.untraced_frames]
+    evidence += [Evidence("Python in that time", f.ms_per_step, "ms/step", f.name)
+                 for f in c.untraced_frames]
     step = {"step": c.longest_untraced[0]} if c.longest_untraced else {}
     return rank_finding(
         r, "untraced_time", saving_severity(left),

@@ -234,11 +234,11 @@ def logging_overhead(r: RankAnalysis) -> Finding | None:
     share = host.pct.get("after_optimizer") if host is not None else None
     if host is None or share is None or share <= LOGGING_PCT:
         return None
-    worst = max(host.after_optimizer_per_step_ms, key=lambda p: p[1])
+    worst = max(host.after_optimizer_per_step_ms, key=lambda p: p.ms)
     evidence = [
         Evidence("host time outside any op after the optimizer step", share, "%", where(r)),
         Evidence("per step", ms_of(r, share), "ms", where(r)),
-        Evidence("longest", worst[1], "ms", where(r, f"step {worst[0]}")),
+        Evidence("longest", worst.ms, "ms", where(r, f"step {worst.step}")),
         *[Evidence("Python in that time", s.ms_per_step, "ms/step", s.name)
           for s in host.spots.get("after_optimizer", [])],
     ]
@@ -248,7 +248,7 @@ def logging_overhead(r: RankAnalysis) -> Finding | None:
         "Between the optimizer step and the next batch the host runs Python that no PyTorch op "
         "records: logging, metric computation, checkpointing, progress bars.",
         evidence, share, "the work runs every N steps or in a background thread", LOG_LESS,
-        step=worst[0],
+        step=worst.step,
     )
 
 
