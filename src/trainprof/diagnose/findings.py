@@ -176,6 +176,12 @@ def shared_number(f: Finding | dict[str, Any], findings: list[Any]) -> int | Non
     return ids.index(other) + 1 if other in ids else None
 
 
+def typed_findings(findings: list[Any]) -> list[Finding]:
+    """An analysis's findings as ``Finding``s (a result read back from JSON holds their JSON
+    objects: ``analysis/decode.py``)."""
+    return [f if isinstance(f, Finding) else Finding.from_dict(f) for f in findings]
+
+
 class Findings(NotebookDisplay, list):
     """The findings of an analysis, most costly first: a list that shows as a table in a
     notebook."""

@@ -3,6 +3,7 @@ HTML, Markdown and compare reports (one place, so every view says the same)."""
 
 from __future__ import annotations
 
+from trainprof.diagnose.findings import Evidence
 from trainprof.vocabulary import CATEGORY_COLORS as _CATEGORY_COLORS
 from trainprof.vocabulary import PHASE_COLORS as _PHASE_COLORS
 
@@ -44,11 +45,9 @@ def category_label(key: str) -> str:
     return CATEGORY_LABELS.get(key, key.replace("_", " "))
 
 
-def evidence_text(e: dict) -> str:
-    """A finding's evidence (its ``to_dict`` form) as ``Evidence.__str__`` says it."""
-    value = e.get("value")
-    shown = f"{value:,.1f}" if isinstance(value, float) else str(value)
-    unit = e.get("unit") or ""
-    unit = unit if unit[:1] in ("%", "") or unit == "x" else f" {unit}"  # as Evidence.__str__
-    where = f" ({e['where']})" if e.get("where") else ""
-    return f"{e.get('what', '')}: {shown}{unit}{where}"
+def evidence_text(e: Evidence) -> str:
+    """A finding's evidence as ``Evidence.__str__`` says it, with thousands separated."""
+    shown = f"{e.value:,.1f}" if isinstance(e.value, float) else str(e.value)
+    unit = e.unit if e.unit[:1] in ("%", "") or e.unit == "x" else f" {e.unit}"
+    where = f" ({e.where})" if e.where else ""
+    return f"{e.what}: {shown}{unit}{where}"

@@ -24,7 +24,7 @@ import numpy as np
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.results import RankAnalysis
-from trainprof.diagnose.findings import saving_phrase, shared_number
+from trainprof.diagnose.findings import Evidence, saving_phrase, shared_number
 from trainprof.report.labels import evidence_text
 from trainprof.trace.model import Kind, Trace, is_dataloader
 
@@ -179,7 +179,7 @@ def finding_events(findings: list[dict[str, Any]], steps: StepWindows, offset: f
             "args": {"severity": f.get("severity"), "rank": f.get("rank"),
                      "saves": saving_phrase(f.get("saving_pct", 0), f.get("saving_ms", 0),
                                             shared_number(f, findings)),
-                     "evidence": [evidence_text(e) for e in f.get("evidence", [])],
+                     "evidence": [evidence_text(Evidence(**e)) for e in f.get("evidence", [])],
                      "fix": fix.get("summary", ""), "docs": f.get("docs", "")},
         })
     return out

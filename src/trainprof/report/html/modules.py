@@ -1,15 +1,14 @@
 """The module tree in the HTML report: nested ``<details>``, one per module with submodules.
 
-Reads the ``modules`` result in its JSON form; names stay plain ``str`` (the template escapes).
+Reads the ``modules`` record; names stay plain ``str`` (the template escapes).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 from msgspec import field
 
+from trainprof.analysis.sections.modules import ModuleTree
 from trainprof.formatting import counted
 from trainprof.report.terminal.modules import columns
 
@@ -32,25 +31,25 @@ class ModulesView(msgspec.Struct):
     note: str | None
 
 
-def modules_view(tree: dict[str, Any] | None) -> ModulesView | None:
+def modules_view(tree: ModuleTree | None) -> ModulesView | None:
     """The view of a ``modules`` result, or None for a result without one (an older file)."""
-    if not tree:
+    if tree is None:
         return None
-    if not tree.get("available"):
-        return ModulesView("", [], str(tree.get("note") or ""))
+    if not tree.available:
+        return ModulesView("", [], tree.note or "")
     cols = columns(tree)
     nodes: list[ModuleNode] = []
     roots: list[ModuleNode] = []
-    for r in tree.get("rows") or []:
-        times = " · ".join(f"{label} {r[key] / 1000:,.2f} ms" for label, key in cols)
-        node = ModuleNode(name=str(r["name"]), path=str(r["path"]),
-                          figures=f"{r['share_pct']:.1f}% · {counted(r['calls'], 'call')} · {times}",
-                          share_pct=float(r["share_pct"]), open=r["depth"] < OPEN_LEVELS)
+    for r in tree.rows:
+        times = " · ".join(f"{label} {time(r) / 1000:,.2f} ms" for label, time in cols)
+        node = ModuleNode(name=r.name, path=r.path,
+                          figures=f"{r.share_pct:.1f}% · {counted(r.calls, 'call')} · {times}",
+                          share_pct=r.share_pct, open=r.depth < OPEN_LEVELS)
         nodes.append(node)
-        parent = r["parent"]
+        parent = r.parent
         (nodes[parent].children if 0 <= parent < len(nodes) - 1 else roots).append(node)
-    clock = "kernel time" if tree.get("clock") == "device" else "host time"
-    caption = (f"By {clock} over {counted(int(tree.get('steps') or 0), 'step')}: share of all step time (forward "
-               "and backward with submodules), calls, then self, forward and backward times. "
-               "Click a module to open it.")
-    return ModulesView(caption, roots, tree.get("note"))
+    clock = "kernel time" if tree.clock == "device" else "host time"
+    caption = (f"By {clock} over {counted(tree.steps, 'step')}: share of all step time "
+               "(forward and backward with submodules), calls, then self, forward and backward "
+               "times. Click a module to open it.")
+    return ModulesView(caption, roots, tree.note)

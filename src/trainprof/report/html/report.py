@@ -23,6 +23,7 @@ import msgspec
 from markupsafe import Markup
 
 from trainprof import __version__
+from trainprof.analysis.decode import analysis_from_dict
 from trainprof.analysis.results import Analysis
 from trainprof.diagnose.findings import shared_number
 from trainprof.fileio import atomic_write_text
@@ -95,11 +96,12 @@ def _plain(result: Analysis | dict[str, Any]) -> dict[str, Any]:
 def render_html(result: Analysis | dict[str, Any], rows: int = DEFAULT_ROWS) -> str:
     """The report page for a result; ``rows`` per operator and kernel table."""
     data = _plain(result)
+    analysis = analysis_from_dict(data)  # the same records, whatever the result was given as
     ranks = data["ranks"]
     order = sorted(range(len(ranks)), key=lambda i: -(ranks[i]["steps"].get("median_ms") or 0))
     shown = sorted(order[:MAX_DETAILED_RANKS])
     slowest = order[0] if ranks else None
-    rank_table = (data.get("job") or {}).get("rank_table")
+    rank_table = analysis.job.rank_table
     side, side_note = side_by_side(ranks, rank_table, _straggler(data))
     found = data.get("findings") or []
     context = {
@@ -113,7 +115,8 @@ def render_html(result: Analysis | dict[str, Any], rows: int = DEFAULT_ROWS) -> 
         "ranks_note": side_note,
         "spread_charts": spread_charts(rank_table),
         "spread_table": spread_table(rank_table),
-        "details": [(rank_view(ranks[i], i, rows), i == slowest) for i in shown],
+        "details": [(rank_view(ranks[i], analysis.ranks[i], i, rows), i == slowest)
+                    for i in shown],
         "hidden_ranks": len(ranks) - len(shown),
         "hidden_where": ("the histograms and the JSON result" if side_note
                          else "the table above"),
@@ -121,8 +124,7 @@ def render_html(result: Analysis | dict[str, Any], rows: int = DEFAULT_ROWS) -> 
         "devices": _devices(ranks),
         "job_notes": _job_notes(data),
         "stragglers": stragglers_table((data.get("job") or {}).get("stragglers") or {}),
-        "collective_ranks": collective_ranks_table(
-            (data.get("job") or {}).get("collective_ranks") or {}),
+        "collective_ranks": collective_ranks_table(analysis.job.collective_ranks),
         "pipeline": pipeline_table((data.get("job") or {}).get("pipeline") or {}),
         "experts": experts_table((data.get("job") or {}).get("experts") or {}),
         "memory": memory_views(data),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainprof.analysis.job.rank_table import shown_rows
+from trainprof.analysis.job.rank_table import RankTable, shown_rows
 from trainprof.report.html import svg, tables
 from trainprof.report.html.chart import Chart
 from trainprof.report.html.tables import Table
@@ -15,30 +15,30 @@ from trainprof.report.terminal.rank_spread import SPREAD_HEAD, spread_rows, spre
 BAR_COLOR = "#4c78a8"
 
 
-def spread_charts(rank_table: dict[str, Any] | None) -> list[Chart]:
+def spread_charts(rank_table: RankTable | None) -> list[Chart]:
     """One histogram of ranks per figure, from 8 ranks on."""
-    if not rank_table or not spread_shown(rank_table):
+    if rank_table is None or not spread_shown(rank_table):
         return []
     charts = []
-    for s in rank_table["spread"].values():
-        edges = s["edges"]
-        labels = [f"{value_text(lo, s['unit'], False)}–{value_text(hi, s['unit'], False)}"
+    for s in rank_table.spread.values():
+        edges = s.edges
+        labels = [f"{value_text(lo, s.unit, False)}–{value_text(hi, s.unit, False)}"
                   for lo, hi in zip(edges, edges[1:], strict=False)]
-        title = f"{s['label']} ({s['unit']})"
+        title = f"{s.label} ({s.unit})"
         chart = svg.stacked_bars(labels, [svg.Series("ranks", BAR_COLOR)],
-                                 [[c] for c in s["counts"]], "ranks", f"Ranks by {title}", title)
-        charts.append(Chart(chart, None, f"Ranks by {title}, {s['ranks']} in all."))
+                                 [[c] for c in s.counts], "ranks", f"Ranks by {title}", title)
+        charts.append(Chart(chart, None, f"Ranks by {title}, {s.ranks} in all."))
     return charts
 
 
-def spread_table(rank_table: dict[str, Any] | None) -> Table | None:
+def spread_table(rank_table: RankTable | None) -> Table | None:
     """Each figure's quantiles and its outlying ranks, from 8 ranks on."""
-    if not rank_table or not spread_shown(rank_table):
+    if rank_table is None or not spread_shown(rank_table):
         return None
     heads = [h for h in SPREAD_HEAD if h != "histogram"]
     table = Table([tables.Column(h, numeric=h not in ("figure", "outliers")) for h in heads],
                   sortable=False)
-    for row in spread_rows(rank_table["spread"]):
+    for row in spread_rows(rank_table.spread):
         table.rows.append([tables.text(row[0]), *(tables.text(c) for c in row[1:6]),
                            tables.text(row[7])])
     table.caption = ("How the ranks spread: step time is each rank's median step, "
@@ -46,16 +46,16 @@ def spread_table(rank_table: dict[str, Any] | None) -> Table | None:
     return table
 
 
-def side_by_side(ranks: list[dict[str, Any]], rank_table: dict[str, Any] | None,
+def side_by_side(ranks: list[dict[str, Any]], rank_table: RankTable | None,
                  straggler: int | None) -> tuple[list[dict[str, Any]], str]:
     """The windows of the ranks the per-rank views keep (the slowest, the fastest and the
     straggler when there are many; all with ``--all-ranks``), and a note when some are left out."""
-    if not rank_table:
+    if rank_table is None:
         return ranks, ""
-    kept = {r["rank"] for r in shown_rows(rank_table["rows"], keep=(straggler,))}
-    if len(kept) == len(rank_table["rows"]):
+    kept = {r.rank for r in shown_rows(rank_table.rows, keep=(straggler,))}
+    if len(kept) == len(rank_table.rows):
         return ranks, ""
-    note = (f"{len(kept)} of {len(rank_table['rows'])} ranks side by side: the slowest, the "
+    note = (f"{len(kept)} of {len(rank_table.rows)} ranks side by side: the slowest, the "
             "fastest and any straggler; the histograms below count every rank, and "
             "--all-ranks shows all.")
     return [r for r in ranks if r["rank"] in kept], note

@@ -12,6 +12,9 @@ import msgspec
 from msgspec import field
 
 from trainprof.analysis.job.rank_table import shown_rows
+from trainprof.analysis.sections.kernel_shares import KernelClassShares
+from trainprof.analysis.sections.kernels import KernelRow, KernelStats
+from trainprof.analysis.sections.operators import OperatorStats
 from trainprof.formatting import number
 from trainprof.report.labels import SORT_LABELS
 from trainprof.report.names import distinct_names
@@ -54,61 +57,61 @@ def text(value: Any) -> Cell:
     return Cell("" if value is None else str(value))
 
 
-def operators_table(ops: dict[str, Any], rows: int = DEFAULT_ROWS) -> Table:
-    device = bool(ops.get("has_device"))
+def operators_table(ops: OperatorStats, rows: int = DEFAULT_ROWS) -> Table:
+    device = ops.has_device
     cols = [Column("operator", numeric=False), Column("calls")]
     if device:
         cols += [Column("device self ms", title="time of the kernels this op launched itself"),
                  Column("device total ms", title="with the kernels of the ops it called")]
     cols += [Column("host self ms", title="host time not spent in ops it called"),
              Column("host total ms")]
-    sort_by = str(ops.get("sort_by", ""))
+    sort_by = ops.sort_by
     table = Table(cols, caption=f"sorted by {SORT_LABELS.get(sort_by, sort_by.replace('_', ' '))}"
                                 " (whole trace)")
-    for r in ops.get("rows", [])[:rows]:
-        name = r["name"] + (f" {r['shape']}" if r.get("shape") else "")
-        cells = [text(name), num(r["calls"], 0)]
+    for r in ops.rows[:rows]:
+        name = r.name + (f" {r.shape}" if r.shape else "")
+        cells = [text(name), num(r.calls, 0)]
         if device:
-            cells += [num(_ms(r.get("device_self_us")), 2), num(_ms(r.get("device_total_us")), 2)]
-        cells += [num(_ms(r.get("host_self_us")), 2), num(_ms(r.get("host_total_us")), 2)]
+            cells += [num(_ms(r.device_self_us), 2), num(_ms(r.device_total_us), 2)]
+        cells += [num(_ms(r.host_self_us), 2), num(_ms(r.host_total_us), 2)]
         table.rows.append(cells)
     return table
 
 
-def kernels_table(kernels: dict[str, Any], rows: int = DEFAULT_ROWS) -> Table:
+def kernels_table(kernels: KernelStats, rows: int = DEFAULT_ROWS) -> Table:
     cols = [Column("kernel", numeric=False), Column("calls"), Column("total ms"),
             Column("mean µs"), Column("share", title="of all kernel time"),
             Column("occupancy", title="estimated from the launch size"),
             Column("Tensor Cores", numeric=False),
             Column("class", numeric=False, title="docs/kernel_classes.md"),
             Column("launched by", numeric=False)]
-    table = Table(cols, caption=_class_caption(kernels.get("classes")))
-    shown = kernels.get("rows", [])[:rows]
-    for r, name in zip(shown, distinct_names([r["name"] for r in shown]), strict=True):
+    table = Table(cols, caption=_class_caption(kernels.classes))
+    shown = kernels.rows[:rows]
+    for r, name in zip(shown, distinct_names([r.name for r in shown]), strict=True):
         table.rows.append([
-            Cell(name, title=r["name"] if name != r["name"] else ""), num(r["calls"], 0), num(_ms(r.get("total_us")), 2),
-            num(r.get("mean_us"), 1), num(r.get("share_pct"), 1, "%"),
-            num(r.get("occupancy_pct"), 0, "%"), text("yes" if r.get("tensor_cores") else "no"),
-            text(_class_label(r)), text(r.get("op") or ""),
+            Cell(name, title=r.name if name != r.name else ""), num(r.calls, 0),
+            num(_ms(r.total_us), 2), num(r.mean_us, 1), num(r.share_pct, 1, "%"),
+            num(r.occupancy_pct, 0, "%"), text("yes" if r.tensor_cores else "no"),
+            text(_class_label(r)), text(r.op or ""),
         ])
     return table
 
 
-def _class_label(row: dict[str, Any]) -> str:
-    label = str(row.get("kernel_class") or "compute").replace("_", " ")
-    by = row.get("classified_by")
+def _class_label(row: KernelRow) -> str:
+    label = (row.kernel_class or "compute").replace("_", " ")
+    by = row.classified_by
     return f"{label} (unclassified)" if by == "unclassified" else (
         f"{label} (by launch)" if by == "launch" else label)
 
 
-def _class_caption(classes: dict[str, Any] | None) -> str:
+def _class_caption(classes: KernelClassShares | None) -> str:
     """Kernel time per class, and the unclassified share (docs/kernel_classes.md)."""
-    if not classes or not classes.get("total_us"):
+    if classes is None or not classes.total_us:
         return ""
-    p = classes.get("class_pct") or {}
+    p = classes.class_pct
     return (f"Kernel time: communication {fmt(p.get('communication'), 1, '%')}, Tensor Core "
             f"{fmt(p.get('tensor_core'), 1, '%')}, other compute {fmt(p.get('compute'), 1, '%')}"
-            f"; unclassified (counted as compute) {fmt(classes.get('unclassified_pct'), 1, '%')}")
+            f"; unclassified (counted as compute) {fmt(classes.unclassified_pct, 1, '%')}")
 
 
 def idle_gaps_table(idle: dict[str, Any], rows: int = 10) -> Table | None:

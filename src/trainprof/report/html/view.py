@@ -15,7 +15,8 @@ import msgspec
 import numpy as np
 from msgspec import field
 
-from trainprof.diagnose.findings import is_minor, saving_phrase, where_text
+from trainprof.analysis.results import RankAnalysis
+from trainprof.diagnose.findings import Evidence, is_minor, saving_phrase, where_text
 from trainprof.report.html import svg, tables
 from trainprof.report.html.chart import Chart
 from trainprof.report.html.critical_path import path_chart, split_table, what_if_table
@@ -94,7 +95,7 @@ def finding_view(f: dict[str, Any], number: int, shared: int | None = None) -> d
         "where": "whole job" if f.get("rank") is None else where_text(f["rank"], f),
         "saving": saving_phrase(f.get("saving_pct"), f.get("saving_ms"), shared),
         "explanation": str(f.get("explanation", "")),
-        "evidence": [evidence_text(e) for e in f.get("evidence", [])],
+        "evidence": [evidence_text(Evidence(**e)) for e in f.get("evidence", [])],
         "assumption": str(f.get("saving_assumption", "")),
         "fix": {k: str(fix.get(k) or "") for k in ("summary", "pytorch", "accelerate")},
         "docs": str(f.get("docs", "")),
@@ -114,8 +115,10 @@ def headline(result: dict[str, Any]) -> str:
             f"time{where}{more}.")
 
 
-def rank_view(r: dict[str, Any], index: int, rows: int) -> RankView:
-    s = r["steps"]
+def rank_view(r: dict[str, Any], rank: RankAnalysis, index: int, rows: int) -> RankView:
+    """One rank's part of the page: ``rank`` its records, ``r`` its JSON (with the per-step
+    breakdown a report adds: commands/report.py)."""
+    s, sections = r["steps"], rank.sections
     window = f", window {r['window']}" if r.get("window") else ""
     facts = [("steps", f"{s['count']} (from {s.get('source', '?')})"),
              ("median step", f"{fmt(s.get('median_ms'), 1)} ms"),
@@ -124,7 +127,7 @@ def rank_view(r: dict[str, Any], index: int, rows: int) -> RankView:
              ("step-to-step variation (CV)", f"{fmt((s.get('cv') or 0) * 100, 1)}%")]
     if r.get("gpu"):
         facts.append(("GPU utilisation", f"{fmt(r['gpu'].get('utilization_pct'), 1)}%"))
-    ops, kernels = r.get("operators"), r.get("kernels")
+    ops, kernels = sections.operators, sections.kernels
     return RankView(
         anchor=f"rank-{index}",
         title=f"rank {r['rank']}{window} · {r.get('device', '')} · {r.get('file', '')}",
@@ -141,17 +144,18 @@ def rank_view(r: dict[str, Any], index: int, rows: int) -> RankView:
         gpu_table=_gpu_table(r.get("gpus") or []),
         timeline=_timeline_chart(r.get("timeline")),
         timeline_table=_timeline_table(r.get("timeline")),
-        operators=tables.operators_table(ops, rows) if ops and ops.get("rows") else None,
-        kernels=tables.kernels_table(kernels, rows) if kernels and kernels.get("rows") else None,
+        operators=tables.operators_table(ops, rows) if ops is not None and ops.rows else None,
+        kernels=(tables.kernels_table(kernels, rows) if kernels is not None and kernels.rows
+                 else None),
         idle_gaps=tables.idle_gaps_table(r["idle"]) if r.get("idle") else None,
         memory=memory_charts(r.get("memory") or {}),
         communication=(tables.communication_table(r["communication"])
                        if r.get("communication") else None),
         notes=[str(n) for n in r.get("notes", [])],
-        modules=modules_view(r.get("modules")),
-        roofline=roofline_chart(r.get("roofline") or {}),
-        roofline_table=roofline_table(r.get("roofline") or {}),
-        collectives=collectives_table(r.get("collectives") or {}),
+        modules=modules_view(sections.modules),
+        roofline=roofline_chart(sections.roofline),
+        roofline_table=roofline_table(sections.roofline),
+        collectives=collectives_table(sections.collectives),
         critical_path=path_chart(r.get("critical_path")),
         critical_path_tables=[t for t in (split_table(r.get("critical_path")),
                                           what_if_table(r.get("critical_path"))) if t],

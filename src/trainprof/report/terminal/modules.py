@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Group
 from rich.text import Text
 
 from trainprof.analysis.options import analyze_options
-from trainprof.analysis.sections.modules import ModuleTree
+from trainprof.analysis.sections.modules import ModuleRow, ModuleTree
 from trainprof.formatting import counted
 from trainprof.report.quantities import (
     ByWidth,
@@ -27,21 +28,26 @@ MODULE_WIDTH = 60
 ALL_COLUMNS_FROM = 120
 
 
-def shown_rows(tree: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
-    """The rows of a ``modules`` result (its JSON form) at or above ``MIN_SHARE_PCT``, in tree
-    order, and how many were left out (a child never outweighs its parent, so whole subtrees
-    go)."""
-    rows = tree.get("rows") or []
-    kept = [r for r in rows if r["share_pct"] >= MIN_SHARE_PCT]
-    return kept, len(rows) - len(kept)
+def shown_rows(tree: ModuleTree) -> tuple[list[ModuleRow], int]:
+    """The rows of a ``modules`` result at or above ``MIN_SHARE_PCT``, in tree order, and how
+    many were left out (a child never outweighs its parent, so whole subtrees go)."""
+    kept = [r for r in tree.rows if r.share_pct >= MIN_SHARE_PCT]
+    return kept, len(tree.rows) - len(kept)
 
 
-def columns(tree: dict[str, Any]) -> list[tuple[str, str]]:
-    """(header, row key) of the time columns: device time on GPU traces, host time otherwise."""
-    if tree.get("clock") == "device":
-        return [("dev self", "device_self_us"), ("dev fwd", "device_total_us"),
-                ("dev bwd", "backward_device_total_us"), ("host fwd", "host_total_us")]
-    return [("self", "host_self_us"), ("fwd", "host_total_us"), ("bwd", "backward_host_total_us")]
+#: A time column: its header and the row's time (µs) it shows.
+Column = tuple[str, Callable[[ModuleRow], float]]
+
+
+def columns(tree: ModuleTree) -> list[Column]:
+    """The time columns: device time on GPU traces, host time otherwise."""
+    if tree.clock == "device":
+        return [("dev self", lambda r: r.device_self_us),
+                ("dev fwd", lambda r: r.device_total_us),
+                ("dev bwd", lambda r: r.backward_device_total_us),
+                ("host fwd", lambda r: r.host_total_us)]
+    return [("self", lambda r: r.host_self_us), ("fwd", lambda r: r.host_total_us),
+            ("bwd", lambda r: r.backward_host_total_us)]
 
 
 def render_modules(result: ModuleTree) -> Any:
@@ -54,12 +60,11 @@ def render_modules(result: ModuleTree) -> Any:
 
 
 def _tree(result: ModuleTree, width: int) -> Group:
-    tree = result.to_dict()
-    kept, hidden = shown_rows(tree)
-    cols = columns(tree)
+    kept, hidden = shown_rows(result)
+    cols = columns(result)
     left_out = []
     if width < ALL_COLUMNS_FROM:  # the names need the room more than the self time
-        left_out = [h for h, _ in cols if (h, _) not in cols[1:3]]
+        left_out = [h for h, _ in cols[:1] + cols[3:]]
         cols = cols[1:3]
     clock = "kernel time" if result.clock == "device" else "host time"
     head = Text(f"Modules by {clock} (ms over {counted(result.steps, 'step')}; fwd and bwd include "
@@ -68,8 +73,8 @@ def _tree(result: ModuleTree, width: int) -> Group:
     add_name_column(t, "module", MODULE_WIDTH)
     add_number_columns(t, "calls", *(h for h, _ in cols), "share")
     for r in kept:
-        t.add_row(name_cell("  " * r["depth"] + r["name"], MODULE_WIDTH), str(r["calls"]),
-                  *(f"{r[key] / 1000:.2f}" for _, key in cols), pct(r["share_pct"]))
+        t.add_row(name_cell("  " * r.depth + r.name, MODULE_WIDTH), str(r.calls),
+                  *(f"{time(r) / 1000:.2f}" for _, time in cols), pct(r.share_pct))
     parts: list[Any] = [head, t]
     if left_out:  # said, never dropped silently
         parts.append(Text(f"Columns {' and '.join(left_out)} left out below {ALL_COLUMNS_FROM} "

@@ -7,7 +7,11 @@ charts (report/html/view.py)."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainprof.analysis.job.rank_spread import Spread
+    from trainprof.analysis.job.rank_table import RankTable
 
 #: Ranks from which the reports show the spread (below, the per-rank table says it all).
 SPREAD_MIN_RANKS = 8
@@ -34,25 +38,23 @@ def value_text(value: float, unit: str, with_unit: bool = True) -> str:
     return f"{text} {unit}" if with_unit else text
 
 
-def outliers_text(spread: dict[str, Any]) -> str:
+def outliers_text(spread: Spread) -> str:
     """The outlying ranks, the farthest first: ``rank 7 (130 ms)``; "none" when there are none."""
-    named = [f"rank {o['rank']} ({value_text(o['value'], spread['unit'])})"
-             for o in spread["outliers"]]
-    more = spread["outlier_count"] - len(named)
+    named = [f"rank {o.rank} ({value_text(o.value, spread.unit)})" for o in spread.outliers]
+    more = spread.outlier_count - len(named)
     return (", ".join(named) + (f" and {more} more" if more > 0 else "")) or "none"
 
 
-def spread_rows(spreads: dict[str, dict[str, Any]]) -> list[list[str]]:
+def spread_rows(spreads: dict[str, Spread]) -> list[list[str]]:
     """One row per figure under ``SPREAD_HEAD``."""
     rows = []
     for s in spreads.values():
-        rows.append([f"{s['label']} {s['unit']}", *(value_text(s[k], s["unit"], False)
-                                                     for k in ("min", "p10", "median", "p90",
-                                                               "max")),
-                     histogram_bars(s["counts"]), outliers_text(s)])
+        rows.append([f"{s.label} {s.unit}", *(value_text(v, s.unit, False)
+                                              for v in (s.min, s.p10, s.median, s.p90, s.max)),
+                     histogram_bars(s.counts), outliers_text(s)])
     return rows
 
 
-def spread_shown(rank_table: dict[str, Any]) -> bool:
-    """Whether a report shows the spread of this per-rank table (its ``to_dict()``)."""
-    return len(rank_table["rows"]) >= SPREAD_MIN_RANKS and bool(rank_table.get("spread"))
+def spread_shown(rank_table: RankTable) -> bool:
+    """Whether a report shows the spread of this per-rank table."""
+    return len(rank_table.rows) >= SPREAD_MIN_RANKS and bool(rank_table.spread)

@@ -184,18 +184,17 @@ def ranks_table(a: Analysis) -> ByWidth:
 def spread_table(a: Analysis) -> Table | None:
     """How the ranks spread (report/terminal/rank_spread.py), from 8 ranks on, the outliers named under
     it; else None."""
-    table = a.job.rank_table
-    data = None if table is None else table.to_dict()
+    data = a.job.rank_table
     if data is None or not spread_shown(data):
         return None
-    t = Table(title=f"How the {len(data['rows'])} ranks spread (histogram: min to max)",
+    t = Table(title=f"How the {len(data.rows)} ranks spread (histogram: min to max)",
               title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
     for col in SPREAD_HEAD[:-1]:
         t.add_column(col, justify="right" if col in SPREAD_HEAD[1:6] else "left", no_wrap=True)
     captions = []
-    for row, spread in zip(spread_rows(data["spread"]), data["spread"].values(), strict=True):
+    for row, spread in zip(spread_rows(data.spread), data.spread.values(), strict=True):
         t.add_row(*row[:-1])
-        captions.append(f"outliers in {spread['label']}: {row[-1]}")
+        captions.append(f"outliers in {spread.label}: {row[-1]}")
     captions.append("step time: each rank's median step; communication: ms per step")
     t.caption, t.caption_justify = "\n".join(captions), "left"
     return t

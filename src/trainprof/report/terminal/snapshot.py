@@ -11,6 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from trainprof.diagnose.findings import Evidence
 from trainprof.report.labels import evidence_text
 from trainprof.report.quantities import ByWidth, clip, compact_table, pct, size
 from trainprof.report.terminal.memory_breakdown import breakdown_renderable
@@ -153,7 +154,7 @@ def findings_renderable(findings: list[dict[str, Any]]) -> Panel | None:
         head.append(f["title"], style="bold")
         parts.append(head)
         # Each line wraps under its own text, not back at the panel's edge.
-        parts += [Padding(Text(evidence_text(e), style="dim"), (0, 0, 0, 5))
+        parts += [Padding(Text(evidence_text(Evidence(**e)), style="dim"), (0, 0, 0, 5))
                   for e in f["evidence"]]
         parts.append(Padding(Text(f"Fix: {f['fix']['summary']}", style="green"), (0, 0, 0, 5)))
         parts += [Padding(Text(line, style="green"), (0, 0, 0, 7))
