@@ -25,7 +25,7 @@ from markupsafe import Markup
 from trainprof import __version__
 from trainprof.analysis.decode import analysis_from_dict
 from trainprof.analysis.results import Analysis
-from trainprof.diagnose.findings import shared_number
+from trainprof.diagnose.findings import shared_number, typed_findings
 from trainprof.fileio import atomic_write_text
 from trainprof.report.html.model_parallel import experts_table
 from trainprof.report.html.parallelism import pipeline_table
@@ -103,11 +103,11 @@ def render_html(result: Analysis | dict[str, Any], rows: int = DEFAULT_ROWS) -> 
     slowest = order[0] if ranks else None
     rank_table = analysis.job.rank_table
     side, side_note = side_by_side(ranks, rank_table, _straggler(data))
-    found = data.get("findings") or []
+    found = typed_findings(analysis.findings)
     context = {
         "version": __version__,
         "source": data.get("source") or (ranks[0].get("file", "") if ranks else ""),
-        "headline": memory_headline(data) or headline(data),
+        "headline": memory_headline(data) or headline(found),
         "findings": [finding_view(f, i, shared_number(f, found)) for i, f in enumerate(found, 1)],
         "several": len(ranks) > 1,
         "ranks_table": ranks_table(side, _straggler(data)) if len(ranks) > 1 else None,

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 from msgspec import field
 
+from trainprof.diagnose.findings import typed_findings
 from trainprof.diagnose.snapshot import SPLIT_FREE_NOTE_PCT
 from trainprof.report.html import svg, tables
 from trainprof.report.html.tables import Table
@@ -83,7 +84,8 @@ def snapshot_view(s: dict[str, Any], index: int) -> SnapshotView:
         return SnapshotView(anchor, str(s["source"]), error=str(s["error"]))
     view = SnapshotView(anchor, title_of(s), oom=[oom_line(o) for o in s["ooms"]],
                         verdict=[str(v) for v in s.get("verdict", [])],
-                        findings=[finding_view(f, i) for i, f in enumerate(s["findings"], 1)])
+                        findings=[finding_view(f, i) for i, f in
+                                  enumerate(typed_findings(s["findings"]), 1)])
     breakdown = (s.get("recorded_by") or {}).get("memory_breakdown")
     if breakdown:
         _add_breakdown(view, breakdown)

@@ -12,6 +12,7 @@ import msgspec
 from msgspec import field
 
 from trainprof.analysis.job.rank_table import shown_rows
+from trainprof.analysis.sections.idle import IdleTime
 from trainprof.analysis.sections.kernel_shares import KernelClassShares
 from trainprof.analysis.sections.kernels import KernelRow, KernelStats
 from trainprof.analysis.sections.operators import OperatorStats
@@ -114,23 +115,24 @@ def _class_caption(classes: KernelClassShares | None) -> str:
             f"; unclassified (counted as compute) {fmt(classes.unclassified_pct, 1, '%')}")
 
 
-def idle_gaps_table(idle: dict[str, Any], rows: int = 10) -> Table | None:
-    gaps = idle.get("longest_gaps") or []
+def idle_gaps_table(idle: IdleTime, rows: int = 10) -> Table | None:
+    gaps = idle.longest
     if not gaps:
         return None
-    cols = [Column("step"), Column("device"), Column("at ms", title="from the start of the step window"),
+    cols = [Column("step"), Column("device"),
+            Column("at ms", title="from the start of the step window"),
             Column("gap µs"), Column("kind", numeric=False),
             Column("what the CPU was doing (top-level ops, µs)", numeric=False)]
     table = Table(cols)
     for g in gaps[:rows]:
-        host = [(h["overlap_us"], h["name"]) for h in g.get("host", [])]
-        if (g.get("no_host_op_us") or 0) >= 1:
-            host.append((g["no_host_op_us"], "(no op recorded)"))
+        host = [(h.overlap_us, h.name) for h in g.host]
+        if g.no_host_op_us >= 1:
+            host.append((g.no_host_op_us, "(no op recorded)"))
         meanwhile = ", ".join(f"{n} {us:,.0f}" for us, n in sorted(host, reverse=True))
         table.rows.append([
-            num(g.get("step"), 0) if g.get("step") is not None else Cell("", -1),
-            text(g.get("device")), num(g.get("start_ms"), 1), num(g.get("duration_us"), 0),
-            text(str(g.get("category", "")).replace("_", " ")), text(meanwhile),
+            num(g.step, 0) if g.step is not None else Cell("", -1),
+            text(g.device), num(g.start_ms, 1), num(g.duration_us, 0),
+            text(g.category.replace("_", " ")), text(meanwhile),
         ])
     return table
 

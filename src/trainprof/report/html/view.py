@@ -16,7 +16,7 @@ import numpy as np
 from msgspec import field
 
 from trainprof.analysis.results import RankAnalysis
-from trainprof.diagnose.findings import Evidence, is_minor, saving_phrase, where_text
+from trainprof.diagnose.findings import SLOWEST_RANK, Finding, is_minor, saving_phrase, where_text
 from trainprof.report.html import svg, tables
 from trainprof.report.html.chart import Chart
 from trainprof.report.html.critical_path import path_chart, split_table, what_if_table
@@ -74,63 +74,64 @@ class RankView(msgspec.Struct):
 OPEN_FINDINGS = 3
 
 
-def finding_view(f: dict[str, Any], number: int, shared: int | None = None) -> dict[str, Any]:
+def finding_view(f: Finding, number: int, shared: int | None = None) -> dict[str, Any]:
     """One finding's card; ``shared``: the number of the finding whose saving it shares."""
     from markupsafe import Markup
 
     from trainprof.report.html.rule_docs import rule_section_html
 
-    fix = f.get("fix") or {}
-    saving = f.get("saving_pct")
-    docs_html = rule_section_html(str(f.get("docs", "")))
+    # The figures as the JSON result writes them (diagnose/findings.py Finding.to_dict).
+    saving_pct, saving_ms = round(f.saving_pct, 2), round(f.saving_ms, 3)
+    docs_html = rule_section_html(f.docs)
     return {
         # The costliest findings open; one that saves too little for a card (is_minor, as the
         # text report decides) or past OPEN_FINDINGS folded to its title line.
-        "open": number <= OPEN_FINDINGS and not is_minor(saving, str(f.get("severity", "low"))),
+        "open": number <= OPEN_FINDINGS and not is_minor(saving_pct, f.severity),
         # Our own docs/rules.md rendered with raw HTML escaped (report/html/rule_docs.py).
         "docs_html": Markup(docs_html) if docs_html else None,
         "number": number,
-        "severity": str(f.get("severity", "low")),
-        "title": str(f.get("title", "")),
-        "where": "whole job" if f.get("rank") is None else where_text(f["rank"], f),
-        "saving": saving_phrase(f.get("saving_pct"), f.get("saving_ms"), shared),
-        "explanation": str(f.get("explanation", "")),
-        "evidence": [evidence_text(Evidence(**e)) for e in f.get("evidence", [])],
-        "assumption": str(f.get("saving_assumption", "")),
-        "fix": {k: str(fix.get(k) or "") for k in ("summary", "pytorch", "accelerate")},
-        "docs": str(f.get("docs", "")),
-        "minor": is_minor(f.get("saving_pct"), str(f.get("severity", "low"))),
+        "severity": f.severity,
+        "title": f.title,
+        "where": "whole job" if f.rank is None else where_text(f.rank, f.extra),
+        "saving": saving_phrase(saving_pct, saving_ms, shared),
+        "explanation": f.explanation,
+        "evidence": [evidence_text(e) for e in f.evidence],
+        "assumption": f.saving_assumption,
+        "fix": {"summary": f.fix.summary, "pytorch": f.fix.pytorch or "",
+                "accelerate": f.fix.accelerate or ""},
+        "docs": f.docs,
+        "minor": is_minor(saving_pct, f.severity),
     }
 
 
-def headline(result: dict[str, Any]) -> str:
-    findings = result.get("findings") or []
+def headline(findings: list[Finding]) -> str:
     if not findings:
         return "No major bottleneck found. Where the time goes is below."
     top = findings[0]
     more = f" ({len(findings)} findings, most costly first)" if len(findings) > 1 else ""
-    where = (f" on {where_text(top['rank'], top)}"
-             if top.get("rank") is not None and top.get("slowest_rank") is not None else "")
-    return (f"{top['title']}: fixing it saves ~{fmt(top.get('saving_pct'), 0)}% of step "
+    where = (f" on {where_text(top.rank, top.extra)}"
+             if top.rank is not None and top.extra.get(SLOWEST_RANK) is not None else "")
+    return (f"{top.title}: fixing it saves ~{fmt(round(top.saving_pct, 2), 0)}% of step "
             f"time{where}{more}.")
 
 
 def rank_view(r: dict[str, Any], rank: RankAnalysis, index: int, rows: int) -> RankView:
     """One rank's part of the page: ``rank`` its records, ``r`` its JSON (with the per-step
     breakdown a report adds: commands/report.py)."""
-    s, sections = r["steps"], rank.sections
-    window = f", window {r['window']}" if r.get("window") else ""
-    facts = [("steps", f"{s['count']} (from {s.get('source', '?')})"),
-             ("median step", f"{fmt(s.get('median_ms'), 1)} ms"),
-             ("mean", f"{fmt(s.get('mean_ms'), 1)} ms"), ("p90", f"{fmt(s.get('p90_ms'), 1)} ms"),
-             ("min / max", f"{fmt(s.get('min_ms'), 1)} / {fmt(s.get('max_ms'), 1)} ms"),
-             ("step-to-step variation (CV)", f"{fmt((s.get('cv') or 0) * 100, 1)}%")]
-    if r.get("gpu"):
-        facts.append(("GPU utilisation", f"{fmt(r['gpu'].get('utilization_pct'), 1)}%"))
+    sections = rank.sections
+    steps, gpu = rank.steps, rank.gpu
+    window = f", window {rank.window}" if rank.window else ""
+    facts = [("steps", f"{steps.count} (from {rank.step_source})"),
+             ("median step", f"{fmt(steps.median_ms, 1)} ms"),
+             ("mean", f"{fmt(steps.mean_ms, 1)} ms"), ("p90", f"{fmt(steps.p90_ms, 1)} ms"),
+             ("min / max", f"{fmt(steps.min_ms, 1)} / {fmt(steps.max_ms, 1)} ms"),
+             ("step-to-step variation (CV)", f"{fmt(steps.cv * 100, 1)}%")]
+    if gpu is not None:
+        facts.append(("GPU utilisation", f"{fmt(gpu.utilization_pct, 1)}%"))
     ops, kernels = sections.operators, sections.kernels
     return RankView(
         anchor=f"rank-{index}",
-        title=f"rank {r['rank']}{window} · {r.get('device', '')} · {r.get('file', '')}",
+        title=f"rank {rank.rank}{window} · {rank.device} · {rank.path.name}",
         facts=facts,
         step_chart=step_chart(r),
         breakdown=_share_chart(
@@ -147,7 +148,7 @@ def rank_view(r: dict[str, Any], rank: RankAnalysis, index: int, rows: int) -> R
         operators=tables.operators_table(ops, rows) if ops is not None and ops.rows else None,
         kernels=(tables.kernels_table(kernels, rows) if kernels is not None and kernels.rows
                  else None),
-        idle_gaps=tables.idle_gaps_table(r["idle"]) if r.get("idle") else None,
+        idle_gaps=tables.idle_gaps_table(sections.idle) if sections.idle is not None else None,
         memory=memory_charts(r.get("memory") or {}),
         communication=(tables.communication_table(r["communication"])
                        if r.get("communication") else None),
