@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -44,6 +45,24 @@ class PathPieces(msgspec.Struct):
     #: The step's pieces before ``kept`` left only the longest (None: every piece is here).
     total: int | None = None
 
+    @classmethod
+    def of(cls, pieces: list[PathPiece], total: int | None = None) -> PathPieces:
+        """Pieces (in time order) as columns; ``total``: the step's pieces they were kept of."""
+        lanes = list(dict.fromkeys(p.lane for p in pieces))
+        categories = tuple(dict.fromkeys(p.category for p in pieces))
+        names = list(dict.fromkeys(p.name for p in pieces if p.name))
+
+        def codes(table: Sequence[str], values: list[str]) -> np.ndarray:
+            at = {v: i for i, v in enumerate(table)}
+            return np.array([at.get(v, -1) for v in values], dtype=np.int64)
+
+        return cls(lane=codes(lanes, [p.lane for p in pieces]),
+                   start_us=np.array([p.start_us for p in pieces], dtype=np.float64),
+                   end_us=np.array([p.end_us for p in pieces], dtype=np.float64),
+                   category=codes(categories, [p.category for p in pieces]),
+                   name=codes(names, [p.name for p in pieces]), lanes=lanes,
+                   categories=categories, names=names, total=total)
+
     def __len__(self) -> int:
         return len(self.start_us)
 
@@ -78,6 +97,10 @@ class PathPieces(msgspec.Struct):
         return [self.piece(int(i)) for i in self._longest(count)]
 
 
+#: ``StepPath.pieces`` not given (read back from JSON): built from the pieces shown.
+_NO_PIECES = PathPieces.of([])
+
+
 def _used(table: list[str], codes: np.ndarray) -> tuple[list[str], np.ndarray]:
     """The entries of ``table`` that ``codes`` use (-1: none), and the codes into them."""
     used = np.unique(codes[codes >= 0])
@@ -93,13 +116,26 @@ class StepPath(msgspec.Struct):
     start_us: float  # the step's start, µs from the trace's t0
     step_us: float  # from the step's start to the end of its path
     split_us: dict[str, float]  # by category; sums to step_us
-    pieces: PathPieces
+    #: The pieces its JSON shows: the longest (``pieces_per_step``), in time order.
+    shown: list[PathPiece] = field(name="pieces")
+    pieces_total: int  # how many pieces the step's path has
+    #: The step's pieces held: every one when its trace was analysed whole, those shown when
+    #: compacted (``CriticalPath.compact``) or read back from JSON (then built from ``shown``).
+    pieces: PathPieces = field(name="columns", default_factory=lambda: _NO_PIECES)
 
-    def to_dict(self, pieces: int = JSON_PIECES) -> dict[str, Any]:
+    def __post_init__(self) -> None:
+        if self.pieces is _NO_PIECES:
+            self.pieces = PathPieces.of(self.shown, self.pieces_total)
+
+    def to_dict(self) -> dict[str, Any]:
         return {"step": self.step, "start_us": self.start_us, "step_us": self.step_us,
-                "split_us": self.split_us,
-                "pieces": [p.to_dict() for p in self.pieces.longest(pieces)],
-                "pieces_total": self.pieces.count}
+                "split_us": self.split_us, "pieces": [p.to_dict() for p in self.shown],
+                "pieces_total": self.pieces_total}
+
+
+def pieces_per_step(steps: int) -> int:
+    """The pieces each step's JSON shows when the path has ``steps`` steps."""
+    return max(5, min(JSON_PIECES, JSON_PIECES_TOTAL // max(steps, 1)))
 
 
 class PathItem(msgspec.Struct):
@@ -156,12 +192,12 @@ class CriticalPath(msgspec.Struct):
         return {"step_ms": self.step_ms, "split_us": self.split_us,
                 "split_pct": self.split_pct, "items": [i.to_dict() for i in self.items],
                 "typical_launch_lag_us": self.typical_launch_lag_us,
-                "steps": [s.to_dict(self._pieces_per_step) for s in self.steps],
+                "steps": [s.to_dict() for s in self.steps],
                 "notes": self.notes}
 
     @property
     def _pieces_per_step(self) -> int:
-        return max(5, min(JSON_PIECES, JSON_PIECES_TOTAL // max(len(self.steps), 1)))
+        return pieces_per_step(len(self.steps))
 
     def compact(self) -> CriticalPath:
         """This result with each step holding only the path pieces its JSON and reports show

@@ -13,7 +13,13 @@ from trainprof.analysis.critical_path.replay import (
     replay,
     step_ends,
 )
-from trainprof.analysis.critical_path.result import CriticalPath, PathItem, PathPieces, StepPath
+from trainprof.analysis.critical_path.result import (
+    CriticalPath,
+    PathItem,
+    PathPieces,
+    StepPath,
+    pieces_per_step,
+)
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.trace.model import Trace
 
@@ -61,12 +67,13 @@ def critical_path_of(trace: Trace, steps: StepWindows, notes: list[str]) -> Crit
     last = _last_points(g, t, ends)
     paths, item_us, walker = [], np.zeros(len(g.items)), PathWalker(pred)
     cross_cat = np.append(g.cross_category, 0)  # via -1 (a chain edge) reads the 0 at the end
+    shown = pieces_per_step(int((last >= 0).sum()))  # the pieces each step's JSON shows
     for k in range(len(g.step_start)):
         if last[k] < 0:
             continue
         path = walker.path(int(last[k]))
         paths.append(_step_path(trace, g, t, (via, cross_cat), path, k, int(steps.numbers[k]),
-                                item_us))
+                                item_us, shown))
     del walker, pred, via, last  # the what-ifs below need none of them
     total = sum(p.step_us for p in paths)
     split = {key: sum(p.split_us[key] for p in paths) for key in CATEGORY_KEYS}
@@ -125,9 +132,10 @@ def _last_points(g: StepGraph, t: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 def _step_path(trace: Trace, g: StepGraph, t: np.ndarray,
                vias: tuple[np.ndarray, np.ndarray], pts: np.ndarray, k: int, number: int,
-               item_us: np.ndarray) -> StepPath:
+               item_us: np.ndarray, shown: int) -> StepPath:
     """Step ``k``'s path through the points ``pts``; ``vias``: each point's binding cross
-    edge (``binding_inputs``) and the cross edges' categories, then a 0 (for via -1)."""
+    edge (``binding_inputs``) and the cross edges' categories, then a 0 (for via -1);
+    ``shown``: how many of its pieces its JSON shows (the longest)."""
     via, cross_cat = vias
     a, b = pts[:-1], pts[1:]
     origin = g.step_start[k]  # the path before the step began (the host ahead) is cut off
@@ -156,7 +164,8 @@ def _step_path(trace: Trace, g: StepGraph, t: np.ndarray,
     # path of no time, not a negative one.
     step_us = max(float(t[pts[-1]] - g.step_start[k]) / 1000.0, 0.0)
     return StepPath(step=number, start_us=float(g.step_start[k]) / 1000.0, step_us=step_us,
-                    split_us=split, pieces=pieces)
+                    split_us=split, shown=pieces.longest(shown), pieces_total=pieces.count,
+                    pieces=pieces)
 
 
 def _merged(lane: np.ndarray, start: np.ndarray, end: np.ndarray, cat: np.ndarray,
