@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 import trainprof
-from trainprof.analysis.decode import analysis_from_dict, rank_from_dict
+from trainprof.analysis.decode import analysis_from_dict, rank_from_dict, record
 from trainprof.analysis.section_results import JobSections, RankSections
+from trainprof.analysis.sections.idle import IdleTime
 from trainprof.errors import TraceError
 from trainprof.report.json import to_json_bytes
 
@@ -58,8 +59,11 @@ def test_model_parallel_results_read_back_the_same(tmp_path: Path, job: str) -> 
     assert not differences(data, json.loads(to_json_bytes(analysis_from_dict(data))))
 
 
-def test_a_malformed_section_is_one_sentence() -> None:
+def test_a_section_that_does_not_read_is_left_out_with_a_note() -> None:
     data = _saved(INPUTS[0])
-    rank = {**data["ranks"][0], "idle": {"devices": "three"}}
-    with pytest.raises(TraceError, match=r"rank 0: idle does not read as IdleTime"):
-        rank_from_dict(rank)
+    rank = rank_from_dict({**data["ranks"][0], "idle": {"devices": "three"}})
+    assert rank.sections.idle is None and rank.sections.kernels is not None
+    assert any(n.startswith("The saved result's rank 0: idle does not read as IdleTime")
+               for n in rank.notes), rank.notes
+    with pytest.raises(TraceError, match="does not read as IdleTime"):
+        record({"devices": "three"}, IdleTime, "idle")

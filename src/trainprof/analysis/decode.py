@@ -84,15 +84,28 @@ def _name(kind: Any) -> str:
     return " | ".join(getattr(k, "__name__", str(k)) for k in named)
 
 
-def _sections(data: dict[str, Any], container: type, hints: dict[str, Any], where: str) -> Any:
-    return container(**{name: record(data[name], hint, f"{where}{name}")
-                        for name, hint in hints.items() if data.get(name) is not None})
+def _sections(data: dict[str, Any], container: type, hints: dict[str, Any], where: str,
+              notes: list[str]) -> Any:
+    """The sections present in ``data``; one that does not read (a result written by another
+    version of trainprof) is left out with a note saying so, the others are kept."""
+    found = {}
+    for name, hint in hints.items():
+        if data.get(name) is None:
+            continue
+        try:
+            found[name] = record(data[name], hint, f"{where}{name}")
+        except TraceError as exc:
+            notes.append(f"{exc} The section is left out: the result was written by another "
+                         "version of trainprof.")
+    return container(**found)
 
 
 def rank_from_dict(data: dict[str, Any]) -> RankAnalysis:
     """One rank's part of a saved result as a ``RankAnalysis``."""
     where = f"rank {data.get('rank', '?')}: "
     steps = dict(data.get("steps") or {})
+    notes = list(data.get("notes") or [])
+    sections = _sections(data, RankSections, _RANK_SECTIONS, where, notes)
     return RankAnalysis(
         rank=int(data.get("rank", 0)), window=int(data.get("window", 0)),
         path=Path(str(data.get("file", ""))), device=str(data.get("device", "")),
@@ -105,20 +118,20 @@ def rank_from_dict(data: dict[str, Any]) -> RankAnalysis:
         gpus=record(data.get("gpus") or [], list[GpuFigures], where + "gpus"),
         timeline=record(data.get("timeline"), Timeline | None, where + "timeline"),
         environment=dict(data.get("environment") or {}),
-        notes=list(data.get("notes") or []),
-        sections=_sections(data, RankSections, _RANK_SECTIONS, where),
+        notes=notes, sections=sections,
     )
 
 
 def analysis_from_dict(data: dict[str, Any]) -> Analysis:
     """A saved result (its JSON decoded) as the ``Analysis`` it was written from. The findings
-    stay as their JSON objects (the diagnosis is a layer above these records)."""
-    return Analysis(
-        ranks=[rank_from_dict(r) for r in data.get("ranks") or []],
-        findings=list(data.get("findings") or []), notes=list(data.get("notes") or []),
-        source=str(data.get("source", "")),
-        job=_sections(data.get("job") or {}, JobSections, _JOB_SECTIONS, "job: "),
-    )
+    stay as their JSON objects (the diagnosis is a layer above these records:
+    ``diagnose.findings.typed_findings``). A section that does not read is left out with a
+    note (``TraceError`` from ``record`` otherwise)."""
+    notes = list(data.get("notes") or [])
+    job = _sections(data.get("job") or {}, JobSections, _JOB_SECTIONS, "job: ", notes)
+    return Analysis(ranks=[rank_from_dict(r) for r in data.get("ranks") or []],
+                    findings=list(data.get("findings") or []), notes=notes,
+                    source=str(data.get("source", "")), job=job)
 
 
 assert results.SCHEMA  # the schema this module reads (analysis/results.py)

@@ -67,18 +67,35 @@ class IdleRow(msgspec.Struct):
     def idle_us(self) -> float:
         return self.host_wait_us + self.kernel_wait_us + self.other_us
 
-    def to_dict(self) -> dict[str, Any]:
+    @property
+    def idle_pct_of_span(self) -> float:
+        return self.idle_us / self.span_us * 100.0 if self.span_us > 0 else 0.0
+
+    @property
+    def host_wait_pct_of_idle(self) -> float:
+        return self._of_idle(self.host_wait_us)
+
+    @property
+    def kernel_wait_pct_of_idle(self) -> float:
+        return self._of_idle(self.kernel_wait_us)
+
+    @property
+    def other_pct_of_idle(self) -> float:
+        return self._of_idle(self.other_us)
+
+    def _of_idle(self, us: float) -> float:
         idle = self.idle_us
-        share = {c: (getattr(self, f"{c}_us") / idle * 100.0 if idle > 0 else 0.0)
-                 for c in CATEGORIES}
+        return us / idle * 100.0 if idle > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
         return {
             "device": self.device, "stream": self.stream, "events": self.events,
             "gaps": self.gaps, "span_us": self.span_us, "busy_us": self.busy_us,
-            "idle_us": idle,
-            "idle_pct_of_span": idle / self.span_us * 100.0 if self.span_us > 0 else 0.0,
+            "idle_us": self.idle_us, "idle_pct_of_span": self.idle_pct_of_span,
             "host_wait_us": self.host_wait_us, "kernel_wait_us": self.kernel_wait_us,
-            "other_us": self.other_us,
-            **{f"{c}_pct_of_idle": v for c, v in share.items()},
+            "other_us": self.other_us, "host_wait_pct_of_idle": self.host_wait_pct_of_idle,
+            "kernel_wait_pct_of_idle": self.kernel_wait_pct_of_idle,
+            "other_pct_of_idle": self.other_pct_of_idle,
         }
 
 

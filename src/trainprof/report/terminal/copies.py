@@ -11,16 +11,15 @@ from trainprof.report.quantities import compact_table, pct, size
 def render_copies(result: Copies) -> Table | None:
     if not result.rows:
         return None
-    d = result.to_dict()
-    t = compact_table(f"Copies (exposed: {pct(d['exposed_pct'])} of the window, "
-                    f"{d['exposed_ms_per_step']:.2f} ms/step)")
+    t = compact_table(f"Copies (exposed: {pct(result.exposed_pct)} of the window, "
+                      f"{result.exposed_ms_per_step:.2f} ms/step)")
     for col in ("kind", "per step", "size/step", "GB/s", "time", "exposed", "pageable/pinned"):
         t.add_column(col, justify="left" if col == "kind" else "right")
-    for row in d["kinds"]:
-        bw = row["bandwidth_gbps"]
-        host = (f"{row['pageable_count']}/{row['pinned_count']}"
-                if row["pageable_count"] or row["pinned_count"] else "")
-        t.add_row(row["kind"], f"{row['count_per_step']:.1f}", size(row["bytes_per_step"]),
-                  "n/a" if bw is None else f"{bw:.1f}", pct(row["time_pct"], 2),
-                  pct(row["exposed_pct"], 2), host)
+    for row in result.rows:
+        bw = row.bandwidth_gbps
+        host = (f"{row.pageable_count}/{row.pinned_count}"
+                if row.pageable_count or row.pinned_count else "")
+        t.add_row(row.kind, f"{row.count_per_step:.1f}", size(row.bytes_per_step),
+                  "n/a" if bw is None else f"{bw:.1f}", pct(row.time_pct, 2),
+                  pct(row.exposed_pct, 2), host)
     return t

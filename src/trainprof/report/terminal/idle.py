@@ -27,11 +27,10 @@ def render_idle(result: IdleTime) -> Group | None:
     t.add_column("device/stream", no_wrap=True)
     add_number_columns(t, "events", "idle ms", "of span", "host wait", "kernel wait", "other")
     for row in (*result.devices, *result.streams):
-        d = row.to_dict()
         label = f"GPU {row.device}" if row.stream is None else f"  stream {row.stream}"
         t.add_row(label, str(row.events), f"{row.idle_us / 1000:.2f}",
-                  pct(d["idle_pct_of_span"]), pct(d["host_wait_pct_of_idle"]),
-                  pct(d["kernel_wait_pct_of_idle"]), pct(d["other_pct_of_idle"]))
+                  pct(row.idle_pct_of_span), pct(row.host_wait_pct_of_idle),
+                  pct(row.kernel_wait_pct_of_idle), pct(row.other_pct_of_idle))
     parts: list = [t]
     if result.longest:
         g = compact_table("Longest GPU idle gaps, and what the CPU was doing")
