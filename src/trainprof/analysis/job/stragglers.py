@@ -70,7 +70,7 @@ class RankWait(msgspec.Struct):
 class Stragglers(msgspec.Struct):
     ranks: list[RankWait]
     step_spread_pct: float | None  # (slowest - fastest) / median of the ranks' median steps
-    matched: int  # collective instances seen by every rank
+    matched: int = field(name="matched_collectives")  # collective instances seen by every rank
     matched_steps: int
     straggler: int | None
     evidence: list[str] = field(default_factory=list)

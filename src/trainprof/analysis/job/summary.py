@@ -22,7 +22,13 @@ from trainprof.analysis.overview.timeline import Timeline
 from trainprof.analysis.parallelism.result import Parallelism
 from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.section_results import RankSections
-from trainprof.analysis.sections.communication import CollectiveType, Communication, Instances
+from trainprof.analysis.sections.communication import (
+    CollectiveType,
+    Communication,
+    Instances,
+    Totals,
+)
+from trainprof.structs import shallow_dict
 from trainprof.trace.model import COLLECTIVE_TYPES
 
 
@@ -63,12 +69,26 @@ class InstanceColumns(msgspec.Struct):
     step_end_us: list[float | None] = []
 
 
+class CollectiveTypeSummary(msgspec.Struct):
+    """``CollectiveType``, its bytes 0 where none was sized."""
+
+    type: str
+    count: int
+    sized: int
+    bytes: float
+    time_us: float
+    busy_us: float
+    exposed_us: float
+
+
 class CommunicationSummary(msgspec.Struct):
+    """``Communication`` by its exact totals."""
+
     source: str
     backend: str | None
     window_us: float
     steps: int
-    types: list[CollectiveType]
+    types: list[CollectiveTypeSummary]
     busy_us: float
     exposed_us: float
     per_step_ms: list[float]
@@ -167,9 +187,12 @@ def _communication(c: Communication) -> CommunicationSummary:
     origin = float(inst.start_us.min()) if len(inst) else 0.0
     if not np.array_equal(origin + (inst.start_us - origin), inst.start_us):
         origin = 0.0  # keep starts exact: relative ones only where they add back exactly
+    totals = c.totals
     return CommunicationSummary(
-        source=c.source, backend=c.backend, window_us=float(c.window_us), steps=c.steps,
-        types=list(c.types), busy_us=float(c.busy_us), exposed_us=float(c.exposed_us),
+        source=c.source, backend=c.backend, window_us=float(totals.window_us), steps=c.steps,
+        types=[CollectiveTypeSummary(**{**shallow_dict(t), "bytes": t.bytes or 0.0})
+               for t in c.types],
+        busy_us=float(totals.busy_us), exposed_us=float(totals.exposed_us),
         per_step_ms=[float(x) for x in c.per_step_ms],
         instances=InstanceColumns(
             names=list(COLLECTIVE_TYPES), type=inst.type.tolist(), step=inst.step.tolist(),
@@ -218,8 +241,10 @@ def _rebuilt(c: CommunicationSummary) -> Communication:
         step_end_us=np.array([np.inf if x is None else x for x in i.step_end_us],
                              dtype=np.float64) if i.step_end_us else None,
     )
-    return Communication(
-        source=c.source, backend=c.backend, window_us=c.window_us, steps=c.steps,
-        types=list(c.types), busy_us=c.busy_us, exposed_us=c.exposed_us,
+    return Communication.of(
+        source=c.source, backend=c.backend, steps=c.steps,
+        totals=Totals(window_us=c.window_us, busy_us=c.busy_us, exposed_us=c.exposed_us),
+        types=[CollectiveType(**{**shallow_dict(t), "bytes": t.bytes if t.sized else None})
+               for t in c.types],
         per_step_ms=list(c.per_step_ms), instances=instances, notes=list(c.notes),
     )

@@ -44,7 +44,7 @@ class CollectiveType(msgspec.Struct):
     type: str
     count: int
     sized: int  # how many had a known size
-    bytes: float  # of the sized ones
+    bytes: float | None  # of the sized ones (None: none was)
     time_us: float  # sum of durations
     busy_us: float  # union
     exposed_us: float  # busy time with no compute running
@@ -57,8 +57,8 @@ class CollectiveType(msgspec.Struct):
         n = max(steps, 1)
         return {
             "type": self.type, "count": self.count, "count_per_step": self.count / n,
-            "sized": self.sized, "bytes": self.bytes if self.sized else None,
-            "bytes_per_step": self.bytes / n if self.sized else None,
+            "sized": self.sized, "bytes": self.bytes,
+            "bytes_per_step": None if self.bytes is None else self.bytes / n,
             "time_us": self.time_us, "time_ms_per_step": self.time_us / n / 1000.0,
             "busy_us": self.busy_us, "busy_ms_per_step": self.busy_us / n / 1000.0,
             "exposed_us": self.exposed_us, "overlap_pct": self.overlap_pct,
@@ -89,31 +89,72 @@ class Instances(msgspec.Struct):
         return len(self.dur_us)
 
 
+class Totals(msgspec.Struct):
+    """The µs totals behind a ``Communication``'s figures."""
+
+    window_us: float  # the step window
+    busy_us: float  # the collectives' union
+    exposed_us: float  # of it, with no compute running
+
+
 class Communication(msgspec.Struct):
+    """A rank's collectives, with the figures its JSON writes (``of`` works them out)."""
+
     source: str  # "kernels", "host ops", or "none"
     backend: str | None
-    window_us: float
     steps: int
-    types: list[CollectiveType]
-    busy_us: float
-    exposed_us: float
+    time_pct: float  # busy time's share of the step window
+    exposed_pct: float
+    ms_per_step: float  # busy time (union) per step
+    exposed_ms_per_step: float
+    overlap_pct: float | None  # busy time's share hidden by compute (None: none busy)
     per_step_ms: list[float]  # communication time (union) in each step
-    instances: Instances = field(default_factory=Instances.empty)
+    types: list[CollectiveType]
     notes: list[str] = field(default_factory=list)
+    #: Not part of the JSON: the exact totals (cluster summaries keep them), None when read
+    #: from a saved result; each collective once, for matching across ranks.
+    exact: Totals | None = None
+    instances: Instances = field(default_factory=Instances.empty)
+
+    @staticmethod
+    def of(source: str, backend: str | None, steps: int, totals: Totals, per_step_ms: list[float],
+           types: list[CollectiveType], notes: list[str], instances: Instances) -> Communication:
+        """The figures of ``totals`` over ``steps`` steps."""
+        w, n = totals.window_us, max(steps, 1)
+        busy, exposed_us = totals.busy_us, totals.exposed_us
+        return Communication(
+            source=source, backend=backend, steps=steps,
+            time_pct=busy / w * 100.0 if w > 0 else 0.0,
+            exposed_pct=exposed_us / w * 100.0 if w > 0 else 0.0,
+            ms_per_step=busy / n / 1000.0, exposed_ms_per_step=exposed_us / n / 1000.0,
+            overlap_pct=(busy - exposed_us) / busy * 100.0 if busy else None,
+            per_step_ms=per_step_ms, types=types, notes=notes, exact=totals, instances=instances)
 
     @property
-    def overlap_pct(self) -> float | None:
-        return (self.busy_us - self.exposed_us) / self.busy_us * 100.0 if self.busy_us else None
+    def totals(self) -> Totals:
+        """The exact totals, or for a record read from a saved result the ones its figures give
+        (to their 12 significant digits; the window 0 when nothing was busy)."""
+        if self.exact is not None:
+            return self.exact
+        n = max(self.steps, 1)
+        busy = self.ms_per_step * n * 1000.0
+        return Totals(window_us=busy / self.time_pct * 100.0 if self.time_pct else 0.0,
+                      busy_us=busy, exposed_us=self.exposed_ms_per_step * n * 1000.0)
+
+    @property
+    def busy_us(self) -> float:
+        return self.totals.busy_us
+
+    @property
+    def exposed_us(self) -> float:
+        return self.totals.exposed_us
 
     def to_dict(self) -> dict[str, Any]:
-        w, n = self.window_us, max(self.steps, 1)
         return {
             "source": self.source, "backend": self.backend, "steps": self.steps,
             "count": int(sum(t.count for t in self.types)),
-            "time_pct": self.busy_us / w * 100.0 if w > 0 else 0.0,
-            "exposed_pct": self.exposed_us / w * 100.0 if w > 0 else 0.0,
-            "ms_per_step": self.busy_us / n / 1000.0,
-            "exposed_ms_per_step": self.exposed_us / n / 1000.0,
+            "time_pct": self.time_pct, "exposed_pct": self.exposed_pct,
+            "ms_per_step": self.ms_per_step, "exposed_ms_per_step": self.exposed_ms_per_step,
             "overlap_pct": self.overlap_pct,
             "per_step_ms": self.per_step_ms,
             "types": [t.to_dict(self.steps) for t in self.types],
@@ -264,7 +305,7 @@ def _combine(parts: list[_Part], steps: StepWindows) -> Communication:
                                                        0.0, 0.0))
             row.count += r.count
             row.sized += r.sized
-            row.bytes += r.bytes
+            row.bytes = (row.bytes or 0.0) + (r.bytes or 0.0)
             row.time_us += r.time_us
             row.busy_us += r.busy_us
             row.exposed_us += r.exposed_us
@@ -277,8 +318,10 @@ def _combine(parts: list[_Part], steps: StepWindows) -> Communication:
         for key, code, nbytes in f.sized_by_host:
             if key in counted and np.isfinite(nbytes):
                 rows[code].sized -= 1
-                rows[code].bytes -= nbytes
+                rows[code].bytes = (rows[code].bytes or 0.0) - nbytes
             counted.add(key)
+    for row in rows.values():
+        row.bytes = row.bytes if row.sized else None
     types = sorted((rows[c] for c in sorted(rows) if rows[c].count), key=lambda r: -r.time_us)
     per_step: list[float] = []
     for p, maybe in zip(parts, found, strict=True):
@@ -287,17 +330,17 @@ def _combine(parts: list[_Part], steps: StepWindows) -> Communication:
     if source == "none" and backend:
         notes.append(f"distributedInfo names backend {backend!r}, but the window holds no "
                      "communication.")
-    return Communication(
+    return Communication.of(
         source=source,
         backend=backend,
-        window_us=end - start,
         steps=len(steps),
-        types=types,
-        busy_us=sum(f.busy_us for f in found_in),
-        exposed_us=sum(f.exposed_us for f in found_in),  # (host: as _expose_beside_threads)
+        # (host: exposed as _expose_beside_threads measured it)
+        totals=Totals(window_us=end - start, busy_us=sum(f.busy_us for f in found_in),
+                      exposed_us=sum(f.exposed_us for f in found_in)),
         per_step_ms=per_step,
-        instances=_joined(found_in, by_thread=not by_kernels),
+        types=types,
         notes=notes,
+        instances=_joined(found_in, by_thread=not by_kernels),
     )
 
 

@@ -154,7 +154,7 @@ def _exposed(r: RankAnalysis, waited_ms: float) -> Finding | None:
     if of_busy is not None:
         evidence.append(Evidence("of the GPU's busy time", of_busy, "%", where(r)))
     for t in comm.types[:2]:
-        size = f", {t.bytes / comm.steps / 1e6:.1f} MB/step" if t.sized else ""
+        size = f", {t.bytes / comm.steps / 1e6:.1f} MB/step" if t.bytes is not None else ""
         evidence.append(Evidence(f"{t.type}", t.count / comm.steps, "per step",
                                  where(r, f"{t.busy_us / comm.steps / 1000:.1f} ms/step{size}")))
     if waited_ms:
