@@ -105,6 +105,7 @@ def test_github_renders_every_table_whole_and_names_as_text(tmp_path):
 def test_the_critical_path_and_per_rank_bus_bandwidth_are_in_markdown():
     """The path's split (adding up to the step) and the what-if table; each rank's bus bandwidth
     slowest link first."""
+    from trainprof.analysis.job.collective_ranks import CollectiveRanks, RankBandwidth
     from trainprof.report.markdown.report import collective_ranks_md
 
     md = to_markdown(result_of(RESNET_W0))
@@ -117,7 +118,7 @@ def test_the_critical_path_and_per_rank_bus_bandwidth_are_in_markdown():
              "pct_of_peak": 40.0},
             {"rank": 1, "window": 0, "calls": 4, "time_us": 8000.0, "busbw_gb_s": 20.0,
              "pct_of_peak": 10.0}]
-    table = collective_ranks_md({"rows": rows, "slowest_rank": 1})
+    table = collective_ranks_md(CollectiveRanks([RankBandwidth(**r) for r in rows]))
     lines = table.splitlines()
     assert lines[2] == "| 1 | 4 | 8.00 | 20.0 | 10.0% |" and lines[3].startswith("| 0 |")
-    assert collective_ranks_md({"rows": rows[:1]}) == ""
+    assert collective_ranks_md(CollectiveRanks([RankBandwidth(**rows[0])])) == ""
