@@ -11,10 +11,13 @@ import pytest
 
 import trainprof
 from trainprof.analysis.decode import analysis_from_dict, rank_from_dict, record
+from trainprof.analysis.results import Analysis
 from trainprof.analysis.section_results import JobSections, RankSections
 from trainprof.analysis.sections.idle import IdleTime
 from trainprof.errors import TraceError
-from trainprof.report.json import to_json_bytes
+from trainprof.report.formats import FORMATS
+from trainprof.report.json import to_json_bytes, write_json
+from trainprof.report.saved import saved_analysis
 
 from helpers.model_parallel_traces import expert_parallel, tensor_parallel
 from helpers.paths import NSYS_EXPORTS, SHARED_TRACE_FILES, TRACE_FILTER
@@ -24,8 +27,13 @@ INPUTS = [*SHARED_TRACE_FILES, *NSYS_EXPORTS, TRACE_FILTER]
 
 
 @cache
+def _analysis(path: Path) -> Analysis:
+    return trainprof.analyze(path, workers=1)
+
+
+@cache
 def _saved(path: Path) -> dict:
-    return json.loads(to_json_bytes(trainprof.analyze(path, workers=1)))
+    return json.loads(to_json_bytes(_analysis(path)))
 
 
 def _part(data: dict, where: str, name: str) -> list[dict]:
@@ -46,6 +54,23 @@ def test_every_section_reads_back_the_same(path: Path) -> None:
                 problems += differences(before, after, f"{where}.{name}")[:3]
     assert not problems, problems
     assert not differences(data, again)
+
+
+@pytest.mark.parametrize("path", INPUTS, ids=lambda p: Path(p).name[:40])
+def test_a_saved_result_renders_as_the_analysis_did(tmp_path: Path, path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every format written from the saved JSON (``trainprof analyze result.json``) is the
+    very file written from the analysis itself."""
+    monkeypatch.setenv("COLUMNS", "120")
+    saved = tmp_path / "result.json"
+    write_json(_analysis(path), saved)
+    again = saved_analysis(saved)
+    for name in ("text", "md", "html", "json"):
+        render = FORMATS["analysis"][name]
+        render(_analysis(path), tmp_path / f"fresh.{name}", 25)
+        render(again, tmp_path / f"saved.{name}", 25)
+        fresh = (tmp_path / f"fresh.{name}").read_bytes()
+        assert fresh == (tmp_path / f"saved.{name}").read_bytes(), name
 
 
 @pytest.mark.parametrize("job", ["tensor", "expert"])

@@ -32,8 +32,13 @@ def main(args: argparse.Namespace) -> int:
 
 def analyze_with_progress(path: Path, show_progress: bool, workers: int | None = None,
                  executor: Any = None) -> Any:
-    """The ``Analysis`` of ``path`` (the whole pipeline), with a progress bar if asked."""
+    """The ``Analysis`` of ``path`` (the whole pipeline), with a progress bar if asked; a
+    result saved by ``--format json`` is read back instead (analysis/decode.py)."""
     from trainprof.pipeline import analyze
+    from trainprof.report.saved import is_saved_result, saved_analysis
+
+    if is_saved_result(path):
+        return saved_analysis(path)
 
     return with_progress(lambda progress: analyze(path, progress=progress, workers=workers,
                                                   executor=executor), show_progress)

@@ -1,8 +1,8 @@
 """Saved JSON results (``trainprof analyze --format json``) as report and compare inputs.
 
-A result is told from a trace by its first key: ``{"schema": "trainprof.analysis/...``. For
-``compare``, a result becomes a light ``Analysis`` that ``analysis.diff`` reads like a fresh one
-(steps, breakdown, phases, and the operator and kernel tables' rows).
+A result is told from a trace by its first key: ``{"schema": "trainprof.analysis/...``. It is
+read back into the records it was written from (analysis/decode.py), which every renderer and
+``analysis.diff`` read like a fresh analysis.
 """
 
 from __future__ import annotations
@@ -10,18 +10,15 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 
+from trainprof.analysis.decode import analysis_from_dict
 from trainprof.analysis.job.cluster_file import CLUSTER_SCHEMA
-from trainprof.analysis.overview.steps import StepStats
-from trainprof.analysis.results import SCHEMA, Analysis, RankAnalysis
-from trainprof.analysis.section_results import RankSections
-from trainprof.analysis.sections.kernels import KernelRow, KernelStats
-from trainprof.analysis.sections.operators import OperatorRow, OperatorStats
+from trainprof.analysis.results import SCHEMA, Analysis
+from trainprof.diagnose.findings import typed_findings
 from trainprof.errors import TraceError
-from trainprof.structs import fields
 
 _SCHEMA_FAMILY = SCHEMA.rsplit("/", 1)[0] + "/"
 _HEAD = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"' + re.escape(_SCHEMA_FAMILY.encode()))
@@ -66,48 +63,15 @@ def load_result(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
+def saved_analysis(path: str | os.PathLike[str]) -> Analysis:
+    """The saved result at ``path`` read into the records it was written from, its findings
+    ``Finding``s; ``TraceError`` when it is unreadable or of another schema."""
+    analysis = analysis_from_dict(load_result(path))
+    analysis.findings = typed_findings(analysis.findings)
+    return analysis
+
+
 def analysis_from_result(data: dict[str, Any]) -> Analysis:
-    """A light ``Analysis`` rebuilt from a saved result, enough for ``analysis.diff.diff``."""
-    ranks = [_rank(r) for r in data["ranks"]]
-    return Analysis(ranks=ranks, findings=list(data.get("findings") or []),
-                    notes=list(data.get("notes") or []), source=str(data.get("source", "")))
-
-
-def _rank(r: dict[str, Any]) -> RankAnalysis:
-    steps = dict(r["steps"])
-    sections = RankSections()
-    if isinstance(r.get("operators"), dict):
-        ops = r["operators"]
-        sections.operators = OperatorStats(
-            rows=[_row(OperatorRow, row) for row in ops.get("rows", [])],
-            sort_by=str(ops.get("sort_by", "")), by_shape=bool(ops.get("by_shape")),
-            has_device=bool(ops.get("has_device")), has_stacks=False)
-    if isinstance(r.get("kernels"), dict):
-        k = r["kernels"]
-        sections.kernels = KernelStats(
-            rows=[_row(KernelRow, row) for row in k.get("rows", [])],
-            total_us=float(k.get("total_us") or 0.0), calls=int(k.get("calls") or 0),
-            tensor_core_pct=k.get("tensor_core_pct"))
-    return RankAnalysis(
-        rank=int(r.get("rank", 0)), window=int(r.get("window", 0)),
-        path=Path(str(r.get("file", ""))), device=str(r.get("device", "")),
-        steps=StepStats.from_dict(steps), step_source=str(steps.get("source", "")),
-        breakdown_pct=dict(r.get("breakdown_pct") or {}),
-        breakdown_ms=dict(r.get("breakdown_ms") or {}),
-        phases_pct=dict(r.get("phases_pct") or {}), phases_ms=dict(r.get("phases_ms") or {}),
-        gpus=[], timeline=None, environment=dict(r.get("environment") or {}),
-        notes=list(r.get("notes") or []), sections=sections,
-    )
-
-
-_Row = TypeVar("_Row", OperatorRow, KernelRow)
-
-
-def _row(cls: type[_Row], row: dict[str, Any]) -> _Row:
-    """A table row from its JSON form (call sites left out: ``diff`` reads names and times)."""
-    keep = {f.name for f in fields(cls)} - {"call_sites"}
-    try:
-        return cls(**{k: v for k, v in row.items() if k in keep})
-    except TypeError:
-        missing = sorted(keep - set(row))
-        raise TraceError(f"A saved {cls.__name__} lacks {', '.join(missing)}.") from None
+    """A saved result (its JSON decoded) as the records it was written from
+    (analysis/decode.py); its findings stay JSON objects."""
+    return analysis_from_dict(data)
