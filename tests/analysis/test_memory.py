@@ -42,7 +42,7 @@ def test_new_format_leak(tmp_path, builder):
     assert d.peak_above_start == 11 * MB
     assert (d.peak_step, d.peak_op, d.peak_op_path) == (3, "aten::mm", ["aten::mm"])
     assert d.peak_ms == pytest.approx(0.313)
-    assert [a for _, a in d.step_end_allocated] == [102 * MB, 104 * MB, 106 * MB, 108 * MB]
+    assert [e.allocated for e in d.step_end_allocated] == [102 * MB, 104 * MB, 106 * MB, 108 * MB]
     assert d.growth_mb_per_step == pytest.approx(2.0)
     assert d.rising_share == 1.0 and d.leak_suspected
     assert d.reserved_at_peak == d.peak_allocated + 50 * MB
@@ -99,7 +99,7 @@ def test_big_trace_new_format():
     assert gpu.peak_op_path[0].startswith("autograd::engine::evaluate_function")
     assert not gpu.leak_suspected and gpu.growth_mb_per_step == pytest.approx(0, abs=1e-6)
     assert gpu.top_ops[0].op == "aten::mul"
-    assert len(gpu.curve_ms) <= 1000 and gpu.curve_allocated.max() == gpu.peak_allocated
+    assert len(gpu.curve.ms) <= 1000 and max(gpu.curve.allocated) == gpu.peak_allocated
     assert cpu.reserved_at_peak is None  # the CPU allocator reserves nothing
 
 
@@ -112,7 +112,7 @@ def test_resnet_old_format():
     assert gpu.peak_op == "aten::cudnn_convolution_backward_weight"
     assert gpu.device_total == 34_084_028_416  # known, but no peak to compare with
     assert result.notes[0].startswith("cpu, cuda:0: old-format") and not gpu.leak_suspected
-    assert len(gpu.curve_ms) <= 1000
+    assert len(gpu.curve.ms) <= 1000
 
 
 def test_no_memory_events(tmp_path, builder):

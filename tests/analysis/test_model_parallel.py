@@ -64,13 +64,15 @@ def test_a_dtensor_job_is_tensor_parallel_and_its_layers_measured(recorded, tp_e
             by_layer.setdefault(_layer_of(e, ev), []).append(e)
         got = {x.layer: x for x in p.tensor.layers}
         assert set(got) == set(by_layer)
+        n = len(steps)  # the figures are per step
         for name, mine in by_layer.items():
             spans = union([(e["ts"], e["ts"] + e["dur"]) for e in mine])
-            assert got[name].comm_us == pytest.approx(length_inside(spans, lo, hi), abs=0.5)
+            assert got[name].comm_ms * n * 1000 == pytest.approx(length_inside(spans, lo, hi),
+                                                                 abs=0.5)
             issued = sum(e["name"] == FUNCTIONAL + "all_reduce" for e in mine)
-            assert got[name].calls == issued
+            assert got[name].calls_per_step * n == pytest.approx(issued)
         # 3 blocks: each all-reduces its output in forward and its input's gradient in backward
-        assert sum(x.calls for x in p.tensor.layers) == 6 * len(steps)
+        assert sum(x.calls_per_step for x in p.tensor.layers) == pytest.approx(6)
 
 
 def test_the_collectives_on_the_critical_path(recorded, tp_ep_jobs):  # noqa: F811
@@ -79,7 +81,7 @@ def test_the_collectives_on_the_critical_path(recorded, tp_ep_jobs):  # noqa: F8
         # longest only, after the collectives met the whole path: the same figure).
         r = trainprof.analyze(tp_ep_jobs / "tensor" / f"rank{in_folder.rank}.json").ranks[0]
         tp, path = r.sections.parallelism.tensor, r.sections.critical_path
-        assert in_folder.sections.parallelism.tensor.on_path_us == pytest.approx(tp.on_path_us)
+        assert in_folder.sections.parallelism.tensor.on_path_ms == pytest.approx(tp.on_path_ms)
         ev = events(tp_ep_jobs / "tensor" / f"rank{r.rank}.json")
         # Reference: the path's pieces on each thread's lane met with that thread's functional
         # ops (times from the trace's t0, as the path's; the JSON's ts count from its
@@ -98,9 +100,12 @@ def test_the_collectives_on_the_critical_path(recorded, tp_ep_jobs):  # noqa: F8
             for piece in (step.pieces.piece(i) for i in range(len(step.pieces))):
                 expected += length_inside(spans.get(piece.lane, []), piece.start_us,
                                           piece.end_us)
-        assert tp.on_path_us == pytest.approx(expected, rel=0.01)
-        assert tp.path_us == pytest.approx(sum(s.step_us for s in path.steps))
-        assert tp.on_path_us <= tp.comm_us + 1.0
+        k = tp.path_steps * 1000.0  # the figures are per step of the path
+        assert tp.path_steps == len(path.steps)
+        assert tp.on_path_ms * k == pytest.approx(expected, rel=0.01)
+        assert tp.path_ms * k == pytest.approx(sum(s.step_us for s in path.steps))
+        n = r.sections.parallelism.steps * 1000.0
+        assert tp.on_path_ms * k <= tp.comm_ms * n + 1.0
 
 
 def test_an_uneven_all_to_all_costs_the_light_rank(recorded, tp_ep_jobs):  # noqa: F811
@@ -113,7 +118,7 @@ def test_an_uneven_all_to_all_costs_the_light_rank(recorded, tp_ep_jobs):  # noq
         spans = union([(e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"] in A2A])
         per_rank[r.rank] = length_inside(spans, steps[0][0], steps[-1][1]) / len(steps) / 1000
         e = r.sections.parallelism.expert
-        assert e.calls == 2 * len(steps)  # dispatch and combine
+        assert e.calls_per_step == 2  # dispatch and combine
     balance = job.job.experts
     got = {x.rank: x.all_to_all_ms for x in balance.ranks}
     assert got == pytest.approx(per_rank, abs=1e-3)
@@ -147,13 +152,13 @@ def test_streamed_window_by_window_equals_whole(tp_ep_jobs):  # noqa: F811
         if job == "tensor":
             a, b = streamed.tensor, whole.tensor
             assert [x.layer for x in a.layers] == [x.layer for x in b.layers]
-            assert np.allclose([(x.calls, x.comm_us, x.exposed_us) for x in a.layers],
-                               [(x.calls, x.comm_us, x.exposed_us) for x in b.layers])
+            assert np.allclose([(x.calls_per_step, x.comm_ms, x.exposed_ms) for x in a.layers],
+                               [(x.calls_per_step, x.comm_ms, x.exposed_ms) for x in b.layers])
             assert sorted(a.spans.start_us) == sorted(b.spans.start_us)
         else:
             a2, b2 = streamed.expert, whole.expert
-            assert (a2.calls, a2.all_to_all_us, a2.exposed_us) == \
-                pytest.approx((b2.calls, b2.all_to_all_us, b2.exposed_us))
+            assert (a2.calls_per_step, a2.all_to_all_ms, a2.exposed_ms) == \
+                pytest.approx((b2.calls_per_step, b2.all_to_all_ms, b2.exposed_ms))
 
 
 def _gpu_tp(tmp_path: Path, gemm_us: float, reduce_us: float):
@@ -168,14 +173,15 @@ def test_gpu_tp_all_reduces_on_the_path_are_found(tmp_path):
     tp = r.sections.parallelism.tensor
     assert r.sections.parallelism.kinds == ["tensor"]
     assert [x.layer for x in tp.layers] == [f"layers.{i}" for i in range(4)]
-    assert all(x.calls == 3 for x in tp.layers)  # one all-reduce per layer, 3 steps
+    assert all(x.calls_per_step == 1 for x in tp.layers)  # one all-reduce per layer, 3 steps
     # Reference: the stream is the path (the host runs ahead, the kernels back to back), so
     # the all-reduces' share of it is their time over each step's kernels' span.
     reduce_us = sum(o.end - o.start for o in sim.ops if o.name == ALL_REDUCE)
     path_us = sum(max(o.end for o in ops) - min(o.start for o in ops) for ops in sim.step_ops)
-    assert tp.on_path_us == pytest.approx(reduce_us, rel=0.01)
+    assert tp.on_path_ms * tp.path_steps * 1000 == pytest.approx(reduce_us, rel=0.01)
     assert tp.on_path_pct == pytest.approx(100.0 * reduce_us / path_us, rel=0.03)
-    assert tp.exposed_us == pytest.approx(reduce_us, rel=0.01)  # on the compute stream
+    steps = r.sections.parallelism.steps  # on the compute stream:
+    assert tp.exposed_ms * steps * 1000 == pytest.approx(reduce_us, rel=0.01)
     found = {f.id: f for f in diagnose(a)}
     f = found["tensor_parallel_communication"]
     assert f.saving_pct == pytest.approx(tp.on_path_pct, rel=0.05)
@@ -193,11 +199,11 @@ def test_gpu_tp_streamed_equals_in_memory(tmp_path):
     path = sim.b.write(tmp_path / "tp.json")
     whole = trainprof.analyze(path).ranks[0].sections.parallelism.tensor
     streamed = analyze_streamed(path, steps_per_window=1).sections.parallelism.tensor
-    assert streamed.on_path_us == pytest.approx(whole.on_path_us, rel=1e-6)
-    assert streamed.path_us == pytest.approx(whole.path_us, rel=1e-6)
-    assert [(x.layer, x.calls) for x in streamed.layers] == \
-        [(x.layer, x.calls) for x in whole.layers]
-    assert streamed.comm_us == pytest.approx(whole.comm_us, rel=1e-6)
+    assert streamed.on_path_ms == pytest.approx(whole.on_path_ms, rel=1e-6)
+    assert streamed.path_ms == pytest.approx(whole.path_ms, rel=1e-6)
+    assert [(x.layer, x.calls_per_step) for x in streamed.layers] == \
+        [(x.layer, x.calls_per_step) for x in whole.layers]
+    assert streamed.comm_ms == pytest.approx(whole.comm_ms, rel=1e-6)
 
 
 def test_gpu_tp_small_all_reduces_get_no_finding(tmp_path):
@@ -244,7 +250,7 @@ def test_nccl_all_to_all_runs_as_send_recv_kernels(tmp_path):
         p = r.sections.parallelism
         assert p.kinds == ["expert"]  # the SendRecv kernels are not a pipeline
         expected = sum(e - s for s, e in er.all_to_all) / len(er.steps) / 1000
-        assert p.expert.all_to_all_us / p.steps / 1000 == pytest.approx(expected)
+        assert p.expert.all_to_all_ms == pytest.approx(expected)
     assert a.job.experts.overloaded.rank == 1
 
 

@@ -83,15 +83,16 @@ def test_pipeline_stage_figures_against_the_raw_trace(analyses, parallel_jobs): 
         steps = profiler_steps(ev)
         # Within 0.1 µs: the trace model keeps times in whole nanoseconds, the reference reads
         # the JSON's floats, and a step's sum of a few hundred boundaries differs by ~0.01 µs.
-        assert [s.compute_us for s in p.stage_steps] == pytest.approx(
+        pipe = p.pipeline
+        assert [s.compute_ms * 1000 for s in pipe.per_step] == pytest.approx(
             [length_inside(compute, lo, hi) for lo, hi in steps], rel=1e-6, abs=0.1)
-        assert [s.p2p_exposed_us for s in p.stage_steps] == pytest.approx(
+        assert [s.p2p_exposed_ms * 1000 for s in pipe.per_step] == pytest.approx(
             [length_inside(waiting, lo, hi) for lo, hi in steps], rel=1e-6, abs=0.1)
-        for s in p.stage_steps:
-            assert s.warmup_wait_us + s.steady_wait_us + s.cooldown_wait_us == \
-                pytest.approx(s.p2p_exposed_us)
-        assert (p.micro_batches, p.schedule) == (4, "GPipe")
-        assert p.role == ("first" if r.rank == 0 else "last")
+        for s in pipe.per_step:
+            assert s.warmup_wait_ms + s.steady_wait_ms + s.cooldown_wait_ms == \
+                pytest.approx(s.p2p_exposed_ms)
+        assert (pipe.micro_batches, pipe.schedule) == (4, "GPipe")
+        assert pipe.role == ("first" if r.rank == 0 else "last")
     pipe = heavy.job.pipeline
     assert [(s.stage, s.rank) for s in pipe.stages] == [(0, 0), (1, 1)]
     assert pipe.ideal_bubble_pct == pytest.approx(100 * 1 / 5)
@@ -118,20 +119,21 @@ def test_fsdp_layers_against_the_raw_trace(analyses, parallel_jobs, job):  # noq
         waits = fsdp_waits(ev)
         layers = {x.layer: x for x in p.layers}
         assert set(layers) - {""} == {"0", "2", "4"}  # "": the root, when it waited
+        us = p.steps * 1000.0  # the figures are ms per step
         if "" in layers:
-            assert layers[""].reduce_scatter_us == pytest.approx(waits[("", "reduce")],
-                                                                 rel=1e-6, abs=0.1)
+            assert layers[""].reduce_scatter_ms * us == pytest.approx(waits[("", "reduce")],
+                                                                      rel=1e-6, abs=0.1)
         for name, x in layers.items():
             if not name:
                 continue
-            assert x.forward_gather_us == pytest.approx(waits.get((name, "forward"), 0.0),
-                                                        rel=1e-6, abs=0.1)
-            assert x.backward_gather_us == pytest.approx(waits.get((name, "backward"), 0.0),
-                                                         rel=1e-6, abs=0.1)
-            assert x.reduce_scatter_us == pytest.approx(waits.get((name, "reduce"), 0.0),
-                                                        rel=1e-6, abs=0.1)
-            assert x.gathers == p.steps * 2 * 2
-        assert sum(x.forward_gather_us for x in layers.values()) > 0
+            assert x.forward_gather_ms * us == pytest.approx(waits.get((name, "forward"), 0.0),
+                                                             rel=1e-6, abs=0.1)
+            assert x.backward_gather_ms * us == pytest.approx(
+                waits.get((name, "backward"), 0.0), rel=1e-6, abs=0.1)
+            assert x.reduce_scatter_ms * us == pytest.approx(waits.get((name, "reduce"), 0.0),
+                                                             rel=1e-6, abs=0.1)
+            assert x.gathers_per_step == 2 * 2
+        assert sum(x.forward_gather_ms for x in layers.values()) > 0
 
 
 def test_fsdp_prefetch_distances(analyses, parallel_jobs):  # noqa: F811
@@ -167,12 +169,14 @@ def test_fsdp_collectives_serialised(analyses, parallel_jobs):  # noqa: F811
             gathers, reductions = (_clipped(ev, name, lo, hi)
                                    for name in ("gloo:all_gather", "gloo:all_reduce"))
             overlap = sum(length_inside(gathers, s, t) for s, t in reductions)
-            assert q.gather_us == pytest.approx(length_inside(gathers, lo, hi), abs=0.1)
-            assert q.reduce_us == pytest.approx(length_inside(reductions, lo, hi), abs=0.1)
-            assert q.overlap_us == pytest.approx(overlap, abs=0.1)
-            assert q.serialised == (overlap <= 0.05 * min(q.gather_us, q.reduce_us))
+            us = r.sections.parallelism.steps * 1000.0  # the figures are ms per step
+            assert q.gather_ms * us == pytest.approx(length_inside(gathers, lo, hi), abs=0.1)
+            assert q.reduce_ms * us == pytest.approx(length_inside(reductions, lo, hi), abs=0.1)
+            assert q.overlap_ms * us == pytest.approx(overlap, abs=0.1)
+            assert q.serialised == (q.overlap_ms <= 0.05 * min(q.gather_ms, q.reduce_ms))
             threads = {(e["name"], e["tid"]) for e in ev if lo <= e["ts"] < hi
                        and e["name"] in ("gloo:all_gather", "gloo:all_reduce")}
+            assert q.queues == len(q.gather_queues | q.reduce_queues)
             assert len(q.gather_queues) == len({t for n, t in threads if n == "gloo:all_gather"})
             assert len(q.reduce_queues) == len({t for n, t in threads if n == "gloo:all_reduce"})
             assert all(device == -1 for device, _ in q.gather_queues | q.reduce_queues)
@@ -196,20 +200,23 @@ def test_streamed_window_by_window_equals_whole(parallel_jobs):  # noqa: F811
         whole = parallelism(trace, steps)
         streamed = parallelism.over(windows_of(trace, steps, 1), steps)
         assert streamed.kinds == whole.kinds and streamed.calls == whole.calls
-        assert (streamed.micro_batches, streamed.role) == (whole.micro_batches, whole.role)
-        for a, b in zip(streamed.stage_steps, whole.stage_steps, strict=True):
-            assert np.allclose([a.compute_us, a.p2p_us, a.p2p_exposed_us, a.step_us],
-                               [b.compute_us, b.p2p_us, b.p2p_exposed_us, b.step_us])
+        assert (streamed.pipeline is None) == (whole.pipeline is None)
+        if whole.pipeline is not None:
+            a_pipe, b_pipe = streamed.pipeline, whole.pipeline
+            assert (a_pipe.micro_batches, a_pipe.role) == (b_pipe.micro_batches, b_pipe.role)
+            for a, b in zip(a_pipe.per_step, b_pipe.per_step, strict=True):
+                assert np.allclose([a.compute_ms, a.p2p_ms, a.p2p_exposed_ms, a.step_ms],
+                                   [b.compute_ms, b.p2p_ms, b.p2p_exposed_ms, b.step_ms])
         assert [x.layer for x in streamed.layers] == [x.layer for x in whole.layers]
-        assert np.allclose([x.exposed_us for x in streamed.layers],
-                           [x.exposed_us for x in whole.layers])
+        assert np.allclose([x.exposed_ms for x in streamed.layers],
+                           [x.exposed_ms for x in whole.layers])
         assert [(sorted(x.forward_distances), sorted(x.backward_distances))
                 for x in streamed.layers] == [(sorted(x.forward_distances),
                                                sorted(x.backward_distances))
                                               for x in whole.layers]
         if whole.fsdp_queues is not None:
-            assert streamed.fsdp_queues.overlap_us == pytest.approx(whole.fsdp_queues.overlap_us)
-            assert streamed.fsdp_queues.gather_us == pytest.approx(whole.fsdp_queues.gather_us)
+            assert streamed.fsdp_queues.overlap_ms == pytest.approx(whole.fsdp_queues.overlap_ms)
+            assert streamed.fsdp_queues.gather_ms == pytest.approx(whole.fsdp_queues.gather_ms)
 
 
 def test_the_reports_show_it(analyses):

@@ -46,20 +46,21 @@ def test_a_gpu_pipeline_from_its_kernels(tmp_path):
     analysis = trainprof.analyze(tmp_path)
     for r in analysis.ranks:
         p = r.sections.parallelism
-        assert p.kinds == ["pipeline"] and p.stage == r.rank
-        assert (p.micro_batches, p.schedule) == (MICRO, "GPipe")
-        assert p.role == ("first" if r.rank == 0 else "last")
+        pipe = p.pipeline
+        assert p.kinds == ["pipeline"] and pipe.stage == r.rank
+        assert (pipe.micro_batches, pipe.schedule) == (MICRO, "GPipe")
+        assert pipe.role == ("first" if r.rank == 0 else "last")
         # Compute: the GEMM; waiting: the SendRecv kernel outside it.
         c = COMPUTE[r.rank]
         waiting = 400.0 - max(0.0, min(100.0 + c, 700.0) - 300.0)
-        assert [s.compute_us for s in p.stage_steps] == pytest.approx([c] * 3)
-        assert [s.p2p_exposed_us for s in p.stage_steps] == pytest.approx([waiting] * 3)
+        assert [s.compute_ms * 1000 for s in pipe.per_step] == pytest.approx([c] * 3)
+        assert [s.p2p_exposed_ms * 1000 for s in pipe.per_step] == pytest.approx([waiting] * 3)
         # Warm-up until F0 ends (40 µs), cool-down from B1's start (540 µs): the waiting
         # [300, 700) of stage 0 is 240 µs steady and 160 µs cool-down.
         phases = {0: (0.0, 240.0, 160.0), 1: (0.0, 0.0, 0.0)}[r.rank]
-        for s in p.stage_steps:
-            assert (s.warmup_wait_us, s.steady_wait_us, s.cooldown_wait_us) == \
-                pytest.approx(phases)
+        for s in pipe.per_step:
+            assert (s.warmup_wait_ms * 1000, s.steady_wait_ms * 1000,
+                    s.cooldown_wait_ms * 1000) == pytest.approx(phases)
     pipe = analysis.job.pipeline
     assert pipe.heaviest.rank == 1
     assert pipe.ideal_bubble_pct == pytest.approx(100 / 3)
@@ -145,10 +146,11 @@ def test_fsdp_layers_on_a_gpu_by_the_range_that_launched_each_kernel(tmp_path):
     b.write(tmp_path / "rank0.json")
     p = trainprof.analyze(tmp_path / "rank0.json").ranks[0].sections.parallelism
     assert p.kinds == ["fsdp"]
-    got = {x.layer: (x.forward_gather_us, x.backward_gather_us, x.reduce_scatter_us, x.gathers)
-           for x in p.layers}
-    assert got == {"layers.0": pytest.approx((200.0, 0.0, 0.0, 1)),
-                   "layers.1": pytest.approx((0.0, 50.0, 100.0, 2))}
+    # One step: the figures per step are the totals, in ms.
+    got = {x.layer: (x.forward_gather_ms, x.backward_gather_ms, x.reduce_scatter_ms,
+                     x.gathers_per_step) for x in p.layers}
+    assert got == {"layers.0": pytest.approx((0.2, 0.0, 0.0, 1)),
+                   "layers.1": pytest.approx((0.0, 0.05, 0.1, 2))}
 
 
 def test_fsdp_prefetch_and_serialisation_on_a_gpu(tmp_path):
@@ -189,10 +191,11 @@ def test_fsdp_prefetch_and_serialisation_on_a_gpu(tmp_path):
     assert layers["layers.1"].prefetched and not layers["layers.0"].prefetched
     # The prefetched all-gather is layer 1's, in forward: its 100 µs with no GEMM beside it
     # from 300 to 400 (the first GEMM ends at 300, the second starts at 400).
-    assert layers["layers.1"].forward_gather_us == pytest.approx(100.0)
+    assert layers["layers.1"].forward_gather_ms == pytest.approx(0.1)  # one step
     q = p.fsdp_queues
     assert q.gather_queues == {(0, 8)} and q.reduce_queues == {(0, 9)}
-    assert (q.gather_us, q.reduce_us, q.overlap_us) == pytest.approx((200.0, 100.0, 40.0))
+    assert (q.queues, q.shared_queues) == (2, 0)
+    assert (q.gather_ms, q.reduce_ms, q.overlap_ms) == pytest.approx((0.2, 0.1, 0.04))
     assert q.serialised is False
     one = build(8, tmp_path / "one.json").fsdp_queues
     assert one.reduce_queues == {(0, 8)}

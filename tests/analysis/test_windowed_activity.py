@@ -298,9 +298,9 @@ def test_memory_allocation_freed_windows_later(tmp_path, builder, old):
         assert (d.events, d.has_totals, d.peak_above_start) == (5, not old, 5 * MB)
         assert d.peak_allocated == (None if old else base + 5 * MB)
         assert (d.peak_step, d.peak_op, d.peak_ms) == (1, "aten::add", 0.5)
-        assert d.step_end_allocated == [(1, base + 5 * MB), (2, base + 4 * MB),
-                                        (3, base + 2 * MB)]
-        assert list(d.curve_allocated) == [base + x * MB for x in (4, 5, 4, 0, 2)]
+        assert [(e.step, e.allocated) for e in d.step_end_allocated] == [
+            (1, base + 5 * MB), (2, base + 4 * MB), (3, base + 2 * MB)]
+        assert d.curve.allocated == [base + x * MB for x in (4, 5, 4, 0, 2)]
         assert [(o.op, o.allocations, o.bytes) for o in d.top_ops] == [
             ("aten::mm", 2, 6 * MB), ("aten::add", 1, 1 * MB)]
         assert d.peak_reserved == (None if old else base + 55 * MB)
@@ -337,7 +337,8 @@ def test_events_on_a_window_boundary(tmp_path, builder):
     assert list(steps.ends[:2]) == list(steps.starts[1:])
     for per in (1, 2, 3):
         (d,) = streamed(memory, trace, steps, per).devices
-        assert d.step_end_allocated == [(1, 3 * MB), (2, 2 * MB), (3, 2 * MB)]
+        assert [(e.step, e.allocated) for e in d.step_end_allocated] == [
+            (1, 3 * MB), (2, 2 * MB), (3, 2 * MB)]
         comm = streamed(communication, trace, steps, per)
         assert (comm.source, sum(t.count for t in comm.types)) == ("kernels", 1)
         assert streamed(copies, trace, steps, per).row("memset").count == 1

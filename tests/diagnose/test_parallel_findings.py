@@ -225,7 +225,7 @@ def test_the_communication_fix_fits_the_parallelism(builder, tmp_path):
     assert kinds_fix(["expert"], {"all_to_all": 4}) is rules.EXPERT_PARALLEL_COMM
     assert kinds_fix(["pipeline"], {"send": 4}) is rules.PIPELINE_COMM
     assert kinds_fix([], {"broadcast": 1}) is rules.GENERIC_COMM
-    backward = LayerComm("layers.0", forward_gather_us=1.0, backward_gather_us=5.0,
+    backward = LayerComm("layers.0", forward_gather_ms=1.0, backward_gather_ms=5.0,
                          forward_distances=[1], backward_distances=[0])
     assert kinds_fix(["fsdp"], {"all_gather": 2}, [backward]) is \
         rules.FSDP_FIXES["no_backward_prefetch"]
@@ -271,11 +271,13 @@ def test_the_fsdp_fix_fits_what_was_seen():
         return rules.fsdp_cause(p)[0]
 
     def layer(fwd=0.0, bwd=0.0, rs=0.0, fd=(1,), bd=(1,), gathers=2) -> LayerComm:
-        return LayerComm("l", fwd, bwd, rs, gathers, list(fd), list(bd))
+        return LayerComm("l", forward_gather_ms=fwd, backward_gather_ms=bwd,
+                         reduce_scatter_ms=rs, gathers_per_step=gathers,
+                         forward_distances=list(fd), backward_distances=list(bd))
 
-    one_queue = FsdpQueues({(-1, 1)}, {(-1, 1)}, gather_us=900.0, reduce_us=500.0)
-    both_at_once = FsdpQueues({(0, 8)}, {(0, 9)}, gather_us=900.0, reduce_us=500.0,
-                              overlap_us=100.0)  # 20% of the reductions' time
+    one_queue = FsdpQueues(queues=1, shared_queues=1, gather_ms=0.9, reduce_ms=0.5)
+    both_at_once = FsdpQueues(queues=2, gather_ms=0.9, reduce_ms=0.5,
+                              overlap_ms=0.1)  # 20% of the reductions' time
     assert cause([layer(rs=5.0, fwd=1.0)], one_queue) == "serialised"
     assert cause([layer(rs=5.0, fwd=1.0)], both_at_once) == "reduce_scatter"
     # Forward never prefetched, 20% of the all-gather waits: prefetch it (10% is enough).

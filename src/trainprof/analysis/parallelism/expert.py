@@ -27,8 +27,8 @@ from msgspec import field
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.parallelism import activity
-from trainprof.analysis.parallelism.result import ExpertComm
 from trainprof.analysis.parallelism.signals import is_c10d_call
+from trainprof.analysis.parallelism.sums import ExpertSums
 from trainprof.analysis.streaming.parts import Part
 from trainprof.trace.model import Trace
 
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 OVERLAPPED_PCT = 50.0
 
 
-def expert_part(trace: Trace, part: Part, all_to_all: np.ndarray) -> ExpertComm:
+def expert_part(trace: Trace, part: Part, all_to_all: np.ndarray) -> ExpertSums:
     """The rank's all-to-all over the part (``all_to_all``: its all-to-all events, kernels on
     a GPU rank, host ranges on a CPU rank)."""
     start, end = part.start, part.end
@@ -49,16 +49,16 @@ def expert_part(trace: Trace, part: Part, all_to_all: np.ndarray) -> ExpertComm:
     ev = trace.events
     owned = all_to_all[part.owns(ev.ts[all_to_all], ev.ts[all_to_all] + ev.dur[all_to_all])]
     calls = [i for i in owned.tolist() if is_c10d_call(ev.names[ev.name[i]])]
-    return ExpertComm(all_to_all_us=busy.total(), exposed_us=exposed.total(),
-                      calls=len(calls) if calls else len(owned), on_device=activity.on_device(trace))
+    return ExpertSums(all_to_all_us=busy.total(), exposed_us=exposed.total(),
+                      calls=len(calls) if calls else len(owned))
 
 
 class ExpertRank(msgspec.Struct):
     """One rank's all-to-all, ms per step."""
 
     rank: int
-    all_to_all_ms: float
-    exposed_ms: float
+    all_to_all_ms: float = field(name="all_to_all_ms_per_step")
+    exposed_ms: float = field(name="exposed_ms_per_step")
     hidden_pct: float
     step_ms: float
 
@@ -131,9 +131,8 @@ def expert_balance(ranks: list[RankAnalysis]) -> ExpertBalance | None:
         e = p.expert if p is not None else None
         if p is None or e is None or "expert" not in p.kinds:
             continue
-        n = max(p.steps, 1) * 1000.0
-        rows.append(ExpertRank(rank=r.rank, all_to_all_ms=e.all_to_all_us / n,
-                               exposed_ms=e.exposed_us / n, hidden_pct=e.hidden_pct,
+        rows.append(ExpertRank(rank=r.rank, all_to_all_ms=e.all_to_all_ms,
+                               exposed_ms=e.exposed_ms, hidden_pct=e.hidden_pct,
                                step_ms=float(r.steps.mean_ms)))
     if not rows:
         return None

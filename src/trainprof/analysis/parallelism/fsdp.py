@@ -26,8 +26,8 @@ from trainprof.analysis.calls.nesting import HostRanges
 from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.steps import launch_links
 from trainprof.analysis.parallelism import activity
-from trainprof.analysis.parallelism.result import FsdpQueues, LayerComm
 from trainprof.analysis.parallelism.signals import FSDP_HOOK
+from trainprof.analysis.parallelism.sums import LayerSums, QueueSums
 from trainprof.analysis.streaming.parts import Part
 from trainprof.trace.model import Kind, Trace
 
@@ -44,7 +44,7 @@ _REDUCE = "post_backward_reduce"
 
 
 def layer_comm(trace: Trace, part: Part, ranges: np.ndarray, comm: np.ndarray
-               ) -> dict[str, LayerComm]:
+               ) -> dict[str, LayerSums]:
     """Per FSDP unit, its exposed communication over the part (``ranges``: the FSDP ranges the
     part owns; ``comm``: the rank's communication events)."""
     ev = trace.events
@@ -71,9 +71,9 @@ def layer_comm(trace: Trace, part: Part, ranges: np.ndarray, comm: np.ndarray
     # only the waiting outside them.
     outside = iv.subtract(waiting, iv.union(lo[~root], hi[~root]))
     exposed[root] = iv.covered_in_windows(outside, lo[root], hi[root])
-    out: dict[str, LayerComm] = {}
+    out: dict[str, LayerSums] = {}
     for (_, (hook, layer)), x in zip(hooks, exposed.tolist(), strict=True):
-        row = out.setdefault(layer, LayerComm(layer))
+        row = out.setdefault(layer, LayerSums(layer))
         if hook == "all_gather":
             row.gathers += 1
         figure = _FIGURE.get(hook) or ("reduce_scatter_us" if hook.startswith(_REDUCE_PREFIX)
@@ -94,14 +94,14 @@ def _hook(name: str) -> tuple[str, str] | None:
 
 
 def _by_launch(trace: Trace, part: Part, hooks: list[tuple[int, tuple[str, str]]],
-               kernels: np.ndarray, waiting: iv.Intervals) -> dict[str, LayerComm]:
+               kernels: np.ndarray, waiting: iv.Intervals) -> dict[str, LayerSums]:
     """Per layer, the exposed time of the communication kernels its ranges launched."""
     ev = trace.events
     ends = event_ends(ev)
-    out: dict[str, LayerComm] = {}
+    out: dict[str, LayerSums] = {}
     for _, (hook, layer) in hooks:
         if hook == "all_gather":
-            out.setdefault(layer, LayerComm(layer)).gathers += 1
+            out.setdefault(layer, LayerSums(layer)).gathers += 1
     kernels = kernels[part.owns(ev.ts[kernels], ends[kernels])]
     device, launch = launch_links(trace)
     at = np.searchsorted(device, kernels)
@@ -123,7 +123,7 @@ def _by_launch(trace: Trace, part: Part, hooks: list[tuple[int, tuple[str, str]]
         hook, layer = by_index[int(issued.index[p])]
         figure = "reduce_scatter_us" if hook == _REDUCE else \
             "backward_gather_us" if back else "forward_gather_us"
-        row = out.setdefault(layer, LayerComm(layer))
+        row = out.setdefault(layer, LayerSums(layer))
         setattr(row, figure, getattr(row, figure) + x)
     return out
 
@@ -205,13 +205,13 @@ def _uses_and_done(trace: Trace, fsdp: np.ndarray, hooks: list[tuple[str, str] |
 
 
 def queues(trace: Trace, part: Part, comm: np.ndarray, gather: np.ndarray,
-           reduce: np.ndarray) -> FsdpQueues:
+           reduce: np.ndarray) -> QueueSums:
     """Where the rank's all-gathers (``comm[gather]``) and gradient reductions
     (``comm[reduce]``) ran: kernels on their (device, stream), host ranges of the backend
     (``gloo:*``) on their (-1, thread); and how long both kinds ran at once inside the part."""
     ev = trace.events
     ends = event_ends(ev)
-    out = FsdpQueues()
+    out = QueueSums()
     mine = part.owns(ev.ts[comm], ends[comm])
     for mask, into in ((gather, out.gather_queues), (reduce, out.reduce_queues)):
         idx = comm[mask & mine]

@@ -36,7 +36,14 @@ class Stage(msgspec.Struct):
     step_ms: float
     waiting_ms: float  # mean per step of send/recv with no compute running
     #: waiting_ms by phase: warm-up, steady state, cool-down (result.StageStep)
-    phases_ms: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    warmup_wait_ms: float = 0.0
+    steady_wait_ms: float = 0.0
+    cooldown_wait_ms: float = 0.0
+
+    @property
+    def phases_ms(self) -> tuple[float, float, float]:
+        """The waiting by phase: warm-up, steady state, cool-down."""
+        return self.warmup_wait_ms, self.steady_wait_ms, self.cooldown_wait_ms
 
     @property
     def idle_pct(self) -> float:
@@ -46,8 +53,8 @@ class Stage(msgspec.Struct):
     def to_dict(self) -> dict[str, Any]:
         return {"stage": self.stage, "rank": self.rank, "compute_ms": self.compute_ms,
                 "step_ms": self.step_ms, "waiting_ms": self.waiting_ms,
-                "warmup_wait_ms": self.phases_ms[0], "steady_wait_ms": self.phases_ms[1],
-                "cooldown_wait_ms": self.phases_ms[2], "idle_pct": self.idle_pct}
+                "warmup_wait_ms": self.warmup_wait_ms, "steady_wait_ms": self.steady_wait_ms,
+                "cooldown_wait_ms": self.cooldown_wait_ms, "idle_pct": self.idle_pct}
 
 
 class Pipeline(msgspec.Struct):
@@ -111,18 +118,19 @@ class Pipeline(msgspec.Struct):
 
 def pipeline_stages(ranks: list[RankAnalysis]) -> Pipeline | None:
     """The pipeline of the job, or None when no rank shows one."""
-    found = [(r, p) for r in ranks
-             if (p := r.sections.parallelism) is not None and p.pipeline]
+    found = [(r, p) for r in ranks if (x := r.sections.parallelism) is not None
+             and "pipeline" in x.kinds and (p := x.pipeline) is not None]
     if not found:
         return None
     named = all(p.stage is not None for _, p in found)
     found.sort(key=lambda rp: (rp[1].stage, rp[0].rank) if named else
                (_ROLE_ORDER.get(rp[1].role, 1), rp[0].rank))
     stages = [Stage(stage=p.stage if named and p.stage is not None else i, rank=r.rank,
-                    compute_ms=p.median_ms("compute_us"), step_ms=p.median_ms("step_us"),
-                    waiting_ms=p.mean_ms("p2p_exposed_us"),
-                    phases_ms=(p.mean_ms("warmup_wait_us"), p.mean_ms("steady_wait_us"),
-                               p.mean_ms("cooldown_wait_us")))
+                    compute_ms=p.median_ms("compute_ms"), step_ms=p.median_ms("step_ms"),
+                    waiting_ms=p.mean_ms("p2p_exposed_ms"),
+                    warmup_wait_ms=p.mean_ms("warmup_wait_ms"),
+                    steady_wait_ms=p.mean_ms("steady_wait_ms"),
+                    cooldown_wait_ms=p.mean_ms("cooldown_wait_ms"))
               for i, (r, p) in enumerate(found)]
     micro = [p.micro_batches for _, p in found if p.micro_batches]
     schedules = {p.schedule for _, p in found if p.schedule}

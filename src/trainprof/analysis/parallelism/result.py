@@ -1,5 +1,6 @@
 """The parallelism section's records: what one rank shows of the job's parallelism, its
-pipeline figures per step and its FSDP figures per layer (docs/parallelism.md)."""
+pipeline figures per step and its FSDP figures per layer (docs/parallelism.md). Their fields
+are the JSON's figures (ms per step); the windows add up µs in sums.py."""
 
 from __future__ import annotations
 
@@ -33,59 +34,83 @@ class ProcessGroup(msgspec.Struct):
 
 
 class StageStep(msgspec.Struct):
-    """One step of a pipeline stage; times in µs."""
+    """One step of a pipeline stage; times in ms."""
 
-    step_us: float
-    compute_us: float  # union of the rank's compute
-    p2p_us: float  # union of its send/recv
-    p2p_exposed_us: float  # send/recv with no compute running: the stage waits
+    step_ms: float
+    compute_ms: float  # union of the rank's compute
+    p2p_ms: float  # union of its send/recv
+    p2p_exposed_ms: float  # send/recv with no compute running: the stage waits
     forward_micro_batches: int  # forward micro-batch ranges started in the step
-    forwards_first: bool  # every forward micro-batch started before the first backward one
-    # p2p_exposed_us split by phase: warm-up (until the first forward micro-batch ends),
+    # p2p_exposed_ms split by phase: warm-up (until the first forward micro-batch ends),
     # cool-down (from the start of the last backward micro-batch), steady state between.
-    warmup_wait_us: float = 0.0
-    steady_wait_us: float = 0.0
-    cooldown_wait_us: float = 0.0
+    warmup_wait_ms: float = 0.0
+    steady_wait_ms: float = 0.0
+    cooldown_wait_ms: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"step_ms": self.step_us / 1000.0, "compute_ms": self.compute_us / 1000.0,
-                "p2p_ms": self.p2p_us / 1000.0, "p2p_exposed_ms": self.p2p_exposed_us / 1000.0,
-                "warmup_wait_ms": self.warmup_wait_us / 1000.0,
-                "steady_wait_ms": self.steady_wait_us / 1000.0,
-                "cooldown_wait_ms": self.cooldown_wait_us / 1000.0,
+        return {"step_ms": self.step_ms, "compute_ms": self.compute_ms, "p2p_ms": self.p2p_ms,
+                "p2p_exposed_ms": self.p2p_exposed_ms, "warmup_wait_ms": self.warmup_wait_ms,
+                "steady_wait_ms": self.steady_wait_ms, "cooldown_wait_ms": self.cooldown_wait_ms,
                 "forward_micro_batches": self.forward_micro_batches}
+
+
+class RankPipeline(msgspec.Struct):
+    """What a pipeline rank shows: its schedule, its stage and each step's compute and waiting."""
+
+    per_step: list[StageStep]
+    micro_batches: int | None = None
+    schedule: str | None = None  # "GPipe" (all forwards first) or "1F1B" (interleaved)
+    stage: int | None = None  # the stage a multi-stage schedule names
+    role: str | None = None  # "first", "middle" or "last" stage, from its sends and recvs
+
+    def median_ms(self, name: str) -> float:
+        """The median over steps of a StageStep figure (in ms)."""
+        values = [getattr(s, name) for s in self.per_step]
+        return float(np.median(values)) if values else 0.0
+
+    def mean_ms(self, name: str) -> float:
+        """The mean over steps of a StageStep figure (in ms)."""
+        values = [getattr(s, name) for s in self.per_step]
+        return float(np.mean(values)) if values else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"micro_batches": self.micro_batches, "schedule": self.schedule,
+                "stage": self.stage, "role": self.role,
+                "compute_ms_per_step": self.median_ms("compute_ms"),
+                "step_ms": self.median_ms("step_ms"),
+                "p2p_exposed_ms_per_step": self.mean_ms("p2p_exposed_ms"),
+                "per_step": [s.to_dict() for s in self.per_step]}
 
 
 class LayerComm(msgspec.Struct):
     """One FSDP unit (a module wrapped with ``fully_shard``): communication with no compute
-    running while its hooks run, in µs over every step."""
+    running while its hooks run, ms per step (sums.LayerSums adds it up)."""
 
-    layer: str
-    forward_gather_us: float = 0.0  # in FSDP::pre_forward: waiting for its all-gather
-    backward_gather_us: float = 0.0  # in FSDP::pre_backward: its all-gather again
-    reduce_scatter_us: float = 0.0  # in FSDP::post_backward_*: its reduce-scatter
-    gathers: int = 0  # FSDP::all_gather ranges issued for it
-    # Per all-gather of the layer, in forward and in backward: how many other layers finished
-    # computing between its issue and the layer's use (0: issued just when needed).
+    layer: str  # "" for the root module (written "(root)")
+    # in FSDP::pre_forward: waiting for its all-gather
+    forward_gather_ms: float = field(default=0.0, name="forward_all_gather_exposed_ms_per_step")
+    # in FSDP::pre_backward: its all-gather again
+    backward_gather_ms: float = field(default=0.0,
+                                      name="backward_all_gather_exposed_ms_per_step")
+    # in FSDP::post_backward_*: its reduce-scatter
+    reduce_scatter_ms: float = field(default=0.0, name="reduce_scatter_exposed_ms_per_step")
+    gathers_per_step: float = field(default=0.0, name="all_gathers_per_step")
+    #: The median prefetch distance of its forward (backward) all-gathers.
+    forward_prefetch_distance: float | None = None
+    backward_prefetch_distance: float | None = None
+    # Not written to JSON: per all-gather of the layer, in forward and in backward, how many
+    # other layers finished computing between its issue and the layer's use (0: issued just
+    # when needed).
     forward_distances: list[int] = field(default_factory=list)
     backward_distances: list[int] = field(default_factory=list)
 
     @property
-    def exposed_us(self) -> float:
-        return self.forward_gather_us + self.backward_gather_us + self.reduce_scatter_us
+    def exposed_ms(self) -> float:
+        return self.forward_gather_ms + self.backward_gather_ms + self.reduce_scatter_ms
 
     @property
-    def gather_us(self) -> float:
-        return self.forward_gather_us + self.backward_gather_us
-
-    @property
-    def forward_prefetch_distance(self) -> float | None:
-        """The median prefetch distance of its forward all-gathers."""
-        return _median(self.forward_distances)
-
-    @property
-    def backward_prefetch_distance(self) -> float | None:
-        return _median(self.backward_distances)
+    def gather_ms(self) -> float:
+        return self.forward_gather_ms + self.backward_gather_ms
 
     @property
     def prefetched(self) -> bool:
@@ -93,21 +118,12 @@ class LayerComm(msgspec.Struct):
         seen = self.forward_distances + self.backward_distances
         return bool(seen) and min(seen) > 0
 
-    def add(self, other: LayerComm) -> None:
-        self.forward_gather_us += other.forward_gather_us
-        self.backward_gather_us += other.backward_gather_us
-        self.reduce_scatter_us += other.reduce_scatter_us
-        self.gathers += other.gathers
-        self.forward_distances += other.forward_distances
-        self.backward_distances += other.backward_distances
-
-    def to_dict(self, steps: int) -> dict[str, Any]:
-        n = max(steps, 1) * 1000.0
+    def to_dict(self) -> dict[str, Any]:
         return {"layer": self.layer or "(root)",
-                "forward_all_gather_exposed_ms_per_step": self.forward_gather_us / n,
-                "backward_all_gather_exposed_ms_per_step": self.backward_gather_us / n,
-                "reduce_scatter_exposed_ms_per_step": self.reduce_scatter_us / n,
-                "all_gathers_per_step": self.gathers / max(steps, 1),
+                "forward_all_gather_exposed_ms_per_step": self.forward_gather_ms,
+                "backward_all_gather_exposed_ms_per_step": self.backward_gather_ms,
+                "reduce_scatter_exposed_ms_per_step": self.reduce_scatter_ms,
+                "all_gathers_per_step": self.gathers_per_step,
                 "forward_prefetch_distance": self.forward_prefetch_distance,
                 "backward_prefetch_distance": self.backward_prefetch_distance}
 
@@ -115,43 +131,33 @@ class LayerComm(msgspec.Struct):
 class FsdpQueues(msgspec.Struct):
     """Where a rank's FSDP all-gathers and gradient reductions (reduce-scatters, and the
     all-reduces gloo runs them as) run: the queues (a GPU stream, a host thread of the
-    backend) and how long the two kinds ran at the same time, in µs over every step."""
+    backend) and how long the two kinds ran at the same time, ms per step (sums.QueueSums adds
+    it up)."""
 
-    gather_queues: set[tuple[int, int]] = field(default_factory=set)  # (device, stream/thread)
-    reduce_queues: set[tuple[int, int]] = field(default_factory=set)
-    gather_us: float = 0.0  # the union of the all-gathers
-    reduce_us: float = 0.0  # the union of the reductions
-    overlap_us: float = 0.0  # both at once
+    queues: int = 0  # the queues either kind ran on
+    shared_queues: int = 0  # those both kinds ran on
+    gather_ms: float = field(default=0.0, name="all_gather_ms_per_step")  # the all-gathers' union
+    reduce_ms: float = field(default=0.0, name="reduction_ms_per_step")  # the reductions'
+    overlap_ms: float = field(default=0.0, name="gather_reduce_overlap_ms_per_step")  # both
     process_groups: int = 0  # the groups the trace's pg_config names (0: not recorded)
+    # Not written to JSON: the queues, (device, stream) or (-1, thread).
+    gather_queues: set[tuple[int, int]] = field(default_factory=set)
+    reduce_queues: set[tuple[int, int]] = field(default_factory=set)
 
     @property
     def serialised(self) -> bool | None:
         """Whether all-gathers and reductions (almost) never ran at once: at most
         SERIAL_OVERLAP_SHARE of the shorter kind's time; None when the rank shows only one."""
-        if not self.gather_us or not self.reduce_us:
+        if not self.gather_ms or not self.reduce_ms:
             return None
-        return self.overlap_us <= SERIAL_OVERLAP_SHARE * min(self.gather_us, self.reduce_us)
+        return self.overlap_ms <= SERIAL_OVERLAP_SHARE * min(self.gather_ms, self.reduce_ms)
 
-    def add(self, other: FsdpQueues) -> None:
-        self.gather_queues |= other.gather_queues
-        self.reduce_queues |= other.reduce_queues
-        self.gather_us += other.gather_us
-        self.reduce_us += other.reduce_us
-        self.overlap_us += other.overlap_us
-        self.process_groups = max(self.process_groups, other.process_groups)
-
-    def to_dict(self, steps: int) -> dict[str, Any]:
-        return {"serialised": self.serialised,
-                "queues": len(self.gather_queues | self.reduce_queues),
-                "shared_queues": len(self.gather_queues & self.reduce_queues),
-                "all_gather_ms_per_step": self.gather_us / max(steps, 1) / 1000.0,
-                "reduction_ms_per_step": self.reduce_us / max(steps, 1) / 1000.0,
-                "gather_reduce_overlap_ms_per_step": self.overlap_us / max(steps, 1) / 1000.0,
+    def to_dict(self) -> dict[str, Any]:
+        return {"serialised": self.serialised, "queues": self.queues,
+                "shared_queues": self.shared_queues, "all_gather_ms_per_step": self.gather_ms,
+                "reduction_ms_per_step": self.reduce_ms,
+                "gather_reduce_overlap_ms_per_step": self.overlap_ms,
                 "process_groups": self.process_groups}
-
-
-def _median(values: list[int]) -> float | None:
-    return float(np.median(values)) if values else None
 
 
 class Parallelism(msgspec.Struct):
@@ -162,89 +168,58 @@ class Parallelism(msgspec.Struct):
     calls: dict[str, int]  # collective calls by type, over the step window
     process_groups: list[ProcessGroup]
     steps: int
-    stage_steps: list[StageStep] = field(default_factory=list)  # pipeline ranks only
-    micro_batches: int | None = None
-    schedule: str | None = None  # "GPipe" (all forwards first) or "1F1B" (interleaved)
-    stage: int | None = None  # the stage a multi-stage schedule names
-    role: str | None = None  # "first", "middle" or "last" stage, from its sends and recvs
-    layers: list[LayerComm] = field(default_factory=list)  # FSDP units, in first-seen order
-    fsdp_queues: FsdpQueues | None = None  # FSDP ranks only
+    pipeline: RankPipeline | None = None  # pipeline ranks only
+    #: FSDP units, in first-seen order
+    layers: list[LayerComm] = field(default_factory=list, name="fsdp_layers")
+    fsdp_queues: FsdpQueues | None = field(default=None, name="fsdp_collectives")  # FSDP ranks
     tensor: TensorParallel | None = None  # tensor-parallel ranks only
     expert: ExpertComm | None = None  # ranks with all-to-all only
 
-    @property
-    def pipeline(self) -> bool:
-        return "pipeline" in self.kinds and bool(self.stage_steps)
-
-    def median_ms(self, name: str) -> float:
-        """The median over steps of a StageStep figure, in ms."""
-        values = [getattr(s, name) for s in self.stage_steps]
-        return float(np.median(values)) / 1000.0 if values else 0.0
-
-    def mean_ms(self, name: str) -> float:
-        """The mean over steps of a StageStep figure, in ms."""
-        values = [getattr(s, name) for s in self.stage_steps]
-        return float(np.mean(values)) / 1000.0 if values else 0.0
-
     def fsdp_exposed_ms_per_step(self) -> float:
-        return sum(x.exposed_us for x in self.layers) / max(self.steps, 1) / 1000.0
+        return sum(x.exposed_ms for x in self.layers)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "kinds": self.kinds, "evidence": self.evidence, "calls": self.calls,
             "process_groups": [g.to_dict() for g in self.process_groups], "steps": self.steps,
         }
-        if self.stage_steps:
-            out["pipeline"] = {
-                "micro_batches": self.micro_batches, "schedule": self.schedule,
-                "stage": self.stage, "role": self.role,
-                "compute_ms_per_step": self.median_ms("compute_us"),
-                "step_ms": self.median_ms("step_us"),
-                "p2p_exposed_ms_per_step": self.mean_ms("p2p_exposed_us"),
-                "per_step": [s.to_dict() for s in self.stage_steps],
-            }
+        if self.pipeline is not None:
+            out["pipeline"] = self.pipeline.to_dict()
         if self.layers:
-            out["fsdp_layers"] = [x.to_dict(self.steps) for x in self.layers]
+            out["fsdp_layers"] = [x.to_dict() for x in self.layers]
         if self.fsdp_queues is not None:
-            out["fsdp_collectives"] = self.fsdp_queues.to_dict(self.steps)
+            out["fsdp_collectives"] = self.fsdp_queues.to_dict()
         if self.tensor is not None:
-            out["tensor"] = self.tensor.to_dict(self.steps)
+            out["tensor"] = self.tensor.to_dict()
         if self.expert is not None:
-            out["expert"] = self.expert.to_dict(self.steps)
+            out["expert"] = self.expert.to_dict()
         return out
 
     def to_pandas(self) -> Any:
         """One row per FSDP layer, else per pipeline step, else per kind with its evidence."""
         if self.layers:
-            return data_frame([x.to_dict(self.steps) for x in self.layers])
-        if self.stage_steps:
-            return data_frame([s.to_dict() for s in self.stage_steps])
+            return data_frame([x.to_dict() for x in self.layers])
+        if self.pipeline is not None:
+            return data_frame([s.to_dict() for s in self.pipeline.per_step])
         return data_frame([{"kind": k, "evidence": self.evidence[k]} for k in self.kinds])
 
 
-
 class TensorLayer(msgspec.Struct):
-    """The tensor-parallel collectives one layer issued or waited for (docs/parallelism.md), µs
-    over every step: a layer is the innermost module or annotation range around them, else
-    ``(backward)`` or ``(outside layers)``."""
+    """The tensor-parallel collectives one layer issued or waited for (docs/parallelism.md), ms
+    per step: a layer is the innermost module or annotation range around them, else
+    ``(backward)`` or ``(outside layers)`` (sums.TensorLayerSums adds it up)."""
 
     layer: str
-    calls: int = 0  # collective calls (functional ops on the host, kernels on a GPU)
-    comm_us: float = 0.0  # the union of their time
-    exposed_us: float = 0.0  # of which no compute runs beside
-    on_path_us: float = 0.0  # of which on the step's critical path (its steps only)
+    calls_per_step: float = 0.0  # collective calls (functional ops on the host, kernels on a GPU)
+    comm_ms: float = field(default=0.0, name="comm_ms_per_step")  # the union of their time
+    exposed_ms: float = field(default=0.0, name="exposed_ms_per_step")  # no compute beside
+    #: of which on the step's critical path, per step the path was drawn for
+    on_path_ms: float = field(default=0.0, name="on_path_ms_per_step")
 
-    def add(self, other: TensorLayer) -> None:
-        self.calls += other.calls
-        self.comm_us += other.comm_us
-        self.exposed_us += other.exposed_us
-
-    def to_dict(self, steps: int, path_steps: int) -> dict[str, Any]:
-        n = max(steps, 1)
-        return {"layer": self.layer, "calls_per_step": self.calls / n,
-                "comm_ms_per_step": self.comm_us / n / 1000.0,
-                "exposed_ms_per_step": self.exposed_us / n / 1000.0,
-                "on_path_ms_per_step": self.on_path_us / max(path_steps, 1) / 1000.0}
+    def to_dict(self) -> dict[str, Any]:
+        return {"layer": self.layer, "calls_per_step": self.calls_per_step,
+                "comm_ms_per_step": self.comm_ms, "exposed_ms_per_step": self.exposed_ms,
+                "on_path_ms_per_step": self.on_path_ms}
 
 
 class TensorSpans(msgspec.Struct):
@@ -268,61 +243,51 @@ class TensorParallel(msgspec.Struct):
     """A tensor-parallel rank's collectives per layer and their share of the critical path."""
 
     layers: list[TensorLayer]
-    spans: TensorSpans = field(default_factory=TensorSpans)
-    #: The critical path's steps (their replayed step time, summed) and the collectives' time
-    #: on them: None where no path was drawn (analysis/parallelism/tensor.py ``on_path``).
-    path_us: float | None = None
-    on_path_us: float = 0.0
+    #: The critical path's step time and the collectives' time on it, per step the path was
+    #: drawn for: None where no path was drawn (analysis/parallelism/tensor.py ``on_path``).
+    path_ms: float | None = field(default=None, name="path_ms_per_step")
+    on_path_ms: float = field(default=0.0, name="on_path_ms_per_step")
     path_steps: int = 0  # the steps the path was drawn for
+    spans: TensorSpans = field(default_factory=TensorSpans)  # not written to JSON
 
     @property
-    def comm_us(self) -> float:
-        return sum(x.comm_us for x in self.layers)
+    def comm_ms(self) -> float:
+        return sum(x.comm_ms for x in self.layers)
 
     @property
-    def exposed_us(self) -> float:
-        return sum(x.exposed_us for x in self.layers)
+    def exposed_ms(self) -> float:
+        return sum(x.exposed_ms for x in self.layers)
 
     @property
     def on_path_pct(self) -> float | None:
         """The collectives' share of the critical path, in %."""
-        if self.path_us is None:
+        if self.path_ms is None:
             return None
-        return 100.0 * self.on_path_us / self.path_us if self.path_us > 0 else 0.0
+        return 100.0 * self.on_path_ms / self.path_ms if self.path_ms > 0 else 0.0
 
-    def to_dict(self, steps: int) -> dict[str, Any]:
-        n = max(steps, 1) * 1000.0
-        k = max(self.path_steps, 1) * 1000.0
-        return {"comm_ms_per_step": self.comm_us / n, "exposed_ms_per_step": self.exposed_us / n,
-                "on_path_pct": self.on_path_pct, "on_path_ms_per_step": self.on_path_us / k,
-                "path_ms_per_step": None if self.path_us is None else self.path_us / k,
-                "path_steps": self.path_steps,
-                "layers": [x.to_dict(steps, self.path_steps) for x in self.layers]}
+    def to_dict(self) -> dict[str, Any]:
+        return {"comm_ms_per_step": self.comm_ms, "exposed_ms_per_step": self.exposed_ms,
+                "on_path_pct": self.on_path_pct, "on_path_ms_per_step": self.on_path_ms,
+                "path_ms_per_step": self.path_ms, "path_steps": self.path_steps,
+                "layers": [x.to_dict() for x in self.layers]}
 
 
 class ExpertComm(msgspec.Struct):
     """A rank's all-to-all (expert parallelism's dispatch and combine, DeepEP's kernels
-    included), µs over every step (docs/parallelism.md)."""
+    included), ms per step (docs/parallelism.md; sums.ExpertSums adds it up)."""
 
-    all_to_all_us: float = 0.0  # the union of its all-to-all time
-    exposed_us: float = 0.0  # of which no compute runs beside
-    calls: int = 0  # all-to-all calls: the c10d calls where recorded, else its events
-    on_device: bool = False
-
-    def add(self, other: ExpertComm) -> None:
-        self.all_to_all_us += other.all_to_all_us
-        self.exposed_us += other.exposed_us
-        self.calls += other.calls
-        self.on_device = self.on_device or other.on_device
+    all_to_all_ms: float = field(default=0.0, name="all_to_all_ms_per_step")  # its union
+    exposed_ms: float = field(default=0.0, name="exposed_ms_per_step")  # no compute beside
+    #: all-to-all calls: the c10d calls where recorded, else its events
+    calls_per_step: float = 0.0
 
     @property
     def hidden_pct(self) -> float:
         """The share of the all-to-all time that compute runs beside (overlapped), in %."""
-        a = self.all_to_all_us
-        return 100.0 * (1.0 - self.exposed_us / a) if a > 0 else 0.0
+        a = self.all_to_all_ms
+        return 100.0 * (1.0 - self.exposed_ms / a) if a > 0 else 0.0
 
-    def to_dict(self, steps: int) -> dict[str, Any]:
-        n = max(steps, 1) * 1000.0
-        return {"all_to_all_ms_per_step": self.all_to_all_us / n,
-                "exposed_ms_per_step": self.exposed_us / n, "hidden_pct": self.hidden_pct,
-                "calls_per_step": self.calls / max(steps, 1)}
+    def to_dict(self) -> dict[str, Any]:
+        return {"all_to_all_ms_per_step": self.all_to_all_ms,
+                "exposed_ms_per_step": self.exposed_ms, "hidden_pct": self.hidden_pct,
+                "calls_per_step": self.calls_per_step}

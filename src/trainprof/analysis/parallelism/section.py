@@ -18,13 +18,10 @@ from trainprof.analysis.parallelism.expert import expert_part
 from trainprof.analysis.parallelism.fsdp import layer_comm, prefetch_distances, queues
 from trainprof.analysis.parallelism.kinds import detect, process_groups
 from trainprof.analysis.parallelism.result import (
-    ExpertComm,
-    FsdpQueues,
-    LayerComm,
     Parallelism,
     ProcessGroup,
+    RankPipeline,
     StageStep,
-    TensorLayer,
     TensorParallel,
     TensorSpans,
 )
@@ -42,6 +39,7 @@ from trainprof.analysis.parallelism.signals import (
     pipeline_stage,
     type_code,
 )
+from trainprof.analysis.parallelism.sums import ExpertSums, LayerSums, QueueSums, TensorLayerSums
 from trainprof.analysis.parallelism.tensor import tensor_part
 from trainprof.analysis.streaming.parts import Part, part_of
 from trainprof.analysis.streaming.windows import Window, WindowedSection
@@ -66,12 +64,13 @@ class _Part(msgspec.Struct):
     calls: Counter[tuple[str, str]] = field(default_factory=Counter)  # (source, type)
     stages: set[int] = field(default_factory=set)
     stage_steps: list[StageStep] = field(default_factory=list)
-    layers: dict[str, LayerComm] = field(default_factory=dict)
+    forwards_first: bool = True  # in each step, every forward micro-batch before the backward
+    layers: dict[str, LayerSums] = field(default_factory=dict)
     groups: list[ProcessGroup] = field(default_factory=list)
-    queues: FsdpQueues | None = None
-    tensor: dict[str, TensorLayer] = field(default_factory=dict)
+    queues: QueueSums | None = None
+    tensor: dict[str, TensorLayerSums] = field(default_factory=dict)
     tensor_spans: TensorSpans = field(default_factory=TensorSpans)
-    expert: ExpertComm | None = None
+    expert: ExpertSums | None = None
 
 
 def _name_signals(trace: Trace) -> np.ndarray:
@@ -109,7 +108,7 @@ def _partial(window: Window) -> _Part:
     micro = host[(signal == Signal.FORWARD_MICRO_BATCH) | (signal == Signal.BACKWARD_MICRO_BATCH)]
     p2p = comm[np.isin(types, P2P_CODES)]
     if len(p2p) or len(micro):
-        out.stage_steps = _stage_steps(window, p2p, micro)
+        out.stage_steps, out.forwards_first = _stage_steps(window, p2p, micro)
         calls = np.isin(every_types, P2P_CODES) & (ev.kind[every] != Kind.KERNEL)
         _count_roles(trace, every[calls], micro, out)
     if out.signals.get("fsdp_range"):
@@ -124,7 +123,7 @@ def _fsdp_part(trace: Trace, part: Part, ranges: np.ndarray, comm: np.ndarray,
     distances, and where its all-gathers and reductions ran."""
     out.layers = layer_comm(trace, part, ranges, comm)
     for layer, (forward, backward) in prefetch_distances(trace, part, _fsdp_ranges(trace)).items():
-        row = out.layers.setdefault(layer, LayerComm(layer))
+        row = out.layers.setdefault(layer, LayerSums(layer))
         row.forward_distances += forward
         row.backward_distances += backward
     backend = (_comm_names(trace)[trace.events.name[comm]] & _CALL) == 0
@@ -244,11 +243,13 @@ def _not_functional(trace: Trace, reduces: np.ndarray) -> np.ndarray:
     return reduces[~inside]
 
 
-def _stage_steps(window: Window, p2p: np.ndarray, micro: np.ndarray) -> list[StageStep]:
-    """The pipeline figures of the window's own steps."""
+def _stage_steps(window: Window, p2p: np.ndarray, micro: np.ndarray
+                 ) -> tuple[list[StageStep], bool]:
+    """The pipeline figures of the window's own steps, and whether every forward micro-batch
+    of each step started before its first backward one."""
     trace, steps = window.trace, window.steps
     if not len(steps):
-        return []
+        return [], True
     ev = trace.events
     start, end = float(steps.starts[0]), float(steps.ends[-1])
     compute = activity.compute(trace, start, end)
@@ -258,7 +259,7 @@ def _stage_steps(window: Window, p2p: np.ndarray, micro: np.ndarray) -> list[Sta
              for s in (compute, sends, waiting)]
     fwd = micro[_name_signals(trace)[ev.name[micro]] == Signal.FORWARD_MICRO_BATCH]
     bwd = micro[_name_signals(trace)[ev.name[micro]] == Signal.BACKWARD_MICRO_BATCH]
-    out = []
+    out, forwards_first = [], True
     for k in range(len(steps)):
         lo, hi = float(steps.starts[k]), float(steps.ends[k])
         f = fwd[(ev.ts[fwd] >= lo) & (ev.ts[fwd] < hi)]
@@ -269,13 +270,13 @@ def _stage_steps(window: Window, p2p: np.ndarray, micro: np.ndarray) -> list[Sta
         cool = max(float(ev.ts[b[-1]]), warm) if len(b) else hi
         phases = iv.covered_in_windows(waiting, np.array([lo, warm, cool]),
                                        np.array([warm, cool, hi]))
+        forwards_first &= bool(not len(b) or not len(f) or ev.ts[f].max() < ev.ts[b].min())
         out.append(StageStep(
-            step_us=hi - lo, compute_us=float(cover[0][k]), p2p_us=float(cover[1][k]),
-            p2p_exposed_us=float(cover[2][k]), forward_micro_batches=len(f),
-            forwards_first=bool(not len(b) or not len(f) or ev.ts[f].max() < ev.ts[b].min()),
-            warmup_wait_us=float(phases[0]), steady_wait_us=float(phases[1]),
-            cooldown_wait_us=float(phases[2])))
-    return out
+            step_ms=(hi - lo) / 1000.0, compute_ms=float(cover[0][k]) / 1000.0,
+            p2p_ms=float(cover[1][k]) / 1000.0, p2p_exposed_ms=float(cover[2][k]) / 1000.0,
+            forward_micro_batches=len(f), warmup_wait_ms=float(phases[0]) / 1000.0,
+            steady_wait_ms=float(phases[1]) / 1000.0, cooldown_wait_ms=float(phases[2]) / 1000.0))
+    return out, forwards_first
 
 
 def _count_roles(trace: Trace, p2p: np.ndarray, micro: np.ndarray, out: _Part) -> None:
@@ -296,53 +297,61 @@ def _count_roles(trace: Trace, p2p: np.ndarray, micro: np.ndarray, out: _Part) -
 def _combine(parts: list[_Part], steps: StepWindows) -> Parallelism:
     signals: Counter[str] = Counter()
     calls: Counter[tuple[str, str]] = Counter()
-    layers: dict[str, LayerComm] = {}
-    fsdp_queues: FsdpQueues | None = None
+    layers: dict[str, LayerSums] = {}
+    fsdp_queues: QueueSums | None = None
     for p in parts:
         signals.update(p.signals)
         calls.update(p.calls)
         for name, layer in p.layers.items():
-            layers.setdefault(name, LayerComm(name)).add(layer)
+            layers.setdefault(name, LayerSums(name)).add(layer)
         if p.queues is not None:
-            fsdp_queues = fsdp_queues or FsdpQueues()
+            fsdp_queues = fsdp_queues or QueueSums()
             fsdp_queues.add(p.queues)
     by_type = _calls_by_type(calls)
     kinds, evidence = detect(signals, by_type)
-    tensor = _tensor_of(parts) if "tensor" in kinds else None
+    n = len(steps)
+    tensor = _tensor_of(parts, n) if "tensor" in kinds else None
     expert = None
     if "expert" in kinds:
-        expert = ExpertComm()
+        sums = ExpertSums()
         for p in parts:
             if p.expert is not None:
-                expert.add(p.expert)
-    stage_steps = [s for p in parts for s in p.stage_steps] if "pipeline" in kinds else []
+                sums.add(p.expert)
+        expert = sums.figures(n)
+    fsdp = "fsdp" in kinds
+    return Parallelism(kinds=kinds, evidence=evidence, calls=by_type,
+                       process_groups=parts[0].groups if parts else [], steps=n,
+                       pipeline=_pipeline(parts, signals) if "pipeline" in kinds else None,
+                       layers=[x.figures(n) for x in layers.values() if x.gathers or x.exposed_us]
+                       if fsdp else [],
+                       fsdp_queues=fsdp_queues.figures(n) if fsdp and fsdp_queues else None,
+                       tensor=tensor, expert=expert)
+
+
+def _pipeline(parts: list[_Part], signals: Counter[str]) -> RankPipeline | None:
+    """The windows' pipeline steps, the schedule and the stage they show (None: no step)."""
+    stage_steps = [s for p in parts for s in p.stage_steps]
+    if not stage_steps:
+        return None
     stages = set().union(*(p.stages for p in parts))
-    result = Parallelism(kinds=kinds, evidence=evidence, calls=by_type,
-                         process_groups=parts[0].groups if parts else [], steps=len(steps), stage_steps=stage_steps,
-                         stage=min(stages) if stages else None,
-                         layers=[x for x in layers.values() if x.gathers or x.exposed_us]
-                         if "fsdp" in kinds else [],
-                         fsdp_queues=fsdp_queues if "fsdp" in kinds else None,
-                         tensor=tensor, expert=expert)
-    if stage_steps:
-        counts = [s.forward_micro_batches for s in stage_steps if s.forward_micro_batches]
-        local = max(len(stages), 1)
-        result.micro_batches = int(np.median(counts)) // local if counts else None
-        result.schedule = ("GPipe" if all(s.forwards_first for s in stage_steps) else "1F1B") \
-            if counts else None
-        result.role = _role(signals)
-    return result
+    counts = [s.forward_micro_batches for s in stage_steps if s.forward_micro_batches]
+    local = max(len(stages), 1)
+    first = all(p.forwards_first for p in parts)
+    return RankPipeline(
+        per_step=stage_steps, micro_batches=int(np.median(counts)) // local if counts else None,
+        schedule=("GPipe" if first else "1F1B") if counts else None,
+        stage=min(stages) if stages else None, role=_role(signals))
 
 
-def _tensor_of(parts: list[_Part]) -> TensorParallel:
+def _tensor_of(parts: list[_Part], steps: int) -> TensorParallel:
     """The windows' tensor-parallel layers added up, their spans joined."""
-    layers: dict[str, TensorLayer] = {}
+    layers: dict[str, TensorLayerSums] = {}
     spans = TensorSpans()
     for p in parts:
         for name, layer in p.tensor.items():
-            layers.setdefault(name, TensorLayer(name)).add(layer)
+            layers.setdefault(name, TensorLayerSums(name)).add(layer)
         spans.extend(p.tensor_spans)
-    return TensorParallel(layers=list(layers.values()), spans=spans)
+    return TensorParallel(layers=[x.figures(steps) for x in layers.values()], spans=spans)
 
 
 def _calls_by_type(calls: Counter[tuple[str, str]]) -> dict[str, int]:

@@ -24,8 +24,9 @@ from trainprof.analysis import intervals as iv
 from trainprof.analysis.calls.nesting import HostRanges
 from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.parallelism import activity
-from trainprof.analysis.parallelism.result import TensorLayer, TensorParallel, TensorSpans
+from trainprof.analysis.parallelism.result import TensorParallel, TensorSpans
 from trainprof.analysis.parallelism.signals import TYPE_NAMES, type_code
+from trainprof.analysis.parallelism.sums import TensorLayerSums
 from trainprof.analysis.streaming.parts import Part
 from trainprof.trace.model import FLAG_BACKWARD, FLAG_COMM, Kind, Trace
 
@@ -41,7 +42,7 @@ _NOT_LAYERS = ("ProfilerStep#", "PyTorch Profiler", "Optimizer.")
 
 
 def tensor_part(trace: Trace, part: Part, functional: np.ndarray
-                ) -> tuple[dict[str, TensorLayer], TensorSpans]:
+                ) -> tuple[dict[str, TensorLayerSums], TensorSpans]:
     """Per layer, the tensor-parallel collectives the part owns (``functional``: the
     rank's functional collective host ops), and their spans for the critical path."""
     ev = trace.events
@@ -55,14 +56,14 @@ def tensor_part(trace: Trace, part: Part, functional: np.ndarray
     names = _layer_names(trace, calls)
     start, end = part.start, part.end
     compute = activity.compute(trace, start, end)
-    out: dict[str, TensorLayer] = {}
+    out: dict[str, TensorLayerSums] = {}
     lanes = _lanes(trace, events)
     for name in dict.fromkeys(names):
         mine = events[np.array([n == name for n in names])]
         busy = activity.busy(trace, mine, start, end)
         calls_of = sum(type_code(ev.names[ev.name[i]]) != _OTHER for i in mine.tolist())
-        out[name] = TensorLayer(name, calls=calls_of, comm_us=busy.total(),
-                                exposed_us=iv.subtract(busy, compute).total())
+        out[name] = TensorLayerSums(name, calls=calls_of, comm_us=busy.total(),
+                                    exposed_us=iv.subtract(busy, compute).total())
     spans.lane, spans.layer = lanes, names
     spans.start_us, spans.end_us = ev.ts[events].tolist(), ends[events].tolist()
     return out, spans
@@ -128,13 +129,12 @@ def on_path(tensor: TensorParallel, path: CriticalPath | None) -> None:
     if path is None or not path.steps:
         return
     spans = tensor.spans
-    tensor.path_us = sum(s.step_us for s in path.steps)
     tensor.path_steps = len(path.steps)
+    n = tensor.path_steps * 1000.0
+    tensor.path_ms = sum(s.step_us for s in path.steps) / n
     lanes, layers = np.array(spans.lane), np.array(spans.layer)
     starts, ends = np.array(spans.start_us), np.array(spans.end_us)
-    by_layer = {x.layer: x for x in tensor.layers}
-    for x in tensor.layers:
-        x.on_path_us = 0.0
+    by_layer = {x.layer: 0.0 for x in tensor.layers}  # µs on the path
     for step in path.steps:
         pieces = step.pieces
         piece_lane = np.array(pieces.lanes, dtype=object)[pieces.lane] if len(pieces) else \
@@ -147,5 +147,7 @@ def on_path(tensor: TensorParallel, path: CriticalPath | None) -> None:
             for name in np.unique(layers[lanes == lane]).tolist():
                 mine = (lanes == lane) & (layers == name)
                 met = iv.intersect(iv.union(starts[mine], ends[mine]), walked).total()
-                by_layer[name].on_path_us += met
-    tensor.on_path_us = sum(x.on_path_us for x in tensor.layers)
+                by_layer[name] += met
+    for x in tensor.layers:
+        x.on_path_ms = by_layer[x.layer] / n
+    tensor.on_path_ms = sum(by_layer.values()) / n

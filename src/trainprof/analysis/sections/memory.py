@@ -54,6 +54,27 @@ class AllocatingOp(msgspec.Struct):
         return {"op": self.op, "allocations": self.allocations, "bytes": self.bytes}
 
 
+class StepLevel(msgspec.Struct):
+    """Allocated memory at the end of one step."""
+
+    step: int
+    allocated: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "allocated": self.allocated}
+
+
+class MemoryCurve(msgspec.Struct):
+    """A device's memory over time, down-sampled for display (memory_series.downsample)."""
+
+    ms: list[float]  # from the start of the step window
+    allocated: list[float]
+    reserved: list[float] | None  # None: not recorded
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ms": self.ms, "allocated": self.allocated, "reserved": self.reserved}
+
+
 class DeviceMemory(msgspec.Struct):
     """Memory figures of one device; bytes unless a name says otherwise."""
 
@@ -69,14 +90,12 @@ class DeviceMemory(msgspec.Struct):
     peak_reserved: float | None
     reserved_at_peak: float | None
     device_total: float | None
-    step_end_allocated: list[tuple[int, float]]  # (step, allocated at its end)
+    step_end_allocated: list[StepLevel]
     growth_mb_per_step: float | None
     rising_share: float | None
     leak_suspected: bool
     top_ops: list[AllocatingOp]
-    curve_ms: np.ndarray
-    curve_allocated: np.ndarray
-    curve_reserved: np.ndarray | None
+    curve: MemoryCurve
 
     @property
     def reserved_to_allocated(self) -> float | None:
@@ -119,14 +138,9 @@ class DeviceMemory(msgspec.Struct):
         return {
             **self.summary(),
             "peak_op_path": self.peak_op_path,
-            "step_end_allocated": [{"step": s, "allocated": a}
-                                   for s, a in self.step_end_allocated],
+            "step_end_allocated": [e.to_dict() for e in self.step_end_allocated],
             "top_ops": [o.to_dict() for o in self.top_ops],
-            "curve": {
-                "ms": self.curve_ms.tolist(),
-                "allocated": self.curve_allocated.tolist(),
-                "reserved": None if self.curve_reserved is None else self.curve_reserved.tolist(),
-            },
+            "curve": self.curve.to_dict(),
         }
 
 
@@ -147,7 +161,7 @@ class AllocatorCalls(msgspec.Struct):
 class Memory(msgspec.Struct):
     devices: list[DeviceMemory]
     notes: list[str] = field(default_factory=list)
-    allocator: AllocatorCalls = field(default_factory=AllocatorCalls)
+    allocator: AllocatorCalls = field(default_factory=AllocatorCalls, name="allocator_calls")
 
     def device(self, name: str) -> DeviceMemory | None:
         return next((d for d in self.devices if d.device == name), None)
@@ -345,14 +359,14 @@ def _device_joined(key: tuple[int, int], mine: list[_DevicePart | None], own_ste
         peak_reserved=max(d.reserved_max for d in present) if recorded else None,
         reserved_at_peak=peak_part.reserved_at_peak if recorded else None,
         device_total=device_total,
-        step_end_allocated=ends,
+        step_end_allocated=[StepLevel(step, level) for step, level in ends],
         growth_mb_per_step=None if slope is None else round(slope, 6),
         rising_share=rising,
         leak_suspected=leak,
         top_ops=_top_ops_joined(present),
-        curve_ms=(ts[points] - window_start) / 1000.0,
-        curve_allocated=allocated[points],
-        curve_reserved=None if reserved is None else reserved[points],
+        curve=MemoryCurve(ms=((ts[points] - window_start) / 1000.0).tolist(),
+                          allocated=allocated[points].tolist(),
+                          reserved=None if reserved is None else reserved[points].tolist()),
     )
 
 

@@ -138,8 +138,9 @@ def memory_growth(r: RankAnalysis) -> Finding | None:
         Evidence("allocated memory grows", growth, "MB/step", where(r, d.device)),
         Evidence("steps in which it rose", (d.rising_share or 0.0) * 100, "%", where(r)),
         Evidence("allocated at the end of the steps",
-                 f"{(ends[0][1] / _MB):.1f} MB (step {ends[0][0]}) to "
-                 f"{(ends[-1][1] / _MB):.1f} MB (step {ends[-1][0]})", "", where(r, d.device)),
+                 f"{(ends[0].allocated / _MB):.1f} MB (step {ends[0].step}) to "
+                 f"{(ends[-1].allocated / _MB):.1f} MB (step {ends[-1].step})", "",
+                 where(r, d.device)),
         *[Evidence("allocating op", o.bytes / _MB, "MB", o.op) for o in d.top_ops[:2]],
     ]
     return rank_finding(

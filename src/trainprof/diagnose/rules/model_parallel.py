@@ -56,19 +56,19 @@ def tensor_parallel_communication(r: RankAnalysis) -> Finding | None:
     share = tp.on_path_pct if tp is not None else None
     if p is None or tp is None or share is None or share <= TENSOR_PARALLEL_PATH_PCT:
         return None
-    n = max(p.steps, 1) * 1000.0
-    worst = sorted(tp.layers, key=lambda x: -x.on_path_us)[:_LAYERS_SHOWN]
+    worst = sorted(tp.layers, key=lambda x: -x.on_path_ms)[:_LAYERS_SHOWN]
+    k = tp.path_steps
     evidence = [
         Evidence("tensor-parallel collectives on the critical path", share, "%",
-                 where(r, f"{tp.on_path_us / 1000.0:.1f} of {(tp.path_us or 0) / 1000.0:.1f} "
+                 where(r, f"{tp.on_path_ms * k:.1f} of {(tp.path_ms or 0) * k:.1f} "
                           "ms of the path's steps")),
-        Evidence("tensor-parallel collectives", tp.comm_us / n, "ms/step",
-                 where(r, f"{tp.exposed_us / n:.1f} ms/step with no compute beside")),
+        Evidence("tensor-parallel collectives", tp.comm_ms, "ms/step",
+                 where(r, f"{tp.exposed_ms:.1f} ms/step with no compute beside")),
     ]
-    evidence += [Evidence(f"layer {x.layer}", 100.0 * x.on_path_us / tp.path_us, "% of the path",
-                          where(r, f"{x.calls / max(p.steps, 1):.0f} collectives/step, "
-                                   f"{x.comm_us / n:.2f} ms/step"))
-                 for x in worst if tp.path_us]
+    evidence += [Evidence(f"layer {x.layer}", 100.0 * x.on_path_ms / tp.path_ms, "% of the path",
+                          where(r, f"{x.calls_per_step:.0f} collectives/step, "
+                                   f"{x.comm_ms:.2f} ms/step"))
+                 for x in worst if tp.path_ms]
     top = worst[0].layer if worst else ""
     return rank_finding(
         r, "tensor_parallel_communication", saving_severity(share),

@@ -116,9 +116,9 @@ FSDP_UNPREFETCHED_SHARE = 0.10
 # about its fixed latency (NCCL's within a node is 10-30 µs): fewer, larger units help more
 # than prefetching.
 FSDP_SMALL_GATHER_MS = 0.1
-_FIGURE_NAMES = {"forward_gather_us": "all-gather in forward",
-                 "backward_gather_us": "all-gather in backward",
-                 "reduce_scatter_us": "reduce-scatter in backward"}
+_FIGURE_NAMES = {"forward_gather_ms": "all-gather in forward",
+                 "backward_gather_ms": "all-gather in backward",
+                 "reduce_scatter_ms": "reduce-scatter in backward"}
 #: communication_exposed's fix for jobs that are not DDP (docs/parallelism.md).
 TENSOR_PARALLEL_COMM = TENSOR_PARALLEL_FIX
 EXPERT_PARALLEL_COMM = Fix(
@@ -175,7 +175,7 @@ def counted_elsewhere_ms(r: RankAnalysis) -> tuple[float, str]:
     p, comm = parallelism_of(r), r.sections.communication
     if p is None:
         return 0.0, ""
-    if p.pipeline and comm is not None and comm.steps:
+    if p.pipeline is not None and comm is not None and comm.steps:
         p2p = sum(t.exposed_us for t in comm.types if t.type in P2P_TYPES)
         return p2p / comm.steps / 1000.0, "pipeline send/recv waits"
     if p.layers:
@@ -263,19 +263,19 @@ def _fsdp_exposed(r: RankAnalysis, waited_ms: float) -> Finding | None:
     cause, figures = fsdp_cause(p)
     named = sorted((x for x in p.layers if sum(getattr(x, f) for f in figures) > 0),
                    key=lambda x: -sum(getattr(x, f) for f in figures))[:_LAYERS_SHOWN]
-    top = named[0] if named else max(p.layers, key=lambda x: x.exposed_us)
+    top = named[0] if named else max(p.layers, key=lambda x: x.exposed_ms)
     evidence = [Evidence("FSDP communication with no compute running", exposed_ms, "ms/step",
                          where(r))]
     for name, label in _FIGURE_NAMES.items():
-        total = sum(getattr(x, name) for x in p.layers) / p.steps / 1000.0
+        total = sum(getattr(x, name) for x in p.layers)
         evidence.append(Evidence(label, total, "ms/step", where(r, "every layer")))
-    evidence += [Evidence(f"layer {x.layer or '(root)'}", x.exposed_us / p.steps / 1000.0,
-                          "ms/step", where(r, _split(x, p.steps))) for x in named]
+    evidence += [Evidence(f"layer {x.layer or '(root)'}", x.exposed_ms, "ms/step",
+                          where(r, _split(x))) for x in named]
     if p.fsdp_queues is not None and p.fsdp_queues.serialised is not None:
         q = p.fsdp_queues
         evidence.append(Evidence("all-gathers and reduce-scatters serialised",
                                  "yes" if q.serialised else "no", "",
-                                 where(r, f"{len(q.gather_queues | q.reduce_queues)} queue(s), "
+                                 where(r, f"{q.queues} queue(s), "
                                           f"{q.process_groups} process group(s)")))
     if waited_ms:
         evidence.append(Evidence("left out: waiting for the straggler",
@@ -311,39 +311,38 @@ def fsdp_cause(p: Parallelism) -> tuple[str, tuple[str, ...]]:
     else tiny all-gathers; else all-gathers prefetched but still exposed, in backward (gathered
     again) or in forward (slower than the layer they hide under)."""
     if not p.layers:  # FSDP ranges but no collective seen: the first thing to try
-        return "no_forward_prefetch", ("forward_gather_us",)
+        return "no_forward_prefetch", ("forward_gather_ms",)
     total = {name: sum(getattr(x, name) for x in p.layers) for name in _FIGURE_NAMES}
-    gathers_us = total["forward_gather_us"] + total["backward_gather_us"]
+    gathers_ms = total["forward_gather_ms"] + total["backward_gather_ms"]
     queues = p.fsdp_queues
-    if total["reduce_scatter_us"] > gathers_us:
+    if total["reduce_scatter_ms"] > gathers_ms:
         serial = queues is not None and queues.serialised
-        return ("serialised" if serial else "reduce_scatter"), ("reduce_scatter_us",)
+        return ("serialised" if serial else "reduce_scatter"), ("reduce_scatter_ms",)
     unprefetched = []
-    for figure, distances in (("forward_gather_us", [d for x in p.layers
+    for figure, distances in (("forward_gather_ms", [d for x in p.layers
                                                       for d in x.forward_distances]),
-                              ("backward_gather_us", [d for x in p.layers
+                              ("backward_gather_ms", [d for x in p.layers
                                                        for d in x.backward_distances])):
         if distances and max(distances) == 0 and \
-                total[figure] >= FSDP_UNPREFETCHED_SHARE * gathers_us:
+                total[figure] >= FSDP_UNPREFETCHED_SHARE * gathers_ms:
             unprefetched.append(figure)
     if unprefetched:
         figure = max(unprefetched, key=total.__getitem__)
-        return ("no_forward_prefetch" if figure == "forward_gather_us"
+        return ("no_forward_prefetch" if figure == "forward_gather_ms"
                 else "no_backward_prefetch"), (figure,)
-    count = sum(x.gathers for x in p.layers)
-    if queues is not None and count and queues.gather_us / count / 1000.0 < FSDP_SMALL_GATHER_MS:
-        return "small_units", ("forward_gather_us", "backward_gather_us")
-    if total["backward_gather_us"] > total["forward_gather_us"]:
-        return "gathered_again", ("backward_gather_us",)
-    return "slow_gathers", ("forward_gather_us",)
+    count = sum(x.gathers_per_step for x in p.layers)
+    if queues is not None and count and queues.gather_ms / count < FSDP_SMALL_GATHER_MS:
+        return "small_units", ("forward_gather_ms", "backward_gather_ms")
+    if total["backward_gather_ms"] > total["forward_gather_ms"]:
+        return "gathered_again", ("backward_gather_ms",)
+    return "slow_gathers", ("forward_gather_ms",)
 
 
-def _split(x: LayerComm, steps: int) -> str:
-    n = max(steps, 1) * 1000.0
+def _split(x: LayerComm) -> str:
     ahead = "/".join("-" if d is None else f"{d:g}" for d in
                      (x.forward_prefetch_distance, x.backward_prefetch_distance))
-    return (f"forward all-gather {x.forward_gather_us / n:.1f}, backward all-gather "
-            f"{x.backward_gather_us / n:.1f}, reduce-scatter {x.reduce_scatter_us / n:.1f} ms; "
+    return (f"forward all-gather {x.forward_gather_ms:.1f}, backward all-gather "
+            f"{x.backward_gather_ms:.1f}, reduce-scatter {x.reduce_scatter_ms:.1f} ms; "
             f"prefetch distance forward/backward {ahead}")
 
 

@@ -101,8 +101,8 @@ def memory_counters(trace: Trace, memory: Any, steps: StepWindows, offset: float
         index = d.device.removeprefix("cuda:")
         pid = pids.get(int(index), host_pid) if index.isdigit() else host_pid
         name = f"Memory allocated {d.device}" + ("" if d.has_totals else " (above trace start)")
-        reserved = d.curve_reserved
-        for i, (ms, allocated) in enumerate(zip(d.curve_ms, d.curve_allocated, strict=True)):
+        reserved = d.curve.reserved
+        for i, (ms, allocated) in enumerate(zip(d.curve.ms, d.curve.allocated, strict=True)):
             args = {"MB": round(float(allocated) / _MB, 3)}
             if reserved is not None:
                 args["reserved MB"] = round(float(reserved[i]) / _MB, 3)

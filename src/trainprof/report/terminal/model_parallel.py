@@ -17,16 +17,14 @@ def tensor_layers(result: Parallelism) -> Table | None:
     tp = result.tensor
     if tp is None or not tp.layers:
         return None
-    n = max(result.steps, 1)
     t = compact_table("Tensor-parallel collectives by layer: "
                       f"{pct(tp.on_path_pct) if tp.on_path_pct is not None else 'unknown'} of "
                       "the critical path")
     add_name_column(t, "layer", 32)
     add_number_columns(t, "calls/step", "ms/step", "exposed ms/step", "on path ms/step")
-    on_path = max(tp.path_steps, 1) * 1000.0
-    for x in sorted(tp.layers, key=lambda x: -x.on_path_us)[:LAYER_ROWS]:
-        t.add_row(x.layer, f"{x.calls / n:.0f}", f"{x.comm_us / n / 1000:.2f}",
-                  f"{x.exposed_us / n / 1000:.2f}", f"{x.on_path_us / on_path:.2f}")
+    for x in sorted(tp.layers, key=lambda x: -x.on_path_ms)[:LAYER_ROWS]:
+        t.add_row(x.layer, f"{x.calls_per_step:.0f}", f"{x.comm_ms:.2f}",
+                  f"{x.exposed_ms:.2f}", f"{x.on_path_ms:.2f}")
     return t
 
 

@@ -33,22 +33,21 @@ def render_parallelism(result: Parallelism) -> Group | None:
     if (tp := tensor_layers(result)) is not None:
         parts.append(tp)
     if result.expert is not None:
-        e, n = result.expert, max(result.steps, 1) * 1000.0
-        parts.append(Text(f"  all-to-all {e.all_to_all_us / n:.2f} ms/step, "
-                          f"{e.exposed_us / n:.2f} exposed ({e.hidden_pct:.0f}% beside compute)"))
+        e = result.expert
+        parts.append(Text(f"  all-to-all {e.all_to_all_ms:.2f} ms/step, "
+                          f"{e.exposed_ms:.2f} exposed ({e.hidden_pct:.0f}% beside compute)"))
     return Group(*parts)
 
 
 def _layers(result: Parallelism) -> Table:
-    n = max(result.steps, 1) * 1000.0
     t = compact_table("FSDP layers: all-gathers (AG) and reduce-scatters (RS) with no compute "
                       "running, ms per step; ahead: prefetch distance, forward/backward")
     add_name_column(t, "layer", 32)
     add_number_columns(t, "AG fwd", "AG bwd", "RS", "AG/step", "ahead")
-    for x in sorted(result.layers, key=lambda x: -x.exposed_us)[:LAYER_ROWS]:
-        t.add_row(x.layer or "(root)", f"{x.forward_gather_us / n:.2f}",
-                  f"{x.backward_gather_us / n:.2f}", f"{x.reduce_scatter_us / n:.2f}",
-                  f"{x.gathers / max(result.steps, 1):.0f}",
+    for x in sorted(result.layers, key=lambda x: -x.exposed_ms)[:LAYER_ROWS]:
+        t.add_row(x.layer or "(root)", f"{x.forward_gather_ms:.2f}",
+                  f"{x.backward_gather_ms:.2f}", f"{x.reduce_scatter_ms:.2f}",
+                  f"{x.gathers_per_step:.0f}",
                   "/".join("-" if d is None else f"{d:g}" for d in
                            (x.forward_prefetch_distance, x.backward_prefetch_distance)))
     q = result.fsdp_queues
