@@ -39,7 +39,7 @@ _TEMPLATES = {
 {% for f in findings %}<tr><td class="n">{{ loop.index }}</td>
 <td class="{{ f.severity }}">{{ f.severity }}</td><td>{{ f.id }}</td>
 <td class="n">{{ '' if f.rank is none else f.rank }}</td>
-<td class="n">{{ '%.1f' % f.saving_pct }}</td><td class="n">{{ '%.2f' % f.saving_ms }}</td>
+<td class="n">{{ '%.1f' % f.reported_saving_pct }}</td><td class="n">{{ '%.2f' % f.reported_saving_ms }}</td>
 <td>{{ f.title }}</td><td>{{ f.fix.summary if f.fix else '' }}</td></tr>
 {% else %}<tr><td colspan="8">No findings: nothing trainprof checks for looks slow.</td></tr>
 {% endfor %}</tbody></table>""",
@@ -211,12 +211,12 @@ def short_of(obj: Any) -> str:
                 f"{counted(obj.steps.count, 'step')}, median {_num(obj.steps.median_ms, 2)} "
                 "ms>")
     if kind == "Findings":
-        items = ", ".join(f"{f.id} ({f.severity}, {f.saving_pct:.1f}%)" for f in obj[:3])
+        items = ", ".join(f"{f.id} ({f.severity}, {f.reported_saving_pct:.1f}%)" for f in obj[:3])
         more = f", and {len(obj) - 3} more" if len(obj) > 3 else ""
         return f"<{len(obj)} findings{': ' if obj else ''}{items}{more}>"
     if kind == "Finding":
         where = "the job" if obj.rank is None else f"rank {obj.rank}"
-        return (f"<Finding {obj.id} ({obj.severity}, {where}): {obj.saving_pct:.1f}% of the "
+        return (f"<Finding {obj.id} ({obj.severity}, {where}): {obj.reported_saving_pct:.1f}% of the "
                 "step>")
     if kind == "Comparison":
         b, n = obj.base, obj.new

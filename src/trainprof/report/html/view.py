@@ -80,8 +80,7 @@ def finding_view(f: Finding, number: int, shared: int | None = None) -> dict[str
 
     from trainprof.report.html.rule_docs import rule_section_html
 
-    # The figures as the JSON result writes them (diagnose/findings.py Finding.to_dict).
-    saving_pct, saving_ms = round(f.saving_pct, 2), round(f.saving_ms, 3)
+    saving_pct, saving_ms = f.reported_saving_pct, f.reported_saving_ms
     docs_html = rule_section_html(f.docs)
     return {
         # The costliest findings open; one that saves too little for a card (is_minor, as the
@@ -111,7 +110,7 @@ def headline(findings: list[Finding]) -> str:
     more = f" ({len(findings)} findings, most costly first)" if len(findings) > 1 else ""
     where = (f" on {where_text(top.rank, top.extra)}"
              if top.rank is not None and top.extra.get(SLOWEST_RANK) is not None else "")
-    return (f"{top.title}: fixing it saves ~{fmt(round(top.saving_pct, 2), 0)}% of step "
+    return (f"{top.title}: fixing it saves ~{fmt(top.reported_saving_pct, 0)}% of step "
             f"time{where}{more}.")
 
 

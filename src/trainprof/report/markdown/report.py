@@ -44,7 +44,7 @@ def findings_md(findings: list[Finding]) -> str:
     for i, f in enumerate(findings, 1):
         where = "job" if f.rank is None else where_text(f.rank, f.extra)
         shared = shared_number(f, findings)
-        saves = (f"{_f(round(f.saving_pct, 2), 0)}% ({_f(round(f.saving_ms, 3), 1)} ms)"
+        saves = (f"{_f(f.reported_saving_pct, 0)}% ({_f(f.reported_saving_ms, 1)} ms)"
                  if shared is None else f"the same time as finding {shared}")
         rows.append([str(i), md_text(f.severity), md_text(f.title, None), where, saves,
                      md_text(f.fix.summary, None)])

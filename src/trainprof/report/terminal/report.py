@@ -243,7 +243,7 @@ def findings_panel(a: Analysis, overview: str = "below") -> Panel:
     minor = []
     for i, f in enumerate(a.findings, 1):
         where = "" if f.rank is None else f" · {where_text(f.rank, f.extra)}"
-        if is_minor(f.saving_pct, f.severity):
+        if is_minor(f.reported_saving_pct, f.severity):
             minor.append(Text(f"{i}. [{f.severity}] {f.title}{where} · see {f.docs}",
                               style="dim"))
             continue
@@ -251,7 +251,8 @@ def findings_panel(a: Analysis, overview: str = "below") -> Panel:
         head.append(f"[{f.severity}] ", style=_SEVERITY_STYLE[f.severity])
         head.append(f.title, style="bold")
         head.append(f"{where} · "
-                    + saving_phrase(f.saving_pct, f.saving_ms, shared_number(f, a.findings)))
+                    + saving_phrase(f.reported_saving_pct, f.reported_saving_ms,
+                                    shared_number(f, a.findings)))
         lines: list[RenderableType] = [head, *(Padding(Text(str(e), style="dim"), (0, 0, 0, 2)) for e in f.evidence)]
         if f.saving_assumption:
             lines.append(Padding(Text(f"Saving estimate: {f.saving_assumption}",
