@@ -215,11 +215,9 @@ def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
     hardware = hardware_md(slowest, top)
     if hardware:
         out += ["### How far from the hardware", "", hardware, ""]
-    p = None if sections.parallelism is None else sections.parallelism.to_dict()
-    pipeline = None if job.pipeline is None else job.pipeline.to_dict()
-    experts = None if job.experts is None else job.experts.to_dict()
-    parallel = "\n\n".join(x for x in (parallelism_md(p, pipeline),
-                                        model_parallel_md(p, experts)) if x)
+    parallel = "\n\n".join(x for x in (parallelism_md(sections.parallelism, job.pipeline),
+                                        model_parallel_md(sections.parallelism, job.experts))
+                            if x)
     if parallel:
         out += ["### Parallelism", "", parallel, ""]
     per_rank = collective_ranks_md(job.collective_ranks)
