@@ -148,7 +148,7 @@ def rank_view(r: dict[str, Any], rank: RankAnalysis, index: int, rows: int) -> R
         kernels=(tables.kernels_table(kernels, rows) if kernels is not None and kernels.rows
                  else None),
         idle_gaps=tables.idle_gaps_table(sections.idle) if sections.idle is not None else None,
-        memory=memory_charts(r.get("memory") or {}),
+        memory=memory_charts(sections.memory),
         communication=(tables.communication_table(r["communication"])
                        if r.get("communication") else None),
         notes=[str(n) for n in r.get("notes", [])],
@@ -159,9 +159,9 @@ def rank_view(r: dict[str, Any], rank: RankAnalysis, index: int, rows: int) -> R
         critical_path=path_chart(r.get("critical_path")),
         critical_path_tables=[t for t in (split_table(r.get("critical_path")),
                                           what_if_table(r.get("critical_path"))) if t],
-        parallelism=parallelism_table(r.get("parallelism") or {}),
-        fsdp_layers=fsdp_layers_table(r.get("parallelism") or {}),
-        tensor_layers=tensor_layers_table(r.get("parallelism") or {}),
+        parallelism=parallelism_table(sections.parallelism),
+        fsdp_layers=fsdp_layers_table(sections.parallelism),
+        tensor_layers=tensor_layers_table(sections.parallelism),
     )
 
 
