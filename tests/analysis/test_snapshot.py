@@ -147,7 +147,7 @@ def test_timeline_steps_and_growth_from_the_history():
     result = analyze_snapshot(leaky_run().snapshot())
     (h,) = result.histories
     assert h.has_time and h.events == 6 * (5 + 4 * 2)  # history began after the weights
-    assert h.live[0] == 50 * MiB + 8 * MiB  # the level before the history, plus the first alloc
+    assert h.timeline.live[0] == 50 * MiB + 8 * MiB  # the level before the history, plus the first alloc
     assert h.peak_live == 50 * MiB + 5 * 3 * MiB + 32 * MiB + 3 * MiB
     assert [s.allocations for s in h.steps] == [5] * 6
     assert [s.bytes for s in h.steps] == [35 * MiB] * 6
@@ -164,9 +164,9 @@ def test_steady_steps_are_no_leak_and_timeline_is_downsampled():
     result = analyze_snapshot(leaky_run(steps=80, leak=0).snapshot())
     (h,) = result.histories
     assert not h.leak_suspected and h.growth_mb_per_step == pytest.approx(0.0, abs=1e-9)
-    assert h.events > 600 >= len(h.ms) == len(h.live) == len(h.reserved)
-    assert max(h.live) == h.peak_live == 82 * MiB  # the peak survives down-sampling
-    assert h.reserved[0] == h.reserved[-1] == 512 * MiB
+    assert h.events > 600 >= len(h.timeline.ms) == len(h.timeline.live) == len(h.timeline.reserved)
+    assert max(h.timeline.live) == h.peak_live == 82 * MiB  # the peak survives down-sampling
+    assert h.timeline.reserved[0] == h.timeline.reserved[-1] == 512 * MiB
     # the cache is mostly free, but in one block that fits any request: not fragmentation
     assert snapshot_findings(result) == []
 

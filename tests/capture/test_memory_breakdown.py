@@ -9,6 +9,8 @@ import pytest
 import torch
 
 import trainprof
+from trainprof.analysis.decode import record
+from trainprof.analysis.snapshot.breakdown import MemoryBreakdown
 from trainprof.capture.memory_breakdown import MemoryProbe, tally
 from trainprof.report.terminal.memory_breakdown import parts as breakdown_parts
 
@@ -209,7 +211,7 @@ def test_cpu_activations_are_the_growth_of_the_peak_beyond_the_persistent_bytes(
     by = b["bytes"]
     parts = ("parameters", "gradients", "optimizer_state", "activations", "runtime", "process")
     assert sum(by[k] for k in parts) == by["peak"] and by["process"] > 0
-    shares = [pct for _, _, pct, _ in breakdown_parts(b)]
+    shares = [pct for _, _, pct, _ in breakdown_parts(record(b, MemoryBreakdown))]
     assert sum(shares) == pytest.approx(100.0)
     assert shares[-1] == pytest.approx(100.0 * by["process"] / by["peak"])
 

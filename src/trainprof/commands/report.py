@@ -18,6 +18,7 @@ from typing import Any
 from trainprof.analysis.overview.breakdown import step_breakdown
 from trainprof.analysis.overview.steps import find_steps
 from trainprof.analysis.results import SCHEMA
+from trainprof.analysis.snapshot.analyze import UnreadSnapshot
 from trainprof.commands.progress import with_progress
 from trainprof.diagnose.snapshot import snapshot_result
 from trainprof.errors import TrainprofError
@@ -112,7 +113,7 @@ def snapshots_for(path: str | os.PathLike[str], trust: bool = False) -> list[dic
         try:
             out.append(snapshot_result(file, trust))
         except SnapshotError as error:
-            out.append({"source": str(file), "error": str(error)})
+            out.append(UnreadSnapshot(str(file), str(error)).to_dict())
     return out
 
 

@@ -12,6 +12,8 @@ from typing import Any
 import msgspec
 from msgspec import field
 
+from trainprof.analysis.decode import record
+from trainprof.analysis.snapshot.breakdown import RecordedBy
 from trainprof.analysis.snapshot.history import History, history, step_windows
 from trainprof.analysis.snapshot.holders import by_holder
 from trainprof.analysis.snapshot.peak import PeakState, live_blocks, peak_state
@@ -99,6 +101,12 @@ class SnapshotAnalysis(msgspec.Struct):
     recorded_by: dict[str, Any]  # what trainprof added (rank, step, reason, breakdown)
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def recorder(self) -> RecordedBy:
+        """`recorded_by` as typed fields (the keys it has besides them are left out)."""
+        found: RecordedBy = record(self.recorded_by, RecordedBy, "snapshot's recorded_by")
+        return found
+
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "devices": [d.to_dict() for d in self.devices],
                 "ooms": [o.to_dict() for o in self.ooms],
@@ -112,6 +120,39 @@ class SnapshotAnalysis(msgspec.Struct):
                 "peaks": [p.to_dict() for p in self.peaks],
                 "allocator_settings": self.allocator_settings, "recorded_by": self.recorded_by,
                 "notes": self.notes}
+
+
+class SnapshotResult(SnapshotAnalysis, kw_only=True):
+    """One snapshot as `trainprof memory --format json` and the HTML report's
+    `memory_snapshots` write it (`diagnose.snapshot.snapshot_result`): the analysis, its findings
+    (their JSON objects: the diagnosis is a layer above; `diagnose.findings.typed_findings`) and
+    the sentences on what holds the peak."""
+
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    verdict: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "findings": self.findings, "verdict": self.verdict}
+
+
+class UnreadSnapshot(msgspec.Struct):
+    """A snapshot beside a report's traces that could not be read: its file and why."""
+
+    source: str
+    error: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "error": self.error}
+
+
+class MemorySnapshotReport(msgspec.Struct):
+    """`trainprof memory --format json`: every snapshot of its input."""
+
+    schema: str
+    snapshots: list[SnapshotResult]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": self.schema, "snapshots": [s.to_dict() for s in self.snapshots]}
 
 
 def analyze_snapshot(snapshot: dict[str, Any], source: str = "") -> SnapshotAnalysis:

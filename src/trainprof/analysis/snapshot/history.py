@@ -40,15 +40,24 @@ class StepAllocations(msgspec.Struct):
                 "live_at_end": self.live_at_end}
 
 
+class LiveTimeline(msgspec.Struct):
+    """Live and reserved bytes at the points kept of a history, down-sampled for drawing."""
+
+    ms: list[float] = field(default_factory=list)  # from the first event (or event numbers)
+    live: list[float] = field(default_factory=list)
+    reserved: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ms": self.ms, "live": self.live, "reserved": self.reserved}
+
+
 class History(msgspec.Struct):
     """One device's history: a down-sampled timeline, the peak, steps and growth."""
 
     device: int
     events: int
     has_time: bool
-    ms: list[float] = field(default_factory=list)  # from the first event (or event numbers)
-    live: list[float] = field(default_factory=list)
-    reserved: list[float] = field(default_factory=list)
+    timeline: LiveTimeline = field(default_factory=LiveTimeline)
     peak_live: float | None = None
     peak_ms: float | None = None
     peak_entry: int | None = None  # index of the history entry that reached the peak
@@ -61,7 +70,7 @@ class History(msgspec.Struct):
 
     def to_dict(self) -> dict[str, Any]:
         return {"device": self.device, "events": self.events, "has_time": self.has_time,
-                "timeline": {"ms": self.ms, "live": self.live, "reserved": self.reserved},
+                "timeline": self.timeline.to_dict(),
                 "peak_live": self.peak_live, "peak_ms": self.peak_ms,
                 "peak_entry": self.peak_entry, "peak_step": self.peak_step,
                 "steps": [s.to_dict() for s in self.steps],
@@ -113,9 +122,8 @@ def history(device: int, entries: list[dict[str, Any]], live_at_end: int, reserv
     keep = downsample(live, reserved, TIMELINE_POINTS)
     origin = ts[0]
     scale = 1e3 if has_time else 1.0
-    out.ms = [float(x) for x in (ts[keep] - origin) / scale]
-    out.live = [float(x) for x in live[keep]]
-    out.reserved = [float(x) for x in reserved[keep]]
+    out.timeline = LiveTimeline([float(x) for x in (ts[keep] - origin) / scale],
+                                [float(x) for x in live[keep]], [float(x) for x in reserved[keep]])
     top = int(np.argmax(live))
     out.peak_live, out.peak_ms = float(live[top]), float((ts[top] - origin) / scale)
     out.peak_entry = top

@@ -1,5 +1,6 @@
 """`trainprof memory`: a memory snapshot's analysis in the terminal, from its JSON result
-(`diagnose.snapshot.memory_snapshot_report`), so a saved result prints the same."""
+(`diagnose.snapshot.memory_snapshot_report`), so a saved result prints the same: read once into
+its records (`analysis.snapshot.analyze.MemorySnapshotReport`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from trainprof.diagnose.findings import Evidence
+from trainprof.analysis.decode import record
+from trainprof.analysis.snapshot.analyze import (
+    MemorySnapshotReport,
+    OutOfMemory,
+    SnapshotResult,
+)
+from trainprof.analysis.snapshot.history import History
+from trainprof.analysis.snapshot.sites import Site
+from trainprof.diagnose.findings import Finding, typed_findings
 from trainprof.report.labels import evidence_text
 from trainprof.report.quantities import ByWidth, clip, compact_table, pct, size
 from trainprof.report.terminal.memory_breakdown import breakdown_renderable
@@ -30,38 +39,37 @@ OOM_CAUSES = {
 }
 
 
-def title_of(s: dict[str, Any]) -> str:
+def title_of(s: SnapshotResult) -> str:
     """`file (rank R, step N)` or `(rank R, at an out-of-memory error)`."""
-    by = s.get("recorded_by") or {}
+    by = s.recorder
     what = []
-    if by.get("rank") is not None:
-        what.append(f"rank {by['rank']}")
-    if by.get("reason") == "oom":
+    if by.rank is not None:
+        what.append(f"rank {by.rank}")
+    if by.reason == "oom":
         what.append("at an out-of-memory error")
-    elif by.get("step") is not None:
-        what.append(f"recorded window ending at step {by['step']}")
-    return str(s.get("source", "")) + (f" ({', '.join(what)})" if what else "")
+    elif by.step is not None:
+        what.append(f"recorded window ending at step {by.step}")
+    return s.source + (f" ({', '.join(what)})" if what else "")
 
 
-def oom_line(o: dict[str, Any]) -> str:
-    where = f"cuda:{o['device']}" if o.get("device") is not None else "the device"
-    return (f"Out of memory on {where}: {size(o.get('requested'))} requested; largest free block "
-            f"{size(o.get('largest_free_block'))}, {size(o.get('cached_free'))} free in the cache, "
-            f"{size(o.get('device_free'))} free outside it. "
-            f"{OOM_CAUSES.get(str(o.get('cause')), o.get('cause'))}.")
+def oom_line(o: OutOfMemory) -> str:
+    where = f"cuda:{o.device}" if o.device is not None else "the device"
+    return (f"Out of memory on {where}: {size(o.requested)} requested; largest free block "
+            f"{size(o.largest_free_block)}, {size(o.cached_free)} free in the cache, "
+            f"{size(o.device_free)} free outside it. {OOM_CAUSES.get(o.cause, o.cause)}.")
 
 
 _DEVICE_COLUMNS = ("segments", "reserved", "allocated", "requested", "free in split segments",
                    "releasable", "largest free block", "split free")
 
 
-def devices_table(s: dict[str, Any]) -> ByWidth:
+def devices_table(s: SnapshotResult) -> ByWidth:
     """One row per device where the columns fit the terminal; else turned on its side (one row
     per quantity, one column per device), so that no header or number is cut."""
-    rows = [[f"cuda:{d['device']}", str(d["segments"]), size(d["reserved"]), size(d["allocated"]),
-             size(d["requested"]), size(d["inactive_split"]), size(d["releasable"]),
-             size(max(d["largest_free"].values(), default=0)), pct(d.get("fragmentation_pct"))]
-            for d in s["devices"]]
+    rows = [[f"cuda:{d.device}", str(d.segments), size(d.reserved), size(d.allocated),
+             size(d.requested), size(d.inactive_split), size(d.releasable),
+             size(max(d.largest_free.values(), default=0)), pct(d.fragmentation_pct)]
+            for d in s.devices]
     heads = ("device", *_DEVICE_COLUMNS)
     wide = sum(max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(heads))
 
@@ -84,36 +92,36 @@ def devices_table(s: dict[str, Any]) -> ByWidth:
     return ByWidth(build)
 
 
-def sites_table(title: str, sites: list[dict[str, Any]], count: str) -> Group:
+def sites_table(title: str, sites: list[Site], count: str) -> Group:
     t = compact_table(title)
     t.add_column("site (first frame outside PyTorch)", overflow="fold", max_width=80)
     t.add_column("bytes", justify="right", no_wrap=True)
     t.add_column(count, justify="right", no_wrap=True)
     for site in sites[:SHOWN_SITES]:
-        t.add_row(site["site"], size(site["bytes"]), str(site["count"]))
+        t.add_row(site.site, size(site.bytes), str(site.count))
     stacks = []
     for site in sites[:SHOWN_STACKS]:
-        if site["stack"]:
-            stacks.append(Text(f"  stack of {clip(site['site'], 70)}:", style="dim"))
-            stacks += [Text(f"    {frame}", style="dim") for frame in site["stack"][:SHOWN_FRAMES]]
+        if site.stack:
+            stacks.append(Text(f"  stack of {clip(site.site, 70)}:", style="dim"))
+            stacks += [Text(f"    {frame}", style="dim") for frame in site.stack[:SHOWN_FRAMES]]
     return Group(t, *stacks)
 
 
-def history_renderables(h: dict[str, Any]) -> list[Any]:
-    unit = "ms" if h["has_time"] else "events"
+def history_renderables(h: History) -> list[Any]:
+    unit = "ms" if h.has_time else "events"
     out: list[Any] = [Text(
-        f"cuda:{h['device']}: {h['events']} allocator events; live memory peaks at "
-        f"{size(h.get('peak_live'))} ({h.get('peak_ms') or 0:,.1f} {unit} in"
-        + (f", step {h['peak_step']}" if h.get("peak_step") is not None else "") + ")"
-        + (f"; {h['growth_mb_per_step']:+.1f} MB per step" if h.get("growth_mb_per_step")
+        f"cuda:{h.device}: {h.events} allocator events; live memory peaks at "
+        f"{size(h.peak_live)} ({h.peak_ms or 0:,.1f} {unit} in"
+        + (f", step {h.peak_step}" if h.peak_step is not None else "") + ")"
+        + (f"; {h.growth_mb_per_step:+.1f} MB per step" if h.growth_mb_per_step
            is not None else ""))]
-    if h["steps"]:
-        t = compact_table(f"Allocations per step on cuda:{h['device']}")
+    if h.steps:
+        t = compact_table(f"Allocations per step on cuda:{h.device}")
         for col in ("step", "allocations", "allocated", "live at the end"):
             t.add_column(col, justify="right")
-        for step in h["steps"]:
-            t.add_row(str(step["step"]), str(step["allocations"]), size(step["bytes"]),
-                      size(step["live_at_end"]))
+        for step in h.steps:
+            t.add_row(str(step.step), str(step.allocations), size(step.bytes),
+                      size(step.live_at_end))
         out.append(t)
     return out
 
@@ -124,10 +132,10 @@ HOLDER_LABELS = {"parameters": "parameters", "gradients": "gradients (and backwa
                  "unknown": "unknown (no stack, or C++ frames only)"}
 
 
-def holders_table(s: dict[str, Any]) -> Table | None:
+def holders_table(s: SnapshotResult) -> Table | None:
     """Bytes per holder at each device's peak and at the snapshot (an estimate from stacks)."""
-    peaks = {str(p["device"]): p for p in s.get("peaks", [])}
-    holders = s.get("holders") or {}
+    peaks = {p.device: p.holders for p in s.peaks}
+    holders = s.holders
     if not holders:
         return None
     t = compact_table("What holds the memory (estimated from the allocation stacks)")
@@ -136,7 +144,7 @@ def holders_table(s: dict[str, Any]) -> Table | None:
     t.add_column("at the peak", justify="right", no_wrap=True)
     t.add_column("at the snapshot", justify="right", no_wrap=True)
     for device, at_end in holders.items():
-        at_peak = (peaks.get(device) or {}).get("holders", {})
+        at_peak = peaks.get(device, {})
         for name, label in HOLDER_LABELS.items():
             if at_end.get(name) or at_peak.get(name):
                 t.add_row(f"cuda:{device}", label,
@@ -144,61 +152,62 @@ def holders_table(s: dict[str, Any]) -> Table | None:
     return t
 
 
-def findings_renderable(findings: list[dict[str, Any]]) -> Panel | None:
+def findings_renderable(findings: list[Finding]) -> Panel | None:
     if not findings:
         return None
     parts: list[Any] = []
     for i, f in enumerate(findings, 1):
         head = Text(f"{i}. ")
-        head.append(f"[{f['severity']}] ", style=_SEVERITY_STYLE.get(f["severity"], "bold"))
-        head.append(f["title"], style="bold")
+        head.append(f"[{f.severity}] ", style=_SEVERITY_STYLE.get(f.severity, "bold"))
+        head.append(f.title, style="bold")
         parts.append(head)
         # Each line wraps under its own text, not back at the panel's edge.
-        parts += [Padding(Text(evidence_text(Evidence(**e)), style="dim"), (0, 0, 0, 5))
-                  for e in f["evidence"]]
-        parts.append(Padding(Text(f"Fix: {f['fix']['summary']}", style="green"), (0, 0, 0, 5)))
+        parts += [Padding(Text(evidence_text(e), style="dim"), (0, 0, 0, 5))
+                  for e in f.evidence]
+        parts.append(Padding(Text(f"Fix: {f.fix.summary}", style="green"), (0, 0, 0, 5)))
         parts += [Padding(Text(line, style="green"), (0, 0, 0, 7))
-                  for line in f["fix"]["pytorch"].splitlines()]
-        parts.append(Padding(Text(f"See {f['docs']}", style="dim"), (0, 0, 0, 5)))
+                  for line in f.fix.pytorch.splitlines()]
+        parts.append(Padding(Text(f"See {f.docs}", style="dim"), (0, 0, 0, 5)))
     return Panel(Group(*parts), title="Advice", title_align="left")
 
 
-def snapshot_renderables(s: dict[str, Any]) -> list[Any]:
+def snapshot_renderables(s: SnapshotResult) -> list[Any]:
     """Everything about one snapshot, in reading order."""
     out: list[Any] = [Text(f"Memory snapshot: {title_of(s)}", style="bold")]
-    out += [Text(oom_line(o), style="bold red") for o in s["ooms"]]
-    out += [Text(sentence, style="bold") for sentence in s.get("verdict", [])]
-    advice = findings_renderable(s["findings"])
+    out += [Text(oom_line(o), style="bold red") for o in s.ooms]
+    out += [Text(sentence, style="bold") for sentence in s.verdict]
+    advice = findings_renderable(typed_findings(s.findings))
     out += [advice] if advice is not None else []
-    breakdown = (s.get("recorded_by") or {}).get("memory_breakdown")
-    out += [breakdown_renderable(breakdown)] if breakdown else []
-    out += [devices_table(s)] if s["devices"] else []
+    breakdown = s.recorder.memory_breakdown
+    out += [breakdown_renderable(breakdown)] if breakdown is not None else []
+    out += [devices_table(s)] if s.devices else []
     holders = holders_table(s)
     out += [holders] if holders is not None else []
-    if s["live_sites"]:
-        out.append(sites_table("Top allocation sites, live at the snapshot", s["live_sites"], "blocks"))
-    for peak in s.get("peaks", []):
-        if peak["sites"]:
-            out.append(sites_table(f"Top allocation sites, live at cuda:{peak['device']}'s peak",
-                                   peak["sites"], "blocks"))
-    if s["allocated_sites"]:
+    if s.live_sites:
+        out.append(sites_table("Top allocation sites, live at the snapshot", s.live_sites, "blocks"))
+    for peak in s.peaks:
+        if peak.sites:
+            out.append(sites_table(f"Top allocation sites, live at cuda:{peak.device}'s peak",
+                                   peak.sites, "blocks"))
+    if s.allocated_sites:
         out.append(sites_table("Top allocation sites over the history (bytes allocated)",
-                               s["allocated_sites"], "allocations"))
-    for h in s["histories"]:
+                               s.allocated_sites, "allocations"))
+    for h in s.histories:
         out += history_renderables(h)
-    settings = s.get("allocator_settings") or {}
+    settings = s.allocator_settings
     if settings:
         out.append(Text("allocator settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()
                                                             if v not in (None, "", {})), style="dim"))
-    notes = s["notes"] + [n for h in s["histories"] for n in h["notes"]]
+    notes = s.notes + [n for h in s.histories for n in h.notes]
     out += [Text(f"note: {n}", style="yellow") for n in notes]
     return out
 
 
 def print_memory_report(report: dict[str, Any], console: Console | None = None) -> None:
-    """Print every snapshot of a `memory_snapshot_report` result."""
+    """Print every snapshot of a `memory_snapshot_report` result (read once into its records)."""
     console = console or Console()
-    for s in report["snapshots"]:
+    result: MemorySnapshotReport = record(report, MemorySnapshotReport, "memory report")
+    for s in result.snapshots:
         for part in snapshot_renderables(s):
             console.print(part)
         console.print()
