@@ -27,9 +27,9 @@ def test_synthetic_exact_answers(builder, tmp_path):
     builder.launch(600, 10, k_ts=700, k_dur=8)  # 420 µs after the last: not back to back
     stats, trace = _stats(builder, tmp_path)
     assert (stats.launches, stats.kernels) == (4, 4)
-    assert stats.launch_us["median"] == pytest.approx(10)
-    assert stats.delay_us["median"] == pytest.approx((10 + 35) / 2)
-    assert stats.delay_us["max"] == pytest.approx(90)
+    assert stats.launch_us.median == pytest.approx(10)
+    assert stats.delay_us.median == pytest.approx((10 + 35) / 2)
+    assert stats.delay_us.max == pytest.approx(90)
     assert stats.small_kernel_pct == pytest.approx(50)
     assert stats.shorter_than_launch_pct == pytest.approx(50)
     assert stats.starved_kernel_pct == pytest.approx(75)
@@ -63,7 +63,7 @@ def test_no_launches(builder, tmp_path):
     builder.step(1, 0, 100)
     builder.op("aten::add", 0, 50)
     stats, _ = _stats(builder, tmp_path)
-    assert stats.launches == 0 and stats.launch_us["median"] is None
+    assert stats.launches == 0 and stats.launch_us.median is None
     assert stats.small_kernel_pct is None and not stats.cpu_bound
 
 

@@ -275,4 +275,4 @@ def test_evidence_reads_as_a_person_writes_it():
                     (Evidence("wait", 59.26, "ms"), "wait: 59.3 ms"),
                     (Evidence("ratio", 1.5, "x"), "ratio: 1.5x"),
                     (Evidence("ops", 807, ""), "ops: 807")]:
-        assert str(e) == evidence_text(e.to_dict()) == text
+        assert str(e) == evidence_text(e) == text

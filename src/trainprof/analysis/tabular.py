@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import numpy as np
 
 
@@ -23,16 +24,21 @@ def group_ids(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return first, inverse.reshape(-1)
 
 
-def summary(values: np.ndarray) -> dict[str, float | None]:
+class Quantiles(msgspec.Struct):
+    """Mean, median, p90 and max of a sample (None each when it is empty)."""
+
+    mean: float | None = None
+    median: float | None = None
+    p90: float | None = None
+    max: float | None = None
+
+
+def summary(values: np.ndarray) -> Quantiles:
     """Mean, median, p90 and max of a sample (None each when it is empty)."""
     if not len(values):
-        return {"mean": None, "median": None, "p90": None, "max": None}
-    return {
-        "mean": float(values.mean()),
-        "median": float(np.median(values)),
-        "p90": float(np.percentile(values, 90)),
-        "max": float(values.max()),
-    }
+        return Quantiles()
+    return Quantiles(mean=float(values.mean()), median=float(np.median(values)),
+                     p90=float(np.percentile(values, 90)), max=float(values.max()))
 
 
 def share(part: float, whole: float) -> float | None:

@@ -64,8 +64,8 @@ class StrategyResult(msgspec.Struct):
             return None
         times = np.asarray(self.step_times_ms, dtype=np.float64)
         stats = summary(times)
-        return {"median": stats["median"], "p90": stats["p90"], "mean": stats["mean"],
-                "min": float(times.min()), "max": stats["max"]}
+        return {"median": stats.median, "p90": stats.p90, "mean": stats.mean,
+                "min": float(times.min()), "max": stats.max}
 
     def to_dict(self) -> dict[str, Any]:
         rates = self.repeat_samples_per_s

@@ -22,7 +22,7 @@ from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.sorting import group_order, unique_below
 from trainprof.analysis.streaming.parts import ValueCounts
 from trainprof.analysis.streaming.windows import Window, WindowedSection
-from trainprof.analysis.tabular import share
+from trainprof.analysis.tabular import Quantiles, share
 from trainprof.structs import asdict
 from trainprof.trace.model import DEVICE_KINDS, Kind, Trace, is_graph_launch
 
@@ -55,9 +55,9 @@ class LaunchStats(msgspec.Struct):
 
     launches: int
     kernels: int
-    launch_us: dict[str, float | None]  # CPU duration of the launch call
-    delay_us: dict[str, float | None]  # kernel start - launch end, clipped at 0
-    kernel_us: dict[str, float | None]  # duration of the kernels launched
+    launch_us: Quantiles  # CPU duration of the launch call
+    delay_us: Quantiles  # kernel start - launch end, clipped at 0
+    kernel_us: Quantiles  # duration of the kernels launched
     small_kernel_pct: float | None  # kernels shorter than SMALL_KERNEL_US, share of count
     shorter_than_launch_pct: float | None  # kernels shorter than their own launch call
     starved_kernel_pct: float | None  # kernels whose launch returned while the GPU was idle

@@ -23,7 +23,7 @@ import numpy as np
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.windows import Window
-from trainprof.analysis.tabular import summary
+from trainprof.analysis.tabular import Quantiles, summary
 
 
 class Part(msgspec.Struct, frozen=True):
@@ -124,15 +124,14 @@ class ValueCounts(msgspec.Struct):
     def greater_than(self, limit: float) -> int:
         return int(self.counts[self.values > limit].sum())
 
-    def summary(self) -> dict[str, float | None]:
+    def summary(self) -> Quantiles:
         """``tabular.summary`` of the whole sample (numpy's median and linear percentile)."""
         n = len(self)
         if not n:
             return summary(np.empty(0))
-        return {"mean": float((self.values * self.counts).sum() / n),
-                "median": float((self._at((n - 1) // 2) + self._at(n // 2)) / 2.0),
-                "p90": self._percentile(90.0, n),
-                "max": float(self.values[-1])}
+        return Quantiles(mean=float((self.values * self.counts).sum() / n),
+                         median=float((self._at((n - 1) // 2) + self._at(n // 2)) / 2.0),
+                         p90=self._percentile(90.0, n), max=float(self.values[-1]))
 
     def _at(self, k: int) -> float:
         """The k-th smallest value (0-based)."""

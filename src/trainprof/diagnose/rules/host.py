@@ -135,7 +135,7 @@ def host_bound(r: RankAnalysis) -> Finding | None:
     if launch is not None and launch.cpu_bound_pct is not None:
         evidence.append(Evidence("of the step, GPU idle while launches run back to back",
                                  launch.cpu_bound_pct, "%", where(r)))
-    if launch is not None and (median := launch.kernel_us.get("median")) is not None:
+    if launch is not None and (median := launch.kernel_us.median) is not None:
         evidence.append(Evidence("median kernel", median, "µs",
                                  where(r, f"{launch.kernels} kernels")))
     gaps = r.sections.idle.longest if r.sections.idle is not None else []
@@ -178,8 +178,8 @@ def small_kernels(r: RankAnalysis) -> Finding | None:
                  where(r, f"{launch.kernels} kernels")),
         Evidence("kernels shorter than their own launch call",
                  launch.shorter_than_launch_pct or 0.0, "%", where(r)),
-        Evidence("median kernel / launch call", f"{launch.kernel_us['median']:.1f} µs / "
-                 f"{launch.launch_us['median']:.1f} µs", "", where(r)),
+        Evidence("median kernel / launch call", f"{launch.kernel_us.median:.1f} µs / "
+                 f"{launch.launch_us.median:.1f} µs", "", where(r)),
         Evidence("GPU idle while launches run back to back", starved, "%", where(r)),
     ]
     return rank_finding(

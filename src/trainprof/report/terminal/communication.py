@@ -15,16 +15,15 @@ from trainprof.report.quantities import compact_table, ms, pct, size
 def render_communication(result: Communication) -> Table | None:
     if not result.types:
         return None
-    d = result.to_dict()
     where = "kernels" if result.source == "kernels" else "host ranges"
     t = compact_table(f"Communication ({result.backend or 'backend unknown'}, from {where}; "
-                    f"hidden by compute {pct(d['overlap_pct'])})")
+                      f"hidden by compute {pct(result.overlap_pct)})")
     for col in ("collective", "per step", "size/step", "ms/step", "exposed ms", "overlap"):
         t.add_column(col, justify="left" if col == "collective" else "right")
-    for row in d["types"]:
-        t.add_row(row["type"], f"{row['count_per_step']:.1f}", size(row["bytes_per_step"]),
-                  ms(row["busy_ms_per_step"]), ms(row["exposed_us"] / max(result.steps, 1) / 1e3),
-                  pct(row["overlap_pct"]))
+    n = max(result.steps, 1)
+    for row in result.types:
+        t.add_row(row.type, f"{row.count / n:.1f}", size(None if row.bytes is None else row.bytes / n),
+                  ms(row.busy_us / n / 1000.0), ms(row.exposed_us / n / 1e3), pct(row.overlap_pct))
     return t
 
 

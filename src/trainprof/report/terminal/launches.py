@@ -39,7 +39,7 @@ def render_launch(result: LaunchStats) -> Group | None:
     for label, d in (("launch call (CPU)", result.launch_us),
                      ("launch end → kernel start", result.delay_us),
                      ("kernel duration", result.kernel_us)):
-        t.add_row(label, _us(d["median"]), _us(d["p90"]), _us(d["max"]))
+        t.add_row(label, _us(d.median), _us(d.p90), _us(d.max))
     lines = [
         f"kernels under {SMALL_KERNEL_US:.0f} µs: {pct(result.small_kernel_pct)}; shorter than "
         f"their own launch call: {pct(result.shorter_than_launch_pct)}; launched onto an idle "
