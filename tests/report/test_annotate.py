@@ -160,13 +160,20 @@ def test_findings_sit_where_they_are_seen(tmp_path):
 def test_finding_places_for_step_variance():
     from trainprof.analysis.overview.steps import StepStats, StepWindows
     from trainprof.analysis.section_results import RankSections
+    from trainprof.diagnose.findings import Finding
+    from trainprof.structs import replace
 
     steps = StepWindows(np.array([3, 4, 5]), np.array([0.0, 100.0, 400.0]),
                         np.array([100.0, 400.0, 500.0]), "ProfilerStep")
     rank = SimpleNamespace(sections=RankSections(), steps=StepStats())
     places = annotate_events.finding_places(rank, steps)
     assert places == {"step_variance": 0.1}  # step 4, the slowest, starts 100 µs in
-    finding = {"id": "step_variance", "evidence": [{"where": "step 5"}]}
+    finding = Finding.from_dict({"id": "step_variance", "severity": "low", "rank": 0,
+                                 "title": "", "explanation": "", "saving_pct": 0.0,
+                                 "saving_ms": 0.0, "saving_assumption": "",
+                                 "evidence": [{"what": "slowest", "value": 1.0,
+                                               "where": "step 5"}]})
     assert annotate_events.finding_time(finding, steps, places) == 100.0
-    assert annotate_events.finding_time({**finding, "step": 5}, steps, places) == 400.0
+    at_step = replace(finding, extra={"step": 5})
+    assert annotate_events.finding_time(at_step, steps, places) == 400.0
     assert annotate_events.finding_time(finding, steps) == 400.0  # the evidence's step

@@ -11,6 +11,7 @@ from pathlib import Path
 import msgspec
 
 from trainprof.analysis.overview.steps import find_steps
+from trainprof.diagnose.findings import typed_findings
 from trainprof.errors import TrainprofError
 from trainprof.fileio import atomic_output
 from trainprof.formatting import counted
@@ -67,7 +68,7 @@ def _added_events(src: Path) -> tuple[bytes, int, int]:
     counters = ae.utilization_counters(trace, offset)
     memory = analysis.ranks[0].sections.memory
     counters += ae.memory_counters(trace, memory, steps, offset, thread[0])
-    findings = ae.finding_events([f.to_dict() for f in analysis.findings], steps, offset, thread,
+    findings = ae.finding_events(typed_findings(analysis.findings), steps, offset, thread,
                                  ae.finding_places(analysis.ranks[0], steps))
     counters += path_events(analysis.ranks[0].sections.critical_path, trace, offset)
     added = b",".join(_ENCODER.encode(e) for e in (*counters, *findings))

@@ -6,7 +6,7 @@
   busy and idle stretches.
 * ``Memory allocated <device>``: the memory section's (down-sampled) curve, in MB.
 * One instant event (``ph: "i"``) per finding, on the rank's main thread (scope ``p``; ``g`` for
-  job-wide findings), at the step it concerns: ``extra["step"]`` or ``extra["at_ms"]`` when the
+  job-wide findings), at the step it concerns: its extra ``step`` or ``at_ms`` when the
   rule gives one, else a "step N" in its evidence, else the start of the step window.
 
 Times here are µs from ``Trace.t0_us``; ``to_file_ts`` turns them back into the file's ``ts``.
@@ -24,7 +24,7 @@ import numpy as np
 from trainprof.analysis import intervals as iv
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.results import RankAnalysis
-from trainprof.diagnose.findings import Evidence, saving_phrase, shared_number
+from trainprof.diagnose.findings import Finding, saving_phrase, shared_number
 from trainprof.report.labels import evidence_text
 from trainprof.trace.model import Kind, Trace, is_dataloader
 
@@ -139,18 +139,18 @@ def finding_places(rank: RankAnalysis, steps: StepWindows) -> dict[str, float]:
 MEMORY_RULES = ("memory_pressure", "memory_headroom", "memory_growth", "memory_fragmentation")
 
 
-def finding_time(finding: dict[str, Any], steps: StepWindows,
+def finding_time(finding: Finding, steps: StepWindows,
                  places: dict[str, float] | None = None) -> float:
     """Where a finding belongs on the timeline (µs from t0): the step or time the rule gives,
     else where ``finding_places`` saw it, else a "step N" in its evidence, else the start of
     the step window."""
     start = steps.span[0]
-    step = finding.get("step")
-    at_ms = finding.get("at_ms")
+    step = finding.extra.get("step")
+    at_ms = finding.extra.get("at_ms")
     if not isinstance(step, int) and not isinstance(at_ms, int | float):
-        at_ms = (places or {}).get(str(finding.get("id")))
+        at_ms = (places or {}).get(finding.id)
     if not isinstance(step, int) and at_ms is None:
-        found = [_STEP_IN_TEXT.search(str(e.get("where", ""))) for e in finding.get("evidence", [])]
+        found = [_STEP_IN_TEXT.search(e.where) for e in finding.evidence]
         step = next((int(m.group(1)) for m in found if m), None)
     if isinstance(step, int) and len(steps):
         hit = np.flatnonzero(steps.numbers == step)
@@ -161,7 +161,7 @@ def finding_time(finding: dict[str, Any], steps: StepWindows,
     return start
 
 
-def finding_events(findings: list[dict[str, Any]], steps: StepWindows, offset: float,
+def finding_events(findings: list[Finding], steps: StepWindows, offset: float,
                    thread: tuple[Any, Any], places: dict[str, float] | None = None
                    ) -> list[dict[str, Any]]:
     pid, tid = thread
@@ -171,16 +171,14 @@ def finding_events(findings: list[dict[str, Any]], steps: StepWindows, offset: f
                  "ts": round(steps.span[0] + offset, 3), "args": {}}]
     out = []
     for i, f in enumerate(findings, 1):
-        fix = f.get("fix") or {}
         out.append({
-            "ph": "i", "s": "g" if f.get("rank") is None else "p", "cat": CATEGORY,
+            "ph": "i", "s": "g" if f.rank is None else "p", "cat": CATEGORY,
             "pid": pid, "tid": tid, "ts": round(finding_time(f, steps, places) + offset, 3),
-            "name": f"trainprof {i}: {f.get('title', '')}",
-            "args": {"severity": f.get("severity"), "rank": f.get("rank"),
-                     "saves": saving_phrase(f.get("saving_pct", 0), f.get("saving_ms", 0),
+            "name": f"trainprof {i}: {f.title}",
+            "args": {"severity": f.severity, "rank": f.rank,
+                     "saves": saving_phrase(f.reported_saving_pct, f.reported_saving_ms,
                                             shared_number(f, findings)),
-                     "evidence": [evidence_text(Evidence(**e)) for e in f.get("evidence", [])],
-                     "fix": fix.get("summary", ""), "docs": f.get("docs", "")},
+                     "evidence": [evidence_text(e) for e in f.evidence],
+                     "fix": f.fix.summary, "docs": f.docs},
         })
     return out
-
