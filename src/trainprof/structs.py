@@ -9,7 +9,7 @@ are slotted, pickle between processes, and msgspec encodes and decodes them.
 from __future__ import annotations
 
 import copy
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import msgspec
 
@@ -68,3 +68,85 @@ def asdict(value: Any) -> Any:
     if isinstance(value, dict):
         return type(value)((asdict(k), asdict(v)) for k, v in value.items())
     return copy.deepcopy(value)
+
+
+class Derived(NamedTuple):
+    """A figure a record's JSON writes beside its fields: ``key`` in the JSON, read from the
+    record's attribute ``attr`` (a property; default: ``key``), placed after the JSON key
+    ``after`` ("" puts it first)."""
+
+    key: str
+    after: str
+    attr: str = ""
+
+
+class Record(msgspec.Struct):
+    """A result record. Its JSON form is its own encoding: its fields in order under their
+    JSON names (``msgspec.field(name=...)``), records inside it as their own JSON, plus the
+    ``json_derived`` figures and less the ``json_internal`` fields; ``analysis/decode.py``
+    reads that JSON back into the record (derived figures are computed again)."""
+
+    #: Figures derived from the fields that the JSON writes too.
+    json_derived: ClassVar[tuple[Derived, ...]] = ()
+    #: Fields the analysis keeps and the JSON does not write (they read back as their default).
+    json_internal: ClassVar[frozenset[str]] = frozenset()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record's JSON form (see the class docstring)."""
+        return record_dict(self)
+
+
+def record_dict(record: Record) -> dict[str, Any]:
+    """``record``'s JSON form: ``Record.to_dict``."""
+    out: dict[str, Any] = {}
+    for key, attr in json_plan(type(record)):
+        out[key] = plain(getattr(record, attr))
+    return out
+
+
+_PLANS: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
+def json_plan(cls: type[Record]) -> tuple[tuple[str, str], ...]:
+    """(JSON key, attribute) of a record type's JSON form, in order; ``TypeError`` when a
+    derived figure or an internal field names no key or field of the record."""
+    plan = _PLANS.get(cls)
+    if plan is None:
+        steps: list[tuple[str, str]] = []
+
+        def place(key: str, attr: str) -> None:  # a key, then what goes after it
+            if key:
+                steps.append((key, attr))
+            for d in cls.json_derived:
+                if d.after == key:
+                    place(d.key, d.attr or d.key)
+
+        place("", "")
+        for name, key in zip(cls.__struct_fields__, cls.__struct_encode_fields__, strict=True):
+            if name not in cls.json_internal:
+                place(key, name)
+        lost = [d.key for d in cls.json_derived if (d.key, d.attr or d.key) not in steps]
+        lost += sorted(cls.json_internal - set(cls.__struct_fields__))
+        if lost:
+            raise TypeError(f"{cls.__name__}: {lost} name no JSON key or field of the record")
+        plan = _PLANS[cls] = tuple(steps)
+    return plan
+
+
+def plain(value: Any) -> Any:
+    """``value`` in its JSON form: records (anything with ``to_dict``) as their own, other
+    Structs field by field, containers walked; numbers and numpy values as they are (the JSON
+    writer, trainprof/jsontext.py, turns those into JSON)."""
+    if isinstance(value, _PLAIN):
+        return value
+    if isinstance(value, msgspec.Struct):
+        own = getattr(value, "to_dict", None)
+        if own is not None:
+            return own()
+        return {k: plain(getattr(value, n)) for n, k in
+                zip(value.__struct_fields__, value.__struct_encode_fields__, strict=True)}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value

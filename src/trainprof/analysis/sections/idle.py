@@ -27,6 +27,7 @@ from trainprof.analysis.intervals import union
 from trainprof.analysis.overview.steps import StepWindows, launch_links
 from trainprof.analysis.streaming.parts import part_of
 from trainprof.analysis.streaming.windows import Window, WindowedSection
+from trainprof.structs import Derived, Record
 from trainprof.trace.model import (
     DEVICE_KINDS,
     FLAG_COMM,
@@ -50,18 +51,23 @@ _ROLE_FLAGS = FLAG_DATALOADER | FLAG_OPTIMIZER | FLAG_COMM
 CATEGORIES = ("host_wait", "kernel_wait", "other")
 
 
-class IdleRow(msgspec.Struct):
+class IdleRow(Record):
     """Idle time of one device (``stream`` None: all its streams merged) or one stream, in µs."""
+
+    json_derived = (Derived("idle_us", "busy_us"), Derived("idle_pct_of_span", "idle_us"),
+                    Derived("host_wait_pct_of_idle", "other_us"),
+                    Derived("kernel_wait_pct_of_idle", "other_us"),
+                    Derived("other_pct_of_idle", "other_us"))
 
     device: int
     stream: int | None
     events: int
+    gaps: int
     span_us: float  # first event start to last event end, inside the window
     busy_us: float
     host_wait_us: float
     kernel_wait_us: float
     other_us: float
-    gaps: int
 
     @property
     def idle_us(self) -> float:
@@ -87,30 +93,17 @@ class IdleRow(msgspec.Struct):
         idle = self.idle_us
         return us / idle * 100.0 if idle > 0 else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "device": self.device, "stream": self.stream, "events": self.events,
-            "gaps": self.gaps, "span_us": self.span_us, "busy_us": self.busy_us,
-            "idle_us": self.idle_us, "idle_pct_of_span": self.idle_pct_of_span,
-            "host_wait_us": self.host_wait_us, "kernel_wait_us": self.kernel_wait_us,
-            "other_us": self.other_us, "host_wait_pct_of_idle": self.host_wait_pct_of_idle,
-            "kernel_wait_pct_of_idle": self.kernel_wait_pct_of_idle,
-            "other_pct_of_idle": self.other_pct_of_idle,
-        }
 
 
-class HostActivity(msgspec.Struct):
+class HostActivity(Record):
     """A top-level host range overlapping a gap."""
 
     name: str
     thread: str
     overlap_us: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "thread": self.thread, "overlap_us": self.overlap_us}
 
-
-class IdleGap(msgspec.Struct):
+class IdleGap(Record):
     device: int
     start_ms: float  # from the start of the step window
     duration_us: float
@@ -120,27 +113,13 @@ class IdleGap(msgspec.Struct):
     no_host_op_us: float = 0.0
     host: list[HostActivity] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "start_ms": self.start_ms,
-                "duration_us": self.duration_us, "category": self.category, "step": self.step,
-                "no_host_op_us": self.no_host_op_us, "host": [h.to_dict() for h in self.host]}
 
-
-class IdleTime(msgspec.Struct):
+class IdleTime(Record):
     window_ms: float
     kernel_wait_max_us: float
     devices: list[IdleRow]
     streams: list[IdleRow]
     longest: list[IdleGap] = field(name="longest_gaps")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "window_ms": self.window_ms,
-            "kernel_wait_max_us": self.kernel_wait_max_us,
-            "devices": [r.to_dict() for r in self.devices],
-            "streams": [r.to_dict() for r in self.streams],
-            "longest_gaps": [g.to_dict() for g in self.longest],
-        }
 
     def to_pandas(self) -> Any:
         """One row per device and per stream (``stream`` None for a device's merged row)."""
