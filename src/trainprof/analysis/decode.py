@@ -8,6 +8,7 @@ file with ``report.saved.load_result`` (which refuses other schemas in one sente
 
 from __future__ import annotations
 
+import sys
 import typing
 from pathlib import Path
 from typing import Any
@@ -15,52 +16,28 @@ from typing import Any
 import msgspec
 
 from trainprof.analysis import results, section_results
-from trainprof.analysis.critical_path.result import CriticalPath
-from trainprof.analysis.job.collective_ranks import CollectiveRanks
-from trainprof.analysis.job.rank_table import RankTable
-from trainprof.analysis.job.stragglers import Stragglers
 from trainprof.analysis.overview.gpu import GpuFigures
 from trainprof.analysis.overview.steps import StepStats
 from trainprof.analysis.overview.timeline import Timeline
-from trainprof.analysis.parallelism.expert import ExpertBalance
-from trainprof.analysis.parallelism.pipeline import Pipeline
-from trainprof.analysis.parallelism.result import Parallelism
 from trainprof.analysis.results import Analysis, RankAnalysis
-from trainprof.analysis.roofline.collectives import Collectives
-from trainprof.analysis.roofline.section import Roofline
 from trainprof.analysis.section_results import JobSections, RankSections
-from trainprof.analysis.sections.communication import Communication
-from trainprof.analysis.sections.compilation import Compilation
-from trainprof.analysis.sections.copies import Copies
-from trainprof.analysis.sections.host import HostTime
-from trainprof.analysis.sections.idle import IdleTime
-from trainprof.analysis.sections.kernels import KernelStats
-from trainprof.analysis.sections.launch import LaunchStats
-from trainprof.analysis.sections.memory import Memory
-from trainprof.analysis.sections.modules import ModuleTree
-from trainprof.analysis.sections.operators import OperatorStats
-from trainprof.analysis.sections.syncs import SyncStats
+from trainprof.analysis.sections import registry
 from trainprof.errors import TraceError
 
-#: The section types by name, resolved once (section_results names them for the type checker only).
-_SECTION_TYPES: dict[str, Any] = {
-    "CriticalPath": CriticalPath, "CollectiveRanks": CollectiveRanks, "RankTable": RankTable,
-    "Stragglers": Stragglers, "ExpertBalance": ExpertBalance, "Pipeline": Pipeline,
-    "Parallelism": Parallelism, "Collectives": Collectives, "Roofline": Roofline,
-    "Communication": Communication, "Compilation": Compilation, "Copies": Copies,
-    "HostTime": HostTime, "IdleTime": IdleTime, "KernelStats": KernelStats,
-    "LaunchStats": LaunchStats, "Memory": Memory, "ModuleTree": ModuleTree,
-    "OperatorStats": OperatorStats, "SyncStats": SyncStats,
-}
 
-
-def _hints(container: type) -> dict[str, Any]:
-    names = {**vars(section_results), **_SECTION_TYPES}
+def _hints(container: type, sections: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Each section's record type, by name: section_results names the types for the type
+    checker only, so they are looked up in the modules that compute the sections."""
+    names: dict[str, Any] = dict(vars(section_results))
+    for _, section in sections:
+        fn = getattr(section, "combine", section)
+        names.update({k: v for k, v in vars(sys.modules[fn.__module__]).items()
+                      if isinstance(v, type) and k not in names})
     return typing.get_type_hints(container, globalns=names)
 
 
-_RANK_SECTIONS = _hints(RankSections)
-_JOB_SECTIONS = _hints(JobSections)
+_RANK_SECTIONS = _hints(RankSections, registry.SECTIONS)
+_JOB_SECTIONS = _hints(JobSections, registry.JOB_SECTIONS)
 
 
 def _dec_hook(kind: type, value: Any) -> Any:
