@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from trainprof.display import Renderer, use_notebook_renderer
 from trainprof.errors import TraceError, TrainprofError
 from trainprof.lazy import lazy_names
-
-__version__ = "0.1.0"
+from trainprof.version import __version__
 
 __all__ = [
     "TraceError",
@@ -52,3 +52,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 __getattr__ = lazy_names(__name__, _LAZY)
+
+
+def _notebook_renderer() -> tuple[Renderer, Renderer]:
+    """The report layer's notebook views of results (trainprof/display.py)."""
+    from trainprof.report.html.notebook import html_of, short_of
+
+    return html_of, short_of
+
+
+use_notebook_renderer(_notebook_renderer)

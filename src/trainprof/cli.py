@@ -13,7 +13,6 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from trainprof import __version__
 from trainprof.analysis.options import DEFAULT_TOP, OPERATOR_SORT_COLUMNS
 from trainprof.analysis.parallel.on_dask import CONNECT_TIMEOUT_S
 from trainprof.cli_history import add_history_command, add_record_arguments
@@ -29,6 +28,7 @@ from trainprof.cli_sql import add_sql_commands
 from trainprof.errors import TrainprofError
 from trainprof.report.formats import formats_of
 from trainprof.trackers.log_to import add_log_to_argument
+from trainprof.version import __version__
 
 #: Exit codes: 0 fine, 1 a check failed (e.g. a regression gate), 2 bad input or usage, 3 the
 #: result was written but the run could not be added to the history (``EXIT_NOT_RECORDED``).

@@ -3,8 +3,10 @@ decode): each a length-prefixed pickle on a pipe. Only trainprof's processes rea
 
 from __future__ import annotations
 
+import os
 import pickle
 import struct
+from pathlib import Path
 from typing import IO, Any
 
 _HEADER = struct.Struct("<Q")
@@ -33,3 +35,12 @@ def _read_exactly(stream: IO[bytes], n: int) -> bytes:
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
+
+
+def worker_env() -> dict[str, str]:
+    """This process's environment, with this very trainprof package first on PYTHONPATH, for
+    a worker started as ``python -m trainprof...``."""
+    root = str(Path(__file__).resolve().parent.parent)  # the folder that holds trainprof/
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env

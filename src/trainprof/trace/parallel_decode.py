@@ -30,7 +30,7 @@ import numpy as np
 
 from trainprof.errors import TraceError
 from trainprof.interrupts import held_interrupts
-from trainprof.pipes import read_frame, write_frame
+from trainprof.pipes import read_frame, worker_env, write_frame
 from trainprof.trace.columns import ColumnBuilder
 from trainprof.trace.decode_worker import SegmentColumns, read_all, write_all
 from trainprof.trace.stream import Segment, SegmentReader
@@ -392,14 +392,9 @@ class _Worker(msgspec.Struct):
 def _start_worker(shared: tuple[int, ...]) -> subprocess.Popen:
     """``python -m trainprof.trace.decode_worker FD...``, finding this very trainprof package;
     it reads segments from, and writes columns to, the files ``shared``."""
-    import trainprof
-
-    root = str(Path(trainprof.__file__).resolve().parent.parent)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     return subprocess.Popen([sys.executable, "-m", "trainprof.trace.decode_worker",
                              *map(str, shared)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            env=env, pass_fds=shared)
+                            env=worker_env(), pass_fds=shared)
 
 
 def _pipe(stream: IO[bytes] | None) -> IO[bytes]:

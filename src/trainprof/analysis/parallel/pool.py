@@ -30,7 +30,7 @@ from trainprof.analysis.parallel.worker import analyze_file
 from trainprof.analysis.streaming.memory_budget import default_budget, json_equivalent
 from trainprof.errors import TrainprofError
 from trainprof.interrupts import held_interrupts
-from trainprof.pipes import read_frame, write_frame
+from trainprof.pipes import read_frame, worker_env, write_frame
 from trainprof.structs import replace
 from trainprof.trace.load import Progress
 
@@ -219,11 +219,7 @@ class _Worker(msgspec.Struct):
     @staticmethod
     def start() -> _Worker:
         """``python -m trainprof.analysis.parallel.worker``, finding this very trainprof package."""
-        import trainprof
-
-        package_root = str(Path(trainprof.__file__).resolve().parent.parent)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        env = worker_env()
         env.setdefault("TRAINPROF_DECODE_WORKERS", "1")  # the files already share the cores
         env.setdefault("TRAINPROF_SECTION_WORKERS", "1")
         return _Worker(subprocess.Popen([sys.executable, "-m", "trainprof.analysis.parallel.worker"],

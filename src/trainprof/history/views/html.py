@@ -16,7 +16,6 @@ from pathlib import Path
 
 import jinja2
 
-from trainprof import __version__
 from trainprof.fileio import atomic_write_text
 from trainprof.formatting import number
 from trainprof.history.store.rows import RunRecord
@@ -26,6 +25,7 @@ from trainprof.report.html.report import _asset
 from trainprof.report.html.svg import Line, legend, line_chart
 from trainprof.report.html.svg import Series as Look
 from trainprof.report.quantities import size
+from trainprof.version import __version__
 
 MEDIAN = Look("median step", "#3b6fd8")
 P90 = Look("p90 step", "#9aa7bd")

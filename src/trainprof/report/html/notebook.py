@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
+from trainprof.diagnose.findings import Finding, typed_findings
 from trainprof.formatting import counted
 
 if TYPE_CHECKING:
@@ -105,8 +106,8 @@ def _num(value: Any, digits: int = 1) -> str:
     return "" if value is None else f"{value:,.{digits}f}"
 
 
-def _findings(findings: Any) -> list[dict[str, Any]]:
-    return [f.to_dict() if hasattr(f, "to_dict") else f for f in findings]
+def _findings(findings: Any) -> list[Finding]:
+    return typed_findings(list(findings))
 
 
 def findings_table(findings: Any) -> str:
@@ -132,7 +133,7 @@ def _headline(analysis: Analysis) -> str:
     medians = [r.steps.median_ms for r in analysis.ranks if r.steps.median_ms]
     top = _findings(analysis.findings[:1])
     step = f"median step {max(medians):,.1f} ms" if medians else "no steps found"
-    first = (f"; the costliest finding: {top[0]['title']} ({top[0]['severity']})"
+    first = (f"; the costliest finding: {top[0].title} ({top[0].severity})"
              if top else "; no findings")
     return f"{counted(len(analysis.ranks), 'rank')}, {step}{first}."
 

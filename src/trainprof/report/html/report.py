@@ -22,7 +22,6 @@ import jinja2
 import msgspec
 from markupsafe import Markup
 
-from trainprof import __version__
 from trainprof.analysis.decode import analysis_from_dict
 from trainprof.analysis.results import Analysis
 from trainprof.diagnose.findings import shared_number, typed_findings
@@ -35,6 +34,7 @@ from trainprof.report.html.spread import side_by_side, spread_charts, spread_tab
 from trainprof.report.html.tables import DEFAULT_ROWS, stragglers_table
 from trainprof.report.html.view import finding_view, headline, rank_view, ranks_chart, ranks_table
 from trainprof.report.json import to_json_bytes
+from trainprof.version import __version__
 
 #: Ranks shown in full (the slowest first); the rest appear in the per-rank table only.
 MAX_DETAILED_RANKS = 8
