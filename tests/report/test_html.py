@@ -8,6 +8,7 @@ import re
 import pytest
 from report_helpers import IMG_PAYLOAD, SCRIPT_PAYLOAD, hostile_trace, result_of
 
+from trainprof.analysis.decode import analysis_from_dict
 from trainprof.commands.report import report_result
 from trainprof.report.html.report import json_for_script, render_html, write_html
 from trainprof.report.json import write_json
@@ -177,7 +178,8 @@ def test_tiny_memory_curves_get_a_unit_that_shows_them():
 def test_rank_table_marks_the_slowest_fastest_and_straggler():
     from trainprof.report.html.view import ranks_table
 
-    ranks = result_of(TRACE_FILTER)["ranks"]  # rank 1 is the slower (619 against 615 ms)
+    # rank 1 is the slower (619 against 615 ms)
+    ranks = analysis_from_dict(result_of(TRACE_FILTER)).ranks
     marks = {row[0].text: row[-1].text for row in ranks_table(ranks).rows}
     assert marks == {"0": "fastest", "1": "slowest"}
     marks = {row[0].text: row[-1].text for row in ranks_table(ranks, straggler=0).rows}

@@ -163,11 +163,11 @@ def test_the_html_tables_shorten_the_same_way_and_keep_the_whole_name(fa3):
     from trainprof.report.html.critical_path import what_if_table
     from trainprof.report.html.tables import kernels_table
 
-    rank = fa3.to_dict()["ranks"][0]
-    kernels = kernels_table(rank["kernels"])
+    sections = fa3.ranks[0].sections
+    kernels = kernels_table(sections.kernels)
     cells = [row[0] for row in kernels.rows if row[0].text.startswith("FlashAttnBwd")]
     assert len(cells) == 4 and len({c.text for c in cells}) == 4
     assert {c.title for c in cells} == set(FA3)  # the whole name in the tooltip
-    path = what_if_table(rank["critical_path"])
+    path = what_if_table(sections.critical_path)
     texts = [row[0].text for row in path.rows if row[0].text.startswith("kernel: Flash")]
     assert len(texts) == 3 and len(set(texts)) == 3 and all(len(t) < 150 for t in texts)

@@ -53,14 +53,22 @@ class CollectiveType(msgspec.Struct):
     def overlap_pct(self) -> float | None:
         return (self.busy_us - self.exposed_us) / self.busy_us * 100.0 if self.busy_us else None
 
+    def count_per_step(self, steps: int) -> float:
+        """Calls per step over ``steps`` steps (its ``Communication.steps``)."""
+        return self.count / max(steps, 1)
+
+    def busy_ms_per_step(self, steps: int) -> float:
+        """Busy time (union) per step, in ms, over ``steps`` steps."""
+        return self.busy_us / max(steps, 1) / 1000.0
+
     def to_dict(self, steps: int) -> dict[str, Any]:
         n = max(steps, 1)
         return {
-            "type": self.type, "count": self.count, "count_per_step": self.count / n,
+            "type": self.type, "count": self.count, "count_per_step": self.count_per_step(steps),
             "sized": self.sized, "bytes": self.bytes,
             "bytes_per_step": None if self.bytes is None else self.bytes / n,
             "time_us": self.time_us, "time_ms_per_step": self.time_us / n / 1000.0,
-            "busy_us": self.busy_us, "busy_ms_per_step": self.busy_us / n / 1000.0,
+            "busy_us": self.busy_us, "busy_ms_per_step": self.busy_ms_per_step(steps),
             "exposed_us": self.exposed_us, "overlap_pct": self.overlap_pct,
         }
 
@@ -142,6 +150,11 @@ class Communication(msgspec.Struct):
                       busy_us=busy, exposed_us=self.exposed_ms_per_step * n * 1000.0)
 
     @property
+    def count(self) -> int:
+        """Collectives of every type in the step window."""
+        return int(sum(t.count for t in self.types))
+
+    @property
     def busy_us(self) -> float:
         return self.totals.busy_us
 
@@ -152,7 +165,7 @@ class Communication(msgspec.Struct):
     def to_dict(self) -> dict[str, Any]:
         return {
             "source": self.source, "backend": self.backend, "steps": self.steps,
-            "count": int(sum(t.count for t in self.types)),
+            "count": self.count,
             "time_pct": self.time_pct, "exposed_pct": self.exposed_pct,
             "ms_per_step": self.ms_per_step, "exposed_ms_per_step": self.exposed_ms_per_step,
             "overlap_pct": self.overlap_pct,

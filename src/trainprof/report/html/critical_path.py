@@ -1,15 +1,15 @@
 """The critical path in the HTML report: one step's path on a time axis, a lane per host thread
-and device stream, and the what-if table beside it. Reads the JSON result's ``critical_path``."""
+and device stream, and the what-if table beside it. Reads the rank's ``CriticalPath`` record
+(analysis/critical_path/result.py)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from markupsafe import Markup, escape
 
+from trainprof.analysis.critical_path.result import CriticalPath, StepPath
 from trainprof.report.html import svg
 from trainprof.report.html.chart import Chart
-from trainprof.report.html.tables import Cell, Column, Table, num
+from trainprof.report.html.tables import Cell, Column, Table, num, written
 from trainprof.report.names import distinct_names
 from trainprof.report.terminal.critical_path import CATEGORY_LABELS
 
@@ -27,23 +27,22 @@ PATH_COLORS = {
 LANE_HEIGHT, LANE_GAP, LABEL_WIDTH, AXIS_HEIGHT = 22, 6, 150, 30
 
 
-def _median_step(steps: list[dict[str, Any]]) -> dict[str, Any]:
-    ordered = sorted(steps, key=lambda s: s["step_us"])
+def _median_step(steps: list[StepPath]) -> StepPath:
+    ordered = sorted(steps, key=lambda s: s.step_us)
     return ordered[len(ordered) // 2]
 
 
-def path_chart(section: dict[str, Any] | None) -> Chart | None:
-    """The path of the median step (by length), drawn lane by lane."""
-    steps = (section or {}).get("steps") or []
+def path_chart(section: CriticalPath | None) -> Chart | None:
+    """The path of the median step (by length), drawn lane by lane: the pieces its JSON shows."""
+    steps = [] if section is None else section.steps
     if not steps:
         return None
     step = _median_step(steps)
-    pieces = step.get("pieces") or []
+    pieces = step.shown
     if not pieces:
         return None
-    lanes = sorted({p["lane"] for p in pieces}, key=lambda lane: (not lane.startswith("host"),
-                                                                   lane))
-    start, length = step["start_us"], max(step["step_us"], 1e-9)
+    lanes = sorted({p.lane for p in pieces}, key=lambda lane: (not lane.startswith("host"), lane))
+    start, length = step.start_us, max(step.step_us, 1e-9)
     width = svg.WIDTH - LABEL_WIDTH - 12
     height = AXIS_HEIGHT + len(lanes) * (LANE_HEIGHT + LANE_GAP)
     body = []
@@ -63,50 +62,52 @@ def path_chart(section: dict[str, Any] | None) -> Chart | None:
     body.append(f'<text class="axis" x="{LABEL_WIDTH - 6}" y="{AXIS_HEIGHT - 10}" '
                 'text-anchor="end">ms</text>')
     for p in pieces:
-        y = AXIS_HEIGHT + lanes.index(p["lane"]) * (LANE_HEIGHT + LANE_GAP)
-        x = LABEL_WIDTH + width * (p["start_us"] - start) / length
-        w = max(width * (p["end_us"] - p["start_us"]) / length, 0.6)
-        what = p["name"] or "(between recorded ranges)"
-        tip = (f"{CATEGORY_LABELS.get(p['category'], p['category'])}: {what} · "
-               f"{(p['end_us'] - p['start_us']) / 1000:.3f} ms")
-        color = PATH_COLORS.get(p["category"], "#999999")
+        y = AXIS_HEIGHT + lanes.index(p.lane) * (LANE_HEIGHT + LANE_GAP)
+        x = LABEL_WIDTH + width * (p.start_us - start) / length
+        w = max(width * (p.end_us - p.start_us) / length, 0.6)
+        what = p.name or "(between recorded ranges)"
+        tip = (f"{CATEGORY_LABELS.get(p.category, p.category)}: {what} · "
+               f"{(p.end_us - p.start_us) / 1000:.3f} ms")
+        color = PATH_COLORS.get(p.category, "#999999")
         body.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{LANE_HEIGHT}" '
                     f'fill="{color}"><title>{escape(tip)}</title></rect>')
-    label = f"Critical path of step {step['step']}"
+    label = f"Critical path of step {step.step}"
     chart = Markup(f'<svg class="chart" viewBox="0 0 {svg.WIDTH} {height}" role="img" '
                    f'aria-label="{escape(label)}" xmlns="http://www.w3.org/2000/svg">'
                    + "".join(body) + "</svg>")
-    used = [c for c in PATH_COLORS if any(p["category"] == c for p in pieces)]
+    used = [c for c in PATH_COLORS if any(p.category == c for p in pieces)]
     legend = svg.legend([svg.Series(CATEGORY_LABELS[c], PATH_COLORS[c]) for c in used])
     shown = len(pieces)
-    caption = (f"Step {step['step']} (the median of {len(steps)}), {step['step_us'] / 1000:.2f} "
+    caption = (f"Step {step.step} (the median of {len(steps)}), {step.step_us / 1000:.2f} "
                f"ms: the chain of work that ends last; its {shown} longest pieces of "
-               f"{step.get('pieces_total', shown)} are drawn.")
+               f"{step.pieces_total} are drawn.")
     return Chart(svg=chart, legend=legend, caption=caption)
 
 
-def what_if_table(section: dict[str, Any] | None) -> Table | None:
-    """The split of the path and the what-if rows, one table."""
-    items = (section or {}).get("items") or []
+def what_if_table(section: CriticalPath | None,
+                  savings: list[float | None] | None = None) -> Table | None:
+    """The split of the path and the what-if rows, one table; ``savings``: each item's
+    ``saving_pct_if_zero`` as the JSON wrote it (``view.as_written``)."""
+    items = [] if section is None else section.items
     if not items:
         return None
     table = Table(columns=[Column("on the path", numeric=False), Column("% of path"),
                            Column("step ms if 0", title="mean step time with it at zero"),
                            Column("if half"), Column("saves ≤ %", title="upper bound")],
                   caption="What if it took no time, or half (the graph replayed)")
-    names = distinct_names([item["name"] for item in items])  # C++ names shortened, told apart
-    for item, name in zip(items, names, strict=True):
-        whole = f"{item['kind']}: {item['name']}"
-        shown = f"{item['kind']}: {name}"
+    names = distinct_names([item.name for item in items])  # C++ names shortened, told apart
+    for i, (item, name) in enumerate(zip(items, names, strict=True)):
+        whole = f"{item.kind}: {item.name}"
+        shown = f"{item.kind}: {name}"
         table.rows.append([Cell(shown, title=whole if shown != whole else ""),
-                           num(item["on_path_pct"]),
-                           num(item["step_ms_if_zero"], 2), num(item["step_ms_if_half"], 2),
-                           num(item.get("saving_pct_if_zero"))])
+                           num(item.on_path_pct),
+                           num(item.step_ms_if_zero, 2), num(item.step_ms_if_half, 2),
+                           num(written(savings, i, item.saving_pct_if_zero))])
     return table
 
 
-def split_table(section: dict[str, Any] | None) -> Table | None:
-    split = (section or {}).get("split_pct") or {}
+def split_table(section: CriticalPath | None) -> Table | None:
+    split = {} if section is None else section.split_pct
     if not split:
         return None
     table = Table(columns=[Column("where the path's time goes", numeric=False),

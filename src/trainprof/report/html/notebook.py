@@ -16,7 +16,9 @@ from trainprof.diagnose.findings import Finding, typed_findings
 from trainprof.formatting import counted
 
 if TYPE_CHECKING:
+    from trainprof.analysis.deltas import Delta
     from trainprof.analysis.results import Analysis, RankAnalysis
+    from trainprof.diagnose.comparison import Comparison
 
 #: Rows of the history shown in a notebook (the newest).
 HISTORY_ROWS = 20
@@ -74,8 +76,8 @@ _TEMPLATES = {
 </tbody></table>
 <table><thead><tr><th>op</th><th>change</th><th>base µs/step</th><th>new µs/step</th></tr>
 </thead><tbody>{% for op in ops %}<tr><td>{{ op.name }}</td><td>{{ op.change }}</td>
-<td class="n">{{ '%.1f' % op.base_us_per_step }}</td>
-<td class="n">{{ '%.1f' % op.new_us_per_step }}</td></tr>{% endfor %}</tbody></table>
+<td class="n">{{ '%.1f' % op.base_us }}</td>
+<td class="n">{{ '%.1f' % op.new_us }}</td></tr>{% endfor %}</tbody></table>
 {% if gate %}<p>{{ gate }}</p>{% endif %}</div>""",
     "history": """<div class="trainprof-nb">{{ style }}
 <h4>Run history {{ path }}: {{ count }} runs (the newest {{ runs|length }})</h4>
@@ -107,6 +109,7 @@ def _num(value: Any, digits: int = 1) -> str:
 
 
 def _findings(findings: Any) -> list[Finding]:
+    """``Finding``s, or their JSON objects (a saved result's), as ``Finding``s."""
     return typed_findings(list(findings))
 
 
@@ -154,17 +157,18 @@ def rank_html(rank: RankAnalysis) -> str:
                    per_step=rank.steps.per_step)
 
 
-def comparison_html(comparison: Any) -> str:
-    d = comparison.to_dict(COMPARE_ROWS)
-    lines = [("median step ms", {"base": _num(d["step_ms"]["base"], 2),
-                                 "new": _num(d["step_ms"]["new"], 2),
-                                 "change": _pct(d["step_ms"].get("delta_pct"))})]
-    lines += [(f"{phase} ms", {"base": _num(v["base"], 2), "new": _num(v["new"], 2),
-                               "change": _pct(v.get("delta_pct"))})
-              for phase, v in d["phases_ms"].items()]
+def _delta_row(delta: Delta) -> dict[str, str]:
+    return {"base": _num(delta.base, 2), "new": _num(delta.new, 2),
+            "change": _pct(delta.delta_pct)}
+
+
+def comparison_html(comparison: Comparison) -> str:
+    diff = comparison.diff
+    lines = [("median step ms", _delta_row(diff.step_ms))]
+    lines += [(f"{phase} ms", _delta_row(v)) for phase, v in diff.phases_ms.items()]
     gate = comparison.gate.message() if comparison.gate else None
-    return _render("comparison", base=d["base"], new=d["new"], lines=lines,
-                   ops=d["ops"][:COMPARE_ROWS], gate=gate)
+    return _render("comparison", base=comparison.base, new=comparison.new, lines=lines,
+                   ops=diff.ops[:COMPARE_ROWS], gate=gate)
 
 
 def _pct(value: Any) -> str:

@@ -23,7 +23,7 @@ import msgspec
 from markupsafe import Markup
 
 from trainprof.analysis.decode import analysis_from_dict
-from trainprof.analysis.results import Analysis
+from trainprof.analysis.results import Analysis, RankAnalysis
 from trainprof.diagnose.findings import shared_number, typed_findings
 from trainprof.fileio import atomic_write_text
 from trainprof.report.html.model_parallel import experts_table
@@ -97,33 +97,37 @@ def render_html(result: Analysis | dict[str, Any], rows: int = DEFAULT_ROWS) -> 
     """The report page for a result; ``rows`` per operator and kernel table."""
     data = _plain(result)
     analysis = analysis_from_dict(data)  # the same records, whatever the result was given as
-    ranks = data["ranks"]
-    order = sorted(range(len(ranks)), key=lambda i: -(ranks[i]["steps"].get("median_ms") or 0))
+    ranks = analysis.ranks
+    order = sorted(range(len(ranks)), key=lambda i: -(ranks[i].steps.median_ms or 0))
     shown = sorted(order[:MAX_DETAILED_RANKS])
     slowest = order[0] if ranks else None
     rank_table = analysis.job.rank_table
-    side, side_note = side_by_side(ranks, rank_table, _straggler(data))
+    straggler = _straggler(analysis)
+    side, side_note = side_by_side(ranks, rank_table, straggler)
     found = typed_findings(analysis.findings)
+    # ``memory_snapshots``: not a record; ``trainprof report`` adds it to the JSON
+    # (commands/report.py).
+    snapshots = len(data.get("memory_snapshots") or [])
     context = {
         "version": __version__,
-        "source": data.get("source") or (ranks[0].get("file", "") if ranks else ""),
+        "source": analysis.source or (ranks[0].path.name if ranks else ""),
         "headline": memory_headline(data) or headline(found),
         "findings": [finding_view(f, i, shared_number(f, found)) for i, f in enumerate(found, 1)],
         "several": len(ranks) > 1,
-        "ranks_table": ranks_table(side, _straggler(data)) if len(ranks) > 1 else None,
+        "ranks_table": ranks_table(side, straggler) if len(ranks) > 1 else None,
         "ranks_chart": ranks_chart(side) if len(ranks) > 1 else None,
         "ranks_note": side_note,
         "spread_charts": spread_charts(rank_table),
         "spread_table": spread_table(rank_table),
-        "details": [(rank_view(ranks[i], analysis.ranks[i], i, rows), i == slowest)
+        "details": [(rank_view(data["ranks"][i], ranks[i], i, rows), i == slowest)
                     for i in shown],
         "hidden_ranks": len(ranks) - len(shown),
         "hidden_where": ("the histograms and the JSON result" if side_note
                          else "the table above"),
-        "environment": environment_rows(data),
+        "environment": environment_rows(analysis, snapshots),
         "devices": _devices(ranks),
-        "job_notes": _job_notes(data),
-        "stragglers": stragglers_table((data.get("job") or {}).get("stragglers") or {}),
+        "job_notes": _job_notes(analysis),
+        "stragglers": stragglers_table(analysis.job.stragglers),
         "collective_ranks": collective_ranks_table(analysis.job.collective_ranks),
         "pipeline": pipeline_table(analysis.job.pipeline),
         "experts": experts_table(analysis.job.experts),
@@ -153,22 +157,23 @@ def write_html(result: Analysis | dict[str, Any], path: str | os.PathLike[str],
     return atomic_write_text(Path(path), render_html(result, rows))
 
 
-def environment_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
-    """What the traces say about where they were recorded, one row per fact."""
-    ranks = data["ranks"]
-    env = ranks[0].get("environment", {}) if ranks else {}
+def environment_rows(analysis: Analysis, snapshots: int = 0) -> list[tuple[str, str]]:
+    """What the traces say about where they were recorded, one row per fact; ``snapshots``: the
+    memory snapshots the page shows (said instead when there is no rank)."""
+    ranks = analysis.ranks
+    # The environment is the trace's own metadata (free-form keys), kept as it is.
+    env = ranks[0].environment if ranks else {}
     rows = [("ranks and windows analysed", str(len(ranks))),
-            ("trace files", ", ".join(dict.fromkeys(str(r.get("file", "")) for r in ranks)))]
+            ("trace files", ", ".join(dict.fromkeys(r.path.name for r in ranks)))]
     if not ranks:  # a page of memory snapshots only: say what it analysed instead of "0"
-        shots = data.get("memory_snapshots") or []
-        rows = [("memory snapshots analysed", str(len(shots)))]
+        rows = [("memory snapshots analysed", str(snapshots))]
     for key, value in env.items():
         if key == "devices" or value is None:
             continue
         rows.append((ENVIRONMENT_LABELS.get(key, key.replace("_", " ")), _version(key, value)))
     if env and env.get("pytorch_version") is None:
         rows.append(("PyTorch", "not recorded in the trace"))
-    versions = {str(r.get("environment", {}).get("schema_version")) for r in ranks}
+    versions = {str(r.environment.get("schema_version")) for r in ranks}
     if len(versions) > 1:
         rows.append(("schema versions differ across ranks", ", ".join(sorted(versions))))
     rows.append(("trainprof", __version__))
@@ -182,10 +187,11 @@ def _version(key: str, value: Any) -> str:
     return str(value)
 
 
-def _devices(ranks: list[dict[str, Any]]) -> list[dict[str, str]]:
+def _devices(ranks: list[RankAnalysis]) -> list[dict[str, str]]:
+    """The devices the traces describe (Kineto's ``deviceProperties``: the trace's own keys)."""
     seen: dict[str, dict[str, str]] = {}
     for r in ranks:
-        for d in r.get("environment", {}).get("devices", []):
+        for d in r.environment.get("devices", []):
             mem = d.get("totalGlobalMem")
             cc = (f"{d.get('computeMajor')}.{d.get('computeMinor')}"
                   if d.get("computeMajor") is not None else "")
@@ -196,13 +202,17 @@ def _devices(ranks: list[dict[str, Any]]) -> list[dict[str, str]]:
     return list(seen.values())
 
 
-def _straggler(data: dict[str, Any]) -> int | None:
-    return ((data.get("job") or {}).get("stragglers") or {}).get("straggler")
+def _straggler(analysis: Analysis) -> int | None:
+    stragglers = analysis.job.stragglers
+    return None if stragglers is None else stragglers.straggler
 
 
-def _job_notes(data: dict[str, Any]) -> list[str]:
-    notes = [str(n) for n in data.get("notes", [])]
-    for name, section in (data.get("job") or {}).items():
-        if isinstance(section, dict):
-            notes += [f"{name}: {n}" for n in section.get("notes", [])]
+def _job_notes(analysis: Analysis) -> list[str]:
+    """The job's notes, then each job section's, named."""
+    job = analysis.job
+    notes = list(analysis.notes)
+    for name, section in (("stragglers", job.stragglers), ("pipeline", job.pipeline),
+                          ("experts", job.experts)):
+        if section is not None:
+            notes += [f"{name}: {n}" for n in section.notes]
     return notes

@@ -3,9 +3,8 @@ quantiles and outliers in a table, and which ranks the side-by-side chart and ta
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainprof.analysis.job.rank_table import RankTable, shown_rows
+from trainprof.analysis.results import RankAnalysis
 from trainprof.report.html import svg, tables
 from trainprof.report.html.chart import Chart
 from trainprof.report.html.tables import Table
@@ -46,8 +45,8 @@ def spread_table(rank_table: RankTable | None) -> Table | None:
     return table
 
 
-def side_by_side(ranks: list[dict[str, Any]], rank_table: RankTable | None,
-                 straggler: int | None) -> tuple[list[dict[str, Any]], str]:
+def side_by_side(ranks: list[RankAnalysis], rank_table: RankTable | None,
+                 straggler: int | None) -> tuple[list[RankAnalysis], str]:
     """The windows of the ranks the per-rank views keep (the slowest, the fastest and the
     straggler when there are many; all with ``--all-ranks``), and a note when some are left out."""
     if rank_table is None:
@@ -58,4 +57,4 @@ def side_by_side(ranks: list[dict[str, Any]], rank_table: RankTable | None,
     note = (f"{len(kept)} of {len(rank_table.rows)} ranks side by side: the slowest, the "
             "fastest and any straggler; the histograms below count every rank, and "
             "--all-ranks shows all.")
-    return [r for r in ranks if r["rank"] in kept], note
+    return [r for r in ranks if r.rank in kept], note

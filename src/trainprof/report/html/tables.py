@@ -12,6 +12,8 @@ import msgspec
 from msgspec import field
 
 from trainprof.analysis.job.rank_table import shown_rows
+from trainprof.analysis.job.stragglers import Stragglers
+from trainprof.analysis.sections.communication import Communication
 from trainprof.analysis.sections.idle import IdleTime
 from trainprof.analysis.sections.kernel_shares import KernelClassShares
 from trainprof.analysis.sections.kernels import KernelRow, KernelStats
@@ -52,6 +54,11 @@ fmt = number
 
 def num(value: float | None, digits: int = 1, unit: str = "") -> Cell:
     return Cell(fmt(value, digits, unit), -1e300 if value is None else float(value))
+
+
+def written(figures: list[float | None] | None, i: int, derived: float | None) -> float | None:
+    """Row ``i``'s figure as the JSON result wrote it (``view.as_written``), else ``derived``."""
+    return derived if figures is None else figures[i]
 
 
 def text(value: Any) -> Cell:
@@ -137,16 +144,19 @@ def idle_gaps_table(idle: IdleTime, rows: int = 10) -> Table | None:
     return table
 
 
-def communication_table(comm: dict[str, Any]) -> Table | None:
-    types = comm.get("types") or []
-    if not comm.get("count") or not types:
+def communication_table(comm: Communication, busy_ms: list[float | None] | None = None,
+                        overlap: list[float | None] | None = None) -> Table | None:
+    """Per collective type: calls and busy ms per step, the share hidden by compute; ``busy_ms``
+    and ``overlap``: those figures as the JSON wrote them (``view.as_written``)."""
+    if not comm.count or not comm.types:
         return None
     cols = [Column("collective", numeric=False), Column("per step"), Column("ms/step"),
             Column("hidden by compute", title="share of its time overlapped with compute")]
     table = Table(cols)
-    for t in types:
-        table.rows.append([text(t["type"]), num(t.get("count_per_step"), 1),
-                           num(t.get("busy_ms_per_step", t.get("time_ms_per_step")), 2), num(t.get("overlap_pct"), 0, "%")])
+    for i, t in enumerate(comm.types):
+        table.rows.append([text(t.type), num(t.count_per_step(comm.steps), 1),
+                           num(written(busy_ms, i, t.busy_ms_per_step(comm.steps)), 2),
+                           num(written(overlap, i, t.overlap_pct), 0, "%")])
     return table
 
 
@@ -154,10 +164,10 @@ def _ms(us: float | None) -> float | None:
     return None if us is None else us / 1000.0
 
 
-def stragglers_table(section: dict[str, Any]) -> Table | None:
+def stragglers_table(section: Stragglers | None) -> Table | None:
     """Per rank: step time, communication, and the waiting it suffered and caused."""
-    ranks = section.get("ranks") or []
-    if len(ranks) < 2:
+    ranks = [] if section is None else section.ranks
+    if section is None or len(ranks) < 2:
         return None
     cols = [Column("rank"), Column("median step ms"), Column("comm ms/step"),
             Column("exposed comm ms/step"), Column("waited ms/step"),
@@ -168,20 +178,20 @@ def stragglers_table(section: dict[str, Any]) -> Table | None:
             Column("caused skew ms/step",
                    title="the other ranks' wait for this one to arrive (trace clocks)")]
     table = Table(cols)
-    shown = shown_rows(ranks, keep=(section.get("straggler"),), by="step_median_ms")
+    shown = shown_rows(ranks, keep=(section.straggler,), by="step_median_ms")
     if len(shown) < len(ranks):
         table.caption = (f"{len(shown)} of {len(ranks)} ranks: the slowest, the fastest and the "
                          "straggler; --all-ranks shows all.")
     for r in shown:
-        table.rows.append([num(r.get("rank"), 0), num(r.get("step_median_ms"), 1),
-                           num(r.get("comm_ms_per_step"), 2),
-                           num(r.get("exposed_comm_ms_per_step"), 2),
-                           num(r.get("waited_ms_per_step"), 2),
-                           num(r.get("caused_wait_ms_per_step"), 2),
-                           num(r.get("last_arrivals"), 0),
-                           num(r.get("skew_ms_per_step"), 2),
-                           num(r.get("transfer_ms_per_step"), 2),
-                           num(r.get("caused_skew_ms_per_step"), 2)])
-    if section.get("arrival"):
-        table.caption = " ".join(c for c in (table.caption, section["arrival"]) if c)
+        table.rows.append([num(r.rank, 0), num(r.step_median_ms, 1),
+                           num(r.comm_ms_per_step, 2),
+                           num(r.exposed_comm_ms_per_step, 2),
+                           num(r.waited_ms_per_step, 2),
+                           num(r.caused_wait_ms_per_step, 2),
+                           num(r.last_arrivals, 0),
+                           num(r.skew_ms_per_step, 2),
+                           num(r.transfer_ms_per_step, 2),
+                           num(r.caused_skew_ms_per_step, 2)])
+    if section.arrival:
+        table.caption = " ".join(c for c in (table.caption, section.arrival) if c)
     return table

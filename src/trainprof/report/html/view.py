@@ -1,8 +1,9 @@
 """The HTML report's content as plain data: the verdict, each rank's figures and charts.
 
-Everything here reads the JSON result (a dict, ``docs/json.md``), so a saved result renders
-the same as a fresh analysis. Strings stay plain ``str`` (the template escapes them); charts are
-``Markup`` from ``report.html.svg``, which escapes its own text.
+Everything here reads the result's typed records (a saved result is read back into the same
+records: analysis/decode.py), so a saved result renders the same as a fresh analysis. Strings
+stay plain ``str`` (the template escapes them); charts are ``Markup`` from ``report.html.svg``,
+which escapes its own text.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import msgspec
 import numpy as np
 from msgspec import field
 
+from trainprof.analysis.overview.gpu import GpuFigures
+from trainprof.analysis.overview.timeline import Timeline
 from trainprof.analysis.results import RankAnalysis
 from trainprof.diagnose.findings import SLOWEST_RANK, Finding, is_minor, saving_phrase, where_text
 from trainprof.report.html import svg, tables
@@ -127,52 +130,74 @@ def rank_view(r: dict[str, Any], rank: RankAnalysis, index: int, rows: int) -> R
              ("step-to-step variation (CV)", f"{fmt(steps.cv * 100, 1)}%")]
     if gpu is not None:
         facts.append(("GPU utilisation", f"{fmt(gpu.utilization_pct, 1)}%"))
-    ops, kernels = sections.operators, sections.kernels
+    ops, kernels, comm = sections.operators, sections.kernels, sections.communication
+    path = sections.critical_path
     return RankView(
         anchor=f"rank-{index}",
         title=f"rank {rank.rank}{window} · {rank.device} · {rank.path.name}",
         facts=facts,
-        step_chart=step_chart(r),
+        step_chart=step_chart(rank, step_breakdowns(r)),
         breakdown=_share_chart(
-            [(category_label(c), r["breakdown_pct"].get(c, 0.0), CATEGORY_COLORS.get(c, "#999"))
-             for c in r["breakdown_pct"]], "Share of step time by category"),
-        breakdown_table=_share_table("category", r["breakdown_ms"], r["breakdown_pct"],
+            [(category_label(c), pct, CATEGORY_COLORS.get(c, "#999"))
+             for c, pct in rank.breakdown_pct.items()], "Share of step time by category"),
+        breakdown_table=_share_table("category", rank.breakdown_ms, rank.breakdown_pct,
                                      category_label),
-        phases=_share_chart([(p, r["phases_pct"].get(p, 0.0), PHASE_COLORS.get(p, "#999"))
-                             for p in r["phases_pct"]], "Share of step time by training phase"),
-        phases_table=_share_table("phase", r["phases_ms"], r["phases_pct"], str),
-        gpu_table=_gpu_table(r.get("gpus") or []),
-        timeline=_timeline_chart(r.get("timeline")),
-        timeline_table=_timeline_table(r.get("timeline")),
+        phases=_share_chart([(p, pct, PHASE_COLORS.get(p, "#999"))
+                             for p, pct in rank.phases_pct.items()],
+                            "Share of step time by training phase"),
+        phases_table=_share_table("phase", rank.phases_ms, rank.phases_pct, str),
+        gpu_table=_gpu_table(rank.gpus),
+        timeline=_timeline_chart(rank.timeline),
+        timeline_table=_timeline_table(rank.timeline),
         operators=tables.operators_table(ops, rows) if ops is not None and ops.rows else None,
         kernels=(tables.kernels_table(kernels, rows) if kernels is not None and kernels.rows
                  else None),
         idle_gaps=tables.idle_gaps_table(sections.idle) if sections.idle is not None else None,
         memory=memory_charts(sections.memory),
-        communication=(tables.communication_table(r["communication"])
-                       if r.get("communication") else None),
-        notes=[str(n) for n in r.get("notes", [])],
+        communication=(tables.communication_table(
+            comm, as_written(r, "communication", "types", "busy_ms_per_step"),
+            as_written(r, "communication", "types", "overlap_pct")) if comm is not None else None),
+        notes=list(rank.notes),
         modules=modules_view(sections.modules),
         roofline=roofline_chart(sections.roofline),
         roofline_table=roofline_table(sections.roofline),
         collectives=collectives_table(sections.collectives),
-        critical_path=path_chart(r.get("critical_path")),
-        critical_path_tables=[t for t in (split_table(r.get("critical_path")),
-                                          what_if_table(r.get("critical_path"))) if t],
+        critical_path=path_chart(path),
+        critical_path_tables=[t for t in (split_table(path), what_if_table(
+            path, as_written(r, "critical_path", "items", "saving_pct_if_zero"))) if t],
         parallelism=parallelism_table(sections.parallelism),
         fsdp_layers=fsdp_layers_table(sections.parallelism),
         tensor_layers=tensor_layers_table(sections.parallelism),
     )
 
 
-def step_chart(r: dict[str, Any]) -> Chart:
-    """Stacked bars of each step's breakdown, or the step times alone when it is unknown."""
+def as_written(r: dict[str, Any], section: str, rows: str, key: str) -> list[float | None] | None:
+    """``key`` of each row of the rank's JSON ``section`` (None when absent): a figure the row's
+    record derives from its fields (a property), as the JSON wrote it from the exact fields.
+    Derived again from the 12 significant digits a saved result keeps (trainprof/tidy.py) it
+    can differ in the last digit, and a table's sort values (``data-v``) with it."""
+    found = (r.get(section) or {}).get(rows)
+    return None if found is None else [row.get(key) for row in found]
+
+
+def step_breakdowns(r: dict[str, Any]) -> list[dict[str, float]] | None:
+    """Each step's ms per category, or None when a step lacks it. Not a record field: ``trainprof
+    report`` adds it to the JSON's ``steps.per_step`` (commands/report.py add_step_breakdown)."""
     per_step = r["steps"]["per_step"]
+    if not per_step or not all("breakdown_ms" in p for p in per_step):
+        return None
+    return [p["breakdown_ms"] for p in per_step]
+
+
+def step_chart(rank: RankAnalysis, breakdowns: list[dict[str, float]] | None = None) -> Chart:
+    """Stacked bars of each step's breakdown (``step_breakdowns``), or the step times alone
+    when it is unknown."""
+    per_step = rank.steps.per_step
     labels = [str(p["step"]) for p in per_step]
-    if per_step and all("breakdown_ms" in p for p in per_step):
-        keys = list(per_step[0]["breakdown_ms"])
+    if breakdowns is not None and per_step:
+        keys = list(breakdowns[0])
         series = [svg.Series(category_label(c), CATEGORY_COLORS.get(c, "#999")) for c in keys]
-        values = [[p["breakdown_ms"].get(c, 0.0) for c in keys] for p in per_step]
+        values = [[b.get(c, 0.0) for c in keys] for b in breakdowns]
         caption = "Each step's time by category (the same priority order as the table)."
     else:
         series = [svg.Series("step time", CATEGORY_COLORS["kernel"])]
@@ -189,22 +214,22 @@ def step_chart(r: dict[str, Any]) -> Chart:
     return Chart(chart, svg.legend(series), caption)
 
 
-def ranks_chart(ranks: list[dict[str, Any]]) -> Chart:
+def ranks_chart(ranks: list[RankAnalysis]) -> Chart:
     """Mean step time per rank, stacked by category."""
-    keys = list(ranks[0]["breakdown_ms"])
+    keys = list(ranks[0].breakdown_ms)
     series = [svg.Series(category_label(c), CATEGORY_COLORS.get(c, "#999")) for c in keys]
-    labels = [f"{r['rank']}" + (f" w{r['window']}" if r.get("window") else "") for r in ranks]
-    values = [[r["breakdown_ms"].get(c, 0.0) for c in keys] for r in ranks]
+    labels = [f"{r.rank}" + (f" w{r.window}" if r.window else "") for r in ranks]
+    values = [[r.breakdown_ms.get(c, 0.0) for c in keys] for r in ranks]
     chart = svg.stacked_bars(labels, series, values, "ms", "Mean step time per rank", "rank")
     caption = "Mean step time per rank, by category" + (
-        " (w1, w2: the rank's second, third recorded window)." if any(r.get("window") for r in ranks) else ".")
+        " (w1, w2: the rank's second, third recorded window)." if any(r.window for r in ranks) else ".")
     return Chart(chart, svg.legend(series), caption)
 
 
-def ranks_table(ranks: list[dict[str, Any]], straggler: int | None = None) -> Table:
+def ranks_table(ranks: list[RankAnalysis], straggler: int | None = None) -> Table:
     """Each rank's step, breakdown shares and GPU figures; the straggler, the slowest and the
     fastest marked (the verdict names them)."""
-    medians = [r["steps"].get("median_ms") or 0.0 for r in ranks]
+    medians = [r.steps.median_ms or 0.0 for r in ranks]
     marks = {medians.index(max(medians)): "slowest", medians.index(min(medians)): "fastest"}
     cols = [tables.Column("rank"), tables.Column("window"), tables.Column("device", False),
             tables.Column("median step ms"), tables.Column("kernel"),
@@ -213,15 +238,17 @@ def ranks_table(ranks: list[dict[str, Any]], straggler: int | None = None) -> Ta
             tables.Column("", False)]
     table = Table(cols)
     for i, r in enumerate(ranks):
-        mark = ", ".join(m for m in ("straggler" * (r["rank"] == straggler),
+        mark = ", ".join(m for m in ("straggler" * (r.rank == straggler),
                                      marks.get(i, "") * (len(set(medians)) > 1)) if m)
-        b, gpu, tl = r["breakdown_pct"], r.get("gpu") or {}, r.get("timeline") or {}
+        b, gpu, tl = r.breakdown_pct, r.gpu, r.timeline  # b: % by category (analysis.overview)
         table.rows.append([
-            tables.num(r["rank"], 0), tables.num(r.get("window", 0), 0), tables.text(r["device"]),
-            tables.num(r["steps"].get("median_ms"), 1), tables.num(b.get("kernel"), 0, "%"),
+            tables.num(r.rank, 0), tables.num(r.window, 0), tables.text(r.device),
+            tables.num(r.steps.median_ms, 1), tables.num(b.get("kernel"), 0, "%"),
             tables.num(b.get("communication"), 0, "%"), tables.num(b.get("dataloader"), 0, "%"),
-            tables.num(b.get("cpu_exec"), 0, "%"), tables.num(gpu.get("utilization_pct"), 0, "%"),
-            tables.num(tl.get("exposed_communication_pct"), 0, "%"), tables.text(mark),
+            tables.num(b.get("cpu_exec"), 0, "%"),
+            tables.num(None if gpu is None else gpu.utilization_pct, 0, "%"),
+            tables.num(None if tl is None else tl.exposed_communication_pct, 0, "%"),
+            tables.text(mark),
         ])
     return table
 
@@ -240,7 +267,7 @@ def _share_table(what: str, ms: dict[str, float], pct: dict[str, float],
     return table
 
 
-def _gpu_table(gpus: list[dict[str, Any]]) -> Table | None:
+def _gpu_table(gpus: list[GpuFigures]) -> Table | None:
     if not gpus:
         return None
     cols = [tables.Column("device"), tables.Column("utilisation"),
@@ -249,33 +276,37 @@ def _gpu_table(gpus: list[dict[str, Any]]) -> Table | None:
             tables.Column(TENSOR_CORE_OF_COMPUTE, title=TENSOR_CORE_OF_COMPUTE_NOTE)]
     table = Table(cols, sortable=False)
     for g in gpus:
-        table.rows.append([tables.text(g.get("device")), tables.num(g.get("utilization_pct"), 1, "%"),
-                           tables.num(g.get("sm_efficiency_pct"), 1, "%"),
-                           tables.num(g.get("achieved_occupancy_pct"), 1, "%"),
-                           tables.num(g.get("tensor_core_pct"), 1, "%")])
+        table.rows.append([tables.text(g.device), tables.num(g.utilization_pct, 1, "%"),
+                           tables.num(g.sm_efficiency_pct, 1, "%"),
+                           tables.num(g.achieved_occupancy_pct, 1, "%"),
+                           tables.num(g.tensor_core_pct, 1, "%")])
     return table
 
 
-def _timeline_chart(tl: dict[str, Any] | None) -> Chart | None:
-    if not tl:
+def _timeline_chart(tl: Timeline | None) -> Chart | None:
+    if tl is None:
         return None
-    items = [(label, tl.get(key) or 0.0, color) for key, label, color in TIMELINE_SHARES]
+    shares = {"compute_pct": tl.compute_pct,  # the figures TIMELINE_SHARES names
+              "exposed_communication_pct": tl.exposed_communication_pct,
+              "exposed_memcpy_pct": tl.exposed_memcpy_pct, "idle_pct": tl.idle_pct}
+    items = [(label, shares[key] or 0.0, color) for key, label, color in TIMELINE_SHARES]
     chart = _share_chart(items, "GPU time over the step window")
-    chart.caption = (f"{fmt(tl.get('span_ms'), 1)} ms analysed: compute, communication not "
+    chart.caption = (f"{fmt(tl.span_ms, 1)} ms analysed: compute, communication not "
                      "under compute, copies under neither, and idle add up to 100%.")
     return chart
 
 
-def _timeline_table(tl: dict[str, Any] | None) -> Table | None:
-    if not tl:
+def _timeline_table(tl: Timeline | None) -> Table | None:
+    if tl is None:
         return None
-    rows = (("busy", "busy_pct"), ("idle", "idle_pct"), ("compute", "compute_pct"),
-            ("communication", "communication_pct"),
-            ("communication not under compute", "exposed_communication_pct"),
-            ("memcpy / memset", "memcpy_pct"), ("copies not under other work", "exposed_memcpy_pct"),
-            ("communication hidden by compute", "comm_comp_overlap_pct"))
+    rows = (("busy", tl.busy_pct), ("idle", tl.idle_pct), ("compute", tl.compute_pct),
+            ("communication", tl.communication_pct),
+            ("communication not under compute", tl.exposed_communication_pct),
+            ("memcpy / memset", tl.memcpy_pct),
+            ("copies not under other work", tl.exposed_memcpy_pct),
+            ("communication hidden by compute", tl.comm_comp_overlap_pct))
     table = Table([tables.Column("", False), tables.Column("share")], sortable=False)
-    for label, key in rows:
-        if tl.get(key) is not None:
-            table.rows.append([tables.text(label), tables.num(tl[key], 1, "%")])
+    for label, pct in rows:
+        if pct is not None:
+            table.rows.append([tables.text(label), tables.num(pct, 1, "%")])
     return table
