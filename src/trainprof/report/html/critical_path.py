@@ -9,7 +9,7 @@ from markupsafe import Markup, escape
 from trainprof.analysis.critical_path.result import CriticalPath, StepPath
 from trainprof.report.html import svg
 from trainprof.report.html.chart import Chart
-from trainprof.report.html.tables import Cell, Column, Table, num, written
+from trainprof.report.html.tables import Cell, Column, Table, num
 from trainprof.report.names import distinct_names
 from trainprof.report.terminal.critical_path import CATEGORY_LABELS
 
@@ -84,10 +84,8 @@ def path_chart(section: CriticalPath | None) -> Chart | None:
     return Chart(svg=chart, legend=legend, caption=caption)
 
 
-def what_if_table(section: CriticalPath | None,
-                  savings: list[float | None] | None = None) -> Table | None:
-    """The split of the path and the what-if rows, one table; ``savings``: each item's
-    ``saving_pct_if_zero`` as the JSON wrote it (``view.as_written``)."""
+def what_if_table(section: CriticalPath | None) -> Table | None:
+    """The split of the path and the what-if rows, one table."""
     items = [] if section is None else section.items
     if not items:
         return None
@@ -96,13 +94,13 @@ def what_if_table(section: CriticalPath | None,
                            Column("if half"), Column("saves ≤ %", title="upper bound")],
                   caption="What if it took no time, or half (the graph replayed)")
     names = distinct_names([item.name for item in items])  # C++ names shortened, told apart
-    for i, (item, name) in enumerate(zip(items, names, strict=True)):
+    for item, name in zip(items, names, strict=True):
         whole = f"{item.kind}: {item.name}"
         shown = f"{item.kind}: {name}"
         table.rows.append([Cell(shown, title=whole if shown != whole else ""),
                            num(item.on_path_pct),
                            num(item.step_ms_if_zero, 2), num(item.step_ms_if_half, 2),
-                           num(written(savings, i, item.saving_pct_if_zero))])
+                           num(item.saving_pct_if_zero)])
     return table
 
 

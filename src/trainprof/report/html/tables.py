@@ -56,11 +56,6 @@ def num(value: float | None, digits: int = 1, unit: str = "") -> Cell:
     return Cell(fmt(value, digits, unit), -1e300 if value is None else float(value))
 
 
-def written(figures: list[float | None] | None, i: int, derived: float | None) -> float | None:
-    """Row ``i``'s figure as the JSON result wrote it (``view.as_written``), else ``derived``."""
-    return derived if figures is None else figures[i]
-
-
 def text(value: Any) -> Cell:
     return Cell("" if value is None else str(value))
 
@@ -144,19 +139,16 @@ def idle_gaps_table(idle: IdleTime, rows: int = 10) -> Table | None:
     return table
 
 
-def communication_table(comm: Communication, busy_ms: list[float | None] | None = None,
-                        overlap: list[float | None] | None = None) -> Table | None:
-    """Per collective type: calls and busy ms per step, the share hidden by compute; ``busy_ms``
-    and ``overlap``: those figures as the JSON wrote them (``view.as_written``)."""
+def communication_table(comm: Communication) -> Table | None:
+    """Per collective type: calls and busy ms per step, the share hidden by compute."""
     if not comm.count or not comm.types:
         return None
     cols = [Column("collective", numeric=False), Column("per step"), Column("ms/step"),
             Column("hidden by compute", title="share of its time overlapped with compute")]
     table = Table(cols)
-    for i, t in enumerate(comm.types):
+    for t in comm.types:
         table.rows.append([text(t.type), num(t.count_per_step(comm.steps), 1),
-                           num(written(busy_ms, i, t.busy_ms_per_step(comm.steps)), 2),
-                           num(written(overlap, i, t.overlap_pct), 0, "%")])
+                           num(t.busy_ms_per_step(comm.steps), 2), num(t.overlap_pct, 0, "%")])
     return table
 
 

@@ -154,30 +154,18 @@ def rank_view(r: dict[str, Any], rank: RankAnalysis, index: int, rows: int) -> R
                  else None),
         idle_gaps=tables.idle_gaps_table(sections.idle) if sections.idle is not None else None,
         memory=memory_charts(sections.memory),
-        communication=(tables.communication_table(
-            comm, as_written(r, "communication", "types", "busy_ms_per_step"),
-            as_written(r, "communication", "types", "overlap_pct")) if comm is not None else None),
+        communication=tables.communication_table(comm) if comm is not None else None,
         notes=list(rank.notes),
         modules=modules_view(sections.modules),
         roofline=roofline_chart(sections.roofline),
         roofline_table=roofline_table(sections.roofline),
         collectives=collectives_table(sections.collectives),
         critical_path=path_chart(path),
-        critical_path_tables=[t for t in (split_table(path), what_if_table(
-            path, as_written(r, "critical_path", "items", "saving_pct_if_zero"))) if t],
+        critical_path_tables=[t for t in (split_table(path), what_if_table(path)) if t],
         parallelism=parallelism_table(sections.parallelism),
         fsdp_layers=fsdp_layers_table(sections.parallelism),
         tensor_layers=tensor_layers_table(sections.parallelism),
     )
-
-
-def as_written(r: dict[str, Any], section: str, rows: str, key: str) -> list[float | None] | None:
-    """``key`` of each row of the rank's JSON ``section`` (None when absent): a figure the row's
-    record derives from its fields (a property), as the JSON wrote it from the exact fields.
-    Derived again from the 12 significant digits a saved result keeps (trainprof/tidy.py) it
-    can differ in the last digit, and a table's sort values (``data-v``) with it."""
-    found = (r.get(section) or {}).get(rows)
-    return None if found is None else [row.get(key) for row in found]
 
 
 def step_breakdowns(r: dict[str, Any]) -> list[dict[str, float]] | None:
