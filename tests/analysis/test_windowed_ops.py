@@ -17,6 +17,7 @@ from trainprof.analysis.sections.kernels import kernel_stats
 from trainprof.analysis.sections.launch import launch_stats
 from trainprof.analysis.sections.operators import operator_stats, operators_section
 from trainprof.analysis.streaming.windows import owns, windows_of
+from trainprof.analysis.tabular import Quantiles
 from trainprof.trace.load import load_file
 from trainprof.trace.model import Kind
 
@@ -127,8 +128,8 @@ def test_launches_back_to_back_across_a_window_boundary(builder, tmp_path):
     steps = by_hand_steps(0, 100, 200)
     stats = launch_stats.over(windows_of(trace, steps, 1), steps)
     assert (stats.launches, stats.kernels) == (2, 2)
-    assert stats.delay_us == {"mean": 52.5, "median": 52.5, "p90": 58.5, "max": 60.0}
-    assert stats.launch_us == {"mean": 10.0, "median": 10.0, "p90": 10.0, "max": 10.0}
+    assert stats.delay_us == Quantiles(mean=52.5, median=52.5, p90=58.5, max=60.0)
+    assert stats.launch_us == Quantiles(mean=10.0, median=10.0, p90=10.0, max=10.0)
     assert stats.gpu_idle_pct == pytest.approx(100 * (200 - 25) / 200)
     # The run spans 80..130 while the GPU idles: a quarter of the step time.
     assert stats.cpu_bound_pct == pytest.approx(25.0) and stats.cpu_bound

@@ -126,7 +126,7 @@ def test_report_lines_name_the_shares_and_the_guesses(builder, tmp_path):
     assert kernel_class_line(stats) == (
         "Kernel classes: communication 10.0%, Tensor Core 20.0%, other compute 70.0%; "
         "unclassified (counted as compute) 70.0%: my_custom_kernel 0.70 ms")
-    table = kernels_table(stats.to_dict())
+    table = kernels_table(stats)
     assert table.caption.endswith("unclassified (counted as compute) 70.0%")
     classes = {row[0].text: row[7].text for row in table.rows}
     assert classes["my_custom_kernel"] == "compute (unclassified)"
