@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from enum import IntEnum
-from typing import Any
 
 import msgspec
 import numpy as np
@@ -20,7 +19,7 @@ import numpy as np
 from trainprof.analysis.calls.calltree import CallTree, canonical_names
 from trainprof.analysis.roofline.cost import dtype_info
 from trainprof.analysis.tabular import group_ids
-from trainprof.structs import asdict
+from trainprof.structs import Record
 from trainprof.trace.model import Trace
 
 _CACHE = "_trainprof_op_precisions"
@@ -130,16 +129,13 @@ def outermost_sums(trace: Trace, tree: CallTree, nodes: np.ndarray, precision: P
         device_us=np.bincount(group, weights=times["device_total"][outer], minlength=n))
 
 
-class PrecisionRow(msgspec.Struct):
+class PrecisionRow(Record):
     """One op name's outermost calls in one precision, inside the steps. Times in µs."""
 
     name: str
     calls: int
     host_us: float
     device_us: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def precision_rows(sums: PrecisionSums, names: list[str]) -> list[PrecisionRow]:

@@ -25,6 +25,7 @@ from trainprof.analysis.overview.exposure import exposed, span_sets
 from trainprof.analysis.overview.steps import StepWindows, launch_links
 from trainprof.analysis.streaming.parts import Part, part_of
 from trainprof.analysis.streaming.windows import Window, WindowedSection
+from trainprof.structs import Derived, Record
 from trainprof.trace.model import (
     COLLECTIVE_TYPES,
     FLAG_COMM,
@@ -105,8 +106,12 @@ class Totals(msgspec.Struct):
     exposed_us: float  # of it, with no compute running
 
 
-class Communication(msgspec.Struct):
+class Communication(Record):
     """A rank's collectives, with the figures its JSON writes (``of`` works them out)."""
+
+    json_derived = (Derived("count", "steps"),
+                    Derived("types", "per_step_ms", attr="reported_types"))
+    json_internal = frozenset({"types", "exact", "instances"})
 
     source: str  # "kernels", "host ops", or "none"
     backend: str | None
@@ -162,20 +167,13 @@ class Communication(msgspec.Struct):
     def exposed_us(self) -> float:
         return self.totals.exposed_us
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source, "backend": self.backend, "steps": self.steps,
-            "count": self.count,
-            "time_pct": self.time_pct, "exposed_pct": self.exposed_pct,
-            "ms_per_step": self.ms_per_step, "exposed_ms_per_step": self.exposed_ms_per_step,
-            "overlap_pct": self.overlap_pct,
-            "per_step_ms": self.per_step_ms,
-            "types": [t.to_dict(self.steps) for t in self.types],
-            "notes": self.notes,
-        }
+    @property
+    def reported_types(self) -> list[dict[str, Any]]:
+        """The types as the JSON writes them: with their figures per step."""
+        return [t.to_dict(self.steps) for t in self.types]
 
     def to_pandas(self) -> Any:
-        return data_frame([t.to_dict(self.steps) for t in self.types])
+        return data_frame(self.reported_types)
 
 
 class _Found(msgspec.Struct):

@@ -29,6 +29,7 @@ from trainprof.analysis.overview.exposure import window_sets
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.windows import Window, WindowedSection, owns
 from trainprof.analysis.tabular import share
+from trainprof.structs import Record
 from trainprof.trace.compile_names import BACKWARD_COMPILE_NAMES, compiled_region, is_compile
 from trainprof.trace.model import DEVICE_KINDS, LAUNCH_KINDS, Kind, Trace
 
@@ -44,17 +45,14 @@ FRAME_MIN_SHARE = 0.1  # of the longest one's time
 _RECORDED_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.SYNC, *LAUNCH_KINDS)
 
 
-class UntracedFrame(msgspec.Struct):
+class UntracedFrame(Record):
     """A Python frame (with_stack=True) inside the untraced time, in ms per step."""
 
     name: str
     ms_per_step: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "ms_per_step": self.ms_per_step}
 
-
-class Compilation(msgspec.Struct):
+class Compilation(Record):
     """Compile and untraced time of one rank, per step and in total."""
 
     steps: int
@@ -82,26 +80,6 @@ class Compilation(msgspec.Struct):
         steps = sorted(set(untraced) | set(compiling))
         return data_frame([{"step": s, "compile_ms": compiling.get(s, 0.0),
                             "untraced_ms": untraced.get(s, 0.0)} for s in steps])
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "steps": self.steps,
-            "compile_ms": self.compile_ms,
-            "compile_pct": self.compile_pct,
-            "first_ms": self.first_ms,
-            "recompile_ms": self.recompile_ms,
-            "first_compilations": self.first_compilations,
-            "recompilations": self.recompilations,
-            "steps_compiling": self.steps_compiling,
-            "compile_per_step_ms": [[s, ms] for s, ms in self.compile_per_step_ms],
-            "untraced_ms": self.untraced_ms,
-            "untraced_pct": self.untraced_pct,
-            "untraced_per_step_ms": [[s, ms] for s, ms in self.untraced_per_step_ms],
-            "longest_untraced": list(self.longest_untraced) if self.longest_untraced else None,
-            "markers": self.markers,
-            "names": self.names,
-            "untraced_frames": [f.to_dict() for f in self.untraced_frames],
-        }
 
 
 class CompileRange(msgspec.Struct):

@@ -21,7 +21,7 @@ from trainprof.analysis.overview.exposure import cover, exposed, span_sets
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.parts import part_of
 from trainprof.analysis.streaming.windows import Window, WindowedSection
-from trainprof.structs import shallow_dict
+from trainprof.structs import Record
 from trainprof.trace.model import (
     MEMCPY_DIRECTIONS,
     Kind,
@@ -35,7 +35,7 @@ KINDS = (*MEMCPY_DIRECTIONS, "memset")
 _GBPS = 1e-3
 
 
-class CopyRow(msgspec.Struct):
+class CopyRow(Record):
     """All copies of one direction (or all memsets) inside the window; the shares are of the
     window's time."""
 
@@ -55,11 +55,8 @@ class CopyRow(msgspec.Struct):
     pageable_bytes: float = 0.0
     pinned_bytes: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return shallow_dict(self)
 
-
-class Copies(msgspec.Struct):
+class Copies(Record):
     window_ms: float
     steps: int
     rows: list[CopyRow] = field(name="kinds")  # only kinds that occur, in KINDS order
@@ -69,16 +66,6 @@ class Copies(msgspec.Struct):
 
     def row(self, kind: str) -> CopyRow | None:
         return next((r for r in self.rows if r.kind == kind), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "window_ms": self.window_ms,
-            "steps": self.steps,
-            "kinds": [r.to_dict() for r in self.rows],
-            "time_pct": self.time_pct,
-            "exposed_pct": self.exposed_pct,
-            "exposed_ms_per_step": self.exposed_ms_per_step,
-        }
 
     def to_pandas(self) -> Any:
         return data_frame([r.to_dict() for r in self.rows])

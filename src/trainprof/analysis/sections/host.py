@@ -39,6 +39,7 @@ from trainprof.analysis.sections.host_outside import (
 )
 from trainprof.analysis.streaming.windows import Window, WindowedSection, owns
 from trainprof.analysis.tabular import share
+from trainprof.structs import Record
 from trainprof.trace.model import (
     FLAG_COMM,
     FLAG_DATALOADER,
@@ -62,17 +63,14 @@ _FUSED_OPTIMIZER = re.compile(r"_fused_(?:adam|adamw|sgd|adagrad)", re.IGNORECAS
 _OP_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, *LAUNCH_KINDS)
 
 
-class HostSpot(msgspec.Struct):
+class HostSpot(Record):
     """A host range (Python frame or op) inside the time of one part."""
 
     name: str
     ms_per_step: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "ms_per_step": self.ms_per_step}
 
-
-class OptimizerFacts(msgspec.Struct):
+class OptimizerFacts(Record):
     """What the optimizer step runs: its name, ops per step and implementation."""
 
     name: str | None  # e.g. "Adam", from ``Optimizer.step#Adam.step``
@@ -80,51 +78,29 @@ class OptimizerFacts(msgspec.Struct):
     mean_op_us: float | None  # their mean duration
     implementation: str  # "fused", "foreach" or "for-loop" (from the op names), "" when none
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "ops_per_step": self.ops_per_step,
-                "mean_op_us": self.mean_op_us, "implementation": self.implementation}
 
-
-class StepMs(msgspec.Struct):
+class StepMs(Record):
     """A time of one step, in ms."""
 
     step: int
     ms: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "ms": self.ms}
 
-
-class HostTime(msgspec.Struct):
+class HostTime(Record):
     """Per part: mean ms per step and share of the step time; None where not measured."""
 
-    steps: int
     gpu: bool
+    steps: int
     ms: dict[str, float | None] = field(name="ms_per_step")
     pct: dict[str, float | None]
-    after_optimizer_per_step_ms: list[StepMs]
     has_optimizer: bool
+    after_optimizer_per_step_ms: list[StepMs]
     spots: dict[str, list[HostSpot]] = field(default_factory=dict)
     optimizer: OptimizerFacts | None = None
     #: DataLoader iterator names seen (``_SingleProcessDataLoaderIter``: no worker processes).
     data_loaders: list[str] = field(default_factory=list)
     #: Host ops outside the training phases (analysis/sections/host_outside.py).
     outside_training: OutsideTraining | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "gpu": self.gpu,
-            "steps": self.steps,
-            "ms_per_step": self.ms,
-            "pct": self.pct,
-            "has_optimizer": self.has_optimizer,
-            "after_optimizer_per_step_ms": [p.to_dict() for p in self.after_optimizer_per_step_ms],
-            "spots": {k: [s.to_dict() for s in v] for k, v in self.spots.items()},
-            "optimizer": None if self.optimizer is None else self.optimizer.to_dict(),
-            "data_loaders": self.data_loaders,
-            "outside_training": (None if self.outside_training is None
-                                 else self.outside_training.to_dict()),
-        }
 
     def to_pandas(self) -> Any:
         """One row per part of the host's step: mean ms per step and share of the step."""

@@ -12,7 +12,6 @@ computation show up here. See docs/metrics.md, "Work outside the training phases
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import msgspec
 import numpy as np
@@ -24,6 +23,7 @@ from trainprof.analysis.calls.calltree import call_tree
 from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.phases import phase_intervals
 from trainprof.analysis.streaming.windows import Window, owns
+from trainprof.structs import Derived, Record
 from trainprof.trace.model import (
     FLAG_COMM,
     FLAG_DATALOADER,
@@ -46,7 +46,7 @@ TOP_WORK = 5
 _DISTRIBUTED = re.compile(r"^(?:torch\.distributed\.|FSDP::|c10d::|record_param_comms)")
 
 
-class OutsideWork(msgspec.Struct):
+class OutsideWork(Record):
     """An outermost op (or annotation) in the time outside the training phases."""
 
     name: str
@@ -54,13 +54,11 @@ class OutsideWork(msgspec.Struct):
     calls: int
     ms_per_step: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "source": self.source, "calls": self.calls,
-                "ms_per_step": self.ms_per_step}
 
-
-class OutsideTraining(msgspec.Struct):
+class OutsideTraining(Record):
     """Host ops running outside data, forward, backward and the optimizer, per step."""
+
+    json_derived = (Derived("median_pct", "mean_pct"),)
 
     per_step_pct: list[float]  # of each step's time, in step order
     mean_pct: float  # of all step time
@@ -70,11 +68,6 @@ class OutsideTraining(msgspec.Struct):
     @property
     def median_pct(self) -> float:
         return float(np.median(self.per_step_pct)) if self.per_step_pct else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"per_step_pct": self.per_step_pct, "mean_pct": self.mean_pct,
-                "median_pct": self.median_pct, "ms_per_step": self.ms_per_step,
-                "top": [w.to_dict() for w in self.top]}
 
 
 class OutsidePart(msgspec.Struct):

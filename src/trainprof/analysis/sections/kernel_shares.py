@@ -5,14 +5,12 @@ The classes come from trace/kernel_class.py; see docs/kernel_classes.md.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 import numpy as np
 from msgspec import field
 
 from trainprof.analysis.tabular import share
-from trainprof.structs import asdict
+from trainprof.structs import Record
 from trainprof.trace.kernel_class import CLASS_LABELS
 from trainprof.trace.kernel_context import kernel_classes
 from trainprof.trace.model import Trace
@@ -21,7 +19,7 @@ from trainprof.trace.model import Trace
 UNCLASSIFIED_LISTED = 10
 
 
-class UnclassifiedKernel(msgspec.Struct):
+class UnclassifiedKernel(Record):
     """A kernel name of no known family: counted as compute, a guess the reader should see."""
 
     name: str
@@ -29,7 +27,7 @@ class UnclassifiedKernel(msgspec.Struct):
     total_us: float
 
 
-class KernelClassShares(msgspec.Struct):
+class KernelClassShares(Record):
     """Kernel time (µs, whole trace) per class, their shares of all kernel time, and the guesses."""
 
     total_us: float
@@ -39,9 +37,6 @@ class KernelClassShares(msgspec.Struct):
     unclassified_us: float
     unclassified_pct: float | None
     unclassified: list[UnclassifiedKernel] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class ClassPart(msgspec.Struct):

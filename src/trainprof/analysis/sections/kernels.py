@@ -30,7 +30,7 @@ from trainprof.analysis.sorting import group_min_max
 from trainprof.analysis.streaming.parts import no_steps
 from trainprof.analysis.streaming.windows import Window, WindowedSection, owns
 from trainprof.analysis.tabular import group_ids, share
-from trainprof.structs import asdict, fields
+from trainprof.structs import Record, fields
 from trainprof.trace.kernel_class import (
     CLASS_LABELS,
     FUSED_ATTENTION,
@@ -43,7 +43,7 @@ from trainprof.trace.kernel_context import kernel_classes
 from trainprof.trace.model import FLAG_COMM, Kind, Trace
 
 
-class KernelRow(msgspec.Struct):
+class KernelRow(Record):
     """One kernel name over all its calls. Times in µs."""
 
     name: str
@@ -64,9 +64,6 @@ class KernelRow(msgspec.Struct):
     kernel_class: str = "compute"
     classified_by: str = "name"
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 #: Ops whose kernels could run on Tensor Cores (matmuls, convolutions, attention, RNNs): the
 #: TensorBoard plugin's allow-list, by pattern so that new spellings match.
@@ -79,7 +76,7 @@ _TC_ELIGIBLE_OP = re.compile(
 _SOFTMAX_OP = re.compile(r"(?:^|::)_?softmax(?:$|_backward)", re.IGNORECASE)
 
 
-class KernelFacts(msgspec.Struct):
+class KernelFacts(Record):
     """Kernel time (µs, whole trace, communication kernels left out) behind the GPU rules."""
 
     compute_us: float = 0.0
@@ -108,28 +105,19 @@ class KernelFacts(msgspec.Struct):
     softmax_calls: int = 0
     fused_attention_us: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-
-class KernelStats(msgspec.Struct):
+class KernelStats(Record):
     """Kernels of one trace, largest total time first."""
 
-    rows: list[KernelRow]
     total_us: float
     calls: int
     tensor_core_pct: float | None  # share of kernel time in Tensor Core kernels
     facts: KernelFacts = field(default_factory=KernelFacts)
     classes: KernelClassShares | None = None
+    rows: list[KernelRow] = field(default_factory=list)
 
     def top(self, n: int) -> list[KernelRow]:
         return self.rows[:n]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"total_us": self.total_us, "calls": self.calls,
-                "tensor_core_pct": self.tensor_core_pct, "facts": self.facts.to_dict(),
-                "classes": self.classes.to_dict() if self.classes else None,
-                "rows": [r.to_dict() for r in self.rows]}
 
     def to_pandas(self) -> Any:
         return data_frame([r.to_dict() for r in self.rows])

@@ -23,7 +23,7 @@ from trainprof.analysis.sorting import group_order, unique_below
 from trainprof.analysis.streaming.parts import ValueCounts
 from trainprof.analysis.streaming.windows import Window, WindowedSection
 from trainprof.analysis.tabular import Quantiles, share
-from trainprof.structs import asdict
+from trainprof.structs import Record, asdict, record_dict
 from trainprof.trace.model import DEVICE_KINDS, Kind, Trace, is_graph_launch
 
 #: A kernel shorter than this is "small": launching it costs about as much as running it.
@@ -41,7 +41,7 @@ SLOW_LAUNCH_US = 50.0
 LATE_START_US = 100.0
 
 
-class LaunchApi(msgspec.Struct):
+class LaunchApi(Record):
     """One launch call name (``cudaLaunchKernel``, ``cuLaunchKernel``...)."""
 
     name: str
@@ -50,8 +50,10 @@ class LaunchApi(msgspec.Struct):
     total_us: float
 
 
-class LaunchStats(msgspec.Struct):
+class LaunchStats(Record):
     """Launch overhead inside the step window. Distributions are {mean, median, p90, max}."""
+
+    json_internal = frozenset({"records"})
 
     launches: int
     kernels: int
@@ -72,12 +74,12 @@ class LaunchStats(msgspec.Struct):
     #: the small, shorter-than-launch and starved shares count the other kernels only.
     graph_launches: int = 0
     graph_kernels: int = 0
-    #: Per launch, for the API: event indices and times (not in to_dict).
+    #: Per launch, for the API: event indices and times (not in the JSON).
     records: dict[str, np.ndarray] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("records")
+        """The record's JSON, then the section's thresholds (constants, not figures of it)."""
+        d = record_dict(self)
         d["thresholds"] = {"small_kernel_us": SMALL_KERNEL_US, "back_to_back_us": BACK_TO_BACK_US,
                            "cpu_bound_min_pct": CPU_BOUND_MIN_PCT,
                            "slow_launch_us": SLOW_LAUNCH_US, "late_start_us": LATE_START_US}

@@ -25,6 +25,7 @@ from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.sections.memory_series import downsample, trend
 from trainprof.analysis.streaming.parts import Carried, Part, carried, carried_over, part_of
 from trainprof.analysis.streaming.windows import Window, WindowedSection
+from trainprof.structs import Derived, Record, record_dict
 from trainprof.trace.model import LAUNCH_KINDS, Kind, Trace, is_allocation_op
 
 #: Points kept of each curve for display (min and max per bucket, so peaks survive).
@@ -45,38 +46,34 @@ _OLD_FORMAT_NOTE = (
 )
 
 
-class AllocatingOp(msgspec.Struct):
+class AllocatingOp(Record):
     op: str
     allocations: int
     bytes: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"op": self.op, "allocations": self.allocations, "bytes": self.bytes}
 
-
-class StepLevel(msgspec.Struct):
+class StepLevel(Record):
     """Allocated memory at the end of one step."""
 
     step: int
     allocated: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "allocated": self.allocated}
 
-
-class MemoryCurve(msgspec.Struct):
+class MemoryCurve(Record):
     """A device's memory over time, down-sampled for display (memory_series.downsample)."""
 
     ms: list[float]  # from the start of the step window
     allocated: list[float]
     reserved: list[float] | None  # None: not recorded
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"ms": self.ms, "allocated": self.allocated, "reserved": self.reserved}
 
-
-class DeviceMemory(msgspec.Struct):
+class DeviceMemory(Record):
     """Memory figures of one device; bytes unless a name says otherwise."""
+
+    json_derived = (Derived("reserved_to_allocated", "reserved_at_peak"),
+                    Derived("headroom", "device_total"),
+                    Derived("peak_pct_of_device", "headroom"),
+                    Derived("near_capacity", "peak_pct_of_device"))
 
     device: str  # "cuda:0", "cpu"
     events: int
@@ -86,14 +83,14 @@ class DeviceMemory(msgspec.Struct):
     peak_ms: float  # from the start of the step window
     peak_step: int | None
     peak_op: str | None
-    peak_op_path: list[str]
     peak_reserved: float | None
     reserved_at_peak: float | None
     device_total: float | None
-    step_end_allocated: list[StepLevel]
     growth_mb_per_step: float | None
     rising_share: float | None
     leak_suspected: bool
+    peak_op_path: list[str]
+    step_end_allocated: list[StepLevel]
     top_ops: list[AllocatingOp]
     curve: MemoryCurve
 
@@ -134,17 +131,8 @@ class DeviceMemory(msgspec.Struct):
             "leak_suspected": self.leak_suspected,
         }
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **self.summary(),
-            "peak_op_path": self.peak_op_path,
-            "step_end_allocated": [e.to_dict() for e in self.step_end_allocated],
-            "top_ops": [o.to_dict() for o in self.top_ops],
-            "curve": self.curve.to_dict(),
-        }
 
-
-class AllocatorCalls(msgspec.Struct):
+class AllocatorCalls(Record):
     """Device allocator calls (``cudaMalloc``, ``cudaFree``...) that start inside the steps."""
 
     calls: int = 0
@@ -153,22 +141,18 @@ class AllocatorCalls(msgspec.Struct):
     time_pct: float | None = None  # of the step time
     names: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls, "time_us": self.time_us, "per_step": self.per_step,
-                "time_pct": self.time_pct, "names": self.names}
 
-
-class Memory(msgspec.Struct):
+class Memory(Record):
     devices: list[DeviceMemory]
-    notes: list[str] = field(default_factory=list)
     allocator: AllocatorCalls = field(default_factory=AllocatorCalls, name="allocator_calls")
+    notes: list[str] = field(default_factory=list)
 
     def device(self, name: str) -> DeviceMemory | None:
         return next((d for d in self.devices if d.device == name), None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"units": "bytes", "devices": [d.to_dict() for d in self.devices],
-                "allocator_calls": self.allocator.to_dict(), "notes": self.notes}
+        """The section's unit (a constant, not a figure of the record), then its JSON."""
+        return {"units": "bytes", **record_dict(self)}
 
     def to_pandas(self) -> Any:
         """One row of scalar figures per device."""

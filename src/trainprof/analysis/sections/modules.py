@@ -24,7 +24,7 @@ from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.sections.modules_backward import backward_nodes, enclosing
 from trainprof.analysis.sections.operators import node_times
 from trainprof.analysis.streaming.windows import Window, WindowedSection, owns
-from trainprof.structs import asdict
+from trainprof.structs import Derived, Record
 from trainprof.trace.model import DEVICE_KINDS, Kind, Trace
 
 #: The name prefix PyTorch gives a module call's event.
@@ -38,7 +38,7 @@ _SEPARATOR = "/"
 SHORT_PATH_LEVELS = 3
 
 
-class ModuleRow(msgspec.Struct):
+class ModuleRow(Record):
     """One module path (``Net_0/Block_0/Linear_1``), summed over its calls. Times in µs."""
 
     name: str
@@ -57,19 +57,19 @@ class ModuleRow(msgspec.Struct):
     backward_device_total_us: float
     share_pct: float  # forward + backward total, on the tree's clock, of all step time
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-
-class ModuleTree(msgspec.Struct):
+class ModuleTree(Record):
     """Rows in depth-first order (a parent before its children)."""
 
-    rows: list[ModuleRow]
+    json_derived = (Derived("available", ""),)
+    json_internal = frozenset({"op_time"})
+
     clock: str  # "device" on GPU traces (shares from kernel time), "host" otherwise
     step_us: float
     steps: int
     backward_source: str | None  # "fwdbwd flows", or None when backward is not mapped
-    note: str | None = None
+    note: str | None
+    rows: list[ModuleRow]
     #: "device" or "host" -> op name -> {row index: µs}: the self time of the ops under each
     #: module (device: their kernels'); not in JSON, used to name modules in findings.
     op_time: dict[str, dict[str, dict[int, float]]] = field(default_factory=dict)
@@ -81,11 +81,6 @@ class ModuleTree(msgspec.Struct):
     def to_pandas(self) -> Any:
         """One row per module, depth first (``path`` names it; empty without module events)."""
         return data_frame([r.to_dict() for r in self.rows])
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"available": self.available, "clock": self.clock, "step_us": self.step_us,
-                "steps": self.steps, "backward_source": self.backward_source,
-                "note": self.note, "rows": [r.to_dict() for r in self.rows]}
 
     def where(self, wanted: Callable[[str], object], clock: str | None = None
               ) -> ModuleShare | None:
@@ -242,7 +237,7 @@ def _modules_combine(parts: list[ModulesPart], steps: StepWindows) -> ModuleTree
     clock = "device" if any(p.has_device for p in parts) else "host"
     step_us = float(steps.durations.sum())
     if not any(p.has_modules for p in parts):
-        return ModuleTree([], clock, step_us, len(steps), None, HOW_TO_RECORD)
+        return ModuleTree(clock, step_us, len(steps), None, HOW_TO_RECORD, [])
     paths: dict[Chain, tuple[PathKey, str, Chain | None]] = {}
     for part in parts:
         for path, first in part.paths.items():
@@ -271,7 +266,7 @@ def _modules_combine(parts: list[ModulesPart], steps: StepWindows) -> ModuleTree
     note = None if source else ("No backward work found for these modules: no forward-backward "
                                 "(fwdbwd) flow starts inside them (an inference trace, or one "
                                 "recorded without those flows).")
-    return ModuleTree(rows, clock, step_us, len(steps), source, note, op_time)
+    return ModuleTree(clock, step_us, len(steps), source, note, rows, op_time)
 
 
 def _combined_op_time(parts: list[ModulesPart], clock: str, index: dict[Chain, int],

@@ -31,7 +31,7 @@ from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.parts import no_steps
 from trainprof.analysis.streaming.windows import Window, WindowedSection, owns
 from trainprof.analysis.tabular import group_ids
-from trainprof.structs import asdict
+from trainprof.structs import Record
 from trainprof.trace.model import Kind, Trace, is_operator_row
 
 #: Call stacks kept per operator row, heaviest first.
@@ -41,7 +41,7 @@ GRAD_SCALER_OPS = re.compile(
     r"_amp_(?:foreach_)?non_finite_check_and_unscale_?|_amp_update_scale_?$")
 
 
-class CallSite(msgspec.Struct):
+class CallSite(Record):
     """Where an op was called from, and how much of its time came from there."""
 
     source: str | None  # the innermost frame of the user's code
@@ -51,7 +51,7 @@ class CallSite(msgspec.Struct):
     device_total_us: float
 
 
-class OperatorRow(msgspec.Struct):
+class OperatorRow(Record):
     """One op name (or name and input shapes), summed over its calls. Times in µs."""
 
     name: str
@@ -63,18 +63,15 @@ class OperatorRow(msgspec.Struct):
     shape: str | None = None  # the "Input Dims", when grouped by shape
     call_sites: list[CallSite] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-
-class OperatorStats(msgspec.Struct):
+class OperatorStats(Record):
     """The operator table of one trace, sorted by ``sort_by`` (largest first)."""
 
-    rows: list[OperatorRow]
     sort_by: str
     by_shape: bool
     has_device: bool
     has_stacks: bool
+    rows: list[OperatorRow]
     #: The outermost ops inside the steps whose every floating-point input is fp64
     #: (analysis/calls/precision.py), heaviest first.
     fp64_ops: list[PrecisionRow] = field(default_factory=list)
@@ -90,14 +87,8 @@ class OperatorStats(msgspec.Struct):
 
     def sorted(self, sort_by: str) -> OperatorStats:
         """The same table in another order."""
-        return OperatorStats(_sort(self.rows, sort_by), sort_by, self.by_shape, self.has_device,
-                             self.has_stacks, self.fp64_ops)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"sort_by": self.sort_by, "by_shape": self.by_shape,
-                "has_device": self.has_device, "has_stacks": self.has_stacks,
-                "rows": [r.to_dict() for r in self.rows],
-                "fp64_ops": [r.to_dict() for r in self.fp64_ops]}
+        return OperatorStats(sort_by, self.by_shape, self.has_device, self.has_stacks,
+                             _sort(self.rows, sort_by), self.fp64_ops)
 
     def to_pandas(self) -> Any:
         """One row per operator (call sites left out)."""
@@ -188,7 +179,7 @@ def combine_operators(parts: list[OperatorPart], sort_by: str | None = None) -> 
     names = parts[0].names if parts else []
     shapes_table = parts[0].shapes if parts else []
     if not parts or not sum(len(p.name) for p in parts):
-        return OperatorStats([], sort_by, by_shape, has_device, False)
+        return OperatorStats(sort_by, by_shape, has_device, False, [])
     name = np.concatenate([p.name for p in parts])
     shape = np.concatenate([p.shape for p in parts])
     first, group = group_ids(name, shape)
@@ -210,7 +201,7 @@ def combine_operators(parts: list[OperatorPart], sort_by: str | None = None) -> 
             if by_shape else None,
             call_sites=sites.get(g, []),
         ))
-    return OperatorStats(_sort(out, sort_by), sort_by, by_shape, has_device, bool(sites), fp64)
+    return OperatorStats(sort_by, by_shape, has_device, bool(sites), _sort(out, sort_by), fp64)
 
 
 def operator_stats(trace: Trace, steps: StepWindows | None = None, *, by_shape: bool = False,

@@ -26,7 +26,7 @@ from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.parts import Carried, carried, carried_over, part_of
 from trainprof.analysis.streaming.windows import Window, WindowedSection
 from trainprof.analysis.tabular import share
-from trainprof.structs import asdict
+from trainprof.structs import Derived, Record
 from trainprof.trace.model import (
     LAUNCH_KINDS,
     SYNC_KINDS,
@@ -42,7 +42,7 @@ EXPLICIT_SYNC = "torch.cuda.synchronize()"
 PROFILER_SYNC = "torch.cuda.synchronize() after the last op: the profiler's own, when it stops"
 
 
-class SyncSite(msgspec.Struct):
+class SyncSite(Record):
     """Syncs with the same call, ops and source line."""
 
     call: str  # e.g. cudaStreamSynchronize
@@ -58,18 +58,17 @@ class SyncSite(msgspec.Struct):
     #: sync costs the device while the host refills the queue.
     gpu_idle_after_us: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-
-class StepSyncs(msgspec.Struct):
+class StepSyncs(Record):
     step: int
     count: int
     blocked_us: float
 
 
-class SyncStats(msgspec.Struct):
+class SyncStats(Record):
     """Every sync of one trace, grouped by call site (most time blocked first)."""
+
+    json_derived = (Derived("mean_per_step", "blocked_pct"),)
 
     count: int  # every sync of the trace, the profiler's own included
     blocked_us: float
@@ -77,7 +76,6 @@ class SyncStats(msgspec.Struct):
     per_step: list[StepSyncs]  # the loop's syncs, step by step
     sites: list[SyncSite]
     has_sources: bool
-    notes: list[str] = field(default_factory=list)
     #: The syncs the training loop makes: inside a step, and not the profiler's own.
     loop_count: int = 0
     loop_blocked_us: float = 0.0
@@ -87,21 +85,11 @@ class SyncStats(msgspec.Struct):
     loop_avoidable_us: float = 0.0
     loop_avoidable_pct: float | None = None
     profiler_syncs: int = 0
+    notes: list[str] = field(default_factory=list)
 
     @property
     def mean_per_step(self) -> float | None:
         return sum(s.count for s in self.per_step) / len(self.per_step) if self.per_step else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"count": self.count, "blocked_us": self.blocked_us,
-                "blocked_pct": self.blocked_pct, "mean_per_step": self.mean_per_step,
-                "per_step": [asdict(s) for s in self.per_step],
-                "sites": [s.to_dict() for s in self.sites], "has_sources": self.has_sources,
-                "loop_count": self.loop_count, "loop_blocked_us": self.loop_blocked_us,
-                "loop_gpu_idle_after_us": self.loop_gpu_idle_after_us,
-                "loop_avoidable_us": self.loop_avoidable_us,
-                "loop_avoidable_pct": self.loop_avoidable_pct,
-                "profiler_syncs": self.profiler_syncs, "notes": self.notes}
 
     def to_pandas(self) -> Any:
         return data_frame([s.to_dict() for s in self.sites])
