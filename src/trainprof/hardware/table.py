@@ -8,26 +8,31 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import msgspec
 from msgspec import field
 
 from trainprof.errors import HardwareError
+from trainprof.structs import Record
 
 #: Dtype classes a peak is given for (the roofline's compute ceilings).
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 _TOKEN = re.compile(r"[a-z0-9]+")
 
 
-class Device(msgspec.Struct, frozen=True):
-    """One device's peaks. TFLOP/s per dtype (None: not offered), TB/s, GB/s (bidirectional)."""
+# A frozen record (hashable, as the device table's entries were): msgspec allows it, mypy's
+# dataclass rules do not (Record itself is not frozen).
+class Device(Record, frozen=True):  # type: ignore[misc]
+    """One device's peaks. TFLOP/s per dtype (None: not offered), TB/s, GB/s (bidirectional).
+    Its JSON leaves out the name-matching rules."""
+
+    json_internal = frozenset({"match"})
 
     name: str
     sms: int | None
     peak_tflops: dict[str, float | None]
     hbm_tb_s: float
+    link: str = ""
     link_gb_s: float | None = None
     nic_gb_s: float | None = None
-    link: str = ""
     source: str = ""
     match: tuple[tuple[str, ...], ...] = field(default=())
 
@@ -43,11 +48,6 @@ class Device(msgspec.Struct, frozen=True):
     def matches(self, device_name: str) -> bool:
         tokens = set(_TOKEN.findall(device_name.lower()))
         return any(all(t in tokens for t in rule) for rule in self.match)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "sms": self.sms, "peak_tflops": dict(self.peak_tflops),
-                "hbm_tb_s": self.hbm_tb_s, "link": self.link, "link_gb_s": self.link_gb_s,
-                "nic_gb_s": self.nic_gb_s, "source": self.source}
 
 
 def device_from_dict(d: Any, where: str) -> Device:

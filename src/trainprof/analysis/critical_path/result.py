@@ -9,7 +9,7 @@ import msgspec
 import numpy as np
 from msgspec import field
 
-from trainprof.structs import asdict, replace
+from trainprof.structs import Derived, Record, replace
 
 #: Path pieces written to JSON per step: the longest ones, in time order ...
 JSON_PIECES = 100
@@ -17,7 +17,7 @@ JSON_PIECES = 100
 JSON_PIECES_TOTAL = 5_000
 
 
-class PathPiece(msgspec.Struct):
+class PathPiece(Record):
     """A stretch of the path on one lane: µs from the trace's t0."""
 
     lane: str  # "host thread 123", "GPU 0 stream 7"
@@ -25,9 +25,6 @@ class PathPiece(msgspec.Struct):
     end_us: float
     category: str  # a key of the split
     name: str  # the op, kernel or call; "" between ranges
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class PathPieces(msgspec.Struct):
@@ -109,8 +106,10 @@ def _used(table: list[str], codes: np.ndarray) -> tuple[list[str], np.ndarray]:
     return [table[i] for i in used.tolist()], remap[codes]
 
 
-class StepPath(msgspec.Struct):
+class StepPath(Record):
     """One step's critical path."""
+
+    json_internal = frozenset({"pieces"})
 
     step: int
     start_us: float  # the step's start, µs from the trace's t0
@@ -127,20 +126,17 @@ class StepPath(msgspec.Struct):
         if self.pieces is _NO_PIECES:
             self.pieces = PathPieces.of(self.shown, self.pieces_total)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "start_us": self.start_us, "step_us": self.step_us,
-                "split_us": self.split_us, "pieces": [p.to_dict() for p in self.shown],
-                "pieces_total": self.pieces_total}
-
 
 def pieces_per_step(steps: int) -> int:
     """The pieces each step's JSON shows when the path has ``steps`` steps."""
     return max(5, min(JSON_PIECES, JSON_PIECES_TOTAL // max(steps, 1)))
 
 
-class PathItem(msgspec.Struct):
+class PathItem(Record):
     """Something the path runs through (an op, a kernel, a collective, the DataLoader...),
     with the step time if it took no time or half its time (a replay of the graph)."""
+
+    json_derived = (Derived("saving_pct_if_zero", "step_ms_if_half"),)
 
     kind: str  # op, kernel, collective, copy, data_loader, launches
     name: str
@@ -157,18 +153,17 @@ class PathItem(msgspec.Struct):
             return None
         return 100.0 * (self.step_ms - self.step_ms_if_zero) / self.step_ms
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "saving_pct_if_zero": self.saving_pct_if_zero}
 
-
-class CriticalPath(msgspec.Struct):
+class CriticalPath(Record):
     """The critical path of every step of one trace, its split, and the what-if table."""
 
-    steps: list[StepPath]
+    json_derived = (Derived("step_ms", ""),)
+
     split_us: dict[str, float]  # summed over steps
     split_pct: dict[str, float]  # of the summed step time
     items: list[PathItem]  # the top items on the path, most time first, with what-ifs
     typical_launch_lag_us: float
+    steps: list[StepPath]
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -187,13 +182,6 @@ class CriticalPath(msgspec.Struct):
             return data_frame([{"step": s.step, "step_us": s.step_us, **s.split_us}
                                for s in self.steps])
         return data_frame([i.to_dict() for i in self.items])
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"step_ms": self.step_ms, "split_us": self.split_us,
-                "split_pct": self.split_pct, "items": [i.to_dict() for i in self.items],
-                "typical_launch_lag_us": self.typical_launch_lag_us,
-                "steps": [s.to_dict() for s in self.steps],
-                "notes": self.notes}
 
     @property
     def _pieces_per_step(self) -> int:

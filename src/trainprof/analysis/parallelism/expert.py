@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import numpy as np
 from msgspec import field
 
@@ -30,6 +29,7 @@ from trainprof.analysis.parallelism import activity
 from trainprof.analysis.parallelism.signals import is_c10d_call
 from trainprof.analysis.parallelism.sums import ExpertSums
 from trainprof.analysis.streaming.parts import Part
+from trainprof.structs import Derived, Record
 from trainprof.trace.model import Trace
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def expert_part(trace: Trace, part: Part, all_to_all: np.ndarray) -> ExpertSums:
                       calls=len(calls) if calls else len(owned))
 
 
-class ExpertRank(msgspec.Struct):
+class ExpertRank(Record):
     """One rank's all-to-all, ms per step."""
 
     rank: int
@@ -62,14 +62,16 @@ class ExpertRank(msgspec.Struct):
     hidden_pct: float
     step_ms: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"rank": self.rank, "all_to_all_ms_per_step": self.all_to_all_ms,
-                "exposed_ms_per_step": self.exposed_ms, "hidden_pct": self.hidden_pct,
-                "step_ms": self.step_ms}
 
-
-class ExpertBalance(msgspec.Struct):
+class ExpertBalance(Record):
     """The job's all-to-all across its expert-parallel ranks."""
+
+    json_derived = (Derived("mean_all_to_all_ms", "ranks", "mean_ms"),
+                    Derived("slowest_rank", "mean_all_to_all_ms"),
+                    Derived("overloaded_rank", "slowest_rank"),
+                    Derived("imbalance_ms_per_step", "overloaded_rank", "imbalance_ms"),
+                    Derived("imbalance_pct", "imbalance_ms_per_step"),
+                    Derived("hidden_pct", "imbalance_pct"))
 
     ranks: list[ExpertRank]
     notes: list[str] = field(default_factory=list)
@@ -87,6 +89,16 @@ class ExpertBalance(msgspec.Struct):
     def overloaded(self) -> ExpertRank | None:
         """The rank with the least all-to-all time: the others wait for it."""
         return min(self.ranks, key=lambda r: r.all_to_all_ms) if len(self.ranks) > 1 else None
+
+    @property
+    def slowest_rank(self) -> int | None:
+        slow = self.slowest
+        return slow.rank if slow else None
+
+    @property
+    def overloaded_rank(self) -> int | None:
+        heavy = self.overloaded
+        return heavy.rank if heavy else None
 
     @property
     def imbalance_ms(self) -> float:
@@ -109,14 +121,6 @@ class ExpertBalance(msgspec.Struct):
         total = sum(r.all_to_all_ms for r in self.ranks)
         exposed = sum(r.exposed_ms for r in self.ranks)
         return 100.0 * (1.0 - exposed / total) if total > 0 else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        slow, heavy = self.slowest, self.overloaded
-        return {"ranks": [r.to_dict() for r in self.ranks], "mean_all_to_all_ms": self.mean_ms,
-                "slowest_rank": slow.rank if slow else None,
-                "overloaded_rank": heavy.rank if heavy else None,
-                "imbalance_ms_per_step": self.imbalance_ms, "imbalance_pct": self.imbalance_pct,
-                "hidden_pct": self.hidden_pct, "notes": self.notes}
 
     def to_pandas(self) -> Any:
         """One row per rank."""

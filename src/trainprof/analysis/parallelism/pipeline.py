@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import numpy as np
 from msgspec import field
 
 from trainprof.analysis.dataframes import data_frame
+from trainprof.structs import Derived, Record
 
 if TYPE_CHECKING:
     from trainprof.analysis.results import RankAnalysis
@@ -27,8 +27,10 @@ if TYPE_CHECKING:
 _ROLE_ORDER = {"first": 0, "middle": 1, None: 1, "last": 2}
 
 
-class Stage(msgspec.Struct):
+class Stage(Record):
     """One stage (rank) of the pipeline: medians over its steps, in ms."""
+
+    json_derived = (Derived("idle_pct", "cooldown_wait_ms"),)
 
     stage: int
     rank: int
@@ -50,15 +52,14 @@ class Stage(msgspec.Struct):
         """The share of its step it does not compute (its bubble, waiting included)."""
         return max(1.0 - self.compute_ms / self.step_ms, 0.0) * 100.0 if self.step_ms else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"stage": self.stage, "rank": self.rank, "compute_ms": self.compute_ms,
-                "step_ms": self.step_ms, "waiting_ms": self.waiting_ms,
-                "warmup_wait_ms": self.warmup_wait_ms, "steady_wait_ms": self.steady_wait_ms,
-                "cooldown_wait_ms": self.cooldown_wait_ms, "idle_pct": self.idle_pct}
 
-
-class Pipeline(msgspec.Struct):
+class Pipeline(Record):
     """The pipeline of a job, from its stages' ranks."""
+
+    json_derived = (Derived("step_ms", "schedule"), Derived("ideal_bubble_pct", "step_ms"),
+                    Derived("heaviest_stage", "ideal_bubble_pct"),
+                    Derived("imbalance_pct", "heaviest_stage"),
+                    Derived("imbalance_saving_ms", "imbalance_pct"))
 
     stages: list[Stage]
     micro_batches: int | None
@@ -84,6 +85,11 @@ class Pipeline(msgspec.Struct):
         return max(self.stages, key=lambda s: s.compute_ms) if len(self.stages) > 1 else None
 
     @property
+    def heaviest_stage(self) -> int | None:
+        heavy = self.heaviest
+        return heavy.stage if heavy else None
+
+    @property
     def mean_compute_ms(self) -> float:
         return float(np.mean([s.compute_ms for s in self.stages])) if self.stages else 0.0
 
@@ -101,15 +107,6 @@ class Pipeline(msgspec.Struct):
             return 0.0
         m, n = self.micro_batches or 1, len(self.stages)
         return (m + n - 1) / m * (heavy.compute_ms - self.mean_compute_ms)
-
-    def to_dict(self) -> dict[str, Any]:
-        heavy = self.heaviest
-        return {"stages": [s.to_dict() for s in self.stages],
-                "micro_batches": self.micro_batches, "schedule": self.schedule,
-                "step_ms": self.step_ms, "ideal_bubble_pct": self.ideal_bubble_pct,
-                "heaviest_stage": heavy.stage if heavy else None,
-                "imbalance_pct": self.imbalance_pct,
-                "imbalance_saving_ms": self.imbalance_saving_ms, "notes": self.notes}
 
     def to_pandas(self) -> Any:
         """One row per stage."""

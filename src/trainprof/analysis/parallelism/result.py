@@ -11,6 +11,7 @@ import numpy as np
 from msgspec import field
 
 from trainprof.analysis.dataframes import data_frame
+from trainprof.structs import Derived, Record, record_dict
 
 #: The kinds of parallelism, in the order they are named.
 KINDS = ("fsdp", "pipeline", "tensor", "expert", "ddp")
@@ -20,7 +21,7 @@ KINDS = ("fsdp", "pipeline", "tensor", "expert", "ddp")
 SERIAL_OVERLAP_SHARE = 0.05
 
 
-class ProcessGroup(msgspec.Struct):
+class ProcessGroup(Record):
     """A process group the trace names (Kineto's ``distributedInfo.pg_config``)."""
 
     name: str
@@ -28,13 +29,13 @@ class ProcessGroup(msgspec.Struct):
     size: int
     ranks: list[int]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "size": self.size,
-                "ranks": self.ranks}
 
+class StageStep(Record):
+    """One step of a pipeline stage; times in ms. The JSON writes ``forward_micro_batches``
+    last: the field keeps its place, which the cluster summary's encoding follows."""
 
-class StageStep(msgspec.Struct):
-    """One step of a pipeline stage; times in ms."""
+    json_internal = frozenset({"forward_micro_batches"})
+    json_derived = (Derived("forward_micro_batches", "cooldown_wait_ms"),)
 
     step_ms: float
     compute_ms: float  # union of the rank's compute
@@ -47,15 +48,17 @@ class StageStep(msgspec.Struct):
     steady_wait_ms: float = 0.0
     cooldown_wait_ms: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"step_ms": self.step_ms, "compute_ms": self.compute_ms, "p2p_ms": self.p2p_ms,
-                "p2p_exposed_ms": self.p2p_exposed_ms, "warmup_wait_ms": self.warmup_wait_ms,
-                "steady_wait_ms": self.steady_wait_ms, "cooldown_wait_ms": self.cooldown_wait_ms,
-                "forward_micro_batches": self.forward_micro_batches}
 
+class RankPipeline(Record):
+    """What a pipeline rank shows: its schedule, its stage and each step's compute and waiting.
+    The JSON writes ``per_step`` last, after the figures over steps: the field keeps its place,
+    which the cluster summary's encoding follows."""
 
-class RankPipeline(msgspec.Struct):
-    """What a pipeline rank shows: its schedule, its stage and each step's compute and waiting."""
+    json_internal = frozenset({"per_step"})
+    json_derived = (Derived("compute_ms_per_step", "role"),
+                    Derived("step_ms", "compute_ms_per_step"),
+                    Derived("p2p_exposed_ms_per_step", "step_ms"),
+                    Derived("per_step", "p2p_exposed_ms_per_step"))
 
     per_step: list[StageStep]
     micro_batches: int | None = None
@@ -73,18 +76,25 @@ class RankPipeline(msgspec.Struct):
         values = [getattr(s, name) for s in self.per_step]
         return float(np.mean(values)) if values else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"micro_batches": self.micro_batches, "schedule": self.schedule,
-                "stage": self.stage, "role": self.role,
-                "compute_ms_per_step": self.median_ms("compute_ms"),
-                "step_ms": self.median_ms("step_ms"),
-                "p2p_exposed_ms_per_step": self.mean_ms("p2p_exposed_ms"),
-                "per_step": [s.to_dict() for s in self.per_step]}
+    @property
+    def compute_ms_per_step(self) -> float:
+        return self.median_ms("compute_ms")
+
+    @property
+    def step_ms(self) -> float:
+        return self.median_ms("step_ms")
+
+    @property
+    def p2p_exposed_ms_per_step(self) -> float:
+        return self.mean_ms("p2p_exposed_ms")
 
 
-class LayerComm(msgspec.Struct):
+class LayerComm(Record):
     """One FSDP unit (a module wrapped with ``fully_shard``): communication with no compute
     running while its hooks run, ms per step (sums.LayerSums adds it up)."""
+
+    json_internal = frozenset({"layer", "forward_distances", "backward_distances"})
+    json_derived = (Derived("layer", "", "label"),)
 
     layer: str  # "" for the root module (written "(root)")
     # in FSDP::pre_forward: waiting for its all-gather
@@ -118,21 +128,20 @@ class LayerComm(msgspec.Struct):
         seen = self.forward_distances + self.backward_distances
         return bool(seen) and min(seen) > 0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"layer": self.layer or "(root)",
-                "forward_all_gather_exposed_ms_per_step": self.forward_gather_ms,
-                "backward_all_gather_exposed_ms_per_step": self.backward_gather_ms,
-                "reduce_scatter_exposed_ms_per_step": self.reduce_scatter_ms,
-                "all_gathers_per_step": self.gathers_per_step,
-                "forward_prefetch_distance": self.forward_prefetch_distance,
-                "backward_prefetch_distance": self.backward_prefetch_distance}
+    @property
+    def label(self) -> str:
+        """The layer as the JSON names it: ``(root)`` for the root module."""
+        return self.layer or "(root)"
 
 
-class FsdpQueues(msgspec.Struct):
+class FsdpQueues(Record):
     """Where a rank's FSDP all-gathers and gradient reductions (reduce-scatters, and the
     all-reduces gloo runs them as) run: the queues (a GPU stream, a host thread of the
     backend) and how long the two kinds ran at the same time, ms per step (sums.QueueSums adds
     it up)."""
+
+    json_internal = frozenset({"gather_queues", "reduce_queues"})
+    json_derived = (Derived("serialised", ""),)
 
     queues: int = 0  # the queues either kind ran on
     shared_queues: int = 0  # those both kinds ran on
@@ -152,16 +161,10 @@ class FsdpQueues(msgspec.Struct):
             return None
         return self.overlap_ms <= SERIAL_OVERLAP_SHARE * min(self.gather_ms, self.reduce_ms)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"serialised": self.serialised, "queues": self.queues,
-                "shared_queues": self.shared_queues, "all_gather_ms_per_step": self.gather_ms,
-                "reduction_ms_per_step": self.reduce_ms,
-                "gather_reduce_overlap_ms_per_step": self.overlap_ms,
-                "process_groups": self.process_groups}
 
-
-class Parallelism(msgspec.Struct):
-    """What one rank shows of the job's parallelism (docs/parallelism.md)."""
+class Parallelism(Record):
+    """What one rank shows of the job's parallelism (docs/parallelism.md). Its JSON leaves out
+    the parts the rank does not show (those at their default: ``to_dict``)."""
 
     kinds: list[str]  # among KINDS
     evidence: dict[str, str]  # per kind: what in the trace showed it
@@ -179,21 +182,8 @@ class Parallelism(msgspec.Struct):
         return sum(x.exposed_ms for x in self.layers)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "kinds": self.kinds, "evidence": self.evidence, "calls": self.calls,
-            "process_groups": [g.to_dict() for g in self.process_groups], "steps": self.steps,
-        }
-        if self.pipeline is not None:
-            out["pipeline"] = self.pipeline.to_dict()
-        if self.layers:
-            out["fsdp_layers"] = [x.to_dict() for x in self.layers]
-        if self.fsdp_queues is not None:
-            out["fsdp_collectives"] = self.fsdp_queues.to_dict()
-        if self.tensor is not None:
-            out["tensor"] = self.tensor.to_dict()
-        if self.expert is not None:
-            out["expert"] = self.expert.to_dict()
-        return out
+        """The record's JSON less the parts the rank does not show (None, or no FSDP layers)."""
+        return {k: v for k, v in record_dict(self).items() if k not in _OPTIONAL or v}
 
     def to_pandas(self) -> Any:
         """One row per FSDP layer, else per pipeline step, else per kind with its evidence."""
@@ -204,7 +194,7 @@ class Parallelism(msgspec.Struct):
         return data_frame([{"kind": k, "evidence": self.evidence[k]} for k in self.kinds])
 
 
-class TensorLayer(msgspec.Struct):
+class TensorLayer(Record):
     """The tensor-parallel collectives one layer issued or waited for (docs/parallelism.md), ms
     per step: a layer is the innermost module or annotation range around them, else
     ``(backward)`` or ``(outside layers)`` (sums.TensorLayerSums adds it up)."""
@@ -215,11 +205,6 @@ class TensorLayer(msgspec.Struct):
     exposed_ms: float = field(default=0.0, name="exposed_ms_per_step")  # no compute beside
     #: of which on the step's critical path, per step the path was drawn for
     on_path_ms: float = field(default=0.0, name="on_path_ms_per_step")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"layer": self.layer, "calls_per_step": self.calls_per_step,
-                "comm_ms_per_step": self.comm_ms, "exposed_ms_per_step": self.exposed_ms,
-                "on_path_ms_per_step": self.on_path_ms}
 
 
 class TensorSpans(msgspec.Struct):
@@ -239,8 +224,17 @@ class TensorSpans(msgspec.Struct):
         self.layer += other.layer
 
 
-class TensorParallel(msgspec.Struct):
-    """A tensor-parallel rank's collectives per layer and their share of the critical path."""
+class TensorParallel(Record):
+    """A tensor-parallel rank's collectives per layer and their share of the critical path.
+    The JSON writes ``path_ms_per_step`` after ``on_path_ms_per_step`` and ``layers`` last: the
+    fields keep their places, which the cluster summary's encoding follows."""
+
+    json_internal = frozenset({"layers", "path_ms", "spans"})
+    json_derived = (Derived("comm_ms_per_step", "", "comm_ms"),
+                    Derived("exposed_ms_per_step", "comm_ms_per_step", "exposed_ms"),
+                    Derived("on_path_pct", "exposed_ms_per_step"),
+                    Derived("path_ms_per_step", "on_path_ms_per_step", "path_ms"),
+                    Derived("layers", "path_steps"))
 
     layers: list[TensorLayer]
     #: The critical path's step time and the collectives' time on it, per step the path was
@@ -265,16 +259,12 @@ class TensorParallel(msgspec.Struct):
             return None
         return 100.0 * self.on_path_ms / self.path_ms if self.path_ms > 0 else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"comm_ms_per_step": self.comm_ms, "exposed_ms_per_step": self.exposed_ms,
-                "on_path_pct": self.on_path_pct, "on_path_ms_per_step": self.on_path_ms,
-                "path_ms_per_step": self.path_ms, "path_steps": self.path_steps,
-                "layers": [x.to_dict() for x in self.layers]}
 
-
-class ExpertComm(msgspec.Struct):
+class ExpertComm(Record):
     """A rank's all-to-all (expert parallelism's dispatch and combine, DeepEP's kernels
     included), ms per step (docs/parallelism.md; sums.ExpertSums adds it up)."""
+
+    json_derived = (Derived("hidden_pct", "exposed_ms_per_step"),)
 
     all_to_all_ms: float = field(default=0.0, name="all_to_all_ms_per_step")  # its union
     exposed_ms: float = field(default=0.0, name="exposed_ms_per_step")  # no compute beside
@@ -287,7 +277,6 @@ class ExpertComm(msgspec.Struct):
         a = self.all_to_all_ms
         return 100.0 * (1.0 - self.exposed_ms / a) if a > 0 else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"all_to_all_ms_per_step": self.all_to_all_ms,
-                "exposed_ms_per_step": self.exposed_ms, "hidden_pct": self.hidden_pct,
-                "calls_per_step": self.calls_per_step}
+
+#: Parallelism's JSON keys written only when the rank shows that part.
+_OPTIONAL = frozenset({"pipeline", "fsdp_layers", "fsdp_collectives", "tensor", "expert"})

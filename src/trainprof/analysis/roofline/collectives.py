@@ -26,7 +26,7 @@ from trainprof.analysis.overview.steps import StepWindows, launch_links
 from trainprof.analysis.roofline.peaks import trace_device
 from trainprof.analysis.streaming.windows import Window, WindowedSection, owned_step_span
 from trainprof.hardware.table import Device
-from trainprof.structs import asdict
+from trainprof.structs import Record
 from trainprof.trace.model import FLAG_COMM, Kind, Trace, collective_type, dtype_bytes
 
 #: Groups of at most this many ranks are assumed to run inside one node (NVLink / xGMI).
@@ -47,7 +47,7 @@ def bus_factor(collective: str, n: int) -> float | None:
     return None
 
 
-class CollectiveBandwidth(msgspec.Struct):
+class CollectiveBandwidth(Record):
     """One collective type, message size and group size; times in µs, bandwidths in GB/s."""
 
     type: str
@@ -61,11 +61,8 @@ class CollectiveBandwidth(msgspec.Struct):
     peak_gb_s: float | None = None  # per direction
     pct_of_peak: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-
-class Collectives(msgspec.Struct):
+class Collectives(Record):
     device: str | None  # the table entry the peaks come from
     sized: int  # kernels with a known size, type and group
     unsized: int  # communication kernels without
@@ -75,10 +72,6 @@ class Collectives(msgspec.Struct):
     def to_pandas(self) -> Any:
         """One row per collective type and size, most time first."""
         return data_frame([r.to_dict() for r in self.rows])
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "sized": self.sized, "unsized": self.unsized,
-                "rows": [r.to_dict() for r in self.rows], "notes": self.notes}
 
 
 class _Sizes(msgspec.Struct):

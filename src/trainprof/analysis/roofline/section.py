@@ -29,14 +29,14 @@ from trainprof.analysis.roofline.peaks import trace_device
 from trainprof.analysis.streaming.windows import Window, WindowedSection, owned_step_span
 from trainprof.analysis.tabular import group_ids
 from trainprof.hardware.table import Device
-from trainprof.structs import asdict
+from trainprof.structs import Derived, Record
 from trainprof.trace.model import DEVICE_KINDS, Kind, Trace
 
 #: Shape rows kept in the result (the most time lost first); classes are always complete.
 TOP_SHAPES = 50
 
 
-class RooflineRow(msgspec.Struct):
+class RooflineRow(Record):
     """One op and shape and dtype (or one op class), summed over its calls; times in µs."""
 
     op: str
@@ -57,11 +57,10 @@ class RooflineRow(msgspec.Struct):
     pct_of_roofline: float | None = None
     lost_us: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
+class Roofline(Record):
+    json_derived = (Derived("coverage_pct", "kernel_time_us"), Derived("lost_us", "coverage_pct"))
 
-class Roofline(msgspec.Struct):
     device: Device | None
     device_source: str | None  # "table" or "--hardware"; None when the device is unknown
     ops: int  # modelled op calls with kernel time
@@ -84,15 +83,6 @@ class Roofline(msgspec.Struct):
         first."""
         rows = self.shapes if by == "shape" else self.classes
         return data_frame([r.to_dict() for r in rows])
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "device": None if self.device is None else self.device.to_dict(),
-            "device_source": self.device_source, "ops": self.ops, "time_us": self.time_us,
-            "kernel_time_us": self.kernel_time_us, "coverage_pct": self.coverage_pct,
-            "lost_us": self.lost_us, "classes": [r.to_dict() for r in self.classes],
-            "shapes": [r.to_dict() for r in self.shapes], "notes": self.notes,
-        }
 
 
 #: A row's key: (op, op class, shape label, dtype); a class row's is ("", class, "", "").
