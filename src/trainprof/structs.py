@@ -88,7 +88,9 @@ class Record(msgspec.Struct):
 
     #: Figures derived from the fields that the JSON writes too.
     json_derived: ClassVar[tuple[Derived, ...]] = ()
-    #: Fields the analysis keeps and the JSON does not write (they read back as their default).
+    #: Fields not written at their own place: those the JSON leaves out (they read back as
+    #: their default), and those a ``Derived`` entry of the same key writes elsewhere (a field
+    #: whose place in another file format, e.g. the cluster summary, must not move).
     json_internal: ClassVar[frozenset[str]] = frozenset()
 
     def to_dict(self) -> dict[str, Any]:
