@@ -9,22 +9,19 @@ from msgspec import field
 
 from trainprof.analysis.dataframes import data_frame
 from trainprof.display import NotebookDisplay
-from trainprof.structs import fields
+from trainprof.structs import Record, fields
 from trainprof.vocabulary import SEVERITY_ORDER, Severity  # noqa: F401 (re-exported)
 
 DOCS = "docs/rules.md"
 
 
-class Evidence(msgspec.Struct):
+class Evidence(Record):
     """One measured number behind a finding, with its unit and where it was measured."""
 
     what: str
     value: float | int | str
     unit: str = ""
     where: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"what": self.what, "value": self.value, "unit": self.unit, "where": self.where}
 
     def __str__(self) -> str:
         value = f"{self.value:.1f}" if isinstance(self.value, float) else str(self.value)
@@ -34,15 +31,12 @@ class Evidence(msgspec.Struct):
         return f"{self.what}: {value}{unit}{where}"
 
 
-class Fix(msgspec.Struct):
+class Fix(Record):
     """What to change, with a snippet for plain PyTorch and, where it differs, for accelerate."""
 
     summary: str
     pytorch: str = ""
     accelerate: str = ""
-
-    def to_dict(self) -> dict[str, str]:
-        return {"summary": self.summary, "pytorch": self.pytorch, "accelerate": self.accelerate}
 
 
 class Finding(NotebookDisplay, msgspec.Struct):

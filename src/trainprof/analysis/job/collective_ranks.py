@@ -6,17 +6,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 from msgspec import field
 
 from trainprof.analysis.dataframes import data_frame
-from trainprof.structs import asdict
+from trainprof.structs import Derived, Record
 
 if TYPE_CHECKING:
     from trainprof.analysis.results import RankAnalysis
 
 
-class RankBandwidth(msgspec.Struct):
+class RankBandwidth(Record):
     rank: int
     window: int
     calls: int
@@ -24,25 +23,24 @@ class RankBandwidth(msgspec.Struct):
     busbw_gb_s: float
     pct_of_peak: float | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
+class CollectiveRanks(Record):
+    json_derived = (Derived("slowest_rank", "rows"),)
 
-class CollectiveRanks(msgspec.Struct):
     rows: list[RankBandwidth] = field(default_factory=list)  # by rank and window
 
     @property
     def slowest(self) -> RankBandwidth | None:
         return min(self.rows, key=lambda r: (r.busbw_gb_s, r.rank)) if self.rows else None
 
+    @property
+    def slowest_rank(self) -> int | None:
+        slow = self.slowest
+        return None if slow is None else slow.rank
+
     def to_pandas(self) -> Any:
         """One row per rank and window."""
         return data_frame([r.to_dict() for r in self.rows])
-
-    def to_dict(self) -> dict[str, Any]:
-        slow = self.slowest
-        return {"rows": [r.to_dict() for r in self.rows],
-                "slowest_rank": None if slow is None else slow.rank}
 
 
 def collective_ranks(ranks: list[RankAnalysis]) -> CollectiveRanks:

@@ -8,13 +8,12 @@ docs/distributed.md ("Many ranks").
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import msgspec
 import numpy as np
 
 from trainprof.stats import robust_sigma
-from trainprof.structs import asdict
+from trainprof.structs import Record
 
 if TYPE_CHECKING:
     from trainprof.analysis.job.rank_table import RankRow
@@ -37,13 +36,13 @@ FIGURES = (("step_ms", "step_ms", "step time", "ms"),
            ("comm_ms", "comm_ms", "communication", "ms"))
 
 
-class Outlier(msgspec.Struct):
+class Outlier(Record):
     rank: int
     value: float
     side: str  # "high" or "low"
 
 
-class Spread(msgspec.Struct):
+class Spread(Record):
     label: str
     unit: str
     ranks: int  # ranks with a value
@@ -56,9 +55,6 @@ class Spread(msgspec.Struct):
     counts: list[int]  # ranks per bin
     outliers: list[Outlier]  # named, the farthest first
     outlier_count: int  # all of them, named or not
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def rank_spreads(rows: list[RankRow]) -> dict[str, Spread]:

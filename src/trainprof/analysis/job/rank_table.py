@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import numpy as np
 from msgspec import field
 
@@ -19,7 +18,7 @@ from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.job.rank_spread import Spread, rank_spreads
 from trainprof.analysis.options import analyze_options
 from trainprof.analysis.overview.phases import PHASES
-from trainprof.structs import asdict
+from trainprof.structs import Record, asdict
 
 if TYPE_CHECKING:
     from trainprof.analysis.results import RankAnalysis
@@ -28,7 +27,7 @@ if TYPE_CHECKING:
 SHOWN_ROWS = 32
 
 
-class RankRow(msgspec.Struct):
+class RankRow(Record):
     rank: int
     windows: int
     steps: int
@@ -41,15 +40,11 @@ class RankRow(msgspec.Struct):
     mark: str  # "slowest", "fastest" or ""
 
 
-class RankTable(msgspec.Struct):
+class RankTable(Record):
     rows: list[RankRow]
     slowest: int | None  # rank, when the ranks differ
     fastest: int | None
     spread: dict[str, Spread] = field(default_factory=dict)  # analysis/job/rank_spread.py
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"rows": [asdict(r) for r in self.rows], "slowest": self.slowest,
-                "fastest": self.fastest, "spread": {k: s.to_dict() for k, s in self.spread.items()}}
 
     def to_pandas(self) -> Any:
         """One row per rank."""

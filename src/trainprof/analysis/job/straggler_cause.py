@@ -18,12 +18,11 @@ straggler causes; otherwise the trace does not say. docs/communication.md.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import msgspec
 import numpy as np
 
-from trainprof.structs import asdict
+from trainprof.structs import Record
 
 if TYPE_CHECKING:
     from trainprof.analysis.results import RankAnalysis
@@ -38,7 +37,7 @@ CAUSE_PARTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-class Cause(msgspec.Struct):
+class Cause(Record):
     """What the straggler has more of: its ms per step against the other ranks' median."""
 
     reason: str  # a key of CAUSE_PARTS
@@ -55,9 +54,6 @@ class Cause(msgspec.Struct):
         return (f"the cause is {self.label} ({' + '.join(self.categories)}): "
                 f"{self.rank_ms:.1f} ms per step against {self.others_ms:.1f} ms on the other "
                 "ranks (median)")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def straggler_cause(straggler: int, by_rank: dict[int, list[RankAnalysis]],

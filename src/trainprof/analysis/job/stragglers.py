@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import numpy as np
 from msgspec import field
 
@@ -24,7 +23,7 @@ from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.job.arrival import Arrival, arrival, waiting_us
 from trainprof.analysis.job.straggler_cause import Cause, straggler_cause
 from trainprof.analysis.sections.communication import Instances
-from trainprof.structs import shallow_dict
+from trainprof.structs import Record
 from trainprof.trace.model import COLLECTIVE_TYPES
 
 if TYPE_CHECKING:
@@ -48,7 +47,7 @@ _TYPE_BITS = 5
 _TYPE_CODES = 1 << _TYPE_BITS
 
 
-class RankWait(msgspec.Struct):
+class RankWait(Record):
     rank: int
     step_median_ms: float
     comm_ms_per_step: float | None
@@ -63,35 +62,18 @@ class RankWait(msgspec.Struct):
     started_last: int = 0  # matched instances it started last
     caused_skew_ms_per_step: float = 0.0  # the others' mean skew where it started last
 
-    def to_dict(self) -> dict[str, Any]:
-        return shallow_dict(self)
 
-
-class Stragglers(msgspec.Struct):
+class Stragglers(Record):
     ranks: list[RankWait]
     step_spread_pct: float | None  # (slowest - fastest) / median of the ranks' median steps
     matched: int = field(name="matched_collectives")  # collective instances seen by every rank
     matched_steps: int
     straggler: int | None
-    evidence: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    cause: Cause | None = None  # what makes the straggler late, where the trace shows it
     skew_pct: float | None = None  # arrival skew's share of the time in matched collectives
     arrival: str | None = None  # one sentence on the skew and the rank that causes most of it
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "ranks": [r.to_dict() for r in self.ranks],
-            "step_spread_pct": self.step_spread_pct,
-            "matched_collectives": self.matched,
-            "matched_steps": self.matched_steps,
-            "straggler": self.straggler,
-            "skew_pct": self.skew_pct,
-            "arrival": self.arrival,
-            "cause": None if self.cause is None else self.cause.to_dict(),
-            "evidence": self.evidence,
-            "notes": self.notes,
-        }
+    cause: Cause | None = None  # what makes the straggler late, where the trace shows it
+    evidence: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def to_pandas(self) -> Any:
         return data_frame([r.to_dict() for r in self.ranks])

@@ -13,14 +13,14 @@ from trainprof.analysis import intervals as iv
 from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.windows import Window, WindowedSection
-from trainprof.structs import asdict
+from trainprof.structs import Record
 from trainprof.trace.kernel_class import KernelClass, uses_tensor_cores
 from trainprof.trace.kernel_context import kernel_classes
 from trainprof.trace.model import FLAG_COMM, Kind
 
 __all__ = ["GpuFigures", "gpu_figures", "uses_tensor_cores"]
 
-class GpuFigures(msgspec.Struct):
+class GpuFigures(Record):
     """Figures for one device over the step window, in percent."""
 
     device: int
@@ -28,9 +28,6 @@ class GpuFigures(msgspec.Struct):
     sm_efficiency_pct: float | None
     achieved_occupancy_pct: float | None
     tensor_core_pct: float
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 class _DevicePart(msgspec.Struct):

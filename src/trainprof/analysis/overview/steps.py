@@ -20,7 +20,7 @@ from trainprof.analysis.calls.cache import per_trace
 from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.step_spread import step_spread
 from trainprof.formatting import counted
-from trainprof.structs import fields, shallow_dict
+from trainprof.structs import Record, fields
 from trainprof.trace.model import DEVICE_KINDS, FLAG_OPTIMIZER, LAUNCH_KINDS, Kind, Trace
 
 #: A trailing step launching fewer device events than this share of the step before it is
@@ -256,7 +256,7 @@ class StepTime(TypedDict):
     ms: float
 
 
-class StepStats(msgspec.Struct, frozen=True):
+class StepStats(Record):
     """Per-step times and their summary, in ms (``steps`` of the JSON result, less its source).
     The defaults are those of a window without steps."""
 
@@ -275,10 +275,6 @@ class StepStats(msgspec.Struct, frozen=True):
     slow_episodes: int = 0
     slow_excess_ms: float = 0.0
     slow_period: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form, keys in field order (shallow: ``per_step`` is shared)."""
-        return shallow_dict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> StepStats:

@@ -17,11 +17,11 @@ from trainprof.analysis import intervals as iv
 from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.steps import StepWindows, launch_links
 from trainprof.analysis.streaming.windows import Window, WindowedSection
-from trainprof.structs import asdict
+from trainprof.structs import Record
 from trainprof.trace.model import DEVICE_KINDS, FLAG_COMM, Kind, Trace
 
 
-class Timeline(msgspec.Struct):
+class Timeline(Record):
     span_ms: float
     busy_pct: float
     idle_pct: float
@@ -37,9 +37,6 @@ class Timeline(msgspec.Struct):
     device_span_ms: float
     device_span_idle_pct: float
     device_span_compute_pct: float
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 class DeviceSets(msgspec.Struct):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 from msgspec import field
 
 from trainprof.analysis.decode import record
@@ -18,7 +17,7 @@ from trainprof.analysis.snapshot.history import History, history, step_windows
 from trainprof.analysis.snapshot.holders import by_holder
 from trainprof.analysis.snapshot.peak import PeakState, live_blocks, peak_state
 from trainprof.analysis.snapshot.sites import Site, history_sites, live_block_sites
-from trainprof.structs import shallow_dict
+from trainprof.structs import Derived, Record
 
 #: The caching allocator serves requests up to this size from "small" segments, larger ones from
 #: "large" segments: a free block helps a request only in its own pool.
@@ -28,8 +27,13 @@ BLOCK_ROUNDING = 512
 STATES = ("active_allocated", "active_pending_free", "inactive")
 
 
-class DeviceState(msgspec.Struct):
+class DeviceState(Record):
     """One device's segments and blocks at the snapshot."""
+
+    json_derived = (Derived("fragmentation_pct", "device_total"),
+                    Derived("reserved_to_allocated", "fragmentation_pct"),
+                    Derived("reserved_pct_of_device", "reserved_to_allocated"))
+    json_internal = frozenset({"free_by_stream"})
 
     device: int
     segments: int = 0
@@ -62,14 +66,8 @@ class DeviceState(msgspec.Struct):
     def reserved_pct_of_device(self) -> float | None:
         return 100.0 * self.reserved / self.device_total if self.device_total else None
 
-    def to_dict(self) -> dict[str, Any]:
-        plain = {k: v for k, v in shallow_dict(self).items() if k != "free_by_stream"}
-        return {**plain, "fragmentation_pct": self.fragmentation_pct,
-                "reserved_to_allocated": self.reserved_to_allocated,
-                "reserved_pct_of_device": self.reserved_pct_of_device}
 
-
-class OutOfMemory(msgspec.Struct):
+class OutOfMemory(Record):
     """An out-of-memory error: the failing request against what was free and how it was cut."""
 
     device: int | None
@@ -79,12 +77,14 @@ class OutOfMemory(msgspec.Struct):
     largest_free_block: int | None  # in the request's pool
     cause: str  # "fragmentation", "capacity", or "unknown"
 
-    def to_dict(self) -> dict[str, Any]:
-        return shallow_dict(self)
 
-
-class SnapshotAnalysis(msgspec.Struct):
+class SnapshotAnalysis(Record):
     """Everything `trainprof memory` shows about one snapshot."""
+
+    # The JSON keys the devices of `holders` and `holder_sites` as text.
+    json_derived = (Derived("holders", "histories", "holders_by_name"),
+                    Derived("holder_sites", "holders", "holder_sites_by_name"))
+    json_internal = frozenset({"holders", "holder_sites"})
 
     source: str
     devices: list[DeviceState]
@@ -107,19 +107,15 @@ class SnapshotAnalysis(msgspec.Struct):
         found: RecordedBy = record(self.recorded_by, RecordedBy, "snapshot's recorded_by")
         return found
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "devices": [d.to_dict() for d in self.devices],
-                "ooms": [o.to_dict() for o in self.ooms],
-                "live_sites": [s.to_dict() for s in self.live_sites],
-                "allocated_sites": [s.to_dict() for s in self.allocated_sites],
-                "histories": [h.to_dict() for h in self.histories],
-                "holders": {str(k): v for k, v in self.holders.items()},
-                "holder_sites": {str(k): {h: [s.to_dict() for s in sites]
-                                          for h, sites in v.items()}
-                                 for k, v in self.holder_sites.items()},
-                "peaks": [p.to_dict() for p in self.peaks],
-                "allocator_settings": self.allocator_settings, "recorded_by": self.recorded_by,
-                "notes": self.notes}
+    @property
+    def holders_by_name(self) -> dict[str, dict[str, int]]:
+        """`holders` keyed by the device as text (the JSON's keys)."""
+        return {str(k): v for k, v in self.holders.items()}
+
+    @property
+    def holder_sites_by_name(self) -> dict[str, dict[str, list[Site]]]:
+        """`holder_sites` keyed by the device as text (the JSON's keys)."""
+        return {str(k): v for k, v in self.holder_sites.items()}
 
 
 class SnapshotResult(SnapshotAnalysis, kw_only=True):
@@ -131,28 +127,19 @@ class SnapshotResult(SnapshotAnalysis, kw_only=True):
     findings: list[dict[str, Any]] = field(default_factory=list)
     verdict: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "findings": self.findings, "verdict": self.verdict}
 
-
-class UnreadSnapshot(msgspec.Struct):
+class UnreadSnapshot(Record):
     """A snapshot beside a report's traces that could not be read: its file and why."""
 
     source: str
     error: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "error": self.error}
 
-
-class MemorySnapshotReport(msgspec.Struct):
+class MemorySnapshotReport(Record):
     """`trainprof memory --format json`: every snapshot of its input."""
 
     schema: str
     snapshots: list[SnapshotResult]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"schema": self.schema, "snapshots": [s.to_dict() for s in self.snapshots]}
 
 
 def analyze_snapshot(snapshot: dict[str, Any], source: str = "") -> SnapshotAnalysis:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import msgspec
 import numpy as np
 from msgspec import field
 
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.sections.memory_series import downsample, growth
+from trainprof.structs import Record
 
 #: Points kept of each timeline for drawing (each bucket's min and max, so peaks survive).
 TIMELINE_POINTS = 600
@@ -27,7 +27,7 @@ _RESERVED = {"segment_alloc": 1, "segment_map": 1, "segment_free": -1, "segment_
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
-class StepAllocations(msgspec.Struct):
+class StepAllocations(Record):
     """What one step asked of the allocator, and what was live when it ended."""
 
     step: int
@@ -35,23 +35,16 @@ class StepAllocations(msgspec.Struct):
     bytes: int
     live_at_end: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "allocations": self.allocations, "bytes": self.bytes,
-                "live_at_end": self.live_at_end}
 
-
-class LiveTimeline(msgspec.Struct):
+class LiveTimeline(Record):
     """Live and reserved bytes at the points kept of a history, down-sampled for drawing."""
 
     ms: list[float] = field(default_factory=list)  # from the first event (or event numbers)
     live: list[float] = field(default_factory=list)
     reserved: list[float] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"ms": self.ms, "live": self.live, "reserved": self.reserved}
 
-
-class History(msgspec.Struct):
+class History(Record):
     """One device's history: a down-sampled timeline, the peak, steps and growth."""
 
     device: int
@@ -67,15 +60,6 @@ class History(msgspec.Struct):
     rising_share: float | None = None
     leak_suspected: bool = False
     notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "events": self.events, "has_time": self.has_time,
-                "timeline": self.timeline.to_dict(),
-                "peak_live": self.peak_live, "peak_ms": self.peak_ms,
-                "peak_entry": self.peak_entry, "peak_step": self.peak_step,
-                "steps": [s.to_dict() for s in self.steps],
-                "growth_mb_per_step": self.growth_mb_per_step, "rising_share": self.rising_share,
-                "leak_suspected": self.leak_suspected, "notes": self.notes}
 
 
 def step_windows(annotations: Any) -> StepWindows | None:

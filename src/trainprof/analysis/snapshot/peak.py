@@ -12,17 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 from msgspec import field
 
 from trainprof.analysis.snapshot.holders import by_holder
 from trainprof.analysis.snapshot.sites import Site, top_sites
+from trainprof.structs import Record
 
 #: Actions that change live bytes (as in history.py: live falls when the block is reusable).
 _ALLOC, _FREED = "alloc", "free_completed"
 
 
-class PeakState(msgspec.Struct):
+class PeakState(Record):
     """One device's live blocks at its peak: bytes by holder, the top sites, and when."""
 
     device: int
@@ -33,13 +33,6 @@ class PeakState(msgspec.Struct):
     holders: dict[str, int] = field(default_factory=dict)
     sites: list[Site] = field(default_factory=list)
     holder_sites: dict[str, list[Site]] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "entry": self.entry, "live": self.live, "ms": self.ms,
-                "step": self.step, "holders": self.holders,
-                "sites": [s.to_dict() for s in self.sites],
-                "holder_sites": {h: [s.to_dict() for s in sites]
-                                 for h, sites in self.holder_sites.items()}}
 
 
 def live_blocks(segments: list[dict[str, Any]], device: int) -> dict[int, tuple[int, Any]]:

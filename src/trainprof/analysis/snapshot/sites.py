@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import msgspec
 from msgspec import field
 
 from trainprof.analysis.snapshot.frames import (
@@ -23,6 +22,7 @@ from trainprof.analysis.snapshot.frames import (
     is_python_frame,
     site_key,
 )
+from trainprof.structs import Record
 
 __all__ = ["NO_STACK", "Site", "history_sites", "live_block_sites", "site_of", "top_sites"]
 
@@ -32,9 +32,11 @@ TOP_SITES = 10
 STACK_FRAMES = 12
 
 
-class Site(msgspec.Struct):
+class Site(Record):
     """Where allocations come from: the first user frame (`site`, and its `file`, `line`,
     `function`), the bytes and blocks charged to it, and the stack of its largest block."""
+
+    json_internal = frozenset({"_largest"})
 
     site: str
     file: str = ""
@@ -44,11 +46,6 @@ class Site(msgspec.Struct):
     count: int = 0
     stack: list[str] = field(default_factory=list)
     _largest: int = -1
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"site": self.site, "file": self.file, "line": self.line,
-                "function": self.function, "bytes": self.bytes, "count": self.count,
-                "stack": self.stack}
 
 
 def site_of(frames: Any) -> str:
