@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
-import msgspec
 import numpy as np
+from msgspec import field
+
+from trainprof.structs import Derived, Record
 
 #: The standard deviation of normal noise per unit of median absolute deviation.
 MAD_TO_SIGMA = 1.4826
@@ -46,13 +47,19 @@ _CHUNK = 250  # resamples per batch, to bound memory on runs with thousands of s
 _MAX_VALUES = 4_000_000  # values held per batch (ranks x steps x resamples)
 
 
-class SlowdownOdds(msgspec.Struct):
+class SlowdownOdds(Record):
     """Change in median step time (percent of BASE) and how likely it exceeds a limit."""
+
+    json_derived = (Derived("interval_90_pct", "change_pct"),
+                    Derived("confidence", "probability_over_limit", attr="words"),
+                    Derived("resamples", "confidence"), Derived("rough", "new_steps"))
+    json_internal = frozenset({"low_pct", "high_pct"})
 
     change_pct: float
     low_pct: float  # 90% interval
     high_pct: float
-    probability: float  # share of resamples slower than the limit
+    #: Share of resamples slower than the limit.
+    probability: float = field(name="probability_over_limit")
     base_steps: int  # steps resampled (a step of several ranks counts once)
     new_steps: int
 
@@ -71,11 +78,14 @@ class SlowdownOdds(msgspec.Struct):
     def rough(self) -> bool:
         return min(self.base_steps, self.new_steps) < FEW_STEPS
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"change_pct": self.change_pct, "interval_90_pct": [self.low_pct, self.high_pct],
-                "probability_over_limit": self.probability, "confidence": self.words,
-                "resamples": RESAMPLES, "base_steps": self.base_steps,
-                "new_steps": self.new_steps, "rough": self.rough}
+    @property
+    def interval_90_pct(self) -> list[float]:
+        return [self.low_pct, self.high_pct]
+
+    @property
+    def resamples(self) -> int:
+        """Bootstrap resamples drawn (``RESAMPLES``)."""
+        return RESAMPLES
 
 
 def likelihood(probability: float) -> str:

@@ -9,6 +9,7 @@ import msgspec
 from msgspec import field
 
 from trainprof.analysis.dataframes import data_frame
+from trainprof.structs import Derived, Record
 
 #: A name is slower or faster when its time per step changed by at least this share of its
 #: base time and by at least MIN_CHANGE_US µs per step; smaller changes count as the same.
@@ -18,8 +19,10 @@ MIN_CHANGE_US = 10.0
 TOP_CHANGES = 30
 
 
-class Delta(msgspec.Struct):
+class Delta(Record):
     """One figure in both runs and the change (new minus base)."""
+
+    json_derived = (Derived("delta", "new"), Derived("delta_pct", "delta"))
 
     base: float | None
     new: float | None
@@ -33,23 +36,21 @@ class Delta(msgspec.Struct):
         d = self.delta
         return None if d is None or not self.base else d / self.base * 100.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"base": self.base, "new": self.new, "delta": self.delta,
-                "delta_pct": self.delta_pct}
 
-
-class NameDelta(msgspec.Struct):
+class NameDelta(Record):
     """An op or kernel name in both runs, per step. For ops, ``*_us`` is host time and
     ``*_device_us`` the device time of the kernels they launched (when the table has it)."""
 
+    json_derived = (Derived("delta_us_per_step", "new_device_us_per_step", attr="delta_us"),)
+
     name: str
     change: str  # "added", "removed", "slower", "faster" or "same"
-    base_calls: float
-    new_calls: float
-    base_us: float
-    new_us: float
-    base_device_us: float | None = None
-    new_device_us: float | None = None
+    base_calls: float = field(name="base_calls_per_step")
+    new_calls: float = field(name="new_calls_per_step")
+    base_us: float = field(name="base_us_per_step")
+    new_us: float = field(name="new_us_per_step")
+    base_device_us: float | None = field(default=None, name="base_device_us_per_step")
+    new_device_us: float | None = field(default=None, name="new_device_us_per_step")
 
     @property
     def delta_us(self) -> float:
@@ -59,14 +60,6 @@ class NameDelta(msgspec.Struct):
             return host
         device = self.new_device_us - self.base_device_us
         return device if abs(device) > abs(host) else host
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "change": self.change,
-                "base_calls_per_step": self.base_calls, "new_calls_per_step": self.new_calls,
-                "base_us_per_step": self.base_us, "new_us_per_step": self.new_us,
-                "base_device_us_per_step": self.base_device_us,
-                "new_device_us_per_step": self.new_device_us,
-                "delta_us_per_step": self.delta_us}
 
 
 class TraceDiff(msgspec.Struct):

@@ -10,6 +10,7 @@ import msgspec
 
 from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import DOCS
+from trainprof.structs import Derived, Record
 from trainprof.vocabulary import TIMED_PHASES
 
 SCHEMA = "trainprof.checklist/1"
@@ -47,8 +48,12 @@ _ADVICE: dict[tuple[str, Status], str] = {
 }
 
 
-class PhaseCheck(msgspec.Struct):
+class PhaseCheck(Record):
     """One phase: its median time per step, its share, and the verdict."""
+
+    json_derived = (Derived("healthy_pct", "pct"), Derived("status", "healthy_pct"),
+                    Derived("flagged", "status"), Derived("rule", "flagged"),
+                    Derived("docs", "rule"), Derived("advice", "docs"))
 
     phase: str
     ms: float
@@ -86,18 +91,14 @@ class PhaseCheck(msgspec.Struct):
         return RULE_WHEN_HIGH.get(self.phase) if self.status == "high" else None
 
     @property
+    def docs(self) -> str | None:
+        """The page of the rule, if any."""
+        rule = self.rule
+        return f"{DOCS}#{rule.replace('_', '-')}" if rule else None
+
+    @property
     def advice(self) -> str | None:
         return _ADVICE.get((self.phase, self.status))
-
-    def to_dict(self) -> dict[str, Any]:
-        rule = self.rule
-        return {
-            "phase": self.phase, "ms": self.ms, "pct": self.pct,
-            "healthy_pct": list(self.healthy_pct), "status": self.status,
-            "flagged": self.flagged, "rule": rule,
-            "docs": f"{DOCS}#{rule.replace('_', '-')}" if rule else None,
-            "advice": self.advice,
-        }
 
 
 class Checklist(msgspec.Struct):

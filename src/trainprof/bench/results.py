@@ -13,6 +13,7 @@ import numpy as np
 from msgspec import field
 
 from trainprof.analysis.tabular import summary
+from trainprof.structs import Derived, Record
 
 SCHEMA = "trainprof.bench/1"
 #: The baseline run again at the end differing by more than this (percent) means the machine's
@@ -21,24 +22,33 @@ DRIFT_WARN_PCT = 10.0
 Status = Literal["ok", "skipped", "failed"]
 
 
-class StrategyResult(msgspec.Struct):
+class StrategyResult(Record):
     """One strategy: its throughput over each repeat, every timed step, phases, peak memory.
 
     A step is one optimizer step (with gradient accumulation, several batches). `status` is
     "ok", "skipped" (does not apply here; `reason` says why) or "failed" (`reason`: the error).
     """
 
+    json_derived = (Derived("skipped", "status"), Derived("failed", "skipped"),
+                    Derived("samples_per_s", "reason"),
+                    Derived("samples_per_s_std", "samples_per_s"),
+                    Derived("samples_per_s_min", "samples_per_s_std"),
+                    Derived("samples_per_s_max", "samples_per_s_min"),
+                    Derived("steps_timed", "samples_per_step"),
+                    Derived("step_ms", "steps_timed", attr="step_ms_summary"))
+    json_internal = frozenset({"step_times_ms"})
+
     name: str
     description: str
     status: Status = "ok"
     reason: str | None = None
-    samples_per_step: int | None = None
     repeat_samples_per_s: list[float] = field(default_factory=list)
     tokens_per_s: float | None = None
+    relative_to_baseline: float | None = None
+    samples_per_step: int | None = None
     step_times_ms: list[float] = field(default_factory=list)
     phases_ms: dict[str, float | None] | None = None
     peak_memory_bytes: int | None = None
-    relative_to_baseline: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -49,6 +59,26 @@ class StrategyResult(msgspec.Struct):
         """The median repeat's: one repeat disturbed by other work on the machine moves it
         less than it would move the mean."""
         return statistics.median(self.repeat_samples_per_s) if self.repeat_samples_per_s else None
+
+    @property
+    def skipped(self) -> bool:
+        return self.status == "skipped"
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
+
+    @property
+    def samples_per_s_min(self) -> float | None:
+        return min(self.repeat_samples_per_s) if self.repeat_samples_per_s else None
+
+    @property
+    def samples_per_s_max(self) -> float | None:
+        return max(self.repeat_samples_per_s) if self.repeat_samples_per_s else None
+
+    @property
+    def steps_timed(self) -> int:
+        return len(self.step_times_ms)
 
     @property
     def samples_per_s_std(self) -> float | None:
@@ -67,28 +97,10 @@ class StrategyResult(msgspec.Struct):
         return {"median": stats.median, "p90": stats.p90, "mean": stats.mean,
                 "min": float(times.min()), "max": stats.max}
 
-    def to_dict(self) -> dict[str, Any]:
-        rates = self.repeat_samples_per_s
-        return {
-            "name": self.name,
-            "description": self.description,
-            "status": self.status,
-            "skipped": self.status == "skipped",
-            "failed": self.status == "failed",
-            "reason": self.reason,
-            "samples_per_s": self.samples_per_s,
-            "samples_per_s_std": self.samples_per_s_std,
-            "samples_per_s_min": min(rates) if rates else None,
-            "samples_per_s_max": max(rates) if rates else None,
-            "repeat_samples_per_s": list(rates),
-            "tokens_per_s": self.tokens_per_s,
-            "relative_to_baseline": self.relative_to_baseline,
-            "samples_per_step": self.samples_per_step,
-            "steps_timed": len(self.step_times_ms),
-            "step_ms": self.step_ms(),
-            "phases_ms": self.phases_ms,
-            "peak_memory_bytes": self.peak_memory_bytes,
-        }
+    @property
+    def step_ms_summary(self) -> dict[str, float | None] | None:
+        """``step_ms()``."""
+        return self.step_ms()
 
 
 class BenchResult(msgspec.Struct):

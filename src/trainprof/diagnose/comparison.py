@@ -14,21 +14,34 @@ from trainprof.analysis.deltas import TraceDiff
 from trainprof.deprecated import old_names
 from trainprof.display import NotebookDisplay
 from trainprof.stats import SlowdownOdds, likelihood
+from trainprof.structs import Derived, Record
 
 SCHEMA = "trainprof.compare/1"
 #: Changed ops and kernels listed (the JSON keeps ``analysis.diff.TOP_CHANGES``).
 TOP_CHANGED = 10
 
 
-class Run(msgspec.Struct):
+class Run(Record):
     """One side: its label, every step's time (all ranks) and its step number, ranks, and the
-    batch size if known."""
+    batch size if known. The JSON writes the step times last, as ``per_step_ms``."""
+
+    json_derived = (Derived("steps", "label"),
+                    Derived("median_step_ms", "ranks", attr="median_ms"),
+                    Derived("mean_step_ms", "median_step_ms", attr="mean_ms"),
+                    Derived("steps_per_s", "mean_step_ms"),
+                    Derived("samples_per_s", "batch_size"),
+                    Derived("per_step_ms", "samples_per_s", attr="step_ms"))
+    json_internal = frozenset({"step_ms", "step_numbers"})
 
     label: str
     step_ms: list[float]
     ranks: int
     batch_size: int | None = None
     step_numbers: list[object] | None = None
+
+    @property
+    def steps(self) -> int:
+        return len(self.step_ms)
 
     @property
     def median_ms(self) -> float | None:
@@ -48,12 +61,6 @@ class Run(msgspec.Struct):
         """Batch size x ranks / median step time, when the batch size is known."""
         rate = self.steps_per_s
         return None if rate is None or self.batch_size is None else rate * self.batch_size * self.ranks
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "steps": len(self.step_ms), "ranks": self.ranks,
-                "median_step_ms": self.median_ms, "mean_step_ms": self.mean_ms,
-                "steps_per_s": self.steps_per_s, "batch_size": self.batch_size,
-                "samples_per_s": self.samples_per_s, "per_step_ms": self.step_ms}
 
 
 class Gate(msgspec.Struct):
@@ -100,9 +107,17 @@ class Gate(msgspec.Struct):
                 **(self.odds.to_dict() if self.odds else {})}
 
 
-class SpeedVerdict(msgspec.Struct):
+class SpeedVerdict(Record):
     """Without a gate too: which run is faster by median step, and how sure that is given the
-    step-to-step noise (the bootstrap of trainprof/stats.py with a limit of 0%)."""
+    step-to-step noise (the bootstrap of trainprof/stats.py with a limit of 0%). Its JSON
+    writes only figures derived from the odds."""
+
+    json_derived = (Derived("faster", "", attr="reported_faster"),
+                    Derived("probability", "faster"), Derived("confidence", "probability"),
+                    Derived("change_pct", "confidence"),
+                    Derived("interval_90_pct", "change_pct"),
+                    Derived("message", "interval_90_pct", attr="text"))
+    json_internal = frozenset({"odds", "base_ms", "new_ms"})
 
     odds: SlowdownOdds | None
     base_ms: float | None
@@ -138,14 +153,28 @@ class SpeedVerdict(msgspec.Struct):
             text += " Few steps were recorded, so this estimate of the noise is rough."
         return text
 
-    def to_dict(self) -> dict[str, Any]:
-        o = self.odds
-        return {"faster": self.faster if o else None, "probability": self.probability,
-                "confidence": likelihood(self.probability) if self.probability is not None
-                else "unknown",
-                "change_pct": o.change_pct if o else None,
-                "interval_90_pct": [o.low_pct, o.high_pct] if o else None,
-                "message": self.message()}
+    @property
+    def reported_faster(self) -> bool | None:
+        """``faster``, None without odds."""
+        return self.faster if self.odds else None
+
+    @property
+    def confidence(self) -> str:
+        p = self.probability
+        return likelihood(p) if p is not None else "unknown"
+
+    @property
+    def change_pct(self) -> float | None:
+        return self.odds.change_pct if self.odds else None
+
+    @property
+    def interval_90_pct(self) -> list[float] | None:
+        return self.odds.interval_90_pct if self.odds else None
+
+    @property
+    def text(self) -> str:
+        """``message()``."""
+        return self.message()
 
 
 class Comparison(NotebookDisplay, msgspec.Struct):

@@ -10,11 +10,10 @@ import time
 import uuid
 from typing import Any, TypedDict
 
-import msgspec
 import numpy as np
 from msgspec import field
 
-from trainprof.structs import asdict, fields
+from trainprof.structs import Record, asdict, fields
 
 #: Per-step times kept per row; longer runs keep this many, evenly spaced over the run (enough
 #: for the bootstrap of the median, at 8 KB a row).
@@ -22,13 +21,14 @@ MAX_STORED_STEPS = 2048
 _JSON_COLUMNS = ("phases_ms", "findings", "extra")
 
 
-class RunRecord(msgspec.Struct):
+class RunRecord(Record):
     """A recorded run: where and when, its step-time figures, phases, memory and findings.
 
     ``kind`` says what measured it: ``analysis`` (a trace), ``step_timer``, ``run``
     (``trainprof run``: the step timer plus the trace's findings) or ``cluster`` (a
     ``cluster_summary.json``). ``step_times_ms`` holds every step (all ranks, rank by rank, as
-    ``step_ranks`` [[rank, count], ...] says), thinned to ``MAX_STORED_STEPS``.
+    ``step_ranks`` [[rank, count], ...] says), thinned to ``MAX_STORED_STEPS``. Its JSON
+    (``to_dict``: the pending file's line, the JSON export's row) is every field.
     """
 
     name: str
@@ -62,10 +62,6 @@ class RunRecord(msgspec.Struct):
     @property
     def top_finding(self) -> dict[str, Any] | None:
         return self.findings[0] if self.findings else None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready values (the pending file's line, the JSON export's row)."""
-        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:

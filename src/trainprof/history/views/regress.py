@@ -31,6 +31,7 @@ from trainprof.deprecated import old_names
 from trainprof.history.store.rows import RunRecord, thin
 from trainprof.history.views.series import Point, points_of
 from trainprof.stats import SlowdownOdds, noise_band_pct, slowdown_odds
+from trainprof.structs import Derived, Record
 
 BASELINE_RUNS = 5
 THRESHOLD_PCT = 5.0
@@ -41,17 +42,20 @@ CONFIDENCE = 0.9
 BOOTSTRAP_MAX_STEPS = 4096
 
 
-class RegressionVerdict(msgspec.Struct):
+class RegressionVerdict(Record):
     """How a run compares with its baseline. ``status``: regression, improvement, steady,
     baseline (the noise is not known yet), first, new setup, or unknown (no step time)."""
+
+    json_derived = (Derived("probability", "threshold_pct"), Derived("confidence", "probability"))
+    json_internal = frozenset({"odds"})
 
     status: str
     change_pct: float | None = None
     baseline_ms: float | None = None
-    baseline: list[str] = field(default_factory=list)
+    baseline: list[str] = field(default_factory=list, name="baseline_runs")
     allowance_pct: float | None = None
-    odds: SlowdownOdds | None = None
     threshold_pct: float = THRESHOLD_PCT
+    odds: SlowdownOdds | None = None
     #: Set when the change was flagged at an earlier run than the one that made it sure.
     confirmed_by: str | None = None
 
@@ -59,13 +63,14 @@ class RegressionVerdict(msgspec.Struct):
     def flagged(self) -> bool:
         return self.status in ("regression", "improvement")
 
-    def to_dict(self) -> dict:
-        return {"status": self.status, "change_pct": self.change_pct,
-                "baseline_ms": self.baseline_ms, "baseline_runs": self.baseline,
-                "allowance_pct": self.allowance_pct, "threshold_pct": self.threshold_pct,
-                "probability": None if self.odds is None else self.odds.probability,
-                "confidence": None if self.odds is None else self.odds.words,
-                "confirmed_by": self.confirmed_by}
+    @property
+    def probability(self) -> float | None:
+        """The odds' probability of a change past the threshold (None without odds)."""
+        return None if self.odds is None else self.odds.probability
+
+    @property
+    def confidence(self) -> str | None:
+        return None if self.odds is None else self.odds.words
 
 
 class Series(msgspec.Struct):
@@ -117,7 +122,8 @@ def judge(points: list[Point], baseline_runs: int = BASELINE_RUNS,
                     seen = verdicts[i]
                     verdicts[onset] = RegressionVerdict(seen.status, _change(points[onset], seen),
                                               seen.baseline_ms, seen.baseline, seen.allowance_pct,
-                                              seen.odds, threshold_pct, confirmed_by=p.label)
+                                              odds=seen.odds, threshold_pct=threshold_pct,
+                                              confirmed_by=p.label)
                 start, i = onset, onset  # judge the runs after it against the new level
                 level[i] = start
         i += 1
