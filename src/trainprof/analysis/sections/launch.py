@@ -23,7 +23,7 @@ from trainprof.analysis.sorting import group_order, unique_below
 from trainprof.analysis.streaming.parts import ValueCounts
 from trainprof.analysis.streaming.windows import Window, WindowedSection
 from trainprof.analysis.tabular import Quantiles, share
-from trainprof.structs import Record, asdict, record_dict
+from trainprof.structs import Derived, Record, asdict
 from trainprof.trace.model import DEVICE_KINDS, Kind, Trace, is_graph_launch
 
 #: A kernel shorter than this is "small": launching it costs about as much as running it.
@@ -53,6 +53,7 @@ class LaunchApi(Record):
 class LaunchStats(Record):
     """Launch overhead inside the step window. Distributions are {mean, median, p90, max}."""
 
+    json_derived = (Derived("thresholds", "graph_kernels"),)
     json_internal = frozenset({"records"})
 
     launches: int
@@ -77,13 +78,12 @@ class LaunchStats(Record):
     #: Per launch, for the API: event indices and times (not in the JSON).
     records: dict[str, np.ndarray] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The record's JSON, then the section's thresholds (constants, not figures of it)."""
-        d = record_dict(self)
-        d["thresholds"] = {"small_kernel_us": SMALL_KERNEL_US, "back_to_back_us": BACK_TO_BACK_US,
-                           "cpu_bound_min_pct": CPU_BOUND_MIN_PCT,
-                           "slow_launch_us": SLOW_LAUNCH_US, "late_start_us": LATE_START_US}
-        return d
+    @property
+    def thresholds(self) -> dict[str, float]:
+        """The thresholds the section's figures are counted against (docs/launch.md)."""
+        return {"small_kernel_us": SMALL_KERNEL_US, "back_to_back_us": BACK_TO_BACK_US,
+                "cpu_bound_min_pct": CPU_BOUND_MIN_PCT, "slow_launch_us": SLOW_LAUNCH_US,
+                "late_start_us": LATE_START_US}
 
     def to_pandas(self, trace: Trace | None = None) -> Any:
         """One row per launch: call name, start, CPU time, delay, first kernel, kernels' time

@@ -25,7 +25,7 @@ from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.sections.memory_series import downsample, trend
 from trainprof.analysis.streaming.parts import Carried, Part, carried, carried_over, part_of
 from trainprof.analysis.streaming.windows import Window, WindowedSection
-from trainprof.structs import Derived, Record, record_dict
+from trainprof.structs import Derived, Record
 from trainprof.trace.model import LAUNCH_KINDS, Kind, Trace, is_allocation_op
 
 #: Points kept of each curve for display (min and max per bucket, so peaks survive).
@@ -143,6 +143,8 @@ class AllocatorCalls(Record):
 
 
 class Memory(Record):
+    json_derived = (Derived("units", ""),)
+
     devices: list[DeviceMemory]
     allocator: AllocatorCalls = field(default_factory=AllocatorCalls, name="allocator_calls")
     notes: list[str] = field(default_factory=list)
@@ -150,9 +152,10 @@ class Memory(Record):
     def device(self, name: str) -> DeviceMemory | None:
         return next((d for d in self.devices if d.device == name), None)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The section's unit (a constant, not a figure of the record), then its JSON."""
-        return {"units": "bytes", **record_dict(self)}
+    @property
+    def units(self) -> str:
+        """The unit of every memory figure of the section."""
+        return "bytes"
 
     def to_pandas(self) -> Any:
         """One row of scalar figures per device."""
