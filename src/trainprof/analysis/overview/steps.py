@@ -249,11 +249,16 @@ def _drop_uncaptured_tail(w: StepWindows, matched_counts: np.ndarray) -> None:
             w.recorded_starts, w.recorded_ends = w.recorded_starts[:keep], w.recorded_ends[:keep]
 
 
-class StepTime(TypedDict):
-    """One step's number and time (ms), as in the JSON result's ``steps.per_step``."""
-
+class _Step(TypedDict):
     step: int
     ms: float
+
+
+class StepTime(_Step, total=False):
+    """One step's number and time (ms), as in the JSON result's ``steps.per_step``; the HTML
+    report's input adds the step's ms per category (``trainprof report``: commands/report.py)."""
+
+    breakdown_ms: dict[str, float]
 
 
 class StepStats(Record):

@@ -119,7 +119,7 @@ def render_html(result: Analysis | dict[str, Any], rows: int = DEFAULT_ROWS) -> 
         "ranks_note": side_note,
         "spread_charts": spread_charts(rank_table),
         "spread_table": spread_table(rank_table),
-        "details": [(rank_view(data["ranks"][i], ranks[i], i, rows), i == slowest)
+        "details": [(rank_view(ranks[i], i, rows), i == slowest)
                     for i in shown],
         "hidden_ranks": len(ranks) - len(shown),
         "hidden_where": ("the histograms and the JSON result" if side_note

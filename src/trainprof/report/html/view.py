@@ -117,9 +117,8 @@ def headline(findings: list[Finding]) -> str:
             f"time{where}{more}.")
 
 
-def rank_view(r: dict[str, Any], rank: RankAnalysis, index: int, rows: int) -> RankView:
-    """One rank's part of the page: ``rank`` its records, ``r`` its JSON (with the per-step
-    breakdown a report adds: commands/report.py)."""
+def rank_view(rank: RankAnalysis, index: int, rows: int) -> RankView:
+    """One rank's part of the page (the ``index``-th rank), ``rows`` per table."""
     sections = rank.sections
     steps, gpu = rank.steps, rank.gpu
     window = f", window {rank.window}" if rank.window else ""
@@ -136,7 +135,7 @@ def rank_view(r: dict[str, Any], rank: RankAnalysis, index: int, rows: int) -> R
         anchor=f"rank-{index}",
         title=f"rank {rank.rank}{window} · {rank.device} · {rank.path.name}",
         facts=facts,
-        step_chart=step_chart(rank, step_breakdowns(r)),
+        step_chart=step_chart(rank, step_breakdowns(rank)),
         breakdown=_share_chart(
             [(category_label(c), pct, CATEGORY_COLORS.get(c, "#999"))
              for c, pct in rank.breakdown_pct.items()], "Share of step time by category"),
@@ -168,13 +167,12 @@ def rank_view(r: dict[str, Any], rank: RankAnalysis, index: int, rows: int) -> R
     )
 
 
-def step_breakdowns(r: dict[str, Any]) -> list[dict[str, float]] | None:
-    """Each step's ms per category, or None when a step lacks it. Not a record field: ``trainprof
-    report`` adds it to the JSON's ``steps.per_step`` (commands/report.py add_step_breakdown)."""
-    per_step = r["steps"]["per_step"]
-    if not per_step or not all("breakdown_ms" in p for p in per_step):
-        return None
-    return [p["breakdown_ms"] for p in per_step]
+def step_breakdowns(rank: RankAnalysis) -> list[dict[str, float]] | None:
+    """Each step's ms per category, or None when a step lacks it (``trainprof report`` adds it
+    to the steps of its input: commands/report.py add_step_breakdown)."""
+    per_step = rank.steps.per_step
+    found = [p.get("breakdown_ms") for p in per_step]
+    return None if not per_step or None in found else [b for b in found if b is not None]
 
 
 def step_chart(rank: RankAnalysis, breakdowns: list[dict[str, float]] | None = None) -> Chart:
