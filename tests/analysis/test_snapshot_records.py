@@ -20,10 +20,10 @@ from trainprof.report.json import to_json_bytes
 from helpers.round_trip import differences
 from helpers.snapshotgen import (
     TORCH_LINEAR,
-    AllocatorReplay,
     MiB,
     SnapshotBuilder,
     frames,
+    leaky_snapshot,
     real_shaped_run,
     real_shaped_snapshot,
 )
@@ -51,21 +51,8 @@ def oom() -> dict[str, Any]:
 
 def leaky(with_history: bool = True) -> dict[str, Any]:
     """Steps that each keep 3 MiB, with trainprof's own key (rank, step, breakdown)."""
-    replay = AllocatorReplay()
-    keep, work = frames(("/job/train.py", 57, "log")), frames(("/job/train.py", 42, "step"))
-
-    def step() -> None:
-        acts = [replay.alloc(8 * MiB, work) for _ in range(3)]
-        replay.alloc(3 * MiB, keep)
-        for addr in acts:
-            replay.free(addr)
-
-    for n in range(6):
-        replay.step(n, step)
-    snap = replay.snapshot(history=with_history)
-    snap["trainprof"] = {"rank": 1, "reason": "cycle", "step": 5, "memory_breakdown": BREAKDOWN,
-                         "device_totals": {"0": 80 << 30}}
-    return snap
+    return leaky_snapshot({"rank": 1, "reason": "cycle", "step": 5, "memory_breakdown": BREAKDOWN,
+                           "device_totals": {"0": 80 << 30}}, history=with_history)
 
 
 SNAPSHOTS = {

@@ -278,3 +278,25 @@ def real_shaped_snapshot(stacks: str = "all", annotate: bool = False) -> dict[st
     snap = replay.snapshot()
     snap["allocator_settings"] = dict(ALLOCATOR_SETTINGS)
     return snap
+
+
+def leaky_snapshot(trainprof_key: dict[str, Any], site: str = "/job/train.py",
+                   history: bool = True) -> dict[str, Any]:
+    """Six steps that each keep 3 MiB (``log_metrics``) beside 24 MiB of work freed again
+    (``train_step``), frames from ``site``; ``trainprof_key``: the recorder's own key (rank,
+    reason, step, memory breakdown...)."""
+    replay = AllocatorReplay()
+    keep = frames((site, 57, "log_metrics"))
+    work = frames((site, 42, "train_step"))
+
+    def step() -> None:
+        acts = [replay.alloc(8 * MiB, work) for _ in range(3)]
+        replay.alloc(3 * MiB, keep)
+        for addr in acts:
+            replay.free(addr)
+
+    for n in range(6):
+        replay.step(n, step)
+    snap = replay.snapshot(history=history)
+    snap["trainprof"] = trainprof_key
+    return snap

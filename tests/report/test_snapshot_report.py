@@ -14,7 +14,8 @@ from trainprof.commands.report import report_result
 from trainprof.report.html.report import render_html, write_html
 from trainprof.trace.snapshot import SnapshotError
 
-from helpers.snapshotgen import AllocatorReplay, MiB, frames
+from helpers.snapshotgen import MiB
+from helpers.snapshotgen import leaky_snapshot as leaky_run
 from helpers.tracegen import TraceBuilder
 
 #: Anything that would make a browser fetch (as in test_html.py): no CDN viewer here.
@@ -27,25 +28,12 @@ BREAKDOWN = {"device": "cuda:0", "peak_source": "max_memory_allocated", "notes":
                        "bytes": 80 * MiB, "tensors": 4}],
              "optimizer_state_keys": {"exp_avg": 40 * MiB, "exp_avg_sq": 40 * MiB},
              "optimizer_state_per_parameter": 2.0}
+KEY = {"rank": 1, "reason": "cycle", "step": 5, "memory_breakdown": BREAKDOWN}
 
 
 def leaky_snapshot(site: str = "/job/train.py") -> dict:
     """Six steps that each keep 3 MiB; frames from `site`; trainprof's own key with a breakdown."""
-    replay = AllocatorReplay()
-    keep = frames((site, 57, "log_metrics"))
-    work = frames((site, 42, "train_step"))
-
-    def step() -> None:
-        acts = [replay.alloc(8 * MiB, work) for _ in range(3)]
-        replay.alloc(3 * MiB, keep)
-        for addr in acts:
-            replay.free(addr)
-
-    for n in range(6):
-        replay.step(n, step)
-    snap = replay.snapshot()
-    snap["trainprof"] = {"rank": 1, "reason": "cycle", "step": 5, "memory_breakdown": BREAKDOWN}
-    return snap
+    return leaky_run(KEY, site)
 
 
 def write(path, data):
