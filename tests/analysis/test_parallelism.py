@@ -239,3 +239,19 @@ def test_the_reports_show_it(analyses):
     console.print(render_parallelism(fsdp.ranks[0].sections.parallelism))
     text = console.file.getvalue()
     assert "heaviest" in text and "Parallelism: FSDP" in text and "reduce-scatter" in text
+
+
+def test_the_recorded_jobs_read_back_from_their_json(analyses, tmp_path):
+    """Each job's saved result reads back into the same records (analysis/decode.py): the JSON
+    written again equals the JSON read (floats to 1e-9), and its Markdown is the analysis's."""
+    from trainprof.report.json import write_json
+    from trainprof.report.markdown.report import to_markdown
+    from trainprof.report.saved import saved_analysis
+
+    from helpers.round_trip import differences, round_trip
+
+    for job, analysis in analyses.items():
+        first, again = round_trip(analysis)
+        assert not differences(first, again), job
+        saved = saved_analysis(write_json(analysis, tmp_path / f"{job}.json"))
+        assert to_markdown(saved) == to_markdown(analysis), job
