@@ -71,3 +71,29 @@ def test_every_command_takes_an_old_result(tmp_path: Path, old: Path) -> None:
     every_step = [s["ms"] for r in data["ranks"] for s in r["steps"]["per_step"]]
     assert base["steps"] == len(every_step)
     assert base["median_step_ms"] == pytest.approx(statistics.median(every_step))
+
+
+DAMAGES = {
+    "ranks not a list": lambda d: {**d, "ranks": "x"},
+    "a rank not an object": lambda d: {**d, "ranks": [1]},
+    "a breakdown as a list": lambda d: {**d, "ranks": [{**d["ranks"][0],
+                                                        "breakdown_pct": [1, 2]}]},
+    "a median step as text": lambda d: {**d, "ranks": [{**d["ranks"][0],
+                                                        "steps": {"median_ms": "fast"}}]},
+    "the job as text": lambda d: {**d, "job": "x"},
+    "a finding without its severity": lambda d: {**d, "findings": [{"id": "host_bound"}]},
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_result_is_one_sentence(tmp_path: Path, damage: str) -> None:
+    data = json.loads(_unpacked(OLD[0], tmp_path).read_text())
+    path = tmp_path / "damaged.json"
+    path.write_text(json.dumps(DAMAGES[damage](data)))
+    for args in (("analyze", str(path), "--format", "md"),
+                 ("report", str(path), "-o", str(tmp_path / "r.html"))):
+        proc = _run(*args, "--no-progress")
+        assert proc.returncode == 2, (damage, args, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("trainprof: "), (damage, proc.stderr)
+        assert "does not read" in lines[0] and "internal error" not in lines[0]

@@ -51,8 +51,9 @@ def record(value: Any, kind: Any, where: str = "") -> Any:
     try:
         return msgspec.convert(value, kind, strict=False, dec_hook=_dec_hook)
     except msgspec.ValidationError as exc:
-        raise TraceError(f"The saved result's {where or 'value'} does not read as "
-                         f"{_name(kind)}: {exc}.") from None
+        named = "" if kind in (_Head, _RankHead) else f" as {_name(kind)}"
+        raise TraceError(f"The saved result's {where or 'value'} does not read{named}: "
+                         f"{exc}.") from None
 
 
 def _name(kind: Any) -> str:
@@ -77,38 +78,59 @@ def _sections(data: dict[str, Any], container: type, hints: dict[str, Any], wher
     return container(**found)
 
 
+class _RankHead(msgspec.Struct):
+    """A rank's own keys in a saved result (its sections aside)."""
+
+    rank: int = 0
+    window: int = 0
+    file: str = ""
+    device: str = ""
+    steps: dict[str, Any] = {}
+    breakdown_pct: dict[str, float] = {}
+    breakdown_ms: dict[str, float] = {}
+    phases_pct: dict[str, float] = {}
+    phases_ms: dict[str, float] = {}
+    gpus: list[GpuFigures] = []
+    timeline: Timeline | None = None
+    environment: dict[str, Any] = {}
+    notes: list[str] = []
+
+
+class _Head(msgspec.Struct):
+    """A saved result's own keys."""
+
+    source: str = ""
+    ranks: list[dict[str, Any]] = []
+    findings: list[dict[str, Any]] = []
+    notes: list[str] = []
+    job: dict[str, Any] = {}
+
+
 def rank_from_dict(data: dict[str, Any]) -> RankAnalysis:
     """One rank's part of a saved result as a ``RankAnalysis``."""
-    where = f"rank {data.get('rank', '?')}: "
-    steps = dict(data.get("steps") or {})
-    notes = list(data.get("notes") or [])
-    sections = _sections(data, RankSections, _RANK_SECTIONS, where, notes)
+    where = f"rank {data.get('rank', '?')}"
+    head = record(data, _RankHead, where)
+    notes = list(head.notes)
+    sections = _sections(data, RankSections, _RANK_SECTIONS, where + ": ", notes)
     return RankAnalysis(
-        rank=int(data.get("rank", 0)), window=int(data.get("window", 0)),
-        path=Path(str(data.get("file", ""))), device=str(data.get("device", "")),
-        steps=record(steps, StepStats, where + "steps"),
-        step_source=str(steps.get("source", "")),
-        breakdown_pct=dict(data.get("breakdown_pct") or {}),
-        breakdown_ms=dict(data.get("breakdown_ms") or {}),
-        phases_pct=dict(data.get("phases_pct") or {}),
-        phases_ms=dict(data.get("phases_ms") or {}),
-        gpus=record(data.get("gpus") or [], list[GpuFigures], where + "gpus"),
-        timeline=record(data.get("timeline"), Timeline | None, where + "timeline"),
-        environment=dict(data.get("environment") or {}),
-        notes=notes, sections=sections,
-    )
+        rank=head.rank, window=head.window, path=Path(head.file), device=head.device,
+        steps=record(head.steps, StepStats, where + ": steps"),
+        step_source=str(head.steps.get("source", "")),
+        breakdown_pct=head.breakdown_pct, breakdown_ms=head.breakdown_ms,
+        phases_pct=head.phases_pct, phases_ms=head.phases_ms, gpus=head.gpus,
+        timeline=head.timeline, environment=head.environment, notes=notes, sections=sections)
 
 
 def analysis_from_dict(data: dict[str, Any]) -> Analysis:
     """A saved result (its JSON decoded) as the ``Analysis`` it was written from. The findings
     stay as their JSON objects (the diagnosis is a layer above these records:
     ``diagnose.findings.typed_findings``). A section that does not read is left out with a
-    note (``TraceError`` from ``record`` otherwise)."""
-    notes = list(data.get("notes") or [])
-    job = _sections(data.get("job") or {}, JobSections, _JOB_SECTIONS, "job: ", notes)
-    return Analysis(ranks=[rank_from_dict(r) for r in data.get("ranks") or []],
-                    findings=list(data.get("findings") or []), notes=notes,
-                    source=str(data.get("source", "")), job=job)
+    note; ``TraceError`` when the result's own shape does not read."""
+    head = record(data, _Head, "top level")
+    notes = list(head.notes)
+    job = _sections(head.job, JobSections, _JOB_SECTIONS, "job: ", notes)
+    return Analysis(ranks=[rank_from_dict(r) for r in head.ranks], findings=list(head.findings),
+                    notes=notes, source=head.source, job=job)
 
 
 assert results.SCHEMA  # the schema this module reads (analysis/results.py)

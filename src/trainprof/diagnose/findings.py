@@ -9,6 +9,7 @@ from msgspec import field
 
 from trainprof.analysis.dataframes import data_frame
 from trainprof.display import NotebookDisplay
+from trainprof.errors import TraceError
 from trainprof.structs import Record, fields
 from trainprof.vocabulary import SEVERITY_ORDER, Severity  # noqa: F401 (re-exported)
 
@@ -183,7 +184,13 @@ def shared_number(f: Finding | dict[str, Any], findings: list[Any]) -> int | Non
 def typed_findings(findings: list[Any]) -> list[Finding]:
     """An analysis's findings as ``Finding``s (a result read back from JSON holds their JSON
     objects: ``analysis/decode.py``)."""
-    return [f if isinstance(f, Finding) else Finding.from_dict(f) for f in findings]
+    out = []
+    for i, f in enumerate(findings, 1):
+        try:
+            out.append(f if isinstance(f, Finding) else Finding.from_dict(f))
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise TraceError(f"Finding {i} of the saved result does not read: {exc}.") from None
+    return out
 
 
 class Findings(NotebookDisplay, list):
