@@ -83,7 +83,8 @@ class Derived(NamedTuple):
 class Record(msgspec.Struct):
     """A result record. Its JSON form is its own encoding: its fields in order under their
     JSON names (``msgspec.field(name=...)``), records inside it as their own JSON, plus the
-    ``json_derived`` figures and less the ``json_internal`` fields; ``analysis/decode.py``
+    ``json_derived`` figures and less the ``json_internal`` fields (and the
+    ``json_omit_empty`` keys whose value is None or empty); ``analysis/decode.py``
     reads that JSON back into the record (derived figures are computed again)."""
 
     #: Figures derived from the fields that the JSON writes too.
@@ -92,6 +93,8 @@ class Record(msgspec.Struct):
     #: their default), and those a ``Derived`` entry of the same key writes elsewhere (a field
     #: whose place in another file format, e.g. the cluster summary, must not move).
     json_internal: ClassVar[frozenset[str]] = frozenset()
+    #: JSON keys left out when their value is None or empty (the parts a record may not have).
+    json_omit_empty: ClassVar[frozenset[str]] = frozenset()
 
     def to_dict(self) -> dict[str, Any]:
         """The record's JSON form (see the class docstring)."""
@@ -101,8 +104,11 @@ class Record(msgspec.Struct):
 def record_dict(record: Record) -> dict[str, Any]:
     """``record``'s JSON form: ``Record.to_dict``."""
     out: dict[str, Any] = {}
+    omit = type(record).json_omit_empty
     for key, attr in json_plan(type(record)):
-        out[key] = plain(getattr(record, attr))
+        value = getattr(record, attr)
+        if not (key in omit and not value):
+            out[key] = plain(value)
     return out
 
 
@@ -129,6 +135,7 @@ def json_plan(cls: type[Record]) -> tuple[tuple[str, str], ...]:
                 place(key, name)
         lost = [d.key for d in cls.json_derived if (d.key, d.attr or d.key) not in steps]
         lost += sorted(cls.json_internal - set(cls.__struct_fields__))
+        lost += sorted(cls.json_omit_empty - {key for key, _ in steps})
         if lost:
             raise TypeError(f"{cls.__name__}: {lost} name no JSON key or field of the record")
         plan = _PLANS[cls] = tuple(steps)

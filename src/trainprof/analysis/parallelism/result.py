@@ -11,7 +11,7 @@ import numpy as np
 from msgspec import field
 
 from trainprof.analysis.dataframes import data_frame
-from trainprof.structs import Derived, Record, record_dict
+from trainprof.structs import Derived, Record
 
 #: The kinds of parallelism, in the order they are named.
 KINDS = ("fsdp", "pipeline", "tensor", "expert", "ddp")
@@ -164,7 +164,10 @@ class FsdpQueues(Record):
 
 class Parallelism(Record):
     """What one rank shows of the job's parallelism (docs/parallelism.md). Its JSON leaves out
-    the parts the rank does not show (those at their default: ``to_dict``)."""
+    the parts the rank does not show."""
+
+    json_omit_empty = frozenset({"pipeline", "fsdp_layers", "fsdp_collectives", "tensor",
+                                 "expert"})
 
     kinds: list[str]  # among KINDS
     evidence: dict[str, str]  # per kind: what in the trace showed it
@@ -180,10 +183,6 @@ class Parallelism(Record):
 
     def fsdp_exposed_ms_per_step(self) -> float:
         return sum(x.exposed_ms for x in self.layers)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The record's JSON less the parts the rank does not show (None, or no FSDP layers)."""
-        return {k: v for k, v in record_dict(self).items() if k not in _OPTIONAL or v}
 
     def to_pandas(self) -> Any:
         """One row per FSDP layer, else per pipeline step, else per kind with its evidence."""
@@ -279,4 +278,3 @@ class ExpertComm(Record):
 
 
 #: Parallelism's JSON keys written only when the rank shows that part.
-_OPTIONAL = frozenset({"pipeline", "fsdp_layers", "fsdp_collectives", "tensor", "expert"})
