@@ -148,8 +148,15 @@ def _prefetchable_waits_ms(parallel_jobs, job: str) -> float:  # noqa: F811
 @pytest.mark.slow
 def test_fsdp_without_prefetch(found, parallel_jobs):  # noqa: F811
     analysis, findings = found["fsdp"]
-    f = findings[0]
-    assert f.id == "fsdp_exposed_communication", [(x.id, x.saving_pct) for x in findings]
+    ids = [(x.id, x.saving_pct) for x in findings]
+    f = next((x for x in findings if x.id == "fsdp_exposed_communication"), None)
+    assert f is not None, ids
+    # The costliest, unless one rank ran late in this recording (a shared core slowed it):
+    # then only the straggler finding, or a finding on that rank, may cost more.
+    ahead = findings[:findings.index(f)]
+    late = analysis.job.stragglers.straggler if analysis.job.stragglers else None
+    assert all(late is not None and (x.id == "straggler" or x.rank == late)
+               for x in ahead), ids
     assert f.extra["cause"] == "no_forward_prefetch"
     assert "set_modules_to_forward_prefetch" in f.fix.pytorch
     ev = events(parallel_jobs / "fsdp" / f"rank{f.rank}.json")
