@@ -124,7 +124,9 @@ def test_cli_reads_a_summary(tmp_path):
 
 
 @pytest.mark.parametrize("content, says", [
-    (b'{"schema": "trainprof.cluster/1", "world_size": "two"}', "not a valid cluster summary"),
+    (b'{"schema": "trainprof.cluster/2", "world_size": "two"}', "not a valid cluster summary"),
+    (b'{"schema": "trainprof.cluster/1", "world_size": 2, "complete": true, "ranks": []}',
+     "parallelism sections are in the shape written before 2026-11-29: analyse the traces"),
     (b'{"schema": "trainprof.cluster/9", "world_size": 2, "complete": true, "ranks": []}',
      "schema 'trainprof.cluster/9'"),
     (b"{not json", "not a valid cluster summary"),

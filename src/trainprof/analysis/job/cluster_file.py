@@ -18,7 +18,10 @@ from trainprof.analysis.job.summary import RankSummary, rank_from_summary
 from trainprof.analysis.results import RankAnalysis
 from trainprof.errors import TraceError
 
-CLUSTER_SCHEMA = "trainprof.cluster/1"
+CLUSTER_SCHEMA = "trainprof.cluster/2"
+#: What changed from each older schema (docs/distributed.md), said when one is refused.
+_OLDER = {"trainprof.cluster/1": "its ranks' parallelism sections are in the shape written "
+                                 "before 2026-11-29"}
 
 
 class RankEntry(msgspec.Struct):
@@ -90,15 +93,21 @@ def decode_entry(raw: bytes, rank: int) -> RankEntry:
 def decode_document(path: Path) -> ClusterDocument:
     """The file, validated; ``TraceError`` in one sentence when it is not a cluster summary."""
     try:
-        doc = msgspec.json.decode(path.read_bytes(), type=ClusterDocument)
+        data = path.read_bytes()
+        schema = msgspec.json.decode(data, type=_Schema).schema
+        if schema != CLUSTER_SCHEMA:
+            why = f" ({_OLDER[schema]}: analyse the traces again)" if schema in _OLDER else ""
+            raise TraceError(f"{path} is a cluster summary of schema {schema!r}{why}; this "
+                             f"trainprof reads {CLUSTER_SCHEMA}.")
+        return msgspec.json.decode(data, type=ClusterDocument)
     except OSError as exc:
         raise TraceError(f"Cannot read {path}: {exc.strerror or exc}.") from None
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise TraceError(f"{path} is not a valid cluster summary: {exc}.") from None
-    if doc.schema != CLUSTER_SCHEMA:
-        raise TraceError(f"{path} is a cluster summary of schema {doc.schema!r}; this "
-                         f"trainprof reads {CLUSTER_SCHEMA}.")
-    return doc
+
+
+class _Schema(msgspec.Struct):
+    schema: str
 
 
 def _rank(s: RankSummary, path: Path) -> RankAnalysis:
