@@ -1,9 +1,10 @@
 """A saved JSON result (``trainprof.analysis/1``) read back into the typed records.
 
-The records' JSON form is their fields under the same names (plus figures derived from them,
-which are computed again); decoding is ``msgspec.convert`` of each part into its record's type,
-so that a renderer reads a saved result through the same fields as a fresh one. Read a saved
-file with ``report.saved.load_result`` (which refuses other schemas in one sentence).
+A record's JSON form is its own encoding (``trainprof.structs.Record``: its fields under their
+JSON names, plus figures derived from them, which are computed again here); decoding is
+``msgspec.convert`` of each part into its record's type, so that a renderer reads a saved result
+through the same fields as a fresh one. ``report.saved.saved_analysis(path)`` reads a saved file
+(refusing other schemas in one sentence) and makes its findings ``Finding``s.
 """
 
 from __future__ import annotations
