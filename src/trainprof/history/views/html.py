@@ -21,7 +21,7 @@ from trainprof.formatting import number
 from trainprof.history.store.rows import RunRecord
 from trainprof.history.views.regress import Series
 from trainprof.history.views.terminal import change_sentence, verdicts_by_id, when
-from trainprof.report.html.report import _asset
+from trainprof.report.html.assets import asset
 from trainprof.report.html.svg import Line, legend, line_chart
 from trainprof.report.html.svg import Series as Look
 from trainprof.report.quantities import size
@@ -48,7 +48,7 @@ def render_html(records: list[RunRecord], series: list[Series], db: str, filters
         "version": __version__, "db": db, "filters": filters, "runs": records,
         "series": [_series_view(s, i) for i, s in enumerate(series)],
         "headings": HEADINGS, "rows": [_row(r, verdicts) for r in records],
-        "css": _asset("report.css"),
+        "css": asset("report.css"),
     }
     return _environment().get_template("history.html.j2").render(context)
 

@@ -10,11 +10,8 @@ makes safe inside ``<script>`` (no ``<``, ``>``, ``&``, U+2028 or U+2029 left in
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +23,7 @@ from trainprof.analysis.decode import analysis_from_dict
 from trainprof.analysis.results import Analysis, RankAnalysis
 from trainprof.diagnose.findings import shared_number, typed_findings
 from trainprof.fileio import atomic_write_text
+from trainprof.report.html.assets import TEMPLATES, asset, script_hash
 from trainprof.report.html.model_parallel import experts_table
 from trainprof.report.html.parallelism import pipeline_table
 from trainprof.report.html.roofline import collective_ranks_table
@@ -47,7 +45,6 @@ ENVIRONMENT_LABELS = {"schema_version": "Kineto trace schema version", "world_si
                       "pytorch_version": "PyTorch", "cuda_runtime_version": "CUDA runtime",
                       "cuda_driver_version": "CUDA driver",
                       "cupti_version": "CUPTI (the profiler's GPU tracer) API version"}
-_TEMPLATES = "templates"
 _SCRIPT_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
                    "\u2029": "\\u2029"}
 
@@ -64,28 +61,12 @@ def json_for_script(data: Any) -> Markup:
 @cache
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.PackageLoader("trainprof.report", _TEMPLATES),
+        loader=jinja2.PackageLoader("trainprof.report", TEMPLATES),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
-
-
-@cache
-def _asset(name: str) -> Markup:
-    """Our own CSS or JS file, inlined; refused if it could end its element early."""
-    text = (resources.files("trainprof.report") / _TEMPLATES / name).read_text("utf-8")
-    if "</" in text:
-        raise ValueError(f"{name} must not contain '</' (it is inlined into the page)")
-    return Markup(text)
-
-
-@cache
-def _script_hash(name: str) -> str:
-    """The CSP source that lets our one inline script run, and nothing else."""
-    digest = hashlib.sha256(str(_asset(name)).encode("utf-8")).digest()
-    return "sha256-" + base64.b64encode(digest).decode("ascii")
 
 
 def _plain(result: Analysis | dict[str, Any]) -> dict[str, Any]:
@@ -133,9 +114,9 @@ def render_html(result: Analysis | dict[str, Any], rows: int = DEFAULT_ROWS) -> 
         "experts": experts_table(analysis.job.experts),
         "memory": memory_views(data),
         "result_json": json_for_script(embedded(data, set(shown))),
-        "css": _asset("report.css"),
-        "js": _asset("report.js"),
-        "script_hash": _script_hash("report.js"),
+        "css": asset("report.css"),
+        "js": asset("report.js"),
+        "script_hash": script_hash("report.js"),
     }
     return _environment().get_template("report.html.j2").render(context)
 
