@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 _CAN_BLOCK = hasattr(signal, "pthread_sigmask")  # not on Windows
@@ -45,6 +45,25 @@ def held_interrupts() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         if previous_handler is not None:
             _deliver_held(previous_handler, arrived)
+
+
+def held_call(stop: Callable[[], None]) -> None:
+    """``stop()`` with SIGINT held back (``held_interrupts``), and run whenever a Ctrl-C comes:
+    one that arrives as the hold is being set up, before SIGINT is blocked, raises
+    KeyboardInterrupt before the block's body runs; ``stop`` then runs again, held, and the
+    interrupt is raised after it, as one that comes during it is. For stopping workers, where a
+    skipped stop leaves a child running or unreaped."""
+    interrupted: KeyboardInterrupt | None = None
+    done = False
+    while not done:
+        try:
+            with held_interrupts():
+                stop()
+                done = True
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+    if interrupted is not None:
+        raise interrupted
 
 
 def _note_interrupts(arrived: list[int]) -> Any:

@@ -29,7 +29,7 @@ import msgspec
 import numpy as np
 
 from trainprof.errors import TraceError
-from trainprof.interrupts import held_interrupts
+from trainprof.interrupts import held_call, held_interrupts
 from trainprof.pipes import read_frame, worker_env, write_frame
 from trainprof.trace.columns import ColumnBuilder
 from trainprof.trace.decode_worker import SegmentColumns, read_all, write_all
@@ -341,8 +341,7 @@ class _Pool:
     def stop(self) -> None:
         """Close every worker's pipe (it then exits); kill those still busy (after an error or
         Ctrl-C in this process), and release the threads."""
-        with held_interrupts():  # a second Ctrl-C does not leave some workers running
-            self._stop()
+        held_call(self._stop)  # however a Ctrl-C comes, no worker is left running
 
     def _stop(self) -> None:
         busy = any(t.is_alive() for t in self.threads)

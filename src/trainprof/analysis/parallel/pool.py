@@ -29,7 +29,7 @@ from trainprof.analysis.options import analyze_options, using_options
 from trainprof.analysis.parallel.worker import analyze_file
 from trainprof.analysis.streaming.memory_budget import default_budget, json_equivalent
 from trainprof.errors import TrainprofError
-from trainprof.interrupts import held_interrupts
+from trainprof.interrupts import held_call, held_interrupts
 from trainprof.pipes import read_frame, worker_env, write_frame
 from trainprof.structs import replace
 from trainprof.trace.load import Progress
@@ -149,28 +149,32 @@ class _Pool:
         workers: list[_Worker] = []
         finished = False
         try:
-            for w in range(self.count - 1):
-                # held: a Ctrl-C raises once the worker is in `workers`; the worker and its
-                # reader thread inherit the block (the worker ignores SIGINT, the reader keeps
-                # it blocked so that it is always this thread that gets it)
-                with held_interrupts():
-                    worker = _Worker.start()
-                    workers.append(worker)
-                    worker.reader = threading.Thread(
-                        target=_drain, args=(w, worker.proc.stdout, self.results), daemon=True)
-                    worker.reader.start()
-            for worker in workers:
-                self._send(worker)
-                self._send(worker)
-            while self.pending or any(p.tasks for p in workers):
-                if self.pending:
-                    i = self.pending.popleft()
-                    # one decode process here: the workers take the other cores
-                    self._finish(i, analyze_file(self.files[i], self.options, False, 1))
-                self._collect(workers, block=not self.pending)
-            finished = True
-        finally:
-            _stop(workers, kill=not finished)
+            try:
+                for w in range(self.count - 1):
+                    # held: a Ctrl-C raises once the worker is in `workers`; the worker and its
+                    # reader thread inherit the block (the worker ignores SIGINT, the reader keeps
+                    # it blocked so that it is always this thread that gets it)
+                    with held_interrupts():
+                        worker = _Worker.start()
+                        workers.append(worker)
+                        worker.reader = threading.Thread(
+                            target=_drain, args=(w, worker.proc.stdout, self.results), daemon=True)
+                        worker.reader.start()
+                for worker in workers:
+                    self._send(worker)
+                    self._send(worker)
+                while self.pending or any(p.tasks for p in workers):
+                    if self.pending:
+                        i = self.pending.popleft()
+                        # one decode process here: the workers take the other cores
+                        self._finish(i, analyze_file(self.files[i], self.options, False, 1))
+                    self._collect(workers, block=not self.pending)
+                finished = True
+            finally:
+                _stop(workers, kill=not finished)
+        except BaseException:  # a Ctrl-C that came as the `finally` began, before it stopped them
+            _stop(workers, kill=True)
+            raise
         if self.progress:
             self.progress(len(self.files), len(self.files), self.files[-1])
         return [o if o is not None else ("skipped", "not reached") for o in self.outcomes]
@@ -241,8 +245,7 @@ def _stop(workers: list[_Worker], kill: bool) -> None:
     """Close every worker's task pipe (it then exits); kill one that does not, or all of them
     at once after an error (their work is no longer wanted). A Ctrl-C meanwhile is raised
     once every worker is stopped."""
-    with held_interrupts():
-        _stop_all(workers, kill)
+    held_call(lambda: _stop_all(workers, kill))
 
 
 def _stop_all(workers: list[_Worker], kill: bool) -> None:

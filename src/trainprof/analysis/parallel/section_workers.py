@@ -33,7 +33,7 @@ from typing import IO, Any
 import msgspec
 
 from trainprof.analysis.streaming.memory_budget import available_memory
-from trainprof.interrupts import held_interrupts, ignore_interrupts
+from trainprof.interrupts import held_call, held_interrupts, ignore_interrupts
 from trainprof.pipes import read_frame, write_frame
 from trainprof.trace.model import Trace
 from trainprof.trace.parallel_decode import SHARED_DIR, usable_cores
@@ -149,37 +149,15 @@ def run_jobs(trace: Trace, steps: Any, jobs: Sequence[Job], workers: int,
     os.close(queue_w)  # once every job is taken, a read gets the end
     results: dict[int, Any] = {}
     failure: tuple[int, Exception] | None = None
-    children: list[_Child] = []
+    pool = _Pool(queue_r)
     try:
-        # frozen, this process's objects are left unwritten by the children's collections
-        # (unless the caller froze some for its own forks: then as it left them)
-        freeze = gc.get_freeze_count() == 0
-        if freeze:
-            gc.freeze()
         try:
-            for _ in range(min(workers - 1, len(queued))):
-                with held_interrupts():  # a Ctrl-C now raises once the child is in `children`
-                    child = _Child.fork(trace, steps, jobs, queue_r)
-                    if child is not None:
-                        children.append(child)
-                if child is None:  # the system would not fork: fewer processes do the work
-                    break
-        finally:
-            if freeze:
-                gc.unfreeze()
-        for i in itertools.chain(home, _taken(queue_r)):
-            try:
-                results[i] = jobs[i][1](trace, steps)
-            except Exception as exc:  # raised below, where a serial run would raise it
-                failure = (i, exc)
-                break
-        for child in children:
-            results.update(child.collect())
-    finally:
-        with held_interrupts():  # a second Ctrl-C does not leave some children running
-            for child in children:
-                child.stop()
-            os.close(queue_r)
+            failure = _share(trace, steps, jobs, workers, home, queued, pool, results)
+        finally:  # however a Ctrl-C comes, no child is left running or unreaped
+            held_call(pool.stop)
+    except BaseException:  # one that came as the `finally` began, before it could stop them
+        held_call(pool.stop)
+        raise
     out = []
     for i, (_, fn) in enumerate(jobs):
         if failure is not None and failure[0] == i:
@@ -187,6 +165,40 @@ def run_jobs(trace: Trace, steps: Any, jobs: Sequence[Job], workers: int,
         # a child's missing result (it died or raised) is computed here, in the serial order
         out.append(results[i] if i in results else fn(trace, steps))
     return out
+
+
+def _share(trace: Trace, steps: Any, jobs: Sequence[Job], workers: int, home: list[int],
+           queued: list[int], pool: _Pool, results: dict[int, Any]
+           ) -> tuple[int, Exception] | None:
+    """Fork the children into ``pool``, compute the home jobs and those this process takes from
+    the queue, then collect the children's results into ``results``; the job that raised here
+    and its exception, if one did."""
+    # frozen, this process's objects are left unwritten by the children's collections
+    # (unless the caller froze some for its own forks: then as it left them)
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
+    try:
+        for _ in range(min(workers - 1, len(queued))):
+            with held_interrupts():  # a Ctrl-C now raises once the child is in the pool
+                child = _Child.fork(trace, steps, jobs, pool.queue)
+                if child is not None:
+                    pool.children.append(child)
+            if child is None:  # the system would not fork: fewer processes do the work
+                break
+    finally:
+        if freeze:
+            gc.unfreeze()
+    failure = None
+    for i in itertools.chain(home, _taken(pool.queue)):
+        try:
+            results[i] = jobs[i][1](trace, steps)
+        except Exception as exc:  # raised by the caller, where a serial run would raise it
+            failure = (i, exc)
+            break
+    for child in pool.children:
+        results.update(child.collect())
+    return failure
 
 
 def longest_first(names: Sequence[str]) -> list[int]:
@@ -201,6 +213,22 @@ def _taken(queue: int) -> Iterator[int]:
         if not token:
             return
         yield token[0]
+
+
+class _Pool(msgspec.Struct):
+    """The forked children and the queue of jobs they take from."""
+
+    queue: int
+    children: list[_Child] = msgspec.field(default_factory=list)
+    closed: bool = False
+
+    def stop(self) -> None:
+        """Stop and reap every child, close the queue; again, it changes nothing."""
+        for child in self.children:
+            child.stop()
+        if not self.closed:
+            os.close(self.queue)
+            self.closed = True
 
 
 class _Child(msgspec.Struct):
