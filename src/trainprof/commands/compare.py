@@ -9,13 +9,13 @@ import os
 import sys
 from pathlib import Path
 
+from trainprof.analysis.decode import analysis_from_dict
 from trainprof.analysis.results import Analysis
 from trainprof.commands.progress import with_progress
 from trainprof.diagnose.compare import compare_analyses
 from trainprof.diagnose.comparison import Comparison
 from trainprof.report.formats import write_result
 from trainprof.report.saved import (
-    analysis_from_result,
     is_saved_result,
     load_result,
     refuse_other_results,
@@ -58,7 +58,7 @@ def load_side(x: Input, progress: Progress | None = None) -> Analysis:
     if (run_id := history_id(x)) is not None:  # history:12 or @12 (docs/history.md)
         return analysis_from_history(run_id)
     if is_saved_result(x):
-        return analysis_from_result(load_result(x))
+        return analysis_from_dict(load_result(x))
     refuse_other_results(x)
     from trainprof.pipeline import analyze
 

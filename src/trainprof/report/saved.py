@@ -69,9 +69,3 @@ def saved_analysis(path: str | os.PathLike[str]) -> Analysis:
     analysis = analysis_from_dict(load_result(path))
     analysis.findings = typed_findings(analysis.findings)
     return analysis
-
-
-def analysis_from_result(data: dict[str, Any]) -> Analysis:
-    """A saved result (its JSON decoded) as the records it was written from
-    (analysis/decode.py); its findings stay JSON objects."""
-    return analysis_from_dict(data)

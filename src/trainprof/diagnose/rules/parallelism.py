@@ -280,7 +280,7 @@ def _fsdp_exposed(r: RankAnalysis, waited_ms: float) -> Finding | None:
     if waited_ms:
         evidence.append(Evidence("left out: waiting for the straggler",
                                  min(waited_ms, total_ms), "ms/step", where(r)))
-    names = ", ".join(x.layer or "(root)" for x in named)
+    names = ", ".join(x.label for x in named)
     return rank_finding(
         r, "fsdp_exposed_communication", saving_severity(share),
         f"FSDP's collectives are not hidden: {share:.0f}% of each step waits for them, "

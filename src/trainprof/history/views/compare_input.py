@@ -13,11 +13,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+from trainprof.analysis.decode import analysis_from_dict
 from trainprof.analysis.results import SCHEMA, Analysis
 from trainprof.history.store.database import History
 from trainprof.history.store.rows import RunRecord
 from trainprof.history.views.terminal import when
-from trainprof.report.saved import analysis_from_result
 
 _ID = re.compile(r"^(?:history:|@)(\d+)$")
 
@@ -36,7 +36,7 @@ def history_id(x: Any) -> int | None:
 def analysis_from_history(run_id: int, db: str | os.PathLike[str] | None = None) -> Analysis:
     """The stored run as an ``Analysis`` that ``analysis.diff`` and ``compare`` read."""
     record = History(db).get(run_id)
-    analysis = analysis_from_result(result_of(record))
+    analysis = analysis_from_dict(result_of(record))
     if not record.step_times_ms:
         analysis.notes.append(f"history:{run_id} keeps no per-step times (only its summary).")
     return analysis

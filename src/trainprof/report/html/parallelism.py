@@ -35,7 +35,7 @@ def fsdp_layers_table(p: Parallelism | None) -> Table | None:
             Column("prefetch forward", title="layers ahead its all-gathers are issued"),
             Column("prefetch backward", title="layers ahead its all-gathers are issued")]
     table = Table(cols, caption="FSDP layers: communication with no compute running")
-    table.rows = [[text(x.layer or "(root)"), num(x.forward_gather_ms, 2),
+    table.rows = [[text(x.label), num(x.forward_gather_ms, 2),
                    num(x.backward_gather_ms, 2), num(x.reduce_scatter_ms, 2),
                    num(x.gathers_per_step, 0), num(x.forward_prefetch_distance, 1),
                    num(x.backward_prefetch_distance, 1)] for x in layers[:LAYER_ROWS]]

@@ -23,7 +23,7 @@ def parallelism_md(rank: Parallelism | None, pipeline: Pipeline | None) -> str:
     layers = sorted(rank.layers if rank is not None else [], key=lambda x: x.exposed_ms,
                     reverse=True)
     if layers:
-        rows = [[md_text(x.layer or "(root)"), number(x.forward_gather_ms, 2),
+        rows = [[md_text(x.label), number(x.forward_gather_ms, 2),
                  number(x.backward_gather_ms, 2), number(x.reduce_scatter_ms, 2),
                  number(x.forward_prefetch_distance, 1), number(x.backward_prefetch_distance, 1)]
                 for x in layers[:LAYER_ROWS]]

@@ -22,8 +22,9 @@ def render_communication(result: Communication) -> Table | None:
         t.add_column(col, justify="left" if col == "collective" else "right")
     n = max(result.steps, 1)
     for row in result.types:
-        t.add_row(row.type, f"{row.count / n:.1f}", size(None if row.bytes is None else row.bytes / n),
-                  ms(row.busy_us / n / 1000.0), ms(row.exposed_us / n / 1e3), pct(row.overlap_pct))
+        t.add_row(row.type, f"{row.count_per_step(n):.1f}",
+                  size(None if row.bytes is None else row.bytes / n),
+                  ms(row.busy_ms_per_step(n)), ms(row.exposed_us / n / 1e3), pct(row.overlap_pct))
     return t
 
 

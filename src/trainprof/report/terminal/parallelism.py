@@ -45,7 +45,7 @@ def _layers(result: Parallelism) -> Table:
     add_name_column(t, "layer", 32)
     add_number_columns(t, "AG fwd", "AG bwd", "RS", "AG/step", "ahead")
     for x in sorted(result.layers, key=lambda x: -x.exposed_ms)[:LAYER_ROWS]:
-        t.add_row(x.layer or "(root)", f"{x.forward_gather_ms:.2f}",
+        t.add_row(x.label, f"{x.forward_gather_ms:.2f}",
                   f"{x.backward_gather_ms:.2f}", f"{x.reduce_scatter_ms:.2f}",
                   f"{x.gathers_per_step:.0f}",
                   "/".join("-" if d is None else f"{d:g}" for d in
