@@ -7,8 +7,12 @@ the optimizer, what the loop keeps or does after the step). ``record(kind, out)`
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +38,12 @@ LOGGING_WORK = 150_000
 #: Every PERIOD-th step of the periodic run evaluates on EVAL_BATCHES extra batches.
 PERIOD = 4
 EVAL_BATCHES = 12
+#: Loop steps after which a busy process shares this process's core for CONTEND_MS, from
+#: CONTEND_DELAY_MS into the next step (inside its ops, not between steps): that step runs
+#: the same ops, slower (the recorded loop steps are 2 to 12).
+CONTEND_AFTER = (3, 8)
+CONTEND_DELAY_MS = 1.0
+CONTEND_MS = 10.0
 #: The per-parameter optimizer's model: this many tiny parameter tensors.
 TINY_PARAMS = 400
 #: The leaking loop keeps a metric computed on this many copies of the batch, with its graph
@@ -88,6 +98,46 @@ class Batches(Dataset):
         return self.x[i], self.y[i]
 
 
+#: The busy process: pinned to one core, for each line "delay spin" it reads it sleeps, then
+#: spins, that many milliseconds.
+SPIN = """
+import os, sys, time
+os.sched_setaffinity(0, {%d})
+print("ready", flush=True)
+for line in sys.stdin:
+    delay, spin = (float(x) / 1000.0 for x in line.split())
+    time.sleep(delay)
+    end = time.perf_counter() + spin
+    while time.perf_counter() < end:
+        pass
+"""
+
+
+@contextlib.contextmanager
+def contender() -> Iterator[Callable[[], None]]:
+    """Pin this thread to one core, with a busy process on the same core that spins for
+    CONTEND_MS, CONTEND_DELAY_MS after each call of the yielded function: contention from
+    outside the loop."""
+    before = os.sched_getaffinity(0)
+    cpu = min(before)
+    child = subprocess.Popen([sys.executable, "-c", SPIN % cpu], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        os.sched_setaffinity(0, {cpu})
+
+        def contend() -> None:
+            child.stdin.write(f"{CONTEND_DELAY_MS} {CONTEND_MS}\n")
+            child.stdin.flush()
+
+        yield contend
+    finally:
+        os.sched_setaffinity(0, before)
+        child.stdin.close()
+        child.wait(timeout=30)
+
+
 @dataclass
 class Job:
     """One training loop: the dataset's extra work, the model, the optimizer, whether a metric
@@ -100,6 +150,8 @@ class Job:
     keep_graphs: bool = False
     evaluate_every: int = 0
     after_step: Callable[[int, torch.Tensor], None] | None = None
+    #: Loop steps after which another process contends for the core (``contender``).
+    contend_after: tuple[int, ...] = ()
 
 
 def _log_metrics(step: int, loss: torch.Tensor) -> None:
@@ -116,11 +168,17 @@ JOBS: dict[str, Job] = {
         p, lr=1e-3, fused=True)),
     "leak": Job(keep_graphs=True),
     "periodic": Job(evaluate_every=PERIOD),
+    "contended": Job(contend_after=CONTEND_AFTER),
     "logging": Job(after_step=_log_metrics),
 }
 
 
 def _steps(job: Job, on_step: Callable[[], None]) -> None:
+    with contender() if job.contend_after else contextlib.nullcontext() as contend:
+        _loop(job, on_step, contend)
+
+
+def _loop(job: Job, on_step: Callable[[], None], contend: Callable[[], None] | None) -> None:
     model = job.model()
     optimizer = job.optimizer(list(model.parameters()))
     loader = DataLoader(Batches(STEPS, job.data_work), batch_size=None, num_workers=0)
@@ -140,6 +198,8 @@ def _steps(job: Job, on_step: Callable[[], None]) -> None:
             with torch.no_grad():  # an evaluation pass, inside ops
                 for xb in eval_x:
                     model(xb)
+        if contend is not None and step in job.contend_after:
+            contend()
         on_step()
 
 

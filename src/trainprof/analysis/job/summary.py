@@ -37,22 +37,10 @@ class StepTime(msgspec.Struct):
     ms: float
 
 
-class StepSummary(msgspec.Struct):
+class StepSummary(StepStats):
     """``analysis.overview.steps.step_stats`` plus the step source."""
 
-    count: int
-    mean_ms: float
-    median_ms: float
-    p90_ms: float
-    min_ms: float
-    max_ms: float
-    cv: float
-    per_step: list[StepTime]
     source: str = ""
-    slow_steps: list[int] = []
-    slow_episodes: int = 0
-    slow_excess_ms: float = 0.0
-    slow_period: int | None = None
 
 
 class InstanceColumns(msgspec.Struct):

@@ -21,10 +21,12 @@ from trainprof.vocabulary import ALL_CATEGORIES, CATEGORIES  # noqa: F401 (re-ex
 
 
 class Breakdown(msgspec.Struct):
-    """Microseconds per category and step (``per_step[category][i]`` for step i)."""
+    """Microseconds per category and step (``per_step[category][i]`` for step i), and the
+    host ops each step ran (``host_ops``, a measure of its work: ``host_ops_per_step``)."""
 
     per_step: dict[str, np.ndarray]
     step_us: np.ndarray
+    host_ops: np.ndarray | None = None
 
     def percentages(self) -> dict[str, float]:
         """Each category's share of the total step time, adding up to 100."""
@@ -67,20 +69,38 @@ def step_breakdown(trace: Trace, steps: StepWindows) -> Breakdown:
         per_step[name] = iv.covered_in_windows(claimed, steps.starts, steps.ends)
     per_step["other"] = iv.covered_in_windows(slots, steps.starts, steps.ends)
     step_us = steps.durations if n else np.zeros(0)
-    return Breakdown(per_step=per_step, step_us=step_us)
+    return Breakdown(per_step=per_step, step_us=step_us, host_ops=host_ops_per_step(trace, steps))
 
 
-def _breakdown_part(window: Window) -> dict[str, np.ndarray]:
-    """The claimed time per category of the window's own steps."""
-    return step_breakdown(window.trace, window.steps).per_step
+def host_ops_per_step(trace: Trace, steps: StepWindows) -> np.ndarray:
+    """How many ops (``cpu_op`` events, every depth) start inside each step as recorded (the
+    ProfilerStep range, before re-timing to the device): the same loop body runs the same
+    number each step, so a slow step with more is doing more work, and one with the same
+    number did the same work slower."""
+    ev = trace.events
+    ts = ev.ts[ev.kind == Kind.CPU_OP]  # events are sorted by start
+    starts = steps.starts if steps.recorded_starts is None else steps.recorded_starts
+    ends = steps.ends if steps.recorded_ends is None else steps.recorded_ends
+    return (np.searchsorted(ts, ends, side="left")
+            - np.searchsorted(ts, starts, side="left")).astype(np.int64)
 
 
-def _breakdown_whole(parts: list[dict[str, np.ndarray]], steps: StepWindows) -> Breakdown:
-    per_step = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
-    return Breakdown(per_step=per_step, step_us=steps.durations if len(steps) else np.zeros(0))
+def _breakdown_part(window: Window) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+    """The claimed time per category of the window's own steps, and their host ops."""
+    part = step_breakdown(window.trace, window.steps)
+    return part.per_step, part.host_ops
+
+
+def _breakdown_whole(parts: list[tuple[dict[str, np.ndarray], np.ndarray | None]],
+                     steps: StepWindows) -> Breakdown:
+    per_step = {c: np.concatenate([p[c] for p, _ in parts]) for c in parts[0][0]}
+    ops = [o for _, o in parts if o is not None]
+    return Breakdown(per_step=per_step, step_us=steps.durations if len(steps) else np.zeros(0),
+                     host_ops=np.concatenate(ops) if len(ops) == len(parts) else None)
 
 
 #: ``step_breakdown`` window by window (analysis/streaming/windows.py): each step is claimed from the
 #: events of the window that owns it.
-BREAKDOWN: WindowedSection[dict[str, np.ndarray], Breakdown] = WindowedSection(
-    _breakdown_part, _breakdown_whole)
+BREAKDOWN: WindowedSection[tuple[dict[str, np.ndarray], np.ndarray | None], Breakdown] = (
+    WindowedSection(
+        _breakdown_part, _breakdown_whole))

@@ -75,7 +75,7 @@ def overview(head: Trace, steps: StepWindows, run: Callable[[WindowedSection], A
         window=head.window,
         path=head.path,
         device=head.device_name(),
-        steps=step_stats(steps),
+        steps=step_stats(steps, breakdown.host_ops, breakdown.per_step),
         step_source=steps.source,
         breakdown_pct=breakdown.percentages(),
         breakdown_ms=breakdown.mean_ms(),

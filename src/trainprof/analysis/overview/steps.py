@@ -280,6 +280,16 @@ class StepStats(Record):
     slow_episodes: int = 0
     slow_excess_ms: float = 0.0
     slow_period: int | None = None
+    #: The work in a step: the median number of ops a step runs (``cpu_op`` events, every
+    #: depth; None: the trace has none), and the slow steps' mean, so that a slow step doing
+    #: extra work (more ops) tells itself from one doing the same work slower.
+    ops_per_step: float | None = None
+    slow_step_ops: float | None = None
+    #: Where the slow steps' excess went: per breakdown category, the slow steps' mean time
+    #: above the median of the other steps (ms; the categories that grew, largest first).
+    slow_excess_by_category_ms: dict[str, float] = field(default_factory=dict)
+
+    json_omit_empty = frozenset({"ops_per_step", "slow_step_ops", "slow_excess_by_category_ms"})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> StepStats:
@@ -288,14 +298,18 @@ class StepStats(Record):
         return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
 
 
-def step_stats(w: StepWindows) -> StepStats:
-    """Per-step times and their summary, in ms."""
+def step_stats(w: StepWindows, host_ops: np.ndarray | None = None,
+               breakdown_us: Mapping[str, np.ndarray] | None = None) -> StepStats:
+    """Per-step times and their summary, in ms; ``host_ops`` (ops per step) and
+    ``breakdown_us`` (µs per category and step) say what the slow steps did."""
     ms = w.durations / 1000.0
     if not len(ms):
         return StepStats()
     spread = step_spread(ms, w.numbers)
     numbers = np.asarray(spread.slow_steps, dtype=np.int64)
     gaps = np.unique(np.diff(numbers))
+    slow = np.isin(w.numbers, numbers)
+    counted = host_ops is not None and len(host_ops) == len(ms) and bool(host_ops.any())
     return StepStats(
         count=int(len(ms)),
         mean_ms=spread.mean_ms,
@@ -310,4 +324,23 @@ def step_stats(w: StepWindows) -> StepStats:
         slow_excess_ms=spread.slow_excess_ms,
         slow_period=(int(gaps[0]) if len(numbers) >= 3 and len(gaps) == 1 and gaps[0] > 1
                      else None),
+        ops_per_step=float(np.median(host_ops)) if counted and host_ops is not None else None,
+        slow_step_ops=(float(host_ops[slow].mean()) if counted and host_ops is not None
+                       and slow.any() else None),
+        slow_excess_by_category_ms=_slow_excess(breakdown_us, slow),
     )
+
+
+def _slow_excess(breakdown_us: Mapping[str, np.ndarray] | None, slow: np.ndarray
+                 ) -> dict[str, float]:
+    """Per category, the slow steps' mean above the other steps' median (ms), where it grew."""
+    if breakdown_us is None or not slow.any() or slow.all():
+        return {}
+    grew = {}
+    for category, us in breakdown_us.items():
+        if len(us) != len(slow):
+            return {}
+        excess = (float(us[slow].mean()) - float(np.median(us[~slow]))) / 1000.0
+        if excess > 0:
+            grew[category] = excess
+    return dict(sorted(grew.items(), key=lambda kv: -kv[1]))

@@ -35,7 +35,10 @@ SYNC_COST_PCT = 1.0
 # logging_overhead: host time outside any op after the optimizer step, % of the step.
 LOGGING_PCT = 10.0
 # step_variance: its thresholds and verdict are in diagnose/verdicts.py (shared with the live
-# view); the slow steps are found in analysis/overview/step_spread.py.
+# view); the slow steps are found in analysis/overview/step_spread.py. The finding then says
+# what the slow steps did: extra work when they ran more than SAME_WORK_OPS_PCT % more ops
+# than the median step, the same work slower (contention, throttling, a pause) within it.
+SAME_WORK_OPS_PCT = 5.0
 #: Sync sites named in the evidence.
 SYNC_SITES = 3
 
@@ -115,6 +118,22 @@ STEADY_STEPS = Fix(
     accelerate=(
         "if step % 500 == 0:\n"
         "    accelerator.save_state(output_dir)"
+    ),
+)
+#: Slow steps that ran the same ops as the others: the time went outside the loop's work.
+FIND_CONTENTION = Fix(
+    summary=(
+        "The slow steps ran the same ops as the others, only slower: find what else had the "
+        "machine while they ran. Other processes on the host or the GPU (top, nvidia-smi), "
+        "more threads than cores (size torch.set_num_threads / OMP_NUM_THREADS to the cores "
+        "this process owns, DataLoader workers included), clock or power throttling; when the "
+        "extra time is host time between ops, Python's garbage collector (gc.freeze() once "
+        "the model and data are built)."
+    ),
+    pytorch=(
+        "import gc, os\n"
+        "torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) - num_workers))\n"
+        "gc.freeze()   # after building the model and the data: the collector skips them"
     ),
 )
 
@@ -272,14 +291,46 @@ def step_variance(r: RankAnalysis) -> Finding | None:
     ]
     if s.slow_period:
         evidence.append(Evidence("slow every", s.slow_period, "steps", where(r)))
+    title = f"Step times vary by {s.cv * 100:.0f}%: {len(s.slow_steps)} slow step(s)"
+    why = ("Some steps take much longer than the median: periodic work (evaluation, "
+           "checkpointing, logging, garbage collection, recompilation) or contention.")
+    fix = STEADY_STEPS
+    work, median_ops, slow_ops = None, s.ops_per_step or 0.0, s.slow_step_ops or 0.0
+    if s.ops_per_step is not None and s.slow_step_ops is not None:
+        work = slow_step_work(median_ops, slow_ops)
+    if work is not None:
+        evidence += [Evidence("ops per step (median)", round(median_ops), "", where(r)),
+                     Evidence("ops per slow step", round(slow_ops), "", where(r))]
+        grew = [f"{k} +{v:.1f} ms" for k, v in s.slow_excess_by_category_ms.items() if v >= 0.05]
+        if grew:
+            evidence.append(Evidence("extra time per slow step", ", ".join(grew[:3]), "",
+                                     where(r)))
+    if work == "extra":
+        title += f", each running {slow_ops - median_ops:,.0f} more ops"
+        why = ("The slow steps run more ops than the median step: periodic work inside the "
+               "loop (evaluation, checkpointing, logging, recompilation).")
+    elif work == "same":
+        title += " that ran the same ops, slower"
+        why = ("The slow steps ran the same ops as the median step, so the loop did no extra "
+               "work in them: something outside it took the time (contention for the CPU or "
+               "GPU, clock throttling, or a pause such as Python's garbage collector).")
+        fix = FIND_CONTENTION
     return rank_finding(
-        r, "step_variance", verdict.severity,
-        f"Step times vary by {s.cv * 100:.0f}%: {len(s.slow_steps)} slow step(s)",
-        "Some steps take much longer than the median: periodic work (evaluation, "
-        "checkpointing, logging, garbage collection, recompilation) or contention.",
-        evidence, saving, "the slow steps run as fast as the median step", STEADY_STEPS,
+        r, "step_variance", verdict.severity, title, why,
+        evidence, saving, "the slow steps run as fast as the median step", fix,
         step=s.slow_steps[0],
     )
+
+
+def slow_step_work(ops_per_step: float | None, slow_step_ops: float | None) -> str | None:
+    """What the slow steps did: "extra" work (over SAME_WORK_OPS_PCT % more ops than the
+    median step), the "same" work (within it), or None (ops not counted, or fewer ops)."""
+    if ops_per_step is None or slow_step_ops is None or ops_per_step <= 0:
+        return None
+    change_pct = (slow_step_ops / ops_per_step - 1.0) * 100.0
+    if change_pct > SAME_WORK_OPS_PCT:
+        return "extra"
+    return "same" if change_pct >= -SAME_WORK_OPS_PCT else None
 
 
 # cuda_api_time: the step's time inside CUDA API calls with no device work recorded beside them
