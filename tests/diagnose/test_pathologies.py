@@ -123,10 +123,10 @@ def test_periodic_slow_steps_are_step_variance(recorded):
 
 
 def test_contention_is_the_same_work_slower(recorded):
-    """A busy process shares the core during two steps (workloads.contender): they are slow,
+    """Busy processes share the core during two steps (workloads.contender): they are slow,
     run the same ops as the others (counted in the trace by the test), and the finding says so
-    and points at the machine, not at periodic work in the loop; the extra time is inside
-    the ops (the busy process wakes a millisecond into the step)."""
+    and points at the machine, not at periodic work in the loop; much of the extra time is
+    inside the ops (the busy processes wake a millisecond into the step)."""
     a = recorded("contended")
     f = top(a)
     assert f.id == "step_variance", listed(a)
@@ -136,7 +136,8 @@ def test_contention_is_the_same_work_slower(recorded):
     slow, median = slow_and_median_ops(a)
     assert all(n == median for n in slow), (slow, median)
     assert "ran the same ops, slower" in f.title and f.fix == FIND_CONTENTION
-    assert next(iter(steps.slow_excess_by_category_ms)) == "cpu_exec"
+    excess = steps.slow_excess_by_category_ms  # the ops ran slower: a large part is in them
+    assert excess.get("cpu_exec", 0.0) >= sum(excess.values()) / 3, excess
     assert "logging_overhead" not in by_id(a), listed(a)
 
 

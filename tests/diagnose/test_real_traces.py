@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import gzip
 import importlib.util
 import json
 
+import numpy as np
 import pytest
 
 import trainprof
@@ -59,6 +61,35 @@ def test_resnet_without_workers_waits_for_data(path):
 @pytest.mark.parametrize("path", [RESNET_W4, RESNET_W4_SPAN2])
 def test_resnet_with_four_workers_does_not(path):
     assert "data_loading" not in ids(path)
+
+
+def test_slow_steps_that_waited_for_data_say_so():
+    """PARAM's ResNet (a multi-process DataLoader, steps from the optimizer annotations): its
+    slow steps run the same ops as the others and most of their extra time is the DataLoader's
+    wait, so step_variance says they waited for data and gives the loader fix, not contention.
+    Our own reading from the file: ops and DataLoader event time per step window."""
+    from trainprof.analysis.overview.steps import find_steps
+    from trainprof.diagnose.rules.input import FASTER_WORKERS
+    from trainprof.trace.load import load_file
+
+    f = next(f for f in analysed(PARAM).findings if f.id == "step_variance")
+    assert "ran the same ops and waited for data" in f.title and f.fix == FASTER_WORKERS
+    trace = load_file(PARAM)
+    steps = find_steps(trace)
+    lo = trace.t0_us + steps.recorded_starts
+    hi = trace.t0_us + steps.recorded_ends
+    with gzip.open(PARAM) as raw:
+        events = [e for e in json.load(raw)["traceEvents"] if e.get("ph") == "X"]
+    ops = np.array([sum(a <= e["ts"] < b for e in events if e.get("cat") == "cpu_op")
+                    for a, b in zip(lo, hi, strict=True)])
+    loader = np.array([sum(e["dur"] for e in events if a <= e["ts"] < b
+                           and e["name"].startswith("enumerate(DataLoader)"))
+                       for a, b in zip(lo, hi, strict=True)])
+    slow = np.isin(steps.numbers, analysed(PARAM).ranks[0].steps.slow_steps)
+    assert abs(ops[slow].mean() / np.median(ops) - 1) < 0.05
+    step_us = steps.ends - steps.starts
+    excess = step_us[slow].mean() - np.median(step_us[~slow])
+    assert loader[slow].mean() - np.median(loader[~slow]) > excess / 2
 
 
 def test_resnet_runs_without_tensor_cores():

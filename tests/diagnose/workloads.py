@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,12 +40,14 @@ LOGGING_WORK = 150_000
 #: Every PERIOD-th step of the periodic run evaluates on EVAL_BATCHES extra batches.
 PERIOD = 4
 EVAL_BATCHES = 12
-#: Loop steps after which a busy process shares this process's core for CONTEND_MS, from
-#: CONTEND_DELAY_MS into the next step (inside its ops, not between steps): that step runs
-#: the same ops, slower (the recorded loop steps are 2 to 12).
+#: Loop steps after which CONTENDERS busy processes share this process's core, from
+#: CONTEND_DELAY_MS into the next step (inside its ops, not between steps) for CONTEND_SHARE of
+#: the median step so far: that step runs the same ops, slower, whatever else loads the machine,
+#: and the busy processes are gone before it ends (the recorded loop steps are 2 to 12).
 CONTEND_AFTER = (3, 8)
 CONTEND_DELAY_MS = 1.0
-CONTEND_MS = 10.0
+CONTENDERS = 4
+CONTEND_SHARE = 1.0
 #: The per-parameter optimizer's model: this many tiny parameter tensors.
 TINY_PARAMS = 400
 #: The leaking loop keeps a metric computed on this many copies of the batch, with its graph
@@ -98,44 +102,57 @@ class Batches(Dataset):
         return self.x[i], self.y[i]
 
 
-#: The busy process: pinned to one core, for each line "delay spin" it reads it sleeps, then
-#: spins, that many milliseconds.
+#: A busy process: pinned to one core, for each line "start end" it reads (the monotonic clock
+#: that time.perf_counter reads on Linux, shared by processes) it sleeps until start, then spins
+#: until end.
 SPIN = """
 import os, sys, time
 os.sched_setaffinity(0, {%d})
 print("ready", flush=True)
 for line in sys.stdin:
-    delay, spin = (float(x) / 1000.0 for x in line.split())
-    time.sleep(delay)
-    end = time.perf_counter() + spin
+    start, end = map(float, line.split())
+    time.sleep(max(0.0, start - time.perf_counter()))
     while time.perf_counter() < end:
         pass
 """
 
 
-@contextlib.contextmanager
-def contender() -> Iterator[Callable[[], None]]:
-    """Pin this thread to one core, with a busy process on the same core that spins for
-    CONTEND_MS, CONTEND_DELAY_MS after each call of the yielded function: contention from
-    outside the loop."""
-    before = os.sched_getaffinity(0)
-    cpu = min(before)
-    child = subprocess.Popen([sys.executable, "-c", SPIN % cpu], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
-    assert child.stdin is not None and child.stdout is not None
-    try:
-        assert child.stdout.readline().strip() == "ready"
-        os.sched_setaffinity(0, {cpu})
+class Contention:
+    """CONTENDERS busy processes on this thread's core, started by the loop."""
 
-        def contend() -> None:
-            child.stdin.write(f"{CONTEND_DELAY_MS} {CONTEND_MS}\n")
+    def __init__(self, children: list[subprocess.Popen[str]]) -> None:
+        self.children = children
+
+    def start(self, seconds: float) -> None:
+        """Every child spins for ``seconds`` from CONTEND_DELAY_MS from now."""
+        start = time.perf_counter() + CONTEND_DELAY_MS / 1000
+        for child in self.children:
+            assert child.stdin is not None
+            child.stdin.write(f"{start} {start + seconds}\n")
             child.stdin.flush()
 
-        yield contend
+
+@contextlib.contextmanager
+def contender() -> Iterator[Contention]:
+    """Pin this thread to one core, with CONTENDERS busy processes on the same core that spin
+    for the time given to ``start()``: contention from outside the loop."""
+    before = os.sched_getaffinity(0)
+    cpu = min(before)
+    children = [subprocess.Popen([sys.executable, "-c", SPIN % cpu],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                for _ in range(CONTENDERS)]
+    try:
+        for child in children:
+            assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        os.sched_setaffinity(0, {cpu})
+        yield Contention(children)
     finally:
         os.sched_setaffinity(0, before)
-        child.stdin.close()
-        child.wait(timeout=30)
+        for child in children:
+            if child.stdin is not None:
+                child.stdin.close()
+        for child in children:
+            child.wait(timeout=30)
 
 
 @dataclass
@@ -178,12 +195,14 @@ def _steps(job: Job, on_step: Callable[[], None]) -> None:
         _loop(job, on_step, contend)
 
 
-def _loop(job: Job, on_step: Callable[[], None], contend: Callable[[], None] | None) -> None:
+def _loop(job: Job, on_step: Callable[[], None], contend: Contention | None) -> None:
     model = job.model()
     optimizer = job.optimizer(list(model.parameters()))
     loader = DataLoader(Batches(STEPS, job.data_work), batch_size=None, num_workers=0)
     eval_x = torch.randn(EVAL_BATCHES, BATCH, FEATURES)
     kept: list[torch.Tensor] = []
+    took: list[float] = []  # each step's wall time, seconds
+    began = time.perf_counter()
     for step, (x, y) in enumerate(loader):
         loss = nn.functional.cross_entropy(model(x), y)
         optimizer.zero_grad(set_to_none=True)
@@ -198,8 +217,10 @@ def _loop(job: Job, on_step: Callable[[], None], contend: Callable[[], None] | N
             with torch.no_grad():  # an evaluation pass, inside ops
                 for xb in eval_x:
                     model(xb)
+        took.append(time.perf_counter() - began)
         if contend is not None and step in job.contend_after:
-            contend()
+            contend.start(CONTEND_SHARE * statistics.median(took))
+        began = time.perf_counter()
         on_step()
 
 

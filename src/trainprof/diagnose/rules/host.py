@@ -16,6 +16,7 @@ from trainprof.diagnose.rules.common import (
     where,
 )
 from trainprof.diagnose.rules.compilation import untraced_left_pct
+from trainprof.diagnose.rules.input import loader_fix
 from trainprof.diagnose.verdicts import (  # noqa: F401 (the rule's thresholds, by its module)
     STEP_CV,
     STEP_VARIANCE_MIN_PCT,
@@ -309,6 +310,12 @@ def step_variance(r: RankAnalysis) -> Finding | None:
         title += f", each running {slow_ops - median_ops:,.0f} more ops"
         why = ("The slow steps run more ops than the median step: periodic work inside the "
                "loop (evaluation, checkpointing, logging, recompilation).")
+    elif work == "same" and _mostly(s.slow_excess_by_category_ms, "dataloader"):
+        title += " that ran the same ops and waited for data"
+        why = ("The slow steps ran the same ops as the median step and spent their extra time "
+               "waiting for the next batch: the data loader falls behind now and then (slow "
+               "items, too few workers, storage).")
+        fix = loader_fix(r)
     elif work == "same":
         title += " that ran the same ops, slower"
         why = ("The slow steps ran the same ops as the median step, so the loop did no extra "
@@ -320,6 +327,12 @@ def step_variance(r: RankAnalysis) -> Finding | None:
         evidence, saving, "the slow steps run as fast as the median step", fix,
         step=s.slow_steps[0],
     )
+
+
+def _mostly(excess_ms: dict[str, float], category: str) -> bool:
+    """Whether ``category`` holds at least half of the slow steps' extra time."""
+    total = sum(excess_ms.values())
+    return total > 0 and excess_ms.get(category, 0.0) >= total / 2
 
 
 def slow_step_work(ops_per_step: float | None, slow_step_ops: float | None) -> str | None:

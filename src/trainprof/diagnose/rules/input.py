@@ -83,6 +83,19 @@ PINNED_COPIES = Fix(
 )
 
 
+def data_loaders(r: RankAnalysis) -> list[str]:
+    """The DataLoader iterators the rank's trace names."""
+    return list(r.sections.host.data_loaders) if r.sections.host is not None else []
+
+
+def loader_fix(r: RankAnalysis) -> Fix:
+    """Worker processes for a loader in the main process (or an unnamed one); faster workers
+    for workers that cannot keep up."""
+    loaders = data_loaders(r)
+    return WORKERS if not loaders or any(_SINGLE_PROCESS in n for n in loaders) \
+        else FASTER_WORKERS
+
+
 def data_loading(r: RankAnalysis) -> Finding | None:
     # On a GPU run only the wait nothing overlaps costs time (the breakdown's DataLoader); on a
     # CPU run the data phase is the wait.
@@ -91,7 +104,7 @@ def data_loading(r: RankAnalysis) -> Finding | None:
     verdict = verdicts.data_loading(DataWait(share))
     if verdict is None:
         return None
-    loaders = r.sections.host.data_loaders if r.sections.host is not None else []
+    loaders = data_loaders(r)
     single = any(_SINGLE_PROCESS in name for name in loaders)
     measure = "DataLoader time with nothing else running" if gpu else "data phase"
     how = ("in the main process (num_workers=0)" if single
@@ -111,7 +124,7 @@ def data_loading(r: RankAnalysis) -> Finding | None:
         + (how or "too slowly") + ", and the model sits idle meanwhile.",
         evidence, verdict.saving_pct,
         "batches prepared in background workers fully overlap the step",
-        WORKERS if single or not loaders else FASTER_WORKERS,
+        loader_fix(r),
     )
 
 
