@@ -106,7 +106,11 @@ def test_the_critical_path_and_per_rank_bus_bandwidth_are_in_markdown():
     """The path's split (adding up to the step) and the what-if table; each rank's bus bandwidth
     slowest link first."""
     from trainprof.analysis.job.collective_ranks import CollectiveRanks, RankBandwidth
-    from trainprof.report.markdown.report import collective_ranks_md
+    from trainprof.report.sections.collective_ranks import markdown
+    from trainprof.report.sections.view import ViewContext
+
+    def collective_ranks_md(ranks):
+        return markdown(ranks, ViewContext())
 
     md = to_markdown(result_of(RESNET_W0))
     section = md[md.index("### What sets the step time"):]

@@ -24,13 +24,17 @@ from trainprof.analysis.results import Analysis, RankAnalysis
 from trainprof.diagnose.findings import shared_number, typed_findings
 from trainprof.fileio import atomic_write_text
 from trainprof.report.html.assets import TEMPLATES, asset, script_hash
-from trainprof.report.html.model_parallel import experts_table
-from trainprof.report.html.parallelism import pipeline_table
-from trainprof.report.html.roofline import collective_ranks_table
 from trainprof.report.html.snapshot import memory_headline, memory_views
-from trainprof.report.html.spread import side_by_side, spread_charts, spread_table
-from trainprof.report.html.tables import DEFAULT_ROWS, stragglers_table
-from trainprof.report.html.view import finding_view, headline, rank_view, ranks_chart, ranks_table
+from trainprof.report.html.spread import side_by_side
+from trainprof.report.html.tables import DEFAULT_ROWS
+from trainprof.report.html.view import (
+    finding_view,
+    headline,
+    job_blocks,
+    rank_view,
+    ranks_chart,
+    ranks_table,
+)
 from trainprof.report.json import to_json_bytes
 from trainprof.version import __version__
 
@@ -98,8 +102,6 @@ def render_html(result: Analysis | dict[str, Any], rows: int = DEFAULT_ROWS) -> 
         "ranks_table": ranks_table(side, straggler) if len(ranks) > 1 else None,
         "ranks_chart": ranks_chart(side) if len(ranks) > 1 else None,
         "ranks_note": side_note,
-        "spread_charts": spread_charts(rank_table),
-        "spread_table": spread_table(rank_table),
         "details": [(rank_view(ranks[i], i, rows), i == slowest)
                     for i in shown],
         "hidden_ranks": len(ranks) - len(shown),
@@ -108,10 +110,7 @@ def render_html(result: Analysis | dict[str, Any], rows: int = DEFAULT_ROWS) -> 
         "environment": environment_rows(analysis, snapshots),
         "devices": _devices(ranks),
         "job_notes": _job_notes(analysis),
-        "stragglers": stragglers_table(analysis.job.stragglers),
-        "collective_ranks": collective_ranks_table(analysis.job.collective_ranks),
-        "pipeline": pipeline_table(analysis.job.pipeline),
-        "experts": experts_table(analysis.job.experts),
+        "job_sections": job_blocks(analysis, rows),
         "memory": memory_views(data),
         "result_json": json_for_script(embedded(data, set(shown))),
         "css": asset("report.css"),

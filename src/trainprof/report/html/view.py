@@ -18,16 +18,10 @@ from msgspec import field
 
 from trainprof.analysis.overview.gpu import GpuFigures
 from trainprof.analysis.overview.timeline import Timeline
-from trainprof.analysis.results import RankAnalysis
+from trainprof.analysis.results import Analysis, RankAnalysis
 from trainprof.diagnose.findings import SLOWEST_RANK, Finding, is_minor, saving_phrase, where_text
 from trainprof.report.html import svg, tables
 from trainprof.report.html.chart import Chart
-from trainprof.report.html.critical_path import path_chart, split_table, what_if_table
-from trainprof.report.html.memory import memory_charts
-from trainprof.report.html.model_parallel import tensor_layers_table
-from trainprof.report.html.modules import ModulesView, modules_view
-from trainprof.report.html.parallelism import fsdp_layers_table, parallelism_table
-from trainprof.report.html.roofline import collectives_table, roofline_chart, roofline_table
 from trainprof.report.html.tables import Table, fmt
 from trainprof.report.labels import (
     CATEGORY_COLORS,
@@ -38,6 +32,8 @@ from trainprof.report.labels import (
     category_label,
     evidence_text,
 )
+from trainprof.report.sections.registry import VIEWS
+from trainprof.report.sections.view import HtmlBlock, ViewContext
 
 #: Most bars in the per-step chart; longer runs get a bar per group of consecutive steps.
 MAX_STEP_BARS = 150
@@ -55,21 +51,9 @@ class RankView(msgspec.Struct):
     gpu_table: Table | None
     timeline: Chart | None
     timeline_table: Table | None
-    operators: Table | None
-    kernels: Table | None
-    idle_gaps: Table | None
-    memory: list[Chart] = field(default_factory=list)
-    communication: Table | None = None
+    #: The sections' parts of the page, in the order of report/sections/registry.py.
+    sections: list[HtmlBlock] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    modules: ModulesView | None = None
-    roofline: Chart | None = None
-    roofline_table: Table | None = None
-    collectives: Table | None = None
-    critical_path: Chart | None = None
-    critical_path_tables: list[Table] = field(default_factory=list)
-    parallelism: Table | None = None
-    fsdp_layers: Table | None = None
-    tensor_layers: Table | None = None
 
 
 #: Findings shown open in the HTML verdict; the rest (and minor ones, diagnose.findings.is_minor)
@@ -119,7 +103,6 @@ def headline(findings: list[Finding]) -> str:
 
 def rank_view(rank: RankAnalysis, index: int, rows: int) -> RankView:
     """One rank's part of the page (the ``index``-th rank), ``rows`` per table."""
-    sections = rank.sections
     steps, gpu = rank.steps, rank.gpu
     window = f", window {rank.window}" if rank.window else ""
     facts = [("steps", f"{steps.count} (from {rank.step_source})"),
@@ -129,8 +112,6 @@ def rank_view(rank: RankAnalysis, index: int, rows: int) -> RankView:
              ("step-to-step variation (CV)", f"{fmt(steps.cv * 100, 1)}%")]
     if gpu is not None:
         facts.append(("GPU utilisation", f"{fmt(gpu.utilization_pct, 1)}%"))
-    ops, kernels, comm = sections.operators, sections.kernels, sections.communication
-    path = sections.critical_path
     return RankView(
         anchor=f"rank-{index}",
         title=f"rank {rank.rank}{window} · {rank.device} · {rank.path.name}",
@@ -148,23 +129,23 @@ def rank_view(rank: RankAnalysis, index: int, rows: int) -> RankView:
         gpu_table=_gpu_table(rank.gpus),
         timeline=_timeline_chart(rank.timeline),
         timeline_table=_timeline_table(rank.timeline),
-        operators=tables.operators_table(ops, rows) if ops is not None and ops.rows else None,
-        kernels=(tables.kernels_table(kernels, rows) if kernels is not None and kernels.rows
-                 else None),
-        idle_gaps=tables.idle_gaps_table(sections.idle) if sections.idle is not None else None,
-        memory=memory_charts(sections.memory),
-        communication=tables.communication_table(comm) if comm is not None else None,
+        sections=section_blocks(rank, rows),
         notes=list(rank.notes),
-        modules=modules_view(sections.modules),
-        roofline=roofline_chart(sections.roofline),
-        roofline_table=roofline_table(sections.roofline),
-        collectives=collectives_table(sections.collectives),
-        critical_path=path_chart(path),
-        critical_path_tables=[t for t in (split_table(path), what_if_table(path)) if t],
-        parallelism=parallelism_table(sections.parallelism),
-        fsdp_layers=fsdp_layers_table(sections.parallelism),
-        tensor_layers=tensor_layers_table(sections.parallelism),
     )
+
+
+def section_blocks(rank: RankAnalysis, rows: int) -> list[HtmlBlock]:
+    """The rank's sections' parts of the page (report/sections/registry.py)."""
+    context = ViewContext(rank=rank, rows=rows)
+    return [block for view in VIEWS if view.level == "rank" and view.html is not None
+            for block in view.html(getattr(rank.sections, view.name), context)]
+
+
+def job_blocks(analysis: Analysis, rows: int) -> list[HtmlBlock]:
+    """The job sections' parts of the page, shown with the ranks side by side."""
+    context = ViewContext(analysis=analysis, rows=rows)
+    return [block for view in VIEWS if view.level == "job" and view.html is not None
+            for block in view.html(getattr(analysis.job, view.name), context)]
 
 
 def step_breakdowns(rank: RankAnalysis) -> list[dict[str, float]] | None:

@@ -9,25 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainprof.analysis.critical_path.result import CriticalPath
 from trainprof.analysis.decode import analysis_from_dict
-from trainprof.analysis.job.collective_ranks import CollectiveRanks
 from trainprof.analysis.job.rank_table import RankTable, shown_rows
 from trainprof.analysis.options import analyze_options
 from trainprof.analysis.results import Analysis, RankAnalysis
-from trainprof.analysis.sections.kernel_shares import KernelClassShares
 from trainprof.diagnose.findings import Finding, shared_number, typed_findings, where_text
 from trainprof.formatting import counted, number
 from trainprof.report.labels import category_label, evidence_text
-from trainprof.report.markdown.model_parallel import model_parallel_md
-from trainprof.report.markdown.modules import modules_md
-from trainprof.report.markdown.parallelism import parallelism_md
 from trainprof.report.markdown.text import MAX_CELL, code_block, md_text, table
-from trainprof.report.names import short_name as short_kernel_name
+from trainprof.report.sections.registry import MARKDOWN_OUTLINE, VIEWS
+from trainprof.report.sections.view import ViewContext
 from trainprof.vocabulary import PHASES
 
 __all__ = ["MAX_CELL", "code_block", "md_text", "table", "to_markdown"]
-from trainprof.report.terminal.critical_path import CATEGORY_LABELS
 from trainprof.report.terminal.rank_spread import SPREAD_HEAD, spread_rows, spread_shown
 
 #: Rows of the operator and kernel tables.
@@ -108,83 +102,6 @@ def ranks_md(rank_table: RankTable, straggler: int | None = None) -> str:
     return out
 
 
-def top_md(r: RankAnalysis, top: int = TOP_ROWS) -> str:
-    out = []
-    ops = r.sections.operators
-    if ops is not None and ops.rows:
-        dev = ops.has_device
-        head = ["operator", "calls", *(["device self ms"] if dev else []), "host self ms"]
-        rows = [[md_text(o.name) if o.shape is None else md_text(f"{o.name} {o.shape}", None),
-                 _f(o.calls, 0), *([_f(o.device_self_us / 1000, 2)] if dev else []),
-                 _f(o.host_self_us / 1000, 2)] for o in ops.rows[:top]]
-        out += ["**Top operators**", "", table(head, rows), ""]
-    kernels = r.sections.kernels
-    if kernels is not None and kernels.rows:
-        rows = [[md_text(short_kernel_name(k.name)), _f(k.calls, 0), _f(k.total_us / 1000, 2),
-                 _f(k.share_pct, 1, "%")] for k in kernels.rows[:top]]
-        out += ["**Top kernels**", "", table(["kernel", "calls", "total ms", "share"], rows), ""]
-        out += _kernel_classes(kernels.classes)
-    return "\n".join(out).rstrip()
-
-
-def hardware_md(r: RankAnalysis, top: int = TOP_ROWS) -> str:
-    """The roofline per op class and shape, and the collectives' bus bandwidth."""
-    out = []
-    roof = r.sections.roofline
-    if roof is not None and roof.classes:
-        device = roof.device.name if roof.device is not None else "unknown device"
-        head = ["op class / shape", "dtype", "calls", "ms", "TFLOP/s", "TB/s", "bound",
-                "% of roofline", "ms lost"]
-        rows = [[md_text(f"{x.op} {x.shape}".strip() or x.op_class, None),
-                 md_text(x.dtype), _f(x.calls, 0), _f(x.time_us / 1000, 2),
-                 _f(x.achieved_tflops, 1), _f(x.achieved_tb_s, 2),
-                 md_text(x.bound or "n/a"), _f(x.pct_of_roofline, 1, "%"),
-                 _f(None if x.lost_us is None else x.lost_us / 1000, 2)]
-                for x in [*roof.classes, *roof.shapes[:top]]]
-        out += [f"**Roofline** on {md_text(device or 'unknown device')} "
-                f"({_f(roof.coverage_pct, 0, '%')} of GPU time modelled)", "",
-                table(head, rows), ""]
-    coll = r.sections.collectives
-    if coll is not None and coll.rows:
-        rows = [[md_text(c.type), _f(c.bytes / 1e6, 2), _f(c.group_size, 0),
-                 _f(c.count, 0), _f(c.busbw_gb_s, 1), _f(c.pct_of_peak, 1, "%")]
-                for c in coll.rows[:top]]
-        out += ["**Collectives' bus bandwidth**", "",
-                table(["collective", "MB", "ranks", "calls", "busbw GB/s", "% of link"], rows),
-                ""]
-    return "\n".join(out).rstrip()
-
-
-def critical_path_md(path: CriticalPath | None) -> str:
-    """The path's split and its what-if table (docs/critical_path.md)."""
-    if path is None or not path.step_ms:
-        return ""
-    split = [[CATEGORY_LABELS.get(k, k), _f(v, 1, "%")]
-             for k, v in sorted(path.split_pct.items(), key=lambda kv: -kv[1]) if v > 0]
-    out = [f"{_f(path.step_ms, 2)} ms a step, replayed.", "",
-           table(["on the path", "% of step"], split, "lr")]
-    items = [[md_text(f"{i.kind}: " + (short_kernel_name(i.name) if i.kind == "kernel"
-                                        else i.name)), _f(i.on_path_pct, 1, "%"),
-              _f(i.step_ms_if_zero, 2), _f(i.step_ms_if_half, 2),
-              _f(i.saving_pct_if_zero, 1, "%")] for i in path.items]
-    if items:
-        out += ["", table(["item", "% of path", "step ms if 0", "if half", "saves ≤"], items,
-                          "lrrrr")]
-    return "\n".join(out)
-
-
-def collective_ranks_md(ranks: CollectiveRanks | None, top: int = 16) -> str:
-    """Each rank's collective bus bandwidth, slowest link first (analysis/job/collective_ranks.py)."""
-    rows = sorted(ranks.rows if ranks is not None else [], key=lambda r: r.busbw_gb_s)
-    if len(rows) < 2:
-        return ""
-    body = [[str(r.rank), _f(r.calls, 0), _f(r.time_us / 1000, 2), _f(r.busbw_gb_s, 1),
-             _f(r.pct_of_peak, 1, "%")] for r in rows[:top]]
-    more = f"\n\nThe {top} slowest of {len(rows)}; the JSON result has all." \
-        if len(rows) > top else ""
-    return table(["rank", "calls", "ms", "busbw GB/s", "% of link"], body, "rrrrr") + more
-
-
 def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
     """The whole comment: verdict, findings, then the slowest rank's overview and top ops
     (``result``: an analysis, or a saved result's JSON, read into the same records)."""
@@ -196,7 +113,7 @@ def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
            f"{counted(len(ranks), 'rank or window', 'ranks or windows')} · "
            f"{md_text(slowest.device)}", "",
            "### Findings", "", findings_md(typed_findings(analysis.findings)), ""]
-    job, sections = analysis.job, slowest.sections
+    job = analysis.job
     if job.rank_table is not None and len(job.rank_table.rows) > 1:
         straggler = job.stragglers.straggler if job.stragglers is not None else None
         out += ["### Ranks (ms per step)", "", ranks_md(job.rank_table, straggler), ""]
@@ -204,35 +121,27 @@ def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
         if arrival:
             out += [md_text(arrival, None), ""]
     out += [f"### Overview: {where}", "", overview_md(slowest), ""]
-    tops = top_md(slowest, top)
-    if tops:
-        out += ["### Where the time goes: top ops", "", tops, ""]
-    if analyze_options().modules and sections.modules is not None:
-        out += ["### Time per module", "", modules_md(sections.modules), ""]
-    path = critical_path_md(sections.critical_path)
-    if path:
-        out += ["### What sets the step time: the critical path", "", path, ""]
-    hardware = hardware_md(slowest, top)
-    if hardware:
-        out += ["### How far from the hardware", "", hardware, ""]
-    parallel = "\n\n".join(x for x in (parallelism_md(sections.parallelism, job.pipeline),
-                                        model_parallel_md(sections.parallelism, job.experts))
-                            if x)
-    if parallel:
-        out += ["### Parallelism", "", parallel, ""]
-    per_rank = collective_ranks_md(job.collective_ranks)
-    if per_rank:
-        out += ["### Collectives' bus bandwidth per rank", "", per_rank, ""]
+    for heading, piece in section_pieces(analysis, slowest, top):
+        out += [f"### {heading}", "", piece, ""]
     notes = [*slowest.notes, *analysis.notes]
     out += [f"> Note: {md_text(n, None)}" for n in notes]
     return "\n".join(out).rstrip() + "\n"
 
 
-def _kernel_classes(classes: KernelClassShares | None) -> list[str]:
-    """One line: kernel time per class, and the unclassified share (docs/kernel_classes.md)."""
-    if classes is None or not classes.total_us:
-        return []
-    p = classes.class_pct
-    return [f"Kernel classes: communication {_f(p.get('communication'), 1, '%')}, Tensor Core "
-            f"{_f(p.get('tensor_core'), 1, '%')}, other compute {_f(p.get('compute'), 1, '%')}; "
-            f"unclassified {_f(classes.unclassified_pct, 1, '%')}.", ""]
+def section_pieces(analysis: Analysis, rank: RankAnalysis, top: int = TOP_ROWS
+                   ) -> list[tuple[str, str]]:
+    """(heading, text) of each part of the comment after the overview: the pieces of the
+    sections' views (report/sections/registry.py) of ``rank`` and of the job, gathered under
+    their headings in MARKDOWN_OUTLINE's order."""
+    modules = analyze_options().modules
+    rank_context = ViewContext(rank=rank, analysis=analysis, rows=top, modules=modules)
+    job_context = ViewContext(analysis=analysis, rows=top, modules=modules)
+    pieces: dict[str, list[str]] = {heading: [] for heading in MARKDOWN_OUTLINE}
+    for view in VIEWS:
+        if view.markdown is None or view.markdown_heading is None:
+            continue
+        result = getattr(rank.sections if view.level == "rank" else analysis.job, view.name)
+        text = view.markdown(result, rank_context if view.level == "rank" else job_context)
+        if text:
+            pieces[view.markdown_heading].append(text)
+    return [(heading, "\n\n".join(texts)) for heading, texts in pieces.items() if texts]

@@ -27,8 +27,9 @@ from trainprof.report.labels import (
     category_label,
 )
 from trainprof.report.quantities import ByWidth
+from trainprof.report.sections.registry import BY_NAME
+from trainprof.report.sections.view import ViewContext
 from trainprof.report.terminal.rank_spread import SPREAD_HEAD, spread_rows, spread_shown
-from trainprof.report.terminal.sections import RENDERERS
 from trainprof.vocabulary import SEVERITY_STYLES
 
 _BAR = 24
@@ -122,9 +123,10 @@ def timeline_table(r: RankAnalysis) -> Table | None:
 def rank_panel(r: RankAnalysis) -> Panel:
     parts: list[RenderableType] = [step_table(r), breakdown_table(r), phases_table(r)]
     parts += [x for x in (gpu_table(r), timeline_table(r)) if x is not None]
+    context = ViewContext(rank=r)
     for name, result in r.sections.items():
-        render = RENDERERS.get(name)
-        shown = render(result) if render else None
+        render = BY_NAME[name].text
+        shown = render(result, context) if render else None
         if shown is not None:
             parts.append(shown)
     parts += [Text(f"note: {n}", style="yellow") for n in r.notes]
@@ -284,9 +286,10 @@ def print_analysis(analysis: Analysis, console: Console | None = None) -> None:
         console.print(rank_panel(shown))
     else:
         console.print(rank_panel(analysis.ranks[0]))
+    context = ViewContext(analysis=analysis)
     for name, result in analysis.job.items():
-        render = RENDERERS.get(name)
-        rendered = render(result) if render else None
+        render = BY_NAME[name].text
+        rendered = render(result, context) if render else None
         if rendered is not None:
             console.print(rendered)
     for note in analysis.notes:
