@@ -49,17 +49,18 @@ MARKDOWN_OUTLINE = (
 )
 
 
-def _check() -> None:
-    rank = [v.name for v in VIEWS if v.level == "rank"]
-    job = [v.name for v in VIEWS if v.level == "job"]
-    for level, names, container in (("rank", rank, RankSections), ("job", job, JobSections)):
+def check_views(views: list[SectionView]) -> None:
+    """Raise ``RuntimeError`` unless every section of the analysis has exactly one view, of its
+    level, and every Markdown piece has a place in MARKDOWN_OUTLINE."""
+    for level, container in (("rank", RankSections), ("job", JobSections)):
+        names = [v.name for v in views if v.level == level]
         if sorted(names) != sorted(container.field_names()) or len(set(names)) != len(names):
             raise RuntimeError(f"the {level} views {sorted(names)} and the sections "
                                f"{sorted(container.field_names())} differ: give each section "
                                "one view (report/sections/registry.py)")
-    for v in VIEWS:
+    for v in views:
         if v.markdown is not None and v.markdown_heading not in MARKDOWN_OUTLINE:
             raise RuntimeError(f"the view {v.name!r} has no place in MARKDOWN_OUTLINE")
 
 
-_check()
+check_views(VIEWS)
