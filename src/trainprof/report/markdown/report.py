@@ -13,7 +13,6 @@ from trainprof.analysis.critical_path.result import CriticalPath
 from trainprof.analysis.decode import analysis_from_dict
 from trainprof.analysis.job.collective_ranks import CollectiveRanks
 from trainprof.analysis.job.rank_table import RankTable, shown_rows
-from trainprof.analysis.options import analyze_options
 from trainprof.analysis.results import Analysis, RankAnalysis
 from trainprof.analysis.sections.kernel_shares import KernelClassShares
 from trainprof.diagnose.findings import Finding, shared_number, typed_findings, where_text
@@ -84,10 +83,12 @@ def overview_md(r: RankAnalysis) -> str:
     return "\n".join(out)
 
 
-def ranks_md(rank_table: RankTable, straggler: int | None = None) -> str:
-    """The per-rank table (analysis/job/rank_table.py), slowest, fastest and straggler marked."""
+def ranks_md(rank_table: RankTable, straggler: int | None = None, all_ranks: bool = False
+             ) -> str:
+    """The per-rank table (analysis/job/rank_table.py), slowest, fastest and straggler marked
+    (every rank's row with ``all_ranks``)."""
     rows = []
-    shown = shown_rows(rank_table.rows, keep=(straggler,))
+    shown = shown_rows(rank_table.rows, keep=(straggler,), all_ranks=all_ranks)
     for r in shown:
         mark = " ".join(m for m in (r.mark, "straggler" * (r.rank == straggler)) if m)
         idle = "n/a" if r.idle_pct is None else (
@@ -185,10 +186,16 @@ def collective_ranks_md(ranks: CollectiveRanks | None, top: int = 16) -> str:
     return table(["rank", "calls", "ms", "busbw GB/s", "% of link"], body, "rrrrr") + more
 
 
-def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
+def to_markdown(result: Analysis | dict[str, Any], top: int | None = None,
+                modules: bool | None = None) -> str:
     """The whole comment: verdict, findings, then the slowest rank's overview and top ops
-    (``result``: an analysis, or a saved result's JSON, read into the same records)."""
+    (``result``: an analysis, or a saved result's JSON, read into the same records). ``top``
+    rows per table, the module tree and every rank's row as ``analysis.options`` ask (a
+    saved result's JSON: the defaults); ``top`` and ``modules`` override them."""
     analysis = result if isinstance(result, Analysis) else analysis_from_dict(result)
+    options = analysis.options
+    top = options.top if top is None else top
+    modules = options.modules if modules is None else modules
     ranks = analysis.ranks
     slowest = max(ranks, key=lambda r: r.steps.median_ms or 0)
     where = f"rank {slowest.rank}" + (f" (slowest of {len(ranks)})" if len(ranks) > 1 else "")
@@ -199,7 +206,8 @@ def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
     job, sections = analysis.job, slowest.sections
     if job.rank_table is not None and len(job.rank_table.rows) > 1:
         straggler = job.stragglers.straggler if job.stragglers is not None else None
-        out += ["### Ranks (ms per step)", "", ranks_md(job.rank_table, straggler), ""]
+        out += ["### Ranks (ms per step)", "",
+                ranks_md(job.rank_table, straggler, options.all_ranks), ""]
         arrival = job.stragglers.arrival if job.stragglers is not None else None
         if arrival:
             out += [md_text(arrival, None), ""]
@@ -207,7 +215,7 @@ def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
     tops = top_md(slowest, top)
     if tops:
         out += ["### Where the time goes: top ops", "", tops, ""]
-    if analyze_options().modules and sections.modules is not None:
+    if modules and sections.modules is not None:
         out += ["### Time per module", "", modules_md(sections.modules), ""]
     path = critical_path_md(sections.critical_path)
     if path:

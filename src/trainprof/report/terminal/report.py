@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainprof.analysis.job.rank_table import rank_table
+from trainprof.analysis.options import AnalyzeOptions
 from trainprof.analysis.overview.breakdown import ALL_CATEGORIES
 from trainprof.analysis.overview.phases import PHASES
 from trainprof.analysis.results import Analysis, RankAnalysis
@@ -28,7 +29,8 @@ from trainprof.report.labels import (
 )
 from trainprof.report.quantities import ByWidth
 from trainprof.report.terminal.rank_spread import SPREAD_HEAD, spread_rows, spread_shown
-from trainprof.report.terminal.sections import RENDERERS
+from trainprof.report.terminal.sections import renderers_for
+from trainprof.structs import replace
 from trainprof.vocabulary import SEVERITY_STYLES
 
 _BAR = 24
@@ -119,11 +121,13 @@ def timeline_table(r: RankAnalysis) -> Table | None:
     return t
 
 
-def rank_panel(r: RankAnalysis) -> Panel:
+def rank_panel(r: RankAnalysis, options: AnalyzeOptions | None = None) -> Panel:
+    """One rank's overview and sections, rendered with ``options`` (None: the defaults)."""
     parts: list[RenderableType] = [step_table(r), breakdown_table(r), phases_table(r)]
     parts += [x for x in (gpu_table(r), timeline_table(r)) if x is not None]
+    renderers = renderers_for(options or AnalyzeOptions())
     for name, result in r.sections.items():
-        render = RENDERERS.get(name)
+        render = renderers.get(name)
         shown = render(result) if render else None
         if shown is not None:
             parts.append(shown)
@@ -141,7 +145,7 @@ def ranks_table(a: Analysis) -> ByWidth:
     windows = sum(r.windows for r in table.rows)
     extra = f", {counted(windows, 'window')}" if windows > len(table.rows) else ""
     straggler = _straggler(a)
-    shown = table.shown(keep=(straggler,))
+    shown = table.shown(keep=(straggler,), all_ranks=a.options.all_ranks)
     cells, marks = [], []
     for row in shown:
         idle = _fmt(row.idle_pct, "%", 0) + ("" if row.idle_of == "GPU" else "*")
@@ -269,9 +273,16 @@ def findings_panel(a: Analysis, overview: str = "below") -> Panel:
     return Panel(Group(*parts), title="Findings, most costly first", title_align="left")
 
 
-def print_analysis(analysis: Analysis, console: Console | None = None) -> None:
+def print_analysis(analysis: Analysis, console: Console | None = None, *,
+                   top: int | None = None, modules: bool | None = None) -> None:
     """Print the verdict (the findings) first, as every report opens, then the overview of
-    every rank (a summary table first when there are several)."""
+    every rank (a summary table first when there are several). Rows per table, the module
+    tree and every rank's row as the analysis was asked (``analysis.options``); ``top`` and
+    ``modules`` override them."""
+    given = {"top": top, "modules": modules}
+    options = replace(analysis.options, **{k: v for k, v in given.items() if v is not None})
+    if options != analysis.options:
+        analysis = replace(analysis, options=options)
     console = console or Console()
     console.print(findings_panel(analysis))
     if len(analysis.ranks) > 1:
@@ -281,11 +292,12 @@ def print_analysis(analysis: Analysis, console: Console | None = None) -> None:
             console.print(spread)
         label, shown = _window_in_full(analysis)
         console.print(Text(f"Details of the {label}: rank {shown.rank}", style="bold"))
-        console.print(rank_panel(shown))
+        console.print(rank_panel(shown, options))
     else:
-        console.print(rank_panel(analysis.ranks[0]))
+        console.print(rank_panel(analysis.ranks[0], options))
+    renderers = renderers_for(options)
     for name, result in analysis.job.items():
-        render = RENDERERS.get(name)
+        render = renderers.get(name)
         rendered = render(result) if render else None
         if rendered is not None:
             console.print(rendered)

@@ -1,6 +1,8 @@
 """Terminal renderers of the deep-analysis sections (see analysis/sections/registry.py).
 
 Each renderer takes the section's result and returns a rich renderable, or None to show nothing.
+Those that depend on the analysis's options (rows per table, the module tree, every rank's row)
+take them as keyword arguments: ``renderers_for(options)`` binds them.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from trainprof.analysis.options import AnalyzeOptions
 from trainprof.report.terminal.communication import render_communication, render_stragglers
 from trainprof.report.terminal.compilation import render_compilation
 from trainprof.report.terminal.copies import render_copies
@@ -25,7 +28,7 @@ from trainprof.report.terminal.roofline import (
     render_roofline,
 )
 
-#: section name -> renderer
+#: section name -> renderer, with the default options
 RENDERERS: dict[str, Callable[[Any], Any]] = {}
 RENDERERS.update(
     idle=render_idle,
@@ -47,3 +50,15 @@ RENDERERS.update(compilation=render_compilation)
 RENDERERS.update(critical_path=render_critical_path)
 RENDERERS.update(parallelism=render_parallelism, pipeline=render_pipeline)
 RENDERERS.update(experts=render_experts)
+
+
+def renderers_for(options: AnalyzeOptions) -> dict[str, Callable[[Any], Any]]:
+    """``RENDERERS`` with these options: ``top`` rows per table, the module tree if
+    ``modules``, every rank's row if ``all_ranks``."""
+    top = options.top
+    return {**RENDERERS,
+            "operators": lambda r: render_operators(r, top),
+            "kernels": lambda r: render_kernels(r, top),
+            "syncs": lambda r: render_syncs(r, top),
+            "modules": lambda r: render_modules(r, options.modules),
+            "stragglers": lambda r: render_stragglers(r, options.all_ranks)}
