@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainprof.analysis import analyze as overview
-from trainprof.analysis.options import AnalyzeOptions, analyze_options, using_options
+from trainprof.analysis.options import AnalyzeOptions, defaults_in_force
 from trainprof.analysis.results import Analysis
 from trainprof.analysis.streaming.memory_budget import parse_memory
 from trainprof.diagnose.engine import diagnose
@@ -43,7 +43,8 @@ def analyze(
     ``top``, ``by_shape``: the operator table; ``modules``: the module tree in the text
     report; ``all_ranks``: every rank's row in the per-rank tables. ``options``: an
     ``AnalyzeOptions`` holding them all (the arguments given beside it override it; the
-    default is the options in force, ``analysis.options.using_options``).
+    default is ``AnalyzeOptions()``, or those of a deprecated ``using_options`` block). The
+    result keeps the options it was made with (``Analysis.options``) for the renderers.
 
     Raises ``trainprof.TraceError`` when the input cannot be read as Kineto traces or an
     Nsight Systems export, ``ValueError`` for a bad option, ``trainprof.errors.HardwareError``
@@ -56,10 +57,9 @@ def analyze(
     given = {"max_memory": max_memory, "hardware": hardware, "step_marker": step_marker,
              "sort_by": sort_by, "top": top, "by_shape": by_shape, "modules": modules,
              "all_ranks": all_ranks}
-    chosen = replace(options or analyze_options(),
+    chosen = replace(options or defaults_in_force(),
                      **{k: v for k, v in given.items() if v is not None})
-    with using_options(chosen):
-        analysis = overview.analyze_ranks(source, progress=progress, workers=workers,
-                                          executor=executor)
-        analysis.findings = diagnose(analysis)
+    analysis = overview.analyze_ranks(source, progress=progress, workers=workers,
+                                      executor=executor, options=chosen)
+    analysis.findings = diagnose(analysis)
     return analysis

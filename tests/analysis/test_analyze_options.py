@@ -9,7 +9,7 @@ import json
 import pytest
 
 import trainprof
-from trainprof.analysis.options import AnalyzeOptions, analyze_options
+from trainprof.analysis.options import AnalyzeOptions, defaults_in_force
 from trainprof.cli import build_parser, main
 from trainprof.report.json import write_json
 from trainprof.structs import field_names
@@ -50,7 +50,7 @@ def test_the_options_given_hold_for_that_analysis_only(tmp_path):
     assert [r["calls"] for r in rows] == sorted((r["calls"] for r in rows), reverse=True)
     names = [r["name"] for r in rows]
     assert len(set(names)) < len(names)
-    assert analyze_options() == AnalyzeOptions()  # nothing left in force
+    assert defaults_in_force() == AnalyzeOptions()  # nothing left in force
     plain = trainprof.analyze(BERT).to_dict()["ranks"][0]["operators"]["rows"]
     assert len({r["name"] for r in plain}) == len(plain)
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from trainprof.analysis.calls.calltree import call_tree
-from trainprof.analysis.options import AnalyzeOptions, using_options
+from trainprof.analysis.options import AnalyzeOptions
 from trainprof.analysis.overview.steps import find_steps
 from trainprof.analysis.sections.operators import operator_stats
-from trainprof.analysis.sections.registry import SECTIONS
+from trainprof.analysis.sections.registry import SECTIONS, sections_for
 from trainprof.trace.load import load_file
 from trainprof.trace.model import LAUNCH_KINDS
 
@@ -113,12 +113,12 @@ def test_python_frames_give_the_call_site(builder, tmp_path):
     assert stats.rows[0].call_sites[0].source == "train.py(7): forward"
 
 
-def test_section_reads_the_command_line_options(synthetic):
+def test_the_section_is_built_from_the_options(synthetic):
     trace, steps = synthetic
     section = dict(SECTIONS)["operators"]
     assert section(trace, steps).sort_by == "device_self_us"
-    with using_options(AnalyzeOptions(sort_by="calls", by_shape=True)):
-        result = section(trace, steps)
+    result = dict(sections_for(AnalyzeOptions(sort_by="calls", by_shape=True)))["operators"](
+        trace, steps)
     assert (result.sort_by, result.by_shape) == ("calls", True)
     assert result.rows[0].name == "aten::add_"
 

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 import trainprof
-from trainprof.analysis.options import AnalyzeOptions, using_options
+from trainprof.analysis.options import AnalyzeOptions
 from trainprof.analysis.parallel.pool import (
     PEAK_BYTES_PER_JSON_BYTE,
     WORKER_BASE_BYTES,
@@ -56,8 +56,7 @@ def job_folder(tmp_path_factory):
 def analysed(folder, workers):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with using_options(AnalyzeOptions(sort_by="calls", by_shape=True)):
-            result = trainprof.analyze(folder, workers=workers)
+        result = trainprof.analyze(folder, workers=workers, sort_by="calls", by_shape=True)
     return result, [str(w.message) for w in caught]
 
 
@@ -174,8 +173,7 @@ def test_the_processes_share_the_memory_budget(tmp_path):
     assert worker_budget(budget, 1) >= estimate > worker_budget(budget, 2)
 
     def streamed(workers):
-        with using_options(AnalyzeOptions(max_memory=budget)):
-            ranks = analyze_files(files, workers=workers)
+        ranks = analyze_files(files, workers=workers, options=AnalyzeOptions(max_memory=budget))
         return [any(n.startswith("Streamed") for n in r.notes) for r in ranks]
 
     assert streamed(1) == [False, False]

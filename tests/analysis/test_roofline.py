@@ -6,9 +6,8 @@ import csv
 
 import pytest
 
-from trainprof.analysis.options import AnalyzeOptions, using_options
 from trainprof.analysis.overview.steps import find_steps
-from trainprof.analysis.roofline.section import roofline
+from trainprof.analysis.roofline.section import roofline_for
 from trainprof.hardware.table import device_from_dict
 from trainprof.trace.load import load_file
 
@@ -18,9 +17,9 @@ BF16 = "c10::BFloat16"
 H100 = {"name": "NVIDIA H100 80GB HBM3", "id": 0, "numSms": 132, "computeMajor": 9}
 
 
-def _section(path):
+def _section(path, hardware=None):
     trace = load_file(path)
-    return roofline(trace, find_steps(trace))
+    return roofline_for(hardware)(trace, find_steps(trace))
 
 
 def _linear_step(builder, t: float, kernel_us: float) -> None:
@@ -68,8 +67,7 @@ def test_unknown_device_gives_figures_without_a_roofline_and_hardware_fills_it(b
     assert "--hardware" in r.notes[0]
     mine = device_from_dict({"name": "Mystery", "peak_tflops": {"bf16": 100.0},
                              "hbm_tb_s": 1.0}, "test")
-    with using_options(AnalyzeOptions(hardware=mine)):
-        r = _section(path)
+    r = _section(path, hardware=mine)
     assert r.device_source == "--hardware"
     row = r.shapes[0]
     assert row.roofline_us == pytest.approx(max(row.flops / 100e6, row.bytes / 1e6))

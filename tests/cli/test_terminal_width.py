@@ -68,11 +68,8 @@ def test_a_wide_terminal_shows_whole_names(resnet):
 
 
 def test_shapes_are_read_whole_at_80_columns(tmp_path):
-    from trainprof.analysis.options import AnalyzeOptions, using_options
-
-    with using_options(AnalyzeOptions(by_shape=True, top=3)):
-        analysis = trainprof.analyze(RESNET_W0)
-        lines = rendered(analysis, 80)
+    analysis = trainprof.analyze(RESNET_W0, by_shape=True, top=3)
+    lines = rendered(analysis, 80)
     assert max(len(line) for line in lines) <= 80
     start = next(i for i, line in enumerate(lines) if "per op name and input shapes" in line)
     block = " ".join(line.strip("│ ") for line in lines[start:start + 30])
@@ -117,6 +114,7 @@ def test_rank_table_keeps_numbers_and_marks_whole_at_80_columns():
     from types import SimpleNamespace
 
     from trainprof.analysis.job.rank_table import RankRow, RankTable
+    from trainprof.analysis.options import AnalyzeOptions
     from trainprof.report.terminal.report import ranks_table
 
     phases = {"data": 1234.5, "forward": 23456.0, "backward": 34567.0, "optimizer": 4567.0,
@@ -126,7 +124,8 @@ def test_rank_table_keeps_numbers_and_marks_whole_at_80_columns():
                     mark={0: "fastest", 127: "slowest"}.get(r, "")) for r in (0, 1, 127)]
     table = RankTable(rows=rows, slowest=127, fastest=0)
     analysis = SimpleNamespace(job=SimpleNamespace(rank_table=table,
-                                                   stragglers=SimpleNamespace(straggler=127)))
+                                                   stragglers=SimpleNamespace(straggler=127)),
+                               options=AnalyzeOptions())
     console = Console(file=io.StringIO(), width=80, record=True)
     console.print(ranks_table(analysis))
     text = console.export_text()

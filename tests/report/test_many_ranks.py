@@ -14,7 +14,7 @@ from rich.console import Console
 import trainprof
 from trainprof import structs
 from trainprof.analysis.job.rank_table import SHOWN_ROWS
-from trainprof.analysis.options import AnalyzeOptions, using_options
+from trainprof.analysis.options import AnalyzeOptions
 from trainprof.analysis.results import Analysis
 from trainprof.analysis.sections.registry import run_job_sections
 from trainprof.diagnose.engine import diagnose
@@ -97,8 +97,7 @@ def test_the_text_report_shows_the_spread_not_1024_rows(job):
 
 
 def test_all_ranks_shows_every_row(job):
-    with using_options(AnalyzeOptions(all_ranks=True)):
-        text = text_of(job)
+    text = text_of(structs.replace(job, options=AnalyzeOptions(all_ranks=True)))
     assert sorted(rank_rows(text)) == list(range(RANKS))
 
 

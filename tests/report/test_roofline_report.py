@@ -11,7 +11,6 @@ import pytest
 from rich.console import Console
 
 import trainprof
-from trainprof.analysis.options import AnalyzeOptions, using_options
 from trainprof.hardware.table import device_from_dict
 from trainprof.report.html.report import render_html
 from trainprof.report.json import to_json_bytes
@@ -85,8 +84,7 @@ def test_html_chart_has_one_point_per_shape_and_a_roof_per_ceiling():
 def test_html_escapes_a_hostile_device_name(tmp_path):
     hostile = device_from_dict({"name": "<script>alert(1)</script>", "peak_tflops":
                                 {"bf16": 500, "fp32": 50}, "hbm_tb_s": 2.0}, "test")
-    with using_options(AnalyzeOptions(hardware=hostile)):
-        result = trainprof.analyze(BERT)
+    result = trainprof.analyze(BERT, hardware=hostile)
     html = render_html(result)
     assert "<script>alert(1)</script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html

@@ -142,14 +142,11 @@ def test_the_single_trace_report_opens_on_the_top_finding(bert):
 
 
 def test_module_columns_left_out_at_80_are_named(builder, tmp_path):
-    from trainprof.analysis.options import AnalyzeOptions, using_options
-
     from helpers.module_workload import synthetic_gpu_modules
 
     synthetic_gpu_modules(builder)
-    with using_options(AnalyzeOptions(modules=True)):
-        analysis = trainprof.analyze(builder.write(tmp_path / "t.json"))
-        narrow, wide = rendered(analysis, 80), rendered(analysis, 200)
+    analysis = trainprof.analyze(builder.write(tmp_path / "t.json"), modules=True)
+    narrow, wide = rendered(analysis, 80), rendered(analysis, 200)
     header = next(line for line in narrow if line.startswith("module"))
     assert "dev self" not in header and "host fwd" not in header
     assert any("Columns dev self and host fwd left out below 120 columns" in line

@@ -1,20 +1,23 @@
 """The options of one analysis: the command line's ``analyze`` options, in one place.
 
 ``trainprof.analyze(path, hardware=..., step_marker=..., ...)`` (or ``options=AnalyzeOptions(...)``)
-and ``trainprof analyze --hardware ... --step-marker ...`` build the same ``AnalyzeOptions``; they
-are in force for that analysis (``using_options``), where the sections that depend on them (the
-operator table's grouping and order, the roofline's peaks, the rank table, the memory budget,
-the nsys step marker) and the renderers read them with ``analyze_options()``. Plain data, no
-numpy: the CLI imports it to build its parser.
+and ``trainprof analyze --hardware ... --step-marker ...`` build the same ``AnalyzeOptions``, and
+pass it down as an argument: the sections that depend on it are built from it
+(``analysis.sections.registry.sections_for``: the operator table's grouping and order, the
+roofline's peaks), the file workers get it with each task, and the result keeps it
+(``Analysis.options``, not in the JSON result) for the renderers (rows per table, the module
+tree, every rank's row). Plain data, no numpy: the CLI imports it to build its parser.
 
-``TableOptions``, ``table_options`` and ``using_table_options`` are the old names (until 0.x);
-they still work, with a ``DeprecationWarning``.
+``analyze_options()`` and ``using_options()`` are deprecated (a ``DeprecationWarning``): a
+``using_options`` block only sets the defaults of the ``trainprof.analyze`` calls made inside
+it. ``TableOptions``, ``table_options`` and ``using_table_options`` are their older names.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -59,22 +62,39 @@ class AnalyzeOptions(msgspec.Struct, frozen=True):
 
 
 _DEFAULT = AnalyzeOptions()
-_CURRENT: ContextVar[AnalyzeOptions | None] = ContextVar("trainprof_table_options", default=None)
+#: The defaults a deprecated ``using_options`` block sets for ``trainprof.analyze``.
+_IN_FORCE: ContextVar[AnalyzeOptions | None] = ContextVar("trainprof_table_options", default=None)
+_DEPRECATED = ("{} is deprecated: pass the options to trainprof.analyze (options=AnalyzeOptions"
+               "(...) or top=..., sort_by=...); the result keeps them for the renderers "
+               "(Analysis.options).")
+
+
+def defaults_in_force() -> AnalyzeOptions:
+    """The options ``trainprof.analyze`` starts from: ``AnalyzeOptions()``, or those of the
+    (deprecated) ``using_options`` block it is called in."""
+    return _IN_FORCE.get() or _DEFAULT
 
 
 def analyze_options() -> AnalyzeOptions:
-    """The options in force (the defaults unless ``using_options`` set others)."""
-    return _CURRENT.get() or _DEFAULT
+    """Deprecated: the defaults ``using_options`` set (``AnalyzeOptions()`` outside one)."""
+    warnings.warn(_DEPRECATED.format("analyze_options()"), DeprecationWarning, stacklevel=2)
+    return defaults_in_force()
+
+
+def using_options(options: AnalyzeOptions) -> AbstractContextManager[AnalyzeOptions]:
+    """Deprecated: inside the ``with`` block, ``trainprof.analyze`` starts from ``options``
+    (its own arguments still override them)."""
+    warnings.warn(_DEPRECATED.format("using_options()"), DeprecationWarning, stacklevel=2)
+    return _defaults(options)
 
 
 @contextmanager
-def using_options(options: AnalyzeOptions) -> Iterator[AnalyzeOptions]:
-    """Use these options for the sections and renderers run inside the ``with`` block."""
-    token = _CURRENT.set(options)
+def _defaults(options: AnalyzeOptions) -> Iterator[AnalyzeOptions]:
+    token = _IN_FORCE.set(options)
     try:
         yield options
     finally:
-        _CURRENT.reset(token)
+        _IN_FORCE.reset(token)
 
 
 __getattr__ = old_names(__name__, {"TableOptions": "AnalyzeOptions",

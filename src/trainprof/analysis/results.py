@@ -11,6 +11,7 @@ import msgspec
 from msgspec import field
 
 from trainprof.analysis.dataframes import data_frame
+from trainprof.analysis.options import AnalyzeOptions
 from trainprof.analysis.overview.gpu import GpuFigures
 from trainprof.analysis.overview.steps import StepStats
 from trainprof.analysis.overview.timeline import Timeline
@@ -96,6 +97,10 @@ class Analysis(NotebookDisplay, msgspec.Struct):
     source: str = ""
     #: Job-level results, one attribute per section (analysis/sections/registry.py JOB_SECTIONS).
     job: JobSections = field(default_factory=JobSections)
+    #: The options it was made with (``trainprof.analyze``'s): the renderers read their rows
+    #: per table, the module tree and every rank's row from them. Not in the JSON result; a
+    #: saved result read back has the defaults, or the options of the command reading it.
+    options: AnalyzeOptions = field(default_factory=AnalyzeOptions)
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.to_dict_without_ranks(), "ranks": [r.to_dict() for r in self.ranks]}

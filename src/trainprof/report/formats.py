@@ -29,7 +29,7 @@ Renderer = Callable[[Any, Output, int], None]
 def _analysis_text(analysis: Analysis, output: Output, top: int) -> None:
     from trainprof.report.terminal.report import print_analysis
 
-    print_or_save(lambda console: print_analysis(analysis, console), output)
+    print_or_save(lambda console: print_analysis(analysis, console, top=top), output)
 
 
 def _analysis_json(analysis: Analysis, output: Output, top: int) -> None:

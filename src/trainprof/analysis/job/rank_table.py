@@ -16,7 +16,6 @@ from msgspec import field
 
 from trainprof.analysis.dataframes import data_frame
 from trainprof.analysis.job.rank_spread import Spread, rank_spreads
-from trainprof.analysis.options import analyze_options
 from trainprof.analysis.overview.phases import PHASES
 from trainprof.structs import Record, asdict
 
@@ -50,9 +49,10 @@ class RankTable(Record):
         """One row per rank."""
         return data_frame([asdict(r) for r in self.rows])
 
-    def shown(self, keep: tuple[int | None, ...] = ()) -> list[RankRow]:
+    def shown(self, keep: tuple[int | None, ...] = (), all_ranks: bool = False
+              ) -> list[RankRow]:
         """The rows a report shows (see ``shown_rows``)."""
-        return shown_rows(self.rows, keep=keep)
+        return shown_rows(self.rows, keep=keep, all_ranks=all_ranks)
 
 
 def rank_table(ranks: list[RankAnalysis]) -> RankTable:
@@ -103,13 +103,13 @@ def _row(rank: int, windows: list[RankAnalysis]) -> RankRow:
 
 
 def shown_rows(rows: list[Any], limit: int | None = None, keep: tuple[int | None, ...] = (),
-               by: str = "step_ms") -> list[Any]:
+               by: str = "step_ms", all_ranks: bool = False) -> list[Any]:
     """``rows`` (``RankRow``s, or their dicts, or any rows with ``rank`` and ``by``), cut to the
     ``limit // 2`` slowest and fastest ranks by ``by`` when there are more than ``limit``
-    (default ``SHOWN_ROWS``; every row with ``--all-ranks``, ``AnalyzeOptions.all_ranks``), plus
-    the ranks in ``keep`` (the straggler), in their order."""
+    (default ``SHOWN_ROWS``; every row with ``all_ranks``: ``--all-ranks``,
+    ``AnalyzeOptions.all_ranks``), plus the ranks in ``keep`` (the straggler), in their order."""
     if limit is None:
-        limit = len(rows) if analyze_options().all_ranks else SHOWN_ROWS
+        limit = len(rows) if all_ranks else SHOWN_ROWS
     if len(rows) <= limit:
         return list(rows)
 

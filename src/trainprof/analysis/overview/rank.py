@@ -8,6 +8,7 @@ from typing import Any
 
 from trainprof.analysis.calls.attribution import device_links
 from trainprof.analysis.calls.calltree import call_tree
+from trainprof.analysis.options import AnalyzeOptions
 from trainprof.analysis.overview.breakdown import BREAKDOWN
 from trainprof.analysis.overview.exposure import window_sets
 from trainprof.analysis.overview.gpu import gpu_figures
@@ -17,29 +18,32 @@ from trainprof.analysis.overview.timeline import gpu_timeline
 from trainprof.analysis.parallel.section_workers import run_jobs, section_workers
 from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.section_results import RankSections
-from trainprof.analysis.sections.registry import SECTIONS, link_sections, run_sections
+from trainprof.analysis.sections.registry import link_sections, run_sections, sections_for
 from trainprof.analysis.streaming.windows import WindowedSection
 from trainprof.trace.kernel_context import kernel_classes
 from trainprof.trace.load import rank_in_trace
 from trainprof.trace.model import Trace
 
 
-def analyze_trace(trace: Trace, workers: int | None = None) -> RankAnalysis:
+def analyze_trace(trace: Trace, workers: int | None = None,
+                  options: AnalyzeOptions | None = None) -> RankAnalysis:
     """The overview of one loaded trace. ``workers``: processes computing its sections (None:
-    one per core for a big trace, else 1; analysis/parallel/section_workers.py)."""
+    one per core for a big trace, else 1; analysis/parallel/section_workers.py); ``options``:
+    the analysis's (None: the defaults), which the sections are built from."""
     steps = find_steps(trace)
     if workers is None:
         workers = section_workers(trace)
     if workers <= 1:
         return overview(trace, steps, lambda section: section(trace, steps),
-                        run_sections(trace, steps))
+                        run_sections(trace, steps, options))
     # every section at once, in the serial run's order: the deep ones, then the overview's
-    # in the order overview() asks for them
-    jobs = [*SECTIONS, *OVERVIEW_SECTIONS.items()]
+    # in the order overview() asks for them (the forked children inherit the sections built)
+    deep_sections = sections_for(options)
+    jobs = [*deep_sections, *OVERVIEW_SECTIONS.items()]
     results = run_jobs(trace, steps, jobs, workers, prepare=shared_facts)
-    deep = len(SECTIONS)
+    deep = len(deep_sections)
     windowed = {id(fn): r for (_, fn), r in zip(jobs[deep:], results[deep:], strict=True)}
-    sections = RankSections(**{name: r for (name, _), r in zip(SECTIONS, results[:deep], strict=True)})
+    sections = RankSections(**{name: r for (name, _), r in zip(deep_sections, results[:deep], strict=True)})
     return overview(trace, steps, lambda section: windowed[id(section)], sections)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainprof.analysis.job.cluster_file import Summarised, rank_list, read_cluster_summaries
+from trainprof.analysis.options import AnalyzeOptions
 from trainprof.analysis.parallel.pool import analyze_files
 from trainprof.analysis.results import RankAnalysis
 from trainprof.trace import discover
@@ -17,11 +18,13 @@ if TYPE_CHECKING:
 
 
 def analyze_path(path: Path, progress: Progress | None = None, workers: int | None = None,
-                 executor: Executor | None = None
+                 executor: Executor | None = None, options: AnalyzeOptions | None = None
                  ) -> tuple[list[RankAnalysis], Summarised | None]:
-    """The analysis of every trace under ``path`` (ranks not yet placed) and the summaries."""
+    """The analysis of every trace under ``path`` (ranks not yet placed), with ``options``
+    (None: the defaults), and the summaries."""
     traces, summaries = discover.find_inputs(path)
-    results = analyze_files(traces, progress, workers, executor, from_folder=path.is_dir())
+    results = analyze_files(traces, progress, workers, executor, from_folder=path.is_dir(),
+                            options=options)
     return results, read_cluster_summaries(summaries) if summaries else None
 
 

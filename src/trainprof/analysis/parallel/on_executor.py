@@ -12,17 +12,19 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from pathlib import Path
 from typing import Any
 
-from trainprof.analysis.options import analyze_options
+from trainprof.analysis.options import AnalyzeOptions
 from trainprof.analysis.parallel.worker import analyze_file
 from trainprof.errors import TrainprofError
 from trainprof.trace.load import Progress
 
 
 def outcomes_on_executor(files: list[Path], executor: Executor, progress: Progress | None,
-                         from_folder: bool = False) -> list[tuple[str, Any]]:
+                         from_folder: bool = False, options: AnalyzeOptions | None = None
+                         ) -> list[tuple[str, Any]]:
     """Each file's outcome, as ``analysis/worker.analyze_file`` gives it, in file order
-    (``from_folder``: as in ``parallel.analyze_files``)."""
-    options, single = analyze_options(), len(files) == 1 and not from_folder
+    (``from_folder``: as in ``parallel.analyze_files``); each task gets ``options`` (None:
+    the defaults)."""
+    options, single = options or AnalyzeOptions(), len(files) == 1 and not from_folder
     futures: dict[Future, int] = {}
     outcomes: list[tuple[str, Any] | None] = [None] * len(files)
     try:

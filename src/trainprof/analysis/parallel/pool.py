@@ -25,7 +25,7 @@ from typing import IO, TYPE_CHECKING, Any
 import msgspec
 from msgspec import field
 
-from trainprof.analysis.options import analyze_options, using_options
+from trainprof.analysis.options import AnalyzeOptions
 from trainprof.analysis.parallel.worker import analyze_file
 from trainprof.analysis.streaming.memory_budget import default_budget, json_equivalent
 from trainprof.errors import TrainprofError
@@ -54,8 +54,10 @@ STOP_WAIT_S = 5.0
 
 def analyze_files(files: list[Path], progress: Progress | None = None,
                   workers: int | None = None, executor: Executor | None = None,
-                  from_folder: bool = False) -> list[RankAnalysis]:
-    """The analysis of each file that is a trace, in file order (``workers``: see module).
+                  from_folder: bool = False, options: AnalyzeOptions | None = None
+                  ) -> list[RankAnalysis]:
+    """The analysis of each file that is a trace, in file order (``workers``: see module),
+    with ``options`` (None: the defaults), which every worker gets with each task.
 
     With an ``executor`` (any ``concurrent.futures.Executor``: a Dask client's, a process
     pool), each file is a task on it instead (analysis/parallel/on_executor.py) and ``workers`` is unused.
@@ -64,21 +66,22 @@ def analyze_files(files: list[Path], progress: Progress | None = None,
     """
     if not files:
         return []
+    options = options or AnalyzeOptions()
     if executor is not None:
         from trainprof.analysis.parallel.on_executor import outcomes_on_executor
 
-        return _kept(outcomes_on_executor(files, executor, progress, from_folder))
+        return _kept(outcomes_on_executor(files, executor, progress, from_folder, options))
     sizes = [json_equivalent(f) for f in files]
-    budget = analyze_options().max_memory or default_budget()
+    budget = options.max_memory or default_budget()
     count = worker_count(sizes, usable_cores(), budget) if workers is None else workers
     if workers is None and sum(sizes) < PARALLEL_MIN_JSON_BYTES:
         count = 1
     count = max(1, min(count, len(files)))
     # The processes share the budget: each trace is analysed within its share (read whole when
     # it fits, else streamed), so that together they stay within the whole.
-    with using_options(replace(analyze_options(), max_memory=worker_budget(budget, count))):
-        outcomes = (_serial(files, progress, from_folder) if count == 1
-                    else _Pool(files, count, progress).run())
+    shared = replace(options, max_memory=worker_budget(budget, count))
+    outcomes = (_serial(files, shared, progress, from_folder) if count == 1
+                else _Pool(files, count, shared, progress).run())
     return _kept(outcomes)
 
 
@@ -103,9 +106,9 @@ def _kept(outcomes: list[tuple[str, Any]]) -> list[RankAnalysis]:
     return results
 
 
-def _serial(files: list[Path], progress: Progress | None,
+def _serial(files: list[Path], options: AnalyzeOptions, progress: Progress | None,
             from_folder: bool = False) -> list[tuple[str, Any]]:
-    options, single, out = analyze_options(), len(files) == 1 and not from_folder, []
+    single, out = len(files) == 1 and not from_folder, []
     for i, file in enumerate(files):
         if progress:
             progress(i, len(files), file)
@@ -135,14 +138,16 @@ def usable_cores() -> int:
 
 
 class _Pool:
-    """This process and ``count - 1`` workers, each worker with one task queued ahead."""
+    """This process and ``count - 1`` workers, each worker with one task queued ahead, each
+    task with the analysis's ``options``."""
 
-    def __init__(self, files: list[Path], count: int, progress: Progress | None) -> None:
+    def __init__(self, files: list[Path], count: int, options: AnalyzeOptions,
+                 progress: Progress | None) -> None:
         self.files, self.count, self.progress = files, count, progress
         self.outcomes: list[tuple[str, Any] | None] = [None] * len(files)
         self.pending = deque(range(len(files)))
         self.results: queue.Queue = queue.Queue()
-        self.options = analyze_options()
+        self.options = options
         self.done = 0
 
     def run(self) -> list[tuple[str, Any]]:

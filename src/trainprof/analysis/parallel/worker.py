@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainprof.analysis.options import AnalyzeOptions, using_options
+from trainprof.analysis.options import AnalyzeOptions
 from trainprof.errors import TraceError
 from trainprof.interrupts import ignore_interrupts
 from trainprof.pipes import read_frame, write_frame
@@ -36,19 +36,18 @@ def analyze_file(path: Path, options: AnalyzeOptions, single: bool,
     from trainprof.trace.nsys.detect import is_nsys_file
 
     try:
-        with using_options(options):
-            budget = options.max_memory or default_budget()
-            if is_nsys_file(path):  # one export, a rank per process
-                ranks = _export_ranks(path, options, budget, decode_workers)
-                return "ok", ranks if single else [compact(r) for r in ranks]
-            if needs_streaming(path, budget):  # too large to read whole: window by window
-                from trainprof.analysis.streaming.streamed import analyze_streamed
+        budget = options.max_memory or default_budget()
+        if is_nsys_file(path):  # one export, a rank per process
+            ranks = _export_ranks(path, options, budget, decode_workers)
+            return "ok", ranks if single else [compact(r) for r in ranks]
+        if needs_streaming(path, budget):  # too large to read whole: window by window
+            from trainprof.analysis.streaming.streamed import analyze_streamed
 
-                result = analyze_streamed(path, budget)
-            else:
-                result = analyze_trace(load_file(path, workers=decode_workers),
-                                       workers=decode_workers)
-            return "ok", result if single else compact(result)
+            result = analyze_streamed(path, budget, options=options)
+        else:
+            result = analyze_trace(load_file(path, workers=decode_workers),
+                                   workers=decode_workers, options=options)
+        return "ok", result if single else compact(result)
     except TraceError as exc:
         if not single and is_not_a_trace(exc):
             return "skipped", str(exc)
@@ -71,8 +70,8 @@ def _export_ranks(path: Path, options: AnalyzeOptions, budget: int,
     if needs_streaming(export, budget):
         from trainprof.analysis.streaming.streamed import analyze_export_streamed
 
-        return analyze_export_streamed(export, budget, marker)
-    return [analyze_trace(t, workers=decode_workers)
+        return analyze_export_streamed(export, budget, marker, options=options)
+    return [analyze_trace(t, workers=decode_workers, options=options)
             for t in load_traces(export, step_marker=marker)]
 
 

@@ -90,14 +90,15 @@ class CollectivesPart(msgspec.Struct):
     groups: dict[tuple[str, float, int], list[float]]  # -> [calls, µs, bus factor]
 
 
-def _collectives_part(window: Window) -> CollectivesPart:
-    """The communication kernels that start in the window's share of the step span."""
+def _collectives_part(window: Window, hardware: Device | None = None) -> CollectivesPart:
+    """The communication kernels that start in the window's share of the step span
+    (``hardware``: the device given, ``--hardware``; None: the table's)."""
     trace = window.trace
     ev = trace.events
     start, end = owned_step_span(window)
     kernels = np.flatnonzero((ev.kind == Kind.KERNEL) & ev.flagged(FLAG_COMM)
                              & (ev.ts >= start) & (ev.ts < end))
-    device, _ = trace_device(trace)
+    device, _ = trace_device(trace, hardware)
     sizes = _sizes(trace, kernels)
     factor = np.array([bus_factor(t, int(n)) or np.nan for t, n in
                        zip(sizes.type, sizes.group, strict=True)], dtype=np.float64)
@@ -143,6 +144,14 @@ def _collectives_combine(parts: list[CollectivesPart], steps: StepWindows) -> Co
 #: the launch, which the window's margin holds.
 collectives: WindowedSection[CollectivesPart, Collectives] = WindowedSection(
     _collectives_part, _collectives_combine)
+
+
+def collectives_for(hardware: Device | None) -> WindowedSection[CollectivesPart, Collectives]:
+    """The collectives section against the links of ``hardware`` (None: the device table's)."""
+    if hardware is None:
+        return collectives
+    return WindowedSection(lambda window: _collectives_part(window, hardware),
+                           _collectives_combine)
 
 
 def link_peak(device: Device | None, group_size: int) -> tuple[str | None, float | None]:

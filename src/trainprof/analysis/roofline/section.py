@@ -149,10 +149,11 @@ class RooflinePart(msgspec.Struct):
     classes: dict[RowKey, RooflineSum]
 
 
-def _roofline_part(window: Window) -> RooflinePart:
-    """The GPU time and the modelled calls that start in the window's share of the span."""
+def _roofline_part(window: Window, hardware: Device | None = None) -> RooflinePart:
+    """The GPU time and the modelled calls that start in the window's share of the span
+    (``hardware``: the device given, ``--hardware``; None: the table's)."""
     trace = window.trace
-    device, source = trace_device(trace)
+    device, source = trace_device(trace, hardware)
     ev = trace.events
     start, end = owned_step_span(window)
     on_gpu = ev.of_kind(*DEVICE_KINDS)
@@ -199,6 +200,13 @@ def _roofline_combine(parts: list[RooflinePart], steps: StepWindows) -> Roofline
 #: window by window with ``roofline.over(windows, steps)``. A window owns the modelled ops
 #: that start in its share of the step span; the kernels they launched (which may run into the
 #: next step) are in its margin. It carries sums per op and shape and per op class.
+def roofline_for(hardware: Device | None) -> WindowedSection[RooflinePart, Roofline]:
+    """The roofline section against the peaks of ``hardware`` (None: the device table's)."""
+    if hardware is None:
+        return roofline
+    return WindowedSection(lambda window: _roofline_part(window, hardware), _roofline_combine)
+
+
 roofline: WindowedSection[RooflinePart, Roofline] = WindowedSection(_roofline_part,
                                                                       _roofline_combine)
 

@@ -26,7 +26,7 @@ from trainprof.analysis.calls.precision import (
     precision_rows,
 )
 from trainprof.analysis.dataframes import data_frame
-from trainprof.analysis.options import OPERATOR_SORT_COLUMNS, analyze_options
+from trainprof.analysis.options import OPERATOR_SORT_COLUMNS
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.streaming.parts import no_steps
 from trainprof.analysis.streaming.windows import Window, WindowedSection, owns
@@ -221,11 +221,15 @@ def _sort_column(sort_by: str | None, has_device: bool) -> str:
     return sort_by
 
 
-#: The registered section, with the options from the command line, if any were given. Each
-#: window counts the ops that start in its region.
-operators_section = WindowedSection(
-    partial=lambda window: operator_part(window, analyze_options().by_shape),
-    combine=lambda parts, steps: combine_operators(parts, analyze_options().sort_by))
+def operators_for(by_shape: bool = False, sort_by: str | None = None) -> WindowedSection:
+    """The operator table as a section, grouped and sorted as asked (``AnalyzeOptions``'
+    ``by_shape`` and ``sort_by``). Each window counts the ops that start in its region."""
+    return WindowedSection(partial=lambda window: operator_part(window, by_shape),
+                           combine=lambda parts, steps: combine_operators(parts, sort_by))
+
+
+#: The registered section, with the default options (``sections_for`` builds the others).
+operators_section = operators_for()
 
 
 def node_times(trace: Trace, tree: CallTree) -> dict[str, np.ndarray]:

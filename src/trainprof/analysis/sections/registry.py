@@ -4,7 +4,8 @@ A section is a function ``(trace, steps) -> result`` whose result has ``to_dict(
 the key under ``ranks[i]`` in the JSON result and the attribute of ``RankAnalysis.sections``. To
 add one, write its module, list it here and give it a typed field of the same name in
 analysis/section_results.py (a mismatch fails at import); docs/contributing.md lists every file a
-section touches, the renderers included.
+section touches, the renderers included. A section that depends on the analysis's options
+(``AnalyzeOptions``) is built from them in ``sections_for``: no section reads options of its own.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from trainprof.analysis.critical_path.windowed import critical_path
 from trainprof.analysis.job.collective_ranks import collective_ranks
 from trainprof.analysis.job.rank_table import mark_straggler, rank_table
 from trainprof.analysis.job.stragglers import stragglers
+from trainprof.analysis.options import AnalyzeOptions
 from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.parallelism.expert import expert_balance
 from trainprof.analysis.parallelism.pipeline import pipeline_stages
 from trainprof.analysis.parallelism.section import parallelism
 from trainprof.analysis.parallelism.tensor import on_path
-from trainprof.analysis.roofline.collectives import collectives
-from trainprof.analysis.roofline.section import roofline
+from trainprof.analysis.roofline.collectives import collectives, collectives_for
+from trainprof.analysis.roofline.section import roofline, roofline_for
 from trainprof.analysis.section_results import JobSections, RankSections
 from trainprof.analysis.sections.communication import communication
 from trainprof.analysis.sections.compilation import compilation
@@ -33,7 +35,7 @@ from trainprof.analysis.sections.kernels import kernel_stats
 from trainprof.analysis.sections.launch import launch_stats
 from trainprof.analysis.sections.memory import memory
 from trainprof.analysis.sections.modules import module_tree
-from trainprof.analysis.sections.operators import operators_section
+from trainprof.analysis.sections.operators import operators_for, operators_section
 from trainprof.analysis.sections.syncs import sync_stats
 from trainprof.analysis.streaming.windows import WindowedSection
 
@@ -45,7 +47,7 @@ from trainprof.trace.model import Trace
 #: (analysis/streaming/windows.py); every section streams.
 Section = WindowedSection[Any, Any]
 
-#: (name, section), in the order they run and are shown.
+#: (name, section), in the order they run and are shown, with the default options.
 SECTIONS: list[tuple[str, Section]] = []
 SECTIONS += [
     ("idle", idle_time),
@@ -69,9 +71,23 @@ SECTIONS += [("critical_path", critical_path)]
 SECTIONS += [("parallelism", parallelism)]
 
 
-def run_sections(trace: Trace, steps: StepWindows) -> RankSections:
-    """Every registered section's result for one trace."""
-    return RankSections(**{name: fn(trace, steps) for name, fn in SECTIONS})
+def sections_for(options: AnalyzeOptions | None = None) -> list[tuple[str, Section]]:
+    """``SECTIONS`` as these options ask: the operator table grouped and sorted as asked, the
+    roofline and the collectives against the device given (``hardware``); the registered
+    sections themselves where the options are the defaults."""
+    built: dict[str, Section] = {}
+    if options is not None and (options.by_shape or options.sort_by is not None):
+        built["operators"] = operators_for(options.by_shape, options.sort_by)
+    if options is not None and options.hardware is not None:
+        built.update(roofline=roofline_for(options.hardware),
+                     collectives=collectives_for(options.hardware))
+    return [(name, built.get(name, fn)) for name, fn in SECTIONS]
+
+
+def run_sections(trace: Trace, steps: StepWindows,
+                 options: AnalyzeOptions | None = None) -> RankSections:
+    """Every registered section's result for one trace, with these options (None: defaults)."""
+    return RankSections(**{name: fn(trace, steps) for name, fn in sections_for(options)})
 
 
 def link_sections(sections: RankSections) -> None:

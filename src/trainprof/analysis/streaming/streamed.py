@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from trainprof.analysis.critical_path.windowed import PlannedSection
+from trainprof.analysis.options import AnalyzeOptions
 from trainprof.analysis.overview.rank import OVERVIEW_SECTIONS, overview
 from trainprof.analysis.overview.steps import (
     TIME_WINDOWS,
@@ -31,7 +32,7 @@ from trainprof.analysis.overview.steps import (
 )
 from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.section_results import RankSections
-from trainprof.analysis.sections.registry import SECTIONS
+from trainprof.analysis.sections.registry import sections_for
 from trainprof.analysis.streaming.windows import (
     MARGIN_STEPS,
     Window,
@@ -53,11 +54,12 @@ STREAM_BASE_BYTES = 300 * 2**20
 
 
 def analyze_streamed(path: str | os.PathLike[str], max_memory: int | None = None,
-                     steps_per_window: int | None = None, folder: str | Path | None = None
-                     ) -> RankAnalysis:
+                     steps_per_window: int | None = None, folder: str | Path | None = None,
+                     options: AnalyzeOptions | None = None) -> RankAnalysis:
     """The ``RankAnalysis`` of the trace at ``path``, computed window by window in about
     ``max_memory`` bytes (default: memory.default_budget()); ``steps_per_window`` forces the
-    window size; ``folder`` holds the spill (default: the system's temporary folder).
+    window size; ``folder`` holds the spill (default: the system's temporary folder);
+    ``options``: the analysis's (None: the defaults), which the sections are built from.
 
     Raises ``TraceError`` like ``load_file``, and when the disk cannot hold the spill."""
     from trainprof.analysis.streaming.memory_budget import default_budget, json_estimate
@@ -66,14 +68,15 @@ def analyze_streamed(path: str | os.PathLike[str], max_memory: int | None = None
     budget = default_budget() if max_memory is None else max_memory
     check_disk(folder, json_estimate(path))
     with spill_file(path, folder) as spilled:
-        return analyze_spilled(spilled, budget, steps_per_window)
+        return analyze_spilled(spilled, budget, steps_per_window, options)
 
 
 def analyze_export_streamed(path: str | os.PathLike[str], max_memory: int | None = None,
                             step_marker: re.Pattern[str] | None = None,
                             steps_per_window: int | None = None,
                             folder: str | Path | None = None,
-                            piece_rows: int | None = None) -> list[RankAnalysis]:
+                            piece_rows: int | None = None,
+                            options: AnalyzeOptions | None = None) -> list[RankAnalysis]:
     """The ``RankAnalysis`` of each rank of an Nsight Systems export (trace/nsys/spill.py),
     computed as ``analyze_streamed`` computes a JSON trace's, one rank after the other;
     ``piece_rows``: rows of a table read at a time (default ``PIECE_ROWS``)."""
@@ -89,23 +92,26 @@ def analyze_export_streamed(path: str | os.PathLike[str], max_memory: int | None
     budget = default_budget() if max_memory is None else max_memory
     check_disk(folder, path.stat().st_size, DISK_BYTES_PER_EXPORT_BYTE)
     with spilled_export(path, folder, step_marker, piece_rows or PIECE_ROWS) as ranks:
-        return [analyze_spilled(spilled, budget, steps_per_window) for spilled in ranks]
+        return [analyze_spilled(spilled, budget, steps_per_window, options)
+                for spilled in ranks]
 
 
-def analyze_spilled(spilled: SpilledTrace, budget: int, steps_per_window: int | None = None
-                    ) -> RankAnalysis:
-    """The analysis of a spilled trace, in windows of steps that fit ``budget`` bytes."""
+def analyze_spilled(spilled: SpilledTrace, budget: int, steps_per_window: int | None = None,
+                    options: AnalyzeOptions | None = None) -> RankAnalysis:
+    """The analysis of a spilled trace, in windows of steps that fit ``budget`` bytes, with
+    the sections these options ask for (None: the defaults)."""
     recorded = recorded_steps(spilled)
     if recorded.source == "whole trace":
         recorded = time_windows(spilled, recorded, budget)
     per = steps_per_window or fitting_steps(spilled, recorded, budget)
     steps = streamed_steps(spilled, recorded, per)
     per = steps_per_window or fitting_steps(spilled, steps, budget)
-    return _analysis(spilled, steps, per)
+    return _analysis(spilled, steps, per, options)
 
 
-def _analysis(spilled: SpilledTrace, steps: StepWindows, per: int) -> RankAnalysis:
-    windowed = dict(SECTIONS)
+def _analysis(spilled: SpilledTrace, steps: StepWindows, per: int,
+              options: AnalyzeOptions | None = None) -> RankAnalysis:
+    windowed = dict(sections_for(options))
     sections: dict[str, WindowedSection] = {**OVERVIEW_SECTIONS, **windowed}
     # A planned section (the critical path) surveys every window, then reads again only the
     # time ranges its plan needs, so that it never holds more than those.

@@ -20,6 +20,7 @@ import msgspec
 from markupsafe import Markup
 
 from trainprof.analysis.decode import analysis_from_dict
+from trainprof.analysis.options import AnalyzeOptions
 from trainprof.analysis.results import Analysis, RankAnalysis
 from trainprof.diagnose.findings import shared_number, typed_findings
 from trainprof.fileio import atomic_write_text
@@ -78,8 +79,12 @@ def _plain(result: Analysis | dict[str, Any]) -> dict[str, Any]:
     return msgspec.json.decode(to_json_bytes(result))
 
 
-def render_html(result: Analysis | dict[str, Any], rows: int = DEFAULT_ROWS) -> str:
-    """The report page for a result; ``rows`` per operator and kernel table."""
+def render_html(result: Analysis | dict[str, Any], rows: int | None = None) -> str:
+    """The report page for a result; ``rows`` per operator and kernel table (None: the
+    analysis's ``options.top``, at least ``DEFAULT_ROWS``), every rank's row if its options
+    ask for all (a saved result's JSON: the defaults)."""
+    options = result.options if isinstance(result, Analysis) else AnalyzeOptions()
+    rows = max(options.top, DEFAULT_ROWS) if rows is None else rows
     data = _plain(result)
     analysis = analysis_from_dict(data)  # the same records, whatever the result was given as
     ranks = analysis.ranks
@@ -88,7 +93,7 @@ def render_html(result: Analysis | dict[str, Any], rows: int = DEFAULT_ROWS) -> 
     slowest = order[0] if ranks else None
     rank_table = analysis.job.rank_table
     straggler = _straggler(analysis)
-    side, side_note = side_by_side(ranks, rank_table, straggler)
+    side, side_note = side_by_side(ranks, rank_table, straggler, options.all_ranks)
     found = typed_findings(analysis.findings)
     # ``memory_snapshots``: not a record; ``trainprof report`` adds it to the JSON
     # (commands/report.py).
@@ -110,7 +115,7 @@ def render_html(result: Analysis | dict[str, Any], rows: int = DEFAULT_ROWS) -> 
         "environment": environment_rows(analysis, snapshots),
         "devices": _devices(ranks),
         "job_notes": _job_notes(analysis),
-        "job_sections": job_blocks(analysis, rows),
+        "job_sections": job_blocks(analysis, rows, options.all_ranks),
         "memory": memory_views(data),
         "result_json": json_for_script(embedded(data, set(shown))),
         "css": asset("report.css"),
@@ -132,7 +137,7 @@ def embedded(data: dict[str, Any], detailed: set[int]) -> dict[str, Any]:
 
 
 def write_html(result: Analysis | dict[str, Any], path: str | os.PathLike[str],
-               rows: int = DEFAULT_ROWS) -> Path:
+               rows: int | None = None) -> Path:
     """Write the report atomically; returns its path."""
     return atomic_write_text(Path(path), render_html(result, rows))
 

@@ -46,12 +46,13 @@ def spread_table(rank_table: RankTable | None) -> Table | None:
 
 
 def side_by_side(ranks: list[RankAnalysis], rank_table: RankTable | None,
-                 straggler: int | None) -> tuple[list[RankAnalysis], str]:
+                 straggler: int | None, all_ranks: bool = False
+                 ) -> tuple[list[RankAnalysis], str]:
     """The windows of the ranks the per-rank views keep (the slowest, the fastest and the
     straggler when there are many; all with ``--all-ranks``), and a note when some are left out."""
     if rank_table is None:
         return ranks, ""
-    kept = {r.rank for r in shown_rows(rank_table.rows, keep=(straggler,))}
+    kept = {r.rank for r in shown_rows(rank_table.rows, keep=(straggler,), all_ranks=all_ranks)}
     if len(kept) == len(rank_table.rows):
         return ranks, ""
     note = (f"{len(kept)} of {len(rank_table.rows)} ranks side by side: the slowest, the "

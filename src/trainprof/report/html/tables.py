@@ -156,8 +156,9 @@ def _ms(us: float | None) -> float | None:
     return None if us is None else us / 1000.0
 
 
-def stragglers_table(section: Stragglers | None) -> Table | None:
-    """Per rank: step time, communication, and the waiting it suffered and caused."""
+def stragglers_table(section: Stragglers | None, all_ranks: bool = False) -> Table | None:
+    """Per rank: step time, communication, and the waiting it suffered and caused (every
+    rank's row with ``all_ranks``, else the slowest, the fastest and the straggler)."""
     ranks = [] if section is None else section.ranks
     if section is None or len(ranks) < 2:
         return None
@@ -170,7 +171,8 @@ def stragglers_table(section: Stragglers | None) -> Table | None:
             Column("caused skew ms/step",
                    title="the other ranks' wait for this one to arrive (trace clocks)")]
     table = Table(cols)
-    shown = shown_rows(ranks, keep=(section.straggler,), by="step_median_ms")
+    shown = shown_rows(ranks, keep=(section.straggler,), by="step_median_ms",
+                       all_ranks=all_ranks)
     if len(shown) < len(ranks):
         table.caption = (f"{len(shown)} of {len(ranks)} ranks: the slowest, the fastest and the "
                          "straggler; --all-ranks shows all.")

@@ -141,9 +141,10 @@ def section_blocks(rank: RankAnalysis, rows: int) -> list[HtmlBlock]:
             for block in view.html(getattr(rank.sections, view.name), context)]
 
 
-def job_blocks(analysis: Analysis, rows: int) -> list[HtmlBlock]:
-    """The job sections' parts of the page, shown with the ranks side by side."""
-    context = ViewContext(analysis=analysis, rows=rows)
+def job_blocks(analysis: Analysis, rows: int, all_ranks: bool = False) -> list[HtmlBlock]:
+    """The job sections' parts of the page, shown with the ranks side by side (every rank's
+    row with ``all_ranks``)."""
+    context = ViewContext(analysis=analysis, rows=rows, all_ranks=all_ranks)
     return [block for view in VIEWS if view.level == "job" and view.html is not None
             for block in view.html(getattr(analysis.job, view.name), context)]
 

@@ -11,7 +11,6 @@ from typing import Any
 
 from trainprof.analysis.decode import analysis_from_dict
 from trainprof.analysis.job.rank_table import RankTable, shown_rows
-from trainprof.analysis.options import analyze_options
 from trainprof.analysis.results import Analysis, RankAnalysis
 from trainprof.diagnose.findings import Finding, shared_number, typed_findings, where_text
 from trainprof.formatting import counted, number
@@ -78,10 +77,12 @@ def overview_md(r: RankAnalysis) -> str:
     return "\n".join(out)
 
 
-def ranks_md(rank_table: RankTable, straggler: int | None = None) -> str:
-    """The per-rank table (analysis/job/rank_table.py), slowest, fastest and straggler marked."""
+def ranks_md(rank_table: RankTable, straggler: int | None = None, all_ranks: bool = False
+             ) -> str:
+    """The per-rank table (analysis/job/rank_table.py), slowest, fastest and straggler marked
+    (every rank's row with ``all_ranks``)."""
     rows = []
-    shown = shown_rows(rank_table.rows, keep=(straggler,))
+    shown = shown_rows(rank_table.rows, keep=(straggler,), all_ranks=all_ranks)
     for r in shown:
         mark = " ".join(m for m in (r.mark, "straggler" * (r.rank == straggler)) if m)
         idle = "n/a" if r.idle_pct is None else (
@@ -102,10 +103,16 @@ def ranks_md(rank_table: RankTable, straggler: int | None = None) -> str:
     return out
 
 
-def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
+def to_markdown(result: Analysis | dict[str, Any], top: int | None = None,
+                modules: bool | None = None) -> str:
     """The whole comment: verdict, findings, then the slowest rank's overview and top ops
-    (``result``: an analysis, or a saved result's JSON, read into the same records)."""
+    (``result``: an analysis, or a saved result's JSON, read into the same records). ``top``
+    rows per table, the module tree and every rank's row as ``analysis.options`` ask (a
+    saved result's JSON: the defaults); ``top`` and ``modules`` override them."""
     analysis = result if isinstance(result, Analysis) else analysis_from_dict(result)
+    options = analysis.options
+    top = options.top if top is None else top
+    modules = options.modules if modules is None else modules
     ranks = analysis.ranks
     slowest = max(ranks, key=lambda r: r.steps.median_ms or 0)
     where = f"rank {slowest.rank}" + (f" (slowest of {len(ranks)})" if len(ranks) > 1 else "")
@@ -116,26 +123,28 @@ def to_markdown(result: Analysis | dict[str, Any], top: int = TOP_ROWS) -> str:
     job = analysis.job
     if job.rank_table is not None and len(job.rank_table.rows) > 1:
         straggler = job.stragglers.straggler if job.stragglers is not None else None
-        out += ["### Ranks (ms per step)", "", ranks_md(job.rank_table, straggler), ""]
+        out += ["### Ranks (ms per step)", "",
+                ranks_md(job.rank_table, straggler, options.all_ranks), ""]
         arrival = job.stragglers.arrival if job.stragglers is not None else None
         if arrival:
             out += [md_text(arrival, None), ""]
     out += [f"### Overview: {where}", "", overview_md(slowest), ""]
-    for heading, piece in section_pieces(analysis, slowest, top):
+    for heading, piece in section_pieces(analysis, slowest, top, modules):
         out += [f"### {heading}", "", piece, ""]
     notes = [*slowest.notes, *analysis.notes]
     out += [f"> Note: {md_text(n, None)}" for n in notes]
     return "\n".join(out).rstrip() + "\n"
 
 
-def section_pieces(analysis: Analysis, rank: RankAnalysis, top: int = TOP_ROWS
-                   ) -> list[tuple[str, str]]:
+def section_pieces(analysis: Analysis, rank: RankAnalysis, top: int = TOP_ROWS,
+                   modules: bool = False) -> list[tuple[str, str]]:
     """(heading, text) of each part of the comment after the overview: the pieces of the
     sections' views (report/sections/registry.py) of ``rank`` and of the job, gathered under
     their headings in MARKDOWN_OUTLINE's order."""
-    modules = analyze_options().modules
-    rank_context = ViewContext(rank=rank, analysis=analysis, rows=top, modules=modules)
-    job_context = ViewContext(analysis=analysis, rows=top, modules=modules)
+    all_ranks = analysis.options.all_ranks
+    rank_context = ViewContext(rank=rank, analysis=analysis, rows=top, modules=modules,
+                               all_ranks=all_ranks)
+    job_context = ViewContext(analysis=analysis, rows=top, modules=modules, all_ranks=all_ranks)
     pieces: dict[str, list[str]] = {heading: [] for heading in MARKDOWN_OUTLINE}
     for view in VIEWS:
         if view.markdown is None or view.markdown_heading is None:

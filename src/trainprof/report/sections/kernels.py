@@ -38,5 +38,5 @@ def _kernel_classes(classes: KernelClassShares | None) -> list[str]:
             f"{number(classes.unclassified_pct, 1, '%')}."]
 
 
-VIEW = SectionView("kernels", text=lambda result, ctx: render_kernels(result), html=html,
+VIEW = SectionView("kernels", text=lambda result, ctx: render_kernels(result, ctx.rows), html=html,
                    markdown=markdown, markdown_heading="Where the time goes: top ops")

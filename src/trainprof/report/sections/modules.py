@@ -19,5 +19,5 @@ def markdown(result: Any, ctx: ViewContext) -> str:
     return modules_md(result) if ctx.modules and result is not None else ""
 
 
-VIEW = SectionView("modules", text=lambda result, ctx: render_modules(result), html=html,
+VIEW = SectionView("modules", text=lambda result, ctx: render_modules(result, ctx.modules), html=html,
                    markdown=markdown, markdown_heading="Time per module")

@@ -27,5 +27,5 @@ def markdown(ops: OperatorStats | None, ctx: ViewContext) -> str:
     return "\n".join(["**Top operators**", "", table(head, rows)])
 
 
-VIEW = SectionView("operators", text=lambda result, ctx: render_operators(result), html=html,
+VIEW = SectionView("operators", text=lambda result, ctx: render_operators(result, ctx.rows), html=html,
                    markdown=markdown, markdown_heading="Where the time goes: top ops")

@@ -10,9 +10,10 @@ from trainprof.report.terminal.communication import render_stragglers
 
 
 def html(result: Any, ctx: ViewContext) -> list[HtmlBlock]:
-    table = stragglers_table(result)
+    table = stragglers_table(result, ctx.all_ranks)
     return [HtmlBlock("Who waits for whom", [table])] if table else []
 
 
-VIEW = SectionView("stragglers", "job", text=lambda result, ctx: render_stragglers(result),
+VIEW = SectionView("stragglers", "job",
+                   text=lambda result, ctx: render_stragglers(result, ctx.all_ranks),
                    html=html)

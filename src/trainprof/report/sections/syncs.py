@@ -5,4 +5,4 @@ from __future__ import annotations
 from trainprof.report.sections.view import SectionView
 from trainprof.report.terminal.launches import render_syncs
 
-VIEW = SectionView("syncs", text=lambda result, ctx: render_syncs(result))
+VIEW = SectionView("syncs", text=lambda result, ctx: render_syncs(result, ctx.rows))

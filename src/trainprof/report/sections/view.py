@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 from msgspec import field
 
+from trainprof.analysis.options import DEFAULT_TOP
+
 if TYPE_CHECKING:
     from trainprof.analysis.results import Analysis, RankAnalysis
     from trainprof.report.html.chart import Chart
@@ -30,9 +32,11 @@ class ViewContext(msgspec.Struct, frozen=True):
 
     rank: RankAnalysis | None = None
     analysis: Analysis | None = None
-    rows: int = 10
+    rows: int = DEFAULT_TOP
     #: Whether the module tree is shown in the text and Markdown reports (``--modules``).
     modules: bool = False
+    #: Every rank's row in the per-rank tables (``--all-ranks``).
+    all_ranks: bool = False
 
 
 class HtmlBlock(msgspec.Struct):

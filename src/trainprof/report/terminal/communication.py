@@ -28,7 +28,8 @@ def render_communication(result: Communication) -> Table | None:
     return t
 
 
-def render_stragglers(result: Stragglers) -> Group | None:
+def render_stragglers(result: Stragglers, all_ranks: bool = False) -> Group | None:
+    """The per-rank waiting table (every rank's row with ``all_ranks``)."""
     if not result.ranks:
         return None
     spread = pct(result.step_spread_pct)
@@ -37,7 +38,8 @@ def render_stragglers(result: Stragglers) -> Group | None:
     for col in ("rank", "step ms", "comm ms", "waited ms", "last in", "made others wait ms",
                 "skew ms", "transfer ms"):
         t.add_column(col, justify="right")
-    shown = shown_rows(result.ranks, keep=(result.straggler,), by="step_median_ms")
+    shown = shown_rows(result.ranks, keep=(result.straggler,), by="step_median_ms",
+                       all_ranks=all_ranks)
     if len(shown) < len(result.ranks):
         t.caption = (f"{len(shown)} of {len(result.ranks)} ranks: the slowest, the fastest and "
                      "the straggler; --all-ranks shows all")

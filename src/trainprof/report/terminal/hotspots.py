@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
-from trainprof.analysis.options import analyze_options
+from trainprof.analysis.options import DEFAULT_TOP
 from trainprof.analysis.sections.kernels import KernelStats
 from trainprof.analysis.sections.operators import OperatorStats
 from trainprof.formatting import counted, ms_from_us
@@ -35,18 +35,19 @@ SHOWN_SITES = 3
 _ms = ms_from_us
 
 
-def render_operators(result: OperatorStats) -> ByWidth | None:
+def render_operators(result: OperatorStats, top: int = DEFAULT_TOP) -> ByWidth | None:
+    """The ``top`` operators' table."""
     if not result.rows:
         return None
-    return ByWidth(lambda width: _operators(result, width))
+    return ByWidth(lambda width: _operators(result, width, top))
 
 
 #: Room the operator table's number columns take (calls and four times, with padding).
 _OP_NUMBERS_WIDTH = 50
 
 
-def _operators(result: OperatorStats, width: int) -> Group:
-    rows = result.top(analyze_options().top)
+def _operators(result: OperatorStats, width: int, top: int) -> Group:
+    rows = result.top(top)
     by = "op name and input shapes" if result.by_shape else "op name"
     head = Text(f"Operators by {SORT_LABELS[result.sort_by]} (per {by}, whole trace, ms)",
                 style="italic")
@@ -80,17 +81,18 @@ def file_line(frame: str) -> str:
     return f"{base}:{line} {function}"
 
 
-def render_kernels(result: KernelStats) -> ByWidth | None:
+def render_kernels(result: KernelStats, top: int = DEFAULT_TOP) -> ByWidth | None:
+    """The ``top`` kernels' table."""
     if not result.rows:
         return None
-    return ByWidth(lambda width: _kernels(result, width))
+    return ByWidth(lambda width: _kernels(result, width, top))
 
 
 #: Below this width the launching op goes under the kernel's name, not in a column.
 KERNEL_LAUNCHER_COLUMN_FROM = 110
 
 
-def _kernels(result: KernelStats, width: int) -> Group:
+def _kernels(result: KernelStats, width: int, top: int) -> Group:
     head = Text(f"Kernels by total time ({counted(result.calls, 'call')}, {result.total_us / 1000:.1f} ms; "
                 f"Tensor Core kernels {pct(result.tensor_core_pct)} {TENSOR_CORE_OF_ALL})",
                 style="italic")
@@ -101,7 +103,7 @@ def _kernels(result: KernelStats, width: int) -> Group:
     add_number_columns(t, *headers)
     if beside:
         add_name_column(t, "launched by", LAUNCHER_WIDTH)
-    rows = result.top(analyze_options().top)
+    rows = result.top(top)
     numbers = [[str(r.calls), _ms(r.total_us), f"{r.mean_us:.1f}", pct(r.share_pct),
                 "yes" if r.tensor_cores else "", pct(r.occupancy_pct, 0)] for r in rows]
     room = name_room(width, [[h, *(n[i] for n in numbers)] for i, h in enumerate(headers)],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
-from trainprof.analysis.options import analyze_options
+from trainprof.analysis.options import DEFAULT_TOP
 from trainprof.analysis.sections.launch import BACK_TO_BACK_US, SMALL_KERNEL_US, LaunchStats
 from trainprof.analysis.sections.syncs import PROFILER_SYNC, SyncStats
 from trainprof.formatting import counted
@@ -54,7 +54,8 @@ def render_launch(result: LaunchStats) -> Group | None:
     return Group(*parts)
 
 
-def render_syncs(result: SyncStats) -> Group | None:
+def render_syncs(result: SyncStats, top: int = DEFAULT_TOP) -> Group | None:
+    """The syncs and their ``top`` call sites."""
     if not result.count:
         return None
     head = f"{result.count} host-device syncs, {result.blocked_us / 1000:.2f} ms blocked"
@@ -70,7 +71,7 @@ def render_syncs(result: SyncStats) -> Group | None:
     t.add_column("ms", justify="right", no_wrap=True, min_width=6)
     add_name_column(t, "op called › innermost", OPS_WIDTH)
     add_name_column(t, "source / cause", WHERE_WIDTH)
-    for s in result.sites[: analyze_options().top]:
+    for s in result.sites[:top]:
         ops = s.caller or "(no op)"
         if s.op and s.op != s.caller:
             ops = f"{s.caller} › {s.op.removeprefix('aten::')}"

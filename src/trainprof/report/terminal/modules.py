@@ -8,7 +8,6 @@ from typing import Any
 from rich.console import Group
 from rich.text import Text
 
-from trainprof.analysis.options import analyze_options
 from trainprof.analysis.sections.modules import ModuleRow, ModuleTree
 from trainprof.formatting import counted
 from trainprof.report.quantities import (
@@ -50,9 +49,10 @@ def columns(tree: ModuleTree) -> list[Column]:
             ("bwd", lambda r: r.backward_host_total_us)]
 
 
-def render_modules(result: ModuleTree) -> Any:
-    """The tree, when ``--modules`` asked for it; the way to record it when the trace has none."""
-    if not analyze_options().modules:
+def render_modules(result: ModuleTree, show: bool = False) -> Any:
+    """The tree, when ``show`` (``--modules``, ``AnalyzeOptions.modules``) asks for it; the way
+    to record it when the trace has none."""
+    if not show:
         return None
     if not result.available:
         return Text(result.note or "", style="yellow")

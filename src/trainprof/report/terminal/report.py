@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainprof.analysis.job.rank_table import rank_table
+from trainprof.analysis.options import AnalyzeOptions
 from trainprof.analysis.overview.breakdown import ALL_CATEGORIES
 from trainprof.analysis.overview.phases import PHASES
 from trainprof.analysis.results import Analysis, RankAnalysis
@@ -30,6 +31,7 @@ from trainprof.report.quantities import ByWidth
 from trainprof.report.sections.registry import BY_NAME
 from trainprof.report.sections.view import ViewContext
 from trainprof.report.terminal.rank_spread import SPREAD_HEAD, spread_rows, spread_shown
+from trainprof.structs import replace
 from trainprof.vocabulary import SEVERITY_STYLES
 
 _BAR = 24
@@ -120,10 +122,19 @@ def timeline_table(r: RankAnalysis) -> Table | None:
     return t
 
 
-def rank_panel(r: RankAnalysis) -> Panel:
+def view_context(options: AnalyzeOptions, rank: RankAnalysis | None = None,
+                 analysis: Analysis | None = None) -> ViewContext:
+    """What the sections' text renderers read besides their results: rows per table, the
+    module tree, every rank's row, as ``options`` ask."""
+    return ViewContext(rank=rank, analysis=analysis, rows=options.top, modules=options.modules,
+                       all_ranks=options.all_ranks)
+
+
+def rank_panel(r: RankAnalysis, options: AnalyzeOptions | None = None) -> Panel:
+    """One rank's overview and sections, rendered with ``options`` (None: the defaults)."""
     parts: list[RenderableType] = [step_table(r), breakdown_table(r), phases_table(r)]
     parts += [x for x in (gpu_table(r), timeline_table(r)) if x is not None]
-    context = ViewContext(rank=r)
+    context = view_context(options or AnalyzeOptions(), rank=r)
     for name, result in r.sections.items():
         render = BY_NAME[name].text
         shown = render(result, context) if render else None
@@ -143,7 +154,7 @@ def ranks_table(a: Analysis) -> ByWidth:
     windows = sum(r.windows for r in table.rows)
     extra = f", {counted(windows, 'window')}" if windows > len(table.rows) else ""
     straggler = _straggler(a)
-    shown = table.shown(keep=(straggler,))
+    shown = table.shown(keep=(straggler,), all_ranks=a.options.all_ranks)
     cells, marks = [], []
     for row in shown:
         idle = _fmt(row.idle_pct, "%", 0) + ("" if row.idle_of == "GPU" else "*")
@@ -271,9 +282,16 @@ def findings_panel(a: Analysis, overview: str = "below") -> Panel:
     return Panel(Group(*parts), title="Findings, most costly first", title_align="left")
 
 
-def print_analysis(analysis: Analysis, console: Console | None = None) -> None:
+def print_analysis(analysis: Analysis, console: Console | None = None, *,
+                   top: int | None = None, modules: bool | None = None) -> None:
     """Print the verdict (the findings) first, as every report opens, then the overview of
-    every rank (a summary table first when there are several)."""
+    every rank (a summary table first when there are several). Rows per table, the module
+    tree and every rank's row as the analysis was asked (``analysis.options``); ``top`` and
+    ``modules`` override them."""
+    given = {"top": top, "modules": modules}
+    options = replace(analysis.options, **{k: v for k, v in given.items() if v is not None})
+    if options != analysis.options:
+        analysis = replace(analysis, options=options)
     console = console or Console()
     console.print(findings_panel(analysis))
     if len(analysis.ranks) > 1:
@@ -283,10 +301,10 @@ def print_analysis(analysis: Analysis, console: Console | None = None) -> None:
             console.print(spread)
         label, shown = _window_in_full(analysis)
         console.print(Text(f"Details of the {label}: rank {shown.rank}", style="bold"))
-        console.print(rank_panel(shown))
+        console.print(rank_panel(shown, options))
     else:
-        console.print(rank_panel(analysis.ranks[0]))
-    context = ViewContext(analysis=analysis)
+        console.print(rank_panel(analysis.ranks[0], options))
+    context = view_context(options, analysis=analysis)
     for name, result in analysis.job.items():
         render = BY_NAME[name].text
         rendered = render(result, context) if render else None
