@@ -8,7 +8,8 @@ import pytest
 from rich.console import Console
 
 import trainprof
-from trainprof.report.terminal.roofline import render_collective_ranks
+from trainprof.report.sections import collective_ranks
+from trainprof.report.sections.view import ViewContext
 
 from helpers.tracegen import TraceBuilder
 
@@ -44,15 +45,18 @@ def test_the_rank_with_the_slow_link_stands_out(tmp_path):
     assert slow.pct_of_peak == pytest.approx(slow.busbw_gb_s / 450 * 100)
     assert job.slowest is slow and job.to_dict()["slowest_rank"] == 1
     out = io.StringIO()
-    Console(file=out, width=120, color_system=None).print(render_collective_ranks(job))
-    line = next(x for x in out.getvalue().splitlines() if x.lstrip().startswith("1 "))
-    assert "slowest" in line and f"{slow.busbw_gb_s:.1f}" in line
+    shown = collective_ranks.text(job, ViewContext())
+    Console(file=out, width=120, color_system=None).print(shown)
+    lines = out.getvalue().splitlines()
+    line = next(x for x in lines if x.lstrip().startswith("1 "))
+    assert "slowest" in line and f"{slow.busbw_gb_s:.1f}" in line and "1.60 ms" in line
+    assert "800 µs" in next(x for x in lines if x.lstrip().startswith("0 "))
 
 
 def test_one_rank_shows_no_table(tmp_path):
     _rank(tmp_path, 0, [400.0])
     job = trainprof.analyze(tmp_path, workers=1).job.collective_ranks
-    assert len(job.rows) == 1 and render_collective_ranks(job) is None
+    assert len(job.rows) == 1 and collective_ranks.text(job, ViewContext()) is None
 
 
 def test_html_lists_each_rank_with_the_slowest_marked(tmp_path):
@@ -61,6 +65,7 @@ def test_html_lists_each_rank_with_the_slowest_marked(tmp_path):
     _rank(tmp_path, 0, [400.0, 400.0])
     _rank(tmp_path, 1, [400.0, 1200.0])
     html = render_html(trainprof.analyze(tmp_path, workers=1))
-    part = html.split("<h3>Collectives' bus bandwidth per rank</h3>", 1)[1].split("</table>")[0]
+    heading = "<h3>Collectives&#39; bus bandwidth per rank</h3>"  # the template escapes it
+    part = html.split(heading, 1)[1].split("</table>")[0]
     assert part.count("<tr") == 3  # the head and two ranks
     assert "slowest" in part.split("<tr")[-1]

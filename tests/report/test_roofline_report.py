@@ -15,7 +15,8 @@ from trainprof.hardware.table import device_from_dict
 from trainprof.report.html.report import render_html
 from trainprof.report.json import to_json_bytes
 from trainprof.report.markdown.report import to_markdown
-from trainprof.report.terminal.roofline import render_collectives, render_roofline
+from trainprof.report.sections import collectives, roofline
+from trainprof.report.sections.view import ViewContext
 
 from helpers.paths import BERT, NCCL_TRACE
 
@@ -28,7 +29,7 @@ def _text(renderable, width: int = 160) -> str:
 
 def test_text_lists_classes_and_shapes_with_their_roofline():
     r = trainprof.analyze(BERT).ranks[0]
-    text = _text(render_roofline(r.sections.roofline))
+    text = _text(roofline.text(r.sections.roofline, ViewContext()))
     assert "H100 SXM (table)" in text
     gemm = next(line for line in text.splitlines() if line.lstrip().startswith("gemm"))
     assert gemm.split() == ["gemm", "bf16", "26", "0.20", "40.7", "0.39", "105", "memory",
@@ -38,7 +39,7 @@ def test_text_lists_classes_and_shapes_with_their_roofline():
 
 def test_text_at_80_columns_keeps_the_numbers_and_moves_the_rest_under_the_name():
     r = trainprof.analyze(BERT).ranks[0]
-    lines = _text(render_roofline(r.sections.roofline), 80).splitlines()
+    lines = _text(roofline.text(r.sections.roofline, ViewContext()), 80).splitlines()
     assert max(len(line) for line in lines) <= 80
     at = next(i for i, line in enumerate(lines) if line.lstrip().startswith("gemm"))
     assert lines[at].split() == ["gemm", "0.20", "40.7", "0.39", "11.6%", "0.17"]
@@ -47,7 +48,7 @@ def test_text_at_80_columns_keeps_the_numbers_and_moves_the_rest_under_the_name(
 
 def test_text_collectives_show_busbw_against_the_link():
     r = trainprof.analyze(NCCL_TRACE).ranks[0]
-    text = _text(render_collectives(r.sections.collectives))
+    text = _text(collectives.text(r.sections.collectives, ViewContext()))
     first = next(line for line in text.splitlines() if "all_reduce" in line)
     assert "2.1" in first and "0.7% of 300" in first and "8.20 MB" in first
 

@@ -75,3 +75,10 @@ def two_line_name(name: str, detail: str, wrap: bool = False) -> RenderableType:
         return text
     return Group(Text(name, no_wrap=True, overflow="ellipsis"),
                  Padding(Text(detail, style="dim", overflow="fold"), (0, 0, 0, 2)))
+
+
+def duration(us: float | None) -> str:
+    """A time given in µs: ``850 µs`` under a millisecond, ``1.25 ms`` from one on."""
+    if us is None:
+        return "n/a"
+    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.0f} µs"
