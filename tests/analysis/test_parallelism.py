@@ -226,7 +226,8 @@ def test_the_reports_show_it(analyses):
 
     from trainprof.report.html.report import render_html
     from trainprof.report.markdown.report import to_markdown
-    from trainprof.report.terminal.parallelism import render_parallelism, render_pipeline
+    from trainprof.report.sections import parallelism, pipeline
+    from trainprof.report.sections.view import ViewContext
 
     heavy, fsdp = analyses["pipeline_heavy"], analyses["fsdp"]
     md = to_markdown(heavy)
@@ -235,8 +236,8 @@ def test_the_reports_show_it(analyses):
     assert "Pipeline stages" in html and "default_pg" in html
     assert "FSDP layers" in render_html(fsdp)
     console = Console(file=io.StringIO(), width=120)
-    console.print(render_pipeline(heavy.job.pipeline))
-    console.print(render_parallelism(fsdp.ranks[0].sections.parallelism))
+    console.print(pipeline.text(heavy.job.pipeline, ViewContext()))
+    console.print(parallelism.text(fsdp.ranks[0].sections.parallelism, ViewContext()))
     text = console.file.getvalue()
     assert "heaviest" in text and "Parallelism: FSDP" in text and "reduce-scatter" in text
 
