@@ -432,9 +432,18 @@ def test_home_jobs_stay_in_this_process(small):
 
 
 def test_longest_first():
-    names = ["modules", "breakdown", "unknown", "host", "idle"]
-    order = [names[i] for i in sw.longest_first(names)]
-    assert order == ["breakdown", "host", "idle", "unknown", "modules"]
+    """The jobs queue by their sections' measured cost, ties in the serial order; each
+    section declares its own (a section without one counts DEFAULT_COST)."""
+    from trainprof.analysis.overview.rank import OVERVIEW_SECTIONS
+    from trainprof.analysis.sections.registry import SECTIONS
+    from trainprof.analysis.streaming.windows import DEFAULT_COST
+
+    costs = [0.02, 2.2, DEFAULT_COST, 1.3, 0.53, DEFAULT_COST]
+    assert sw.longest_first(costs) == [1, 3, 4, 2, 5, 0]
+    declared = dict([*SECTIONS, *OVERVIEW_SECTIONS.items()])
+    assert declared["breakdown"].cost == 2.2 and declared["modules"].cost == 0.02
+    assert sw.longest_first([s.cost for s in declared.values()])[0] == \
+        list(declared).index("breakdown")
 
 
 def test_children_must_fit_in_memory(small, monkeypatch):

@@ -206,4 +206,4 @@ class PlannedSection(WindowedSection[PathPart, CriticalPath], frozen=True):
 
 #: The critical path of every step of a trace (docs/critical_path.md): called on a whole
 #: trace, ``critical_path(trace, steps)``, or window by window, ``critical_path.over(...)``.
-critical_path = PlannedSection(partial=_part, combine=_combine)
+critical_path = PlannedSection(partial=_part, combine=_combine, cost=0.7)

@@ -103,4 +103,4 @@ def _breakdown_whole(parts: list[tuple[dict[str, np.ndarray], np.ndarray | None]
 #: events of the window that owns it.
 BREAKDOWN: WindowedSection[tuple[dict[str, np.ndarray], np.ndarray | None], Breakdown] = (
     WindowedSection(
-        _breakdown_part, _breakdown_whole))
+        _breakdown_part, _breakdown_whole, cost=2.2))

@@ -116,4 +116,4 @@ def _gpu_whole(parts: list[dict[int, _DevicePart]], steps: StepWindows) -> list[
 #: One entry per device that ran kernels, over the step span (first step start to last step
 #: end); called as ``gpu_figures(trace, steps)`` or window by window (analysis/streaming/windows.py).
 gpu_figures: WindowedSection[dict[int, _DevicePart], list[GpuFigures]] = WindowedSection(
-    _gpu_part, _gpu_whole)
+    _gpu_part, _gpu_whole, cost=0.21)

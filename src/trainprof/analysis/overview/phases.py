@@ -132,4 +132,4 @@ def _phases_whole(parts: list[dict[str, np.ndarray]], steps: StepWindows
 
 #: ``step_phases`` window by window: each step's phases from the window that owns it.
 STEP_PHASES: WindowedSection[dict[str, np.ndarray], dict[str, np.ndarray]] = WindowedSection(
-    _phases_part, _phases_whole)
+    _phases_part, _phases_whole, cost=0.09)

@@ -183,4 +183,4 @@ def _timeline_whole(parts: list[_TimelinePart], steps: StepWindows) -> Timeline 
 #: The timeline figures, or None for a trace without device activity; called as
 #: ``gpu_timeline(trace, steps)`` or window by window (analysis/streaming/windows.py).
 gpu_timeline: WindowedSection[_TimelinePart, Timeline | None] = WindowedSection(
-    _timeline_part, _timeline_whole)
+    _timeline_part, _timeline_whole, cost=0.85)

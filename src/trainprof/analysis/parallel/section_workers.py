@@ -33,6 +33,7 @@ from typing import IO, Any
 import msgspec
 
 from trainprof.analysis.streaming.memory_budget import available_memory
+from trainprof.analysis.streaming.windows import DEFAULT_COST
 from trainprof.interrupts import held_call, held_interrupts, ignore_interrupts
 from trainprof.pipes import read_frame, write_frame
 from trainprof.trace.model import Trace
@@ -45,15 +46,6 @@ WORKERS_ENV = "TRAINPROF_SECTION_WORKERS"
 #: copy-on-write faults and the pickles cost more than a second core saves below it
 #: (docs/performance.md, "Sections on every core").
 PARALLEL_MIN_EVENTS = 100_000
-#: Seconds each section took on the 1.1 GB trace (benchmarks/make_big_trace.py), serially:
-#: the sections are taken the costliest first. A section not listed counts as DEFAULT_COST.
-COSTS: dict[str, float] = {
-    "breakdown": 2.2, "host": 1.3, "operators": 1.05, "timeline": 0.85, "kernels": 0.76,
-    "critical_path": 0.7, "launch": 0.65, "idle": 0.53, "memory": 0.47, "copies": 0.42,
-    "compilation": 0.25, "gpus": 0.21, "communication": 0.16, "syncs": 0.1, "phases": 0.09,
-    "collectives": 0.04, "roofline": 0.03, "modules": 0.02,
-}
-DEFAULT_COST = 0.1
 #: Sections this process computes itself, first, rather than queue: their results are the
 #: largest to send back (the critical path's pieces: 7 MB on the 53 MB reference trace, about
 #: 10 ms for a child to pickle and 2 ms to load here, more than the section's own time saved).
@@ -131,7 +123,7 @@ def run_jobs(trace: Trace, steps: Any, jobs: Sequence[Job], workers: int,
     one and ``workers - 1`` forked children; 1: all here, in order). ``prepare(trace, steps)``
     runs here first when there are children: what it caches on the trace, they inherit.
 
-    The jobs wait in a pipe, the longest (by COSTS) first; each process takes the next one
+    The jobs wait in a pipe, the longest (by their sections' ``cost``) first; each process takes the next one
     (one byte, its index) whenever it is free, so the shares balance themselves whatever
     the costs on this trace. This process first computes the HOME_JOBS, which never queue."""
     if workers <= 1 or len(jobs) < 2:
@@ -143,7 +135,8 @@ def run_jobs(trace: Trace, steps: Any, jobs: Sequence[Job], workers: int,
         with contextlib.suppress(Exception):
             prepare(trace, steps)
     home = [i for i, (name, _) in enumerate(jobs) if name in HOME_JOBS]
-    queued = [i for i in longest_first([name for name, _ in jobs]) if i not in home]
+    costs = [getattr(section, "cost", DEFAULT_COST) for _, section in jobs]
+    queued = [i for i in longest_first(costs) if i not in home]
     queue_r, queue_w = os.pipe()
     os.write(queue_w, bytes(queued))  # < a pipe's buffer
     os.close(queue_w)  # once every job is taken, a read gets the end
@@ -201,9 +194,9 @@ def _share(trace: Trace, steps: Any, jobs: Sequence[Job], workers: int, home: li
     return failure
 
 
-def longest_first(names: Sequence[str]) -> list[int]:
-    """The jobs' indexes, the costliest (by COSTS) first, ties in the serial order."""
-    return sorted(range(len(names)), key=lambda i: -COSTS.get(names[i], DEFAULT_COST))
+def longest_first(costs: Sequence[float]) -> list[int]:
+    """The jobs' indexes, the costliest first, ties in the serial order."""
+    return sorted(range(len(costs)), key=lambda i: -costs[i])
 
 
 def _taken(queue: int) -> Iterator[int]:

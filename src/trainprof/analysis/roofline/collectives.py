@@ -143,7 +143,7 @@ def _collectives_combine(parts: list[CollectivesPart], steps: StepWindows) -> Co
 #: that start in its share of the step span; their message sizes come from the host op around
 #: the launch, which the window's margin holds.
 collectives: WindowedSection[CollectivesPart, Collectives] = WindowedSection(
-    _collectives_part, _collectives_combine)
+    _collectives_part, _collectives_combine, cost=0.04)
 
 
 def collectives_for(hardware: Device | None) -> WindowedSection[CollectivesPart, Collectives]:
@@ -151,7 +151,7 @@ def collectives_for(hardware: Device | None) -> WindowedSection[CollectivesPart,
     if hardware is None:
         return collectives
     return WindowedSection(lambda window: _collectives_part(window, hardware),
-                           _collectives_combine)
+                           _collectives_combine, cost=0.04)
 
 
 def link_peak(device: Device | None, group_size: int) -> tuple[str | None, float | None]:

@@ -204,11 +204,13 @@ def roofline_for(hardware: Device | None) -> WindowedSection[RooflinePart, Roofl
     """The roofline section against the peaks of ``hardware`` (None: the device table's)."""
     if hardware is None:
         return roofline
-    return WindowedSection(lambda window: _roofline_part(window, hardware), _roofline_combine)
+    return WindowedSection(lambda window: _roofline_part(window, hardware), _roofline_combine,
+                           cost=0.03)
 
 
 roofline: WindowedSection[RooflinePart, Roofline] = WindowedSection(_roofline_part,
-                                                                      _roofline_combine)
+                                                                      _roofline_combine,
+                                                                      cost=0.03)
 
 
 def _by_lost(r: RooflineRow) -> tuple[float, float, str, str]:

@@ -559,4 +559,4 @@ def _joined(found: list[_Found], by_thread: bool) -> Instances:
 
 #: The communication figures of one rank over its step window, computed window by window
 #: (analysis/streaming/windows.py): ``communication(trace, steps)`` for a whole trace.
-communication: WindowedSection[_Part, Communication] = WindowedSection(_partial, _combine)
+communication: WindowedSection[_Part, Communication] = WindowedSection(_partial, _combine, cost=0.16)

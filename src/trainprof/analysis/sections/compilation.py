@@ -184,7 +184,8 @@ def combine_compilation(parts: list[CompilationPart], steps: StepWindows) -> Com
 #: measures its own steps; compile ranges are told first or recompiled once all are known, and
 #: untraced gaps touching a window's edge are joined with the next window's before the
 #: minimum gap applies.
-compilation = WindowedSection(partial=compilation_part, combine=combine_compilation)
+compilation = WindowedSection(partial=compilation_part, combine=combine_compilation,
+                              cost=0.25)
 
 
 def _recompiled(owned: list[CompileRange], markers: bool, has_steps: bool) -> list[bool]:

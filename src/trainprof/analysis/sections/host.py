@@ -221,7 +221,7 @@ def combine_host(parts: list[HostPart], steps: StepWindows) -> HostTime:
 
 #: The split of GPU idle time (GPU runs) and host time outside ops after the optimizer. Every
 #: part lies inside the steps: each window computes its own steps, from the events around them.
-host_time = WindowedSection(partial=host_part, combine=combine_host)
+host_time = WindowedSection(partial=host_part, combine=combine_host, cost=1.3)
 
 
 def _host_slice(window: Window, gpu: bool, after_window: iv.Intervals) -> HostSlice:

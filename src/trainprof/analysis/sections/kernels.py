@@ -233,7 +233,7 @@ class _KernelSection(WindowedSection[KernelPart, KernelStats], frozen=True):
 
 #: Per kernel name: calls, total/mean/min/max, blocks per SM, occupancy, Tensor Cores, op. Each
 #: window counts the kernels that start in its region; their launch and op lie in its margin.
-kernel_stats = _KernelSection(partial=kernel_part, combine=combine_kernels)
+kernel_stats = _KernelSection(partial=kernel_part, combine=combine_kernels, cost=0.76)
 
 
 def _concat(parts: list[KernelPart]) -> dict[str, Any]:

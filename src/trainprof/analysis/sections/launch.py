@@ -196,7 +196,7 @@ def combine_launches(parts: list[LaunchPart], steps: StepWindows) -> LaunchStats
 
 #: Launch duration and delay, small kernels, starved kernels and the CPU-bound indicator. Each
 #: window counts the launches that start in its region; their kernels lie in its margin.
-launch_stats = WindowedSection(partial=launch_part, combine=combine_launches)
+launch_stats = WindowedSection(partial=launch_part, combine=combine_launches, cost=0.65)
 
 
 def _owned_span(window: Window) -> tuple[float, float]:

@@ -372,7 +372,7 @@ def _top_ops_joined(parts: list[_DevicePart]) -> list[AllocatingOp]:
 
 #: Memory figures per device (none when the trace has no ``[memory]`` events), computed
 #: window by window (analysis/streaming/windows.py): ``memory(trace, steps)`` for a whole trace.
-memory: WindowedSection[_Part, Memory] = WindowedSection(_partial, _combine)
+memory: WindowedSection[_Part, Memory] = WindowedSection(_partial, _combine, cost=0.47)
 
 
 def allocator_calls(trace: Trace, steps: StepWindows) -> AllocatorCalls:

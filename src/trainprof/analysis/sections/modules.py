@@ -292,7 +292,8 @@ def _combined_op_time(parts: list[ModulesPart], clock: str, index: dict[Chain, i
 #: forward ops whose ``fwdbwd`` flows lead to them and the kernels they launched are in its one
 #: step of margin. It carries sums per module path and per (op, path).
 module_tree: WindowedSection[ModulesPart, ModuleTree] = WindowedSection(_modules_part,
-                                                                         _modules_combine)
+                                                                         _modules_combine,
+                                                                         cost=0.02)
 
 
 def _forward_sums(times: dict[str, np.ndarray], nodes: np.ndarray, parent_module: np.ndarray,

@@ -225,7 +225,8 @@ def operators_for(by_shape: bool = False, sort_by: str | None = None) -> Windowe
     """The operator table as a section, grouped and sorted as asked (``AnalyzeOptions``'
     ``by_shape`` and ``sort_by``). Each window counts the ops that start in its region."""
     return WindowedSection(partial=lambda window: operator_part(window, by_shape),
-                           combine=lambda parts, steps: combine_operators(parts, sort_by))
+                           combine=lambda parts, steps: combine_operators(parts, sort_by),
+                           cost=1.05)
 
 
 #: The registered section, with the default options (``sections_for`` builds the others).

@@ -278,7 +278,7 @@ def _combine(parts: list[_Part], steps: StepWindows) -> SyncStats:
 #: Blocking syncs: counted per step, time blocked, and the ops and lines that cause them;
 #: computed window by window (analysis/streaming/windows.py): ``sync_stats(trace, steps)`` for a whole
 #: trace.
-sync_stats: WindowedSection[_Part, SyncStats] = WindowedSection(_partial, _combine)
+sync_stats: WindowedSection[_Part, SyncStats] = WindowedSection(_partial, _combine, cost=0.1)
 
 
 def _idle_after(busy: iv.Intervals, steps: StepWindows, ends: np.ndarray,

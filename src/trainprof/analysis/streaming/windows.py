@@ -70,11 +70,18 @@ class Window(msgspec.Struct, frozen=True):
         return self.index == self.count - 1
 
 
+#: ``WindowedSection.cost`` of a section that does not say.
+DEFAULT_COST = 0.1
+
+
 class WindowedSection(Generic[P, R], msgspec.Struct, frozen=True):
-    """A section computed window by window (see the module docstring)."""
+    """A section computed window by window (see the module docstring). ``cost``: the seconds
+    it took on the 1.1 GB trace (benchmarks/make_big_trace.py), serially; the section workers
+    take the costliest first (analysis/parallel/section_workers.py)."""
 
     partial: Callable[[Window], P]
     combine: Callable[[list[P], StepWindows], R]
+    cost: float = DEFAULT_COST
 
     def __call__(self, trace: Trace, steps: StepWindows) -> R:
         """The in-memory path: the whole trace as one window."""
