@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import gzip
 import io
 import os
-import secrets
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, cast
-
-from rich.console import Console
+from typing import IO, TYPE_CHECKING, cast
 
 from trainprof.errors import TrainprofError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 #: Width of text reports written to a file (a terminal's own width is used on screen).
 FILE_WIDTH = 120
@@ -27,7 +26,7 @@ def temp_path_beside(path: Path, tag: str = "") -> Path:
     """A new, empty, hidden file next to ``path``, with mode 0o666 less the umask (mkstemp's
     0o600 would make reports unreadable to the user's group)."""
     while True:
-        candidate = path.parent / f".{path.name}{tag}.{secrets.token_hex(4)}.tmp"
+        candidate = path.parent / f".{path.name}{tag}.{os.urandom(4).hex()}.tmp"
         try:
             os.close(os.open(candidate, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
             return candidate
@@ -58,6 +57,8 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
     try:
         with open(tmp, "wb") as raw:
             if path.name.endswith(".gz"):
+                import gzip
+
                 with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL,
                                    mtime=0) as zipped:
                     yield cast(IO[bytes], zipped)  # a GzipFile writes bytes like one
@@ -101,7 +102,10 @@ def write_or_print(text: str, output: str | os.PathLike[str] | None) -> None:
 
 def print_or_save(render: Callable[[Console], None],
                   output: str | os.PathLike[str] | None = None) -> None:
-    """``render(console)`` to the terminal, or as plain text to ``output``, written atomically."""
+    """``render(console)`` to the terminal, or as plain text to ``output``, written atomically
+    (rich is imported here: writing JSON never needs it)."""
+    from rich.console import Console
+
     if output is None:
         render(Console())
         return

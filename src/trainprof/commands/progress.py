@@ -1,25 +1,22 @@
 """A progress bar that appears only when loading takes more than a second, on a terminal, and
-``with_progress``, which runs a command's work under it."""
+``with_progress``, which runs a command's work under it. rich is imported only where a bar may
+show: a command whose standard error is a file or a pipe never loads it."""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
-
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    Progress,
-    SpinnerColumn,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from trainprof.trace.load import watching_bytes
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
 
 T = TypeVar("T")
 #: Loads shorter than this never show a bar.
@@ -42,6 +39,14 @@ class _DelayedBar:
         self._timer.start()
 
     def _show(self) -> None:
+        from rich.progress import (
+            BarColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
         with self._lock:
             if self._closed:
                 return
@@ -94,8 +99,11 @@ class _DelayedBar:
 @contextmanager
 def delayed_progress(enabled: bool, console: Console | None = None) -> Iterator:
     """Yield a ``progress(done, total, path)`` callback, or None when disabled."""
-    console = console or Console(stderr=True)
-    if not enabled or not console.is_terminal:
+    if console is None and enabled and not _surely_not_a_terminal():
+        from rich.console import Console
+
+        console = Console(stderr=True)
+    if not enabled or console is None or not console.is_terminal:
         yield None
         return
     bar = _DelayedBar(console)
@@ -105,6 +113,18 @@ def delayed_progress(enabled: bool, console: Console | None = None) -> Iterator:
             yield bar.update
     finally:
         bar.close()
+
+
+def _surely_not_a_terminal() -> bool:
+    """Whether rich's ``Console(stderr=True).is_terminal`` would be False, told without importing
+    rich: standard error is no terminal and neither ``TTY_COMPATIBLE=1`` nor ``FORCE_COLOR``
+    says otherwise (rich's other cases, IDLE and Jupyter, are never terminals either)."""
+    if os.environ.get("TTY_COMPATIBLE") == "1" or os.environ.get("FORCE_COLOR") is not None:
+        return False
+    try:
+        return not sys.stderr.isatty()
+    except (AttributeError, ValueError):  # no stream, or a closed one: rich says False too
+        return True
 
 
 def with_progress(work: Callable[[Any], T], show_progress: bool) -> T:

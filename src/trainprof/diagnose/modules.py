@@ -6,19 +6,19 @@ holding most of those ops' self time is added to the finding's evidence. docs/mo
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.sections.modules import ModuleShare
 from trainprof.diagnose.findings import Evidence, Finding
 from trainprof.diagnose.rules.common import readable_us
+from trainprof.lazy import LazyPattern
 from trainprof.trace.model import sync_cause
 
-_MATMUL_CONV = re.compile(
+_MATMUL_CONV = LazyPattern(
     r"^aten::(?:mm|addmm|bmm|baddbmm|addbmm|matmul|linear|_scaled_mm|_addmm_activation"
     r"|_?convolution\w*|cudnn_convolution\w*|conv\w*)$")
-_SOFTMAX = re.compile(r"^aten::(?:_?softmax|_softmax_backward_data)$")
+_SOFTMAX = LazyPattern(r"^aten::(?:_?softmax|_softmax_backward_data)$")
 
 #: finding id -> (which ops hold its time, on which clock: None for the tree's own).
 FINDING_OPS: dict[str, tuple[Callable[[str], object], str | None]] = {

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import json
-import re
-from importlib import resources
+import pkgutil
 from pathlib import Path
 from typing import Any
 
 from msgspec import field
 
 from trainprof.errors import HardwareError
+from trainprof.lazy import LazyPattern
 from trainprof.structs import Record
 
 #: Dtype classes a peak is given for (the roofline's compute ceilings).
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
-_TOKEN = re.compile(r"[a-z0-9]+")
+_TOKEN = LazyPattern(r"[a-z0-9]+")
 
 
 # A frozen record (hashable, as the device table's entries were): msgspec allows it, mypy's
@@ -93,7 +93,12 @@ def _float(v: Any) -> float | None:
 
 def load_devices() -> list[Device]:
     """The built-in table, in matching order (specific names before general ones)."""
-    text = resources.files("trainprof.hardware").joinpath("devices.json").read_text("utf-8")
+    # pkgutil reads package data through the package's loader, as importlib.resources does,
+    # without the readers and zipfile that importlib.resources imports (several ms)
+    data = pkgutil.get_data("trainprof.hardware", "devices.json")
+    if data is None:
+        raise HardwareError("the built-in device table (devices.json) is missing.")
+    text = data.decode("utf-8")
     return [device_from_dict(d, "devices.json") for d in json.loads(text)["devices"]]
 
 

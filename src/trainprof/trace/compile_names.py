@@ -11,7 +11,7 @@ Lookup``) is not compilation.
 
 from __future__ import annotations
 
-import re
+from trainprof.lazy import LazyPattern
 
 #: Exact names of compiler phases (older and newer PyTorch spellings).
 COMPILE_NAMES = frozenset({
@@ -22,11 +22,11 @@ COMPILE_NAMES = frozenset({
 })
 #: Name patterns of compiler phases: every ``(dynamo_timed)`` range, compile attempts, Triton's
 #: and Inductor's own compile steps.
-_COMPILE_PATTERN = re.compile(
+_COMPILE_PATTERN = LazyPattern(
     r"\(dynamo_timed\)$|^compile_attempt_\d+$|^_compile\.|^compile_fx|^triton[._]compile"
     r"|^inductor_compile|^OutputGraph\.call_user_compiler")
 #: The marker of a compiled frame's first run after compiling, with frame and compile counter.
-_REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)")
+_REGION = LazyPattern(r"^Torch-Compiled Region: (\d+)/(\d+)")
 #: A compile range that compiles the backward graph (run lazily in the first backward pass).
 BACKWARD_COMPILE_NAMES = frozenset({"entire_backward_compile", "backward._backward_impl "
                                     "(dynamo_timed)"})

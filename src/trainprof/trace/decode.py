@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from trainprof.errors import TraceError
+from trainprof.lazy import LazyPattern
 
 
 class _Args(msgspec.Struct, gc=False):
@@ -198,7 +199,7 @@ def trace_error(path: Path, exc: Exception, one_event: bool = False) -> TraceErr
 
 _TYPE_WORDS = {"object": "an object", "array": "a list", "str": "text", "int": "an integer",
                "float": "a number", "bool": "true or false", "null": "null"}
-_EXPECTED = re.compile(r"Expected `([^`]*)`, got `([^`]*)`")
+_EXPECTED = LazyPattern(r"Expected `([^`]*)`, got `([^`]*)`")
 
 
 def _in_words(problem: str) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 import msgspec
 
 from trainprof.errors import TraceError
+from trainprof.lazy import LazyPattern
 from trainprof.trace.nsys.detect import is_nsys_name
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -27,13 +28,14 @@ NOT_TRACES = frozenset({CLUSTER_SUMMARY_NAME})
 #: A cluster summary passed as a file is told by its first key, whatever its name.
 _CLUSTER_HEAD = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"trainprof\.cluster/')
 
-_WINDOW_TOKEN = re.compile(r"^(?P<worker>.*?)\.(?:step)?(?P<window>\d+)$")
+_WINDOW_TOKEN = LazyPattern(r"^(?P<worker>.*?)\.(?:step)?(?P<window>\d+)$")
 #: torchtitan writes each profiling window to its own folder: iteration_<N>/rank<R>_trace.json.
-_WINDOW_FOLDER = re.compile(r"^iteration_(\d+)$")
+_WINDOW_FOLDER = LazyPattern(r"^iteration_(\d+)$")
 _RANK_PATTERNS = (
-    re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)(?![0-9])", re.IGNORECASE),  # rank-3, rank_3, rank3
-    re.compile(r"^profile_(\d+)$"),  # accelerate's Accelerator.profile()
-    re.compile(r"^worker[-_]?(\d+)$", re.IGNORECASE),  # tensorboard_trace_handler worker names
+    # rank-3, rank_3, rank3
+    LazyPattern(r"(?:^|[^a-z0-9])rank[-_]?(\d+)(?![0-9])", re.IGNORECASE),
+    LazyPattern(r"^profile_(\d+)$"),  # accelerate's Accelerator.profile()
+    LazyPattern(r"^worker[-_]?(\d+)$", re.IGNORECASE),  # tensorboard_trace_handler worker names
 )
 
 

@@ -5,9 +5,9 @@ piece)."""
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
+from trainprof.lazy import LazyPattern
 from trainprof.trace.model import Kind
 
 #: The longest duration read as one: a profiled window is seconds to hours; a number past this
@@ -34,7 +34,7 @@ def int_or(value: Any, default: int, limit: int = 2**62) -> int:
     return out if -limit < out < limit else default
 
 
-TRAILING_NUMBER = re.compile(r"(\d{1,4})\D*$")
+TRAILING_NUMBER = LazyPattern(r"(\d{1,4})\D*$")
 
 
 def device_id(value: Any) -> int:

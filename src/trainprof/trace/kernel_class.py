@@ -19,6 +19,8 @@ from enum import IntEnum
 import msgspec
 import numpy as np
 
+from trainprof.lazy import LazyPattern
+
 
 class KernelClass(IntEnum):
     """What a kernel's time is spent on."""
@@ -39,15 +41,13 @@ class CaselessPattern:
         if re.search(r"(?<!\\)[A-Z]", pattern):
             raise ValueError(f"an upper-case letter in a caseless pattern: {pattern!r}")
         self.pattern = pattern
-        self._ascii = re.compile(pattern)
-        self._any: re.Pattern[str] | None = None  # compiled when first needed (rare)
+        self._ascii = LazyPattern(pattern)  # compiled on first use: import stays cheap
+        self._any = LazyPattern(pattern, re.IGNORECASE)  # rarely needed
 
     def search(self, text: str) -> re.Match[str] | None:
         """The first match in ``text`` (in its lower-cased copy where it is ASCII), or None."""
         if text.isascii():
             return self._ascii.search(text.lower())
-        if self._any is None:
-            self._any = re.compile(self.pattern, re.IGNORECASE)
         return self._any.search(text)
 
 

@@ -8,6 +8,7 @@ RCCL and Gloo naming we know are mapped here and nowhere else.
 
 from __future__ import annotations
 
+import functools
 import re
 from enum import IntEnum
 from functools import cached_property
@@ -18,6 +19,7 @@ import msgspec
 import numpy as np
 from msgspec import field
 
+from trainprof.lazy import LazyPattern
 from trainprof.trace.kernel_class import is_communication_kernel
 from trainprof.vocabulary import COMM_BACKENDS
 
@@ -88,16 +90,16 @@ _CATEGORY_KIND = {
 # torch.distributed emits for its backends (vocabulary.COMM_BACKENDS: the same list decides
 # what a collective is below), c10d ops and record_param_comms.
 _BACKENDS = "|".join(COMM_BACKENDS)
-_COMM_HOST = re.compile(
+_COMM_HOST = LazyPattern(
     rf"^(?:{_BACKENDS}):|^c10d::|^record_param_comms$|^c10d_functional::"
     r"|^_c10d_functional::|^symm_mem::",  # torch symmetric-memory collectives
 )
-_DATALOADER = re.compile(r"^enumerate\((?:DataLoader|DataPipe)\)#")
-_STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")  # a number that fits in 64 bits
-_OPTIMIZER = re.compile(r"^Optimizer\.(?:step|zero_grad)#|^optimizer\.step|^## optimizer ##")
+_DATALOADER = LazyPattern(r"^enumerate\((?:DataLoader|DataPipe)\)#")
+_STEP = LazyPattern(r"^ProfilerStep#(\d{1,18})$")  # a number that fits in 64 bits
+_OPTIMIZER = LazyPattern(r"^Optimizer\.(?:step|zero_grad)#|^optimizer\.step|^## optimizer ##")
 # The backward pass: autograd engine nodes, *Backward* functions, aten backward kernels, and the
 # "## backward ##" annotation some training loops add.
-_BACKWARD = re.compile(
+_BACKWARD = LazyPattern(
     r"^autograd::engine::evaluate_function|Backward\d*$|^aten::\w+_backward|^## backward ##"
     r"|^CompiledFunctionBackward"
 )
@@ -121,7 +123,7 @@ def is_communication(kind: Kind, name: str) -> bool:
 
 
 # CUDA/HIP graph replays: one host call starts every kernel of the graph.
-_GRAPH_LAUNCH = re.compile(r"^(?:cuda|hip)GraphLaunch|^cuGraphLaunch")
+_GRAPH_LAUNCH = LazyPattern(r"^(?:cuda|hip)GraphLaunch|^cuGraphLaunch")
 
 
 def is_graph_launch(kind: Kind, name: str) -> bool:
@@ -166,10 +168,10 @@ def is_operator_row(kind: Kind, name: str) -> bool:
 # Host calls that block the CPU until the device catches up: CUDA runtime and driver, and HIP.
 # Plain (non-Async) memcpy calls are synchronous with the host.
 _SYNC_CALLS = (
-    ("device", re.compile(r"^(?:cuda|hip)(?:Device|Thread)Synchronize$|^cuCtxSynchronize$")),
-    ("stream", re.compile(r"^(?:cuda|hip)StreamSynchronize$|^cuStreamSynchronize$")),
-    ("event", re.compile(r"^(?:cuda|hip)EventSynchronize$|^cuEventSynchronize$")),
-    ("memcpy", re.compile(
+    ("device", LazyPattern(r"^(?:cuda|hip)(?:Device|Thread)Synchronize$|^cuCtxSynchronize$")),
+    ("stream", LazyPattern(r"^(?:cuda|hip)StreamSynchronize$|^cuStreamSynchronize$")),
+    ("event", LazyPattern(r"^(?:cuda|hip)EventSynchronize$|^cuEventSynchronize$")),
+    ("memcpy", LazyPattern(
         r"^(?:cuda|hip)Memcpy(?:2D|3D|Peer|ToSymbol|FromSymbol|DtoH|HtoD|DtoD)?$"
         r"|^cuMemcpy(?:DtoH|HtoD|DtoD|2D|3D|Peer)?(?:_v2)?$")),
 )
@@ -194,13 +196,13 @@ def sync_call_kind(kind: Kind, name: str) -> str | None:
 
 # Host ops known to make the CPU wait for the device, and why (the words the report uses).
 _SYNC_CAUSES = (
-    (re.compile(r"^aten::(?:item|_local_scalar_dense)$"), "reads a tensor value on the host"),
-    (re.compile(r"^aten::is_nonzero$"), "tensor truth value (if tensor: ...)"),
-    (re.compile(r"^aten::(?:nonzero|masked_select|_unique2?|unique_\w+|unique_consecutive"
-                r"|repeat_interleave|argwhere|masked_scatter)$"),
+    (LazyPattern(r"^aten::(?:item|_local_scalar_dense)$"), "reads a tensor value on the host"),
+    (LazyPattern(r"^aten::is_nonzero$"), "tensor truth value (if tensor: ...)"),
+    (LazyPattern(r"^aten::(?:nonzero|masked_select|_unique2?|unique_\w+|unique_consecutive"
+                 r"|repeat_interleave|argwhere|masked_scatter)$"),
      "output size depends on the data"),
-    (re.compile(r"^aten::(?:to|_to_copy|copy_|cpu|tolist)$"), "copies to the host"),
-    (re.compile(r"^aten::(?:equal|allclose)$"), "compares on the host"),
+    (LazyPattern(r"^aten::(?:to|_to_copy|copy_|cpu|tolist)$"), "copies to the host"),
+    (LazyPattern(r"^aten::(?:equal|allclose)$"), "compares on the host"),
 )
 
 
@@ -215,18 +217,28 @@ def sync_cause(name: str) -> str | None:
 # Call-stack frames ("path/file.py(123): function") inside PyTorch and the training frameworks,
 # trainprof itself (`trainprof run`'s runner and its profiler's `step` wrap the user's code) and
 # interpreter built-ins: the source line reported is the first frame that is none of these.
-_FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<function>.*)$")
-#: trainprof's own modules, wherever it is installed: `trainprof/` followed by one of the
-#: package's own entries (a clone named trainprof with the user's `examples/` is not one).
-_OWN_NAMES = sorted({p.stem for p in Path(__file__).resolve().parents[1].iterdir()
-                     if p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists())})
-TRAINPROF_FRAME = re.compile(
-    r"(?:^|[/\\])trainprof[/\\](?:" + "|".join(map(re.escape, _OWN_NAMES)) + r")(?:[/\\.]|$)")
-_LIBRARY_FRAME = re.compile(
-    r"(?:^|[/\\])(?:torch|functorch|triton|torchvision|torchaudio|accelerate|lightning"
-    r"|pytorch_lightning|lightning_fabric)[/\\]|^<(?:built-in|frozen )|^<string>"
-    r"|" + TRAINPROF_FRAME.pattern
-)
+_FRAME = LazyPattern(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<function>.*)$")
+
+
+@functools.cache
+def trainprof_frame() -> re.Pattern[str]:
+    """A frame's file in trainprof's own modules, wherever it is installed: ``trainprof/``
+    followed by one of the package's own entries (a clone named trainprof with the user's
+    ``examples/`` is not one). Built on first use: it lists the package's folder."""
+    own = sorted({p.stem for p in Path(__file__).resolve().parents[1].iterdir()
+                  if p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists())})
+    return re.compile(
+        r"(?:^|[/\\])trainprof[/\\](?:" + "|".join(map(re.escape, own)) + r")(?:[/\\.]|$)")
+
+
+@functools.cache
+def _library_frame() -> re.Pattern[str]:
+    """A frame in PyTorch, a training framework, trainprof or an interpreter built-in."""
+    return re.compile(
+        r"(?:^|[/\\])(?:torch|functorch|triton|torchvision|torchaudio|accelerate|lightning"
+        r"|pytorch_lightning|lightning_fabric)[/\\]|^<(?:built-in|frozen )|^<string>"
+        r"|" + trainprof_frame().pattern
+    )
 
 
 def split_frame(frame: str) -> tuple[str, int, str] | None:
@@ -238,7 +250,7 @@ def split_frame(frame: str) -> tuple[str, int, str] | None:
 def is_source_frame(frame: str) -> bool:
     """Whether a call-stack frame is a line of the user's code (not torch, not a built-in)."""
     frame = frame.strip()
-    return bool(_FRAME.match(frame)) and not _LIBRARY_FRAME.search(frame)
+    return bool(_FRAME.match(frame)) and not _library_frame().search(frame)
 
 
 def step_number(name: str) -> int | None:
@@ -271,10 +283,10 @@ _COLLECTIVE_WORDS = (
 )
 #: Every value ``collective_type`` returns.
 COLLECTIVE_TYPES = (*dict.fromkeys(t for _, t in _COLLECTIVE_WORDS), "other")
-_NOT_LETTER = re.compile(r"[^a-z]")
+_NOT_LETTER = LazyPattern(r"[^a-z]")
 # Host ops of the backend itself (the collective as it runs), rather than the c10d dispatch
 # wrappers (``c10d::allreduce_``, ``record_param_comms``) around them.
-_BACKEND_COLLECTIVE = re.compile(rf"^(?:{_BACKENDS}):")
+_BACKEND_COLLECTIVE = LazyPattern(rf"^(?:{_BACKENDS}):")
 
 
 def collective_type(name: str) -> str:
@@ -315,7 +327,7 @@ def dtype_bytes(dtype: object) -> int | None:
 
 # Copies: CUPTI names them "Memcpy <kind> (<src memory> -> <dst memory>)", e.g.
 # "Memcpy HtoD (Pageable -> Device)"; ROCm traces say "CopyHostToDevice" and the like.
-_MEMCPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|PtoP|HtoH|HtoA|AtoH|AtoA|AtoD|DtoA)\b")
+_MEMCPY_KIND = LazyPattern(r"\b(HtoD|DtoH|DtoD|PtoP|HtoH|HtoA|AtoH|AtoA|AtoD|DtoA)\b")
 _ROCM_COPY = {"copyhosttodevice": "HtoD", "copydevicetohost": "DtoH",
               "copydevicetodevice": "DtoD", "copyhosttohost": "HtoH"}
 #: Directions ``memcpy_direction`` returns ("other" for array copies and unknown names).
@@ -343,7 +355,7 @@ def memcpy_host_memory(name: str) -> str | None:
 
 # Ops that only allocate (the caching allocator's callers): memory is attributed to the op
 # that called them, as the TensorBoard plugin showed "<parent> (aten::empty)".
-_ALLOCATION_OP = re.compile(
+_ALLOCATION_OP = LazyPattern(
     r"^aten::(?:empty|empty_strided|empty_like|new_empty|new_empty_strided|resize_)$"
 )
 

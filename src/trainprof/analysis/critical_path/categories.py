@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from enum import IntEnum
 
 import numpy as np
 
 from trainprof.analysis.calls.cache import per_trace
+from trainprof.lazy import LazyPattern
 from trainprof.trace.model import (
     FLAG_COMM,
     FLAG_DATALOADER,
@@ -30,7 +30,7 @@ RECORDED_HOST_KINDS = frozenset({Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON,
 WAITING_KINDS = frozenset({Kind.USER_ANNOTATION, Kind.PYTHON, Kind.STEP})
 #: Runtime and driver calls that ask whether device work is done without blocking: a loop of
 #: them is a wait for that work.
-QUERY_CALLS = re.compile(r"^(?:cuda|hip)(?:Event|Stream)Query$|^cu(?:Event|Stream)Query$")
+QUERY_CALLS = LazyPattern(r"^(?:cuda|hip)(?:Event|Stream)Query$|^cu(?:Event|Stream)Query$")
 
 
 class Category(IntEnum):

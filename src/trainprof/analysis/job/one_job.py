@@ -9,11 +9,11 @@ recordings start far apart.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Callable
 
 from trainprof.analysis.results import RankAnalysis
+from trainprof.lazy import LazyPattern
 from trainprof.trace.discover import parse_name
 
 #: Ranks of one job start recording within this many seconds of each other: their profilers
@@ -21,7 +21,7 @@ from trainprof.trace.discover import parse_name
 #: may lie far apart; only each rank's first recording is compared.
 JOB_START_SPREAD_S = 600.0
 #: Device names that say nothing of the model (a trace without device properties).
-_GENERIC_DEVICE = re.compile(r"^(GPU \d+|CPU)$")
+_GENERIC_DEVICE = LazyPattern(r"^(GPU \d+|CPU)$")
 #: Files named in a sentence, at most.
 _NAMED_FILES = 3
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from concurrent.futures import Executor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainprof.errors import TrainprofError
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 #: Seconds to wait for the scheduler to answer before saying it cannot be reached.
 CONNECT_TIMEOUT_S = 10.0

@@ -17,7 +17,6 @@ it no compute kernel runs beside.
 from __future__ import annotations
 
 import bisect
-import re
 
 import numpy as np
 
@@ -29,6 +28,7 @@ from trainprof.analysis.parallelism import activity
 from trainprof.analysis.parallelism.signals import FSDP_HOOK
 from trainprof.analysis.parallelism.sums import LayerSums, QueueSums
 from trainprof.analysis.streaming.parts import Part
+from trainprof.lazy import LazyPattern
 from trainprof.trace.model import Kind, Trace
 
 #: Which figure each hook's waiting goes to.
@@ -36,7 +36,7 @@ _FIGURE = {"pre_forward": "forward_gather_us", "pre_backward": "backward_gather_
            "forward_prefetch": "forward_gather_us", "backward_prefetch": "backward_gather_us",
            "root_post_backward_callback": "reduce_scatter_us"}
 #: The ranges of a prefetch: ``FSDP::forward_prefetch for layers.3`` (the layer it gathers).
-_PREFETCH = re.compile(r"^FSDP::(forward_prefetch|backward_prefetch) for (.*)$")
+_PREFETCH = LazyPattern(r"^FSDP::(forward_prefetch|backward_prefetch) for (.*)$")
 _REDUCE_PREFIX = "post_backward"
 _ROOT_WAIT = "root_post_backward_callback"
 #: The FSDP2 range that issues a layer's reduce-scatter.

@@ -12,9 +12,9 @@
 
 from __future__ import annotations
 
-import re
 from enum import IntEnum
 
+from trainprof.lazy import LazyPattern
 from trainprof.trace.model import collective_type
 
 
@@ -28,17 +28,17 @@ class Signal(IntEnum):
     DDP_RANGE = 4
 
 
-_FSDP = re.compile(r"^FSDP::|^FullyShardedDataParallel\.")
+_FSDP = LazyPattern(r"^FSDP::|^FullyShardedDataParallel\.")
 #: ``Forward 3`` (single-stage schedules) or ``PP:1F3`` (stage 1, micro-batch 3).
-_FORWARD = re.compile(r"^Forward (\d+)$|^PP:(\d+)F(\d+)$")
-_BACKWARD = re.compile(r"^Backward (\d+)$|^PP:(\d+)[BIW](\d+)$")
-_DDP = re.compile(r"^DistributedDataParallel\.forward$")
+_FORWARD = LazyPattern(r"^Forward (\d+)$|^PP:(\d+)F(\d+)$")
+_BACKWARD = LazyPattern(r"^Backward (\d+)$|^PP:(\d+)[BIW](\d+)$")
+_DDP = LazyPattern(r"^DistributedDataParallel\.forward$")
 #: An FSDP2 hook range and the module it is for: ``FSDP::pre_forward (layers.0)``.
-FSDP_HOOK = re.compile(r"^FSDP::(\w+) \((.*)\)$")
+FSDP_HOOK = LazyPattern(r"^FSDP::(\w+) \((.*)\)$")
 #: DTensor's functional collectives (tensor parallelism, or compiled FSDP).
-_FUNCTIONAL = re.compile(r"^_?c10d_functional::")
+_FUNCTIONAL = LazyPattern(r"^_?c10d_functional::")
 #: The c10d dispatch ops: one per collective call (the backend ranges and kernels repeat it).
-_C10D_CALL = re.compile(r"^c10d::|^_?c10d_functional::")
+_C10D_CALL = LazyPattern(r"^c10d::|^_?c10d_functional::")
 
 #: Collective types that tell the parallelism apart.
 P2P_TYPES = ("send", "recv", "send_recv")

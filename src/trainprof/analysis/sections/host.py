@@ -39,6 +39,7 @@ from trainprof.analysis.sections.host_outside import (
 )
 from trainprof.analysis.streaming.windows import Window, WindowedSection, owns
 from trainprof.analysis.tabular import share
+from trainprof.lazy import LazyPattern
 from trainprof.structs import Record
 from trainprof.trace.model import (
     FLAG_COMM,
@@ -57,7 +58,7 @@ PARTS = ("data", "communication", "after_optimizer", "lead_in", "host_bound")
 SPOT_INSIDE_SHARE = 0.8
 #: How many host ranges are named per part.
 SPOTS = 3
-_FUSED_OPTIMIZER = re.compile(r"_fused_(?:adam|adamw|sgd|adagrad)", re.IGNORECASE)
+_FUSED_OPTIMIZER = LazyPattern(r"_fused_(?:adam|adamw|sgd|adagrad)", re.IGNORECASE)
 #: Host events that count as "a recorded op running" (Python frames do not: they are the
 #: Python code the ops leave unexplained).
 _OP_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, *LAUNCH_KINDS)

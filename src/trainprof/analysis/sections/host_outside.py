@@ -11,8 +11,6 @@ computation show up here. See docs/metrics.md, "Work outside the training phases
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 import numpy as np
 from msgspec import field
@@ -23,6 +21,7 @@ from trainprof.analysis.calls.calltree import call_tree
 from trainprof.analysis.event_columns import event_ends
 from trainprof.analysis.overview.phases import phase_intervals
 from trainprof.analysis.streaming.windows import Window, owns
+from trainprof.lazy import LazyPattern
 from trainprof.structs import Derived, Record
 from trainprof.trace.model import (
     FLAG_COMM,
@@ -43,7 +42,7 @@ INSIDE_SHARE = 0.8
 TOP_WORK = 5
 #: Host ranges of distributed training besides the communication ops themselves (which the trace
 #: model flags): DDP's reducer, FSDP's hooks, c10d's dispatch and its parameter records.
-_DISTRIBUTED = re.compile(r"^(?:torch\.distributed\.|FSDP::|c10d::|record_param_comms)")
+_DISTRIBUTED = LazyPattern(r"^(?:torch\.distributed\.|FSDP::|c10d::|record_param_comms)")
 
 
 class OutsideWork(Record):

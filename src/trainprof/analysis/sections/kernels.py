@@ -30,6 +30,7 @@ from trainprof.analysis.sorting import group_min_max
 from trainprof.analysis.streaming.parts import no_steps
 from trainprof.analysis.streaming.windows import Window, WindowedSection, owns
 from trainprof.analysis.tabular import group_ids, share
+from trainprof.lazy import LazyPattern
 from trainprof.structs import Record, fields
 from trainprof.trace.kernel_class import (
     CLASS_LABELS,
@@ -67,13 +68,13 @@ class KernelRow(Record):
 
 #: Ops whose kernels could run on Tensor Cores (matmuls, convolutions, attention, RNNs): the
 #: TensorBoard plugin's allow-list, by pattern so that new spellings match.
-_TC_ELIGIBLE_OP = re.compile(
+_TC_ELIGIBLE_OP = LazyPattern(
     r"conv|(?:^|::|_)(?:mm|addmm|bmm|baddbmm|addbmm|matmul|linear|einsum)(?:$|_)"
     r"|scaled_dot_product|_flash_attention|_efficient_attention|_cudnn_attention"
     r"|cudnn_rnn|lstm|(?:^|::|_)gru(?:$|_)", re.IGNORECASE)
 #: Softmax ops (not log-softmax, a loss); fused attention by op or kernel name is
 #: trace/kernel_class.py's FUSED_ATTENTION.
-_SOFTMAX_OP = re.compile(r"(?:^|::)_?softmax(?:$|_backward)", re.IGNORECASE)
+_SOFTMAX_OP = LazyPattern(r"(?:^|::)_?softmax(?:$|_backward)", re.IGNORECASE)
 
 
 class KernelFacts(Record):
@@ -315,7 +316,7 @@ def _kernel_op_events(trace: Trace, kernels: np.ndarray) -> np.ndarray:
     return out
 
 
-def _name_mask(names: list[str], used: np.ndarray, pattern: re.Pattern[str] | CaselessPattern
+def _name_mask(names: list[str], used: np.ndarray, pattern: LazyPattern | CaselessPattern
                ) -> np.ndarray:
     """Per name index, whether it is among ``used`` and matches ``pattern``."""
     out = np.zeros(len(names), dtype=bool)

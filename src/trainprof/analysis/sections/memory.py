@@ -9,7 +9,6 @@ headroom are reported as unknown (None) and a note says so. See docs/memory.md.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import msgspec
@@ -25,6 +24,7 @@ from trainprof.analysis.overview.steps import StepWindows
 from trainprof.analysis.sections.memory_series import downsample, trend
 from trainprof.analysis.streaming.parts import Carried, Part, carried, carried_over, part_of
 from trainprof.analysis.streaming.windows import Window, WindowedSection
+from trainprof.lazy import LazyPattern
 from trainprof.structs import Derived, Record
 from trainprof.trace.model import LAUNCH_KINDS, Kind, Trace, is_allocation_op
 
@@ -35,7 +35,7 @@ HIGH_MEMORY_SHARE = 0.9
 #: How many top allocating ops are listed per device.
 TOP_OPS = 10
 #: Host calls that ask the driver for device memory or give it back.
-_ALLOCATOR_CALL = re.compile(
+_ALLOCATOR_CALL = LazyPattern(
     r"^(?:cuda|hip)(?:Malloc|Free)(?:Async|Host|Managed)?$|^cuMem(?:Alloc|Free|Create|Map|Unmap"
     r"|Release)(?:_v2)?(?:Async)?$")
 _NO_OP = "(no op recorded)"

@@ -17,7 +17,7 @@ import re
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from trainprof.trace.model import TRAINPROF_FRAME
+from trainprof.trace.model import trainprof_frame
 
 NO_STACK = "(no stack recorded)"
 #: A stack with frames but no Python frame at all: the autograd engine's device threads, where
@@ -29,7 +29,7 @@ NO_PYTHON = "(no Python frame: allocated from C++, e.g. the autograd engine's th
 #: without extension (`/usr/include/c++/11/functional`) or a shared library.
 _PYTHON_FILE = re.compile(r"\.pyw?$|^<(?!unwind unsupported>)[^>]*>(?:\.\d+)?$")
 #: Python code of PyTorch (its compilers and the code Inductor writes); trainprof's own modules
-#: are `trace.model.TRAINPROF_FRAME`.
+#: are `trace.model.trainprof_frame`.
 _FRAMEWORK = re.compile(r"/(?:torch|functorch|triton)/|/torchinductor_|^/<(?:frozen|eval_with_key)")
 _PROFILE_FRAME = re.compile(r"^(.+)\((\d+)\): (.+)$")
 
@@ -77,7 +77,7 @@ def _python_file(file: str) -> bool:
 @lru_cache(maxsize=65536)
 def _framework_file(file: str) -> bool:
     path = _path(file)
-    return bool(_FRAMEWORK.search(path) or TRAINPROF_FRAME.search(path))
+    return bool(_FRAMEWORK.search(path) or trainprof_frame().search(path))
 
 
 def is_python_frame(frame: Any) -> bool:

@@ -13,6 +13,8 @@ import os
 import re
 from pathlib import Path
 
+from trainprof.lazy import LazyPattern
+
 #: Peak memory of analysing a trace read whole, per byte of its JSON (1.2-1.3 measured).
 IN_MEMORY_BYTES_PER_JSON_BYTE = 1.5
 #: The same per byte of an Nsight Systems export, which holds an event in fewer bytes than
@@ -28,7 +30,7 @@ GZIP_MIN_RATIO = 12
 #: Size ratio assumed for a gzipped file whose size trailer is not to be trusted (over 4 GiB).
 GZIP_RATIO = 12
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+_SIZE = LazyPattern(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
 
 
 def parse_memory(text: str) -> int:

@@ -3,8 +3,6 @@ collectives against the link (analysis/roofline/section.py, analysis/roofline/co
 
 from __future__ import annotations
 
-import re
-
 from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.roofline.section import RooflineRow
 from trainprof.diagnose.findings import Evidence, Finding, Fix, saving_severity
@@ -16,6 +14,7 @@ from trainprof.diagnose.rules.common import (
 )
 from trainprof.diagnose.rules.distributed import uses_ddp
 from trainprof.diagnose.rules.parallelism import GENERIC_COMM, comm_fix
+from trainprof.lazy import LazyPattern
 
 # far_from_roofline: op classes under FAR_PCT of their roofline; the saving assumes they could
 # reach REACHABLE_PCT of it (well-tuned libraries reach 70-80% on large shapes); it fires when
@@ -36,7 +35,7 @@ TARGET_BUSBW_PCT = 60.0
 # Messages under this size are latency-bound: fewer, larger collectives help.
 SMALL_MESSAGE_BYTES = 1 << 20
 
-_DIMS = re.compile(r"\b([MNK])=(\d+)")
+_DIMS = LazyPattern(r"\b([MNK])=(\d+)")
 _ELEMENT_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 
 ALIGN_DIMS = Fix(

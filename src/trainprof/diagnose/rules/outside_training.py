@@ -9,6 +9,7 @@ from trainprof.analysis.results import RankAnalysis
 from trainprof.analysis.sections.host_outside import OutsideWork
 from trainprof.diagnose.findings import Evidence, Finding, Fix, saving_severity
 from trainprof.diagnose.rules.common import rank_finding, step_evidence, where
+from trainprof.lazy import LazyPattern
 
 # outside_training: in at least half the steps (the median step), host ops fill at least
 # OUTSIDE_MIN_PCT of the step outside the training phases (analysis/sections/host_outside.py).
@@ -17,14 +18,14 @@ OUTSIDE_MIN_PCT = 25.0
 
 # What the work is, from the op names and call sites: the model's compute (inference, as in a
 # validation pass), checkpoint writes, logging and metrics.
-_INFERENCE = re.compile(
+_INFERENCE = LazyPattern(
     r"^aten::(?:linear|addmm|mm|bmm|matmul|baddbmm|conv\w*|_convolution|scaled_dot_product\w*"
     r"|layer_norm|batch_norm|group_norm|rms_norm|embedding|lstm|gru|relu|gelu|silu|tanh|sigmoid"
     r"|softmax|dropout)$|^nn\.Module:", re.IGNORECASE)
-_CHECKPOINT = re.compile(r"serialization|torch\.save|\bsave\b|checkpoint|state_dict",
-                         re.IGNORECASE)
-_LOGGING = re.compile(r"log|print|wandb|tensorboard|add_scalar|summary|metric|mlflow",
-                      re.IGNORECASE)
+_CHECKPOINT = LazyPattern(r"serialization|torch\.save|\bsave\b|checkpoint|state_dict",
+                           re.IGNORECASE)
+_LOGGING = LazyPattern(r"log|print|wandb|tensorboard|add_scalar|summary|metric|mlflow",
+                        re.IGNORECASE)
 
 EVALUATE_LESS = Fix(
     summary=(
