@@ -118,7 +118,8 @@ def test_the_reports_show_the_skew(ddp):
 
     from trainprof.report.html.report import render_html
     from trainprof.report.markdown.report import to_markdown
-    from trainprof.report.terminal.communication import render_stragglers
+    from trainprof.report.sections.stragglers import text as stragglers_text
+    from trainprof.report.sections.view import ViewContext
 
     a = ddp["ddp_slow"]
     s = a.job.stragglers
@@ -128,7 +129,7 @@ def test_the_reports_show_the_skew(ddp):
     html = render_html(a)
     assert said in html and "caused skew ms/step" in html
     console = Console(file=io.StringIO(), width=100)
-    console.print(render_stragglers(s))
+    console.print(stragglers_text(s, ViewContext()))
     text = console.file.getvalue()
     assert "skew ms" in text and f"{s.ranks[0].skew_ms_per_step:.2f}" in text
 

@@ -96,7 +96,7 @@ def test_cpu_only_operator_table_has_no_device_columns(tmp_path, builder):
 
 
 def test_short_kernel_names_lead_with_what_tells_them_apart():
-    from trainprof.report.terminal.hotspots import short_kernel_name
+    from trainprof.report.names import short_name as short_kernel_name
 
     name = ("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, "
             "at::detail::Array<char*, 3> >(int, at::native::AddFunctor<float>, "

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from trainprof.report.terminal.hotspots import short_kernel_name
+from trainprof.report.names import short_name as short_kernel_name
 from trainprof.trace.demangle import readable_name
 
 CASES = {

@@ -115,8 +115,7 @@ def test_known_compute_that_looks_like_tensor_cores(name):
 
 
 def test_report_lines_name_the_shares_and_the_guesses(builder, tmp_path):
-    from trainprof.report.html.tables import kernels_table
-    from trainprof.report.terminal.hotspots import kernel_class_line
+    from trainprof.report.sections.kernels import kernel_class_line, kernels_table
 
     builder.step(1, 0, 1000)
     builder.launch(10, 5, name="ncclDevKernel_AllReduce_Sum_f32", k_ts=100, k_dur=100)
