@@ -157,8 +157,8 @@ def test_module_columns_left_out_at_80_are_named(builder, tmp_path):
 
 
 def test_the_html_tables_shorten_the_same_way_and_keep_the_whole_name(fa3):
-    from trainprof.report.html.critical_path import what_if_table
     from trainprof.report.html.tables import kernels_table
+    from trainprof.report.sections.critical_path import what_if_table
 
     sections = fa3.ranks[0].sections
     kernels = kernels_table(sections.kernels)
