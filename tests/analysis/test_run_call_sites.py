@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from trainprof.analysis.overview.steps import find_steps
 from trainprof.analysis.sections.operators import operator_stats
-from trainprof.report.terminal.hotspots import file_line
+from trainprof.report.names import file_line
 from trainprof.trace.load import load_file
 from trainprof.trace.model import is_source_frame
 

@@ -12,7 +12,8 @@ from rich.console import Console
 import trainprof
 from trainprof.analysis.overview.steps import find_steps
 from trainprof.analysis.sections.compilation import UNTRACED_MIN_GAP_US, compilation
-from trainprof.report.terminal.compilation import render_compilation
+from trainprof.report.sections.compilation import text as compilation_text
+from trainprof.report.sections.view import ViewContext
 from trainprof.trace.compile_names import compiled_region, is_compile
 from trainprof.trace.load import load_file
 
@@ -156,7 +157,7 @@ def test_the_section_renders_only_the_steps_with_compile_or_untraced_time(tmp_pa
     b.op("inductor_compile", 1_000, 2_000)  # step 0: 2 ms compiling
     trace = load_file(b.write(tmp_path / "t.json"))
     console = Console(record=True, width=100, file=io.StringIO())
-    console.print(render_compilation(compilation(trace, find_steps(trace))))
+    console.print(compilation_text(compilation(trace, find_steps(trace)), ViewContext()))
     rows = [line.split() for line in console.export_text().splitlines()]
     assert ["0", "2.0", "0.0"] in rows and ["2", "0.0", "6.0"] in rows
     assert not any(r[:1] == ["1"] for r in rows)  # nothing happened in step 1
@@ -166,4 +167,4 @@ def test_the_section_renders_only_the_steps_with_compile_or_untraced_time(tmp_pa
     quiet.op("aten::mm", 0, 1_000)
     (tmp_path / "q").mkdir()
     trace = load_file(quiet.write(tmp_path / "q" / "t.json"))
-    assert render_compilation(compilation(trace, find_steps(trace))) is None
+    assert compilation_text(compilation(trace, find_steps(trace)), ViewContext()) is None

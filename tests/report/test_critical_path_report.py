@@ -11,7 +11,8 @@ from rich.console import Console
 from trainprof.commands.annotate import annotate
 from trainprof.pipeline import analyze
 from trainprof.report.html.report import render_html
-from trainprof.report.terminal.critical_path import render_critical_path
+from trainprof.report.sections import critical_path
+from trainprof.report.sections.view import ViewContext
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -29,7 +30,7 @@ def test_text_shows_the_split_and_the_what_ifs(builder, tmp_path):
     analysis = analyze(_gpu_bound(builder, tmp_path), workers=1)
     section = analysis.ranks[0].sections.critical_path
     console = Console(file=io.StringIO(), width=120)
-    console.print(render_critical_path(section))
+    console.print(critical_path.text(section, ViewContext()))
     out = console.file.getvalue()
     assert "Critical path" in out
     assert "GPU compute" in out and "75.0%" in out  # 750 of 1000 µs

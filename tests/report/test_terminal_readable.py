@@ -157,7 +157,7 @@ def test_module_columns_left_out_at_80_are_named(builder, tmp_path):
 
 
 def test_the_html_tables_shorten_the_same_way_and_keep_the_whole_name(fa3):
-    from trainprof.report.html.critical_path import what_if_table
+    from trainprof.report.sections.critical_path import what_if_table
     from trainprof.report.sections.kernels import kernels_table
 
     sections = fa3.ranks[0].sections

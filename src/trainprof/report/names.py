@@ -6,7 +6,7 @@ runs to a thousand characters), leads with the class that says what the kernel i
 ``cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnBwdSm90<…>>>`` reads
 ``FlashAttnBwdSm90<CollectiveMainloopBwdSm90<…>, CollectiveEpilogueBwd<…>, …> in
 device_kernel``. ``distinct_names`` shortens a column's names so that no two different names
-read alike.
+read alike. ``file_line`` writes a Python frame (a call site) as the reports show it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import msgspec
 from msgspec import field
 
 from trainprof.trace.demangle import readable_name
+from trainprof.trace.model import split_frame
 
 #: Namespaces that say nothing about a kernel (nearly every PyTorch kernel is in them).
 SILENT_NAMESPACES = ("at::native::", "(anonymous namespace)::")
@@ -168,3 +169,13 @@ def _cut(text: str, width: int | None) -> str:
     if width is None or len(text) <= width:
         return text
     return text[: max(width - 1, 1)] + "…"
+
+
+def file_line(frame: str) -> str:
+    """``path/to/train.py(42): step`` as ``train.py:42 step``."""
+    parts = split_frame(frame)
+    if parts is None:
+        return frame
+    path, line, function = parts
+    base = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return f"{base}:{line} {function}"

@@ -13,6 +13,7 @@ from trainprof.report.html.tables import DEFAULT_ROWS, Column, Table, num
 from trainprof.report.html.tables import text as text_cell
 from trainprof.report.labels import SORT_LABELS
 from trainprof.report.markdown.text import md_text, table
+from trainprof.report.names import file_line
 from trainprof.report.quantities import (
     ByWidth,
     add_name_column,
@@ -22,7 +23,6 @@ from trainprof.report.quantities import (
     two_line_name,
 )
 from trainprof.report.sections.view import HtmlBlock, SectionView, ViewContext
-from trainprof.report.terminal.hotspots import file_line
 
 #: The widest the name column gets (in a wide terminal).
 OP_WIDTH = 46
