@@ -47,7 +47,7 @@ EVAL_BATCHES = 12
 CONTEND_AFTER = (3, 8)
 CONTEND_DELAY_MS = 1.0
 CONTENDERS = 4
-CONTEND_SHARE = 1.0
+CONTEND_SHARE = 1.5
 #: The per-parameter optimizer's model: this many tiny parameter tensors.
 TINY_PARAMS = 400
 #: The leaking loop keeps a metric computed on this many copies of the batch, with its graph
@@ -87,10 +87,10 @@ def busy_python(n: int) -> float:
 class Batches(Dataset):
     """Pre-made batches; ``work`` adds that much pure-Python work to each (a slow decoder)."""
 
-    def __init__(self, count: int, work: int = 0) -> None:
+    def __init__(self, count: int, work: int = 0, batch: int = BATCH) -> None:
         gen = torch.Generator().manual_seed(1)
-        self.x = torch.randn(count, BATCH, FEATURES, generator=gen)
-        self.y = torch.randint(0, CLASSES, (count, BATCH), generator=gen)
+        self.x = torch.randn(count, batch, FEATURES, generator=gen)
+        self.y = torch.randint(0, CLASSES, (count, batch), generator=gen)
         self.work = work
 
     def __len__(self) -> int:
@@ -169,6 +169,7 @@ class Job:
     after_step: Callable[[int, torch.Tensor], None] | None = None
     #: Loop steps after which another process contends for the core (``contender``).
     contend_after: tuple[int, ...] = ()
+    batch: int = BATCH
 
 
 def _log_metrics(step: int, loss: torch.Tensor) -> None:
@@ -185,7 +186,8 @@ JOBS: dict[str, Job] = {
         p, lr=1e-3, fused=True)),
     "leak": Job(keep_graphs=True),
     "periodic": Job(evaluate_every=PERIOD),
-    "contended": Job(contend_after=CONTEND_AFTER),
+    # Four times the batch: 20 ms steps, so that a millisecond of noise is not an outlier.
+    "contended": Job(contend_after=CONTEND_AFTER, batch=4 * BATCH),
     "logging": Job(after_step=_log_metrics),
 }
 
@@ -198,7 +200,8 @@ def _steps(job: Job, on_step: Callable[[], None]) -> None:
 def _loop(job: Job, on_step: Callable[[], None], contend: Contention | None) -> None:
     model = job.model()
     optimizer = job.optimizer(list(model.parameters()))
-    loader = DataLoader(Batches(STEPS, job.data_work), batch_size=None, num_workers=0)
+    loader = DataLoader(Batches(STEPS, job.data_work, job.batch), batch_size=None,
+                        num_workers=0)
     eval_x = torch.randn(EVAL_BATCHES, BATCH, FEATURES)
     kept: list[torch.Tensor] = []
     took: list[float] = []  # each step's wall time, seconds
