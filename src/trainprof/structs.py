@@ -95,6 +95,11 @@ class Record(msgspec.Struct):
     json_internal: ClassVar[frozenset[str]] = frozenset()
     #: JSON keys left out when their value is None or empty (the parts a record may not have).
     json_omit_empty: ClassVar[frozenset[str]] = frozenset()
+    #: Whether every key whose value is None is left out (a container of optional parts).
+    json_omit_none: ClassVar[bool] = False
+    #: Fields whose JSON (an object) is spread into the record's at their place, key by key
+    #: (free-form extras; the sections of a rank, which the JSON puts beside its figures).
+    json_spread: ClassVar[frozenset[str]] = frozenset()
 
     def to_dict(self) -> dict[str, Any]:
         """The record's JSON form (see the class docstring)."""
@@ -103,11 +108,16 @@ class Record(msgspec.Struct):
 
 def record_dict(record: Record) -> dict[str, Any]:
     """``record``'s JSON form: ``Record.to_dict``."""
+    cls = type(record)
     out: dict[str, Any] = {}
-    omit = type(record).json_omit_empty
-    for key, attr in json_plan(type(record)):
+    omit, omit_none, spread = cls.json_omit_empty, cls.json_omit_none, cls.json_spread
+    for key, attr in json_plan(cls):
         value = getattr(record, attr)
-        if not (key in omit and not value):
+        if (key in omit and not value) or (omit_none and value is None):
+            continue
+        if attr in spread:
+            out.update(plain(value))
+        else:
             out[key] = plain(value)
     return out
 
@@ -136,6 +146,7 @@ def json_plan(cls: type[Record]) -> tuple[tuple[str, str], ...]:
         lost = [d.key for d in cls.json_derived if (d.key, d.attr or d.key) not in steps]
         lost += sorted(cls.json_internal - set(cls.__struct_fields__))
         lost += sorted(cls.json_omit_empty - {key for key, _ in steps})
+        lost += sorted(cls.json_spread - set(cls.__struct_fields__))
         if lost:
             raise TypeError(f"{cls.__name__}: {lost} name no JSON key or field of the record")
         plan = _PLANS[cls] = tuple(steps)
@@ -158,4 +169,5 @@ def plain(value: Any) -> Any:
         return [plain(v) for v in value]
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
-    return value
+    own = getattr(value, "to_dict", None)  # a result that is not a Struct (a section's test double)
+    return own() if callable(own) and not isinstance(value, type) else value

@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from trainprof import structs
 from trainprof.analysis import results, section_results
 from trainprof.analysis.overview.gpu import GpuFigures
 from trainprof.analysis.overview.steps import StepStats
@@ -29,12 +30,13 @@ from trainprof.errors import TraceError
 def _hints(container: type, sections: list[tuple[str, Any]]) -> dict[str, Any]:
     """Each section's record type, by name: section_results names the types for the type
     checker only, so they are looked up in the modules that compute the sections."""
-    names: dict[str, Any] = dict(vars(section_results))
+    names: dict[str, Any] = {**vars(structs), **vars(section_results)}  # structs: Record's
     for _, section in sections:
         fn = getattr(section, "combine", section)
         names.update({k: v for k, v in vars(sys.modules[fn.__module__]).items()
                       if isinstance(v, type) and k not in names})
-    return typing.get_type_hints(container, globalns=names)
+    hints = typing.get_type_hints(container, globalns=names)
+    return {name: hints[name] for name in structs.field_names(container)}
 
 
 _RANK_SECTIONS = _hints(RankSections, registry.SECTIONS)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import msgspec
 from msgspec import field
 
 from trainprof.analysis.dataframes import data_frame
@@ -17,12 +16,22 @@ from trainprof.analysis.overview.steps import StepStats
 from trainprof.analysis.overview.timeline import Timeline
 from trainprof.analysis.section_results import JobSections, RankSections
 from trainprof.display import NotebookDisplay
+from trainprof.structs import Derived, Record, replace
 
 SCHEMA = "trainprof.analysis/1"
 
 
-class RankAnalysis(NotebookDisplay, msgspec.Struct):
-    """The overview of one recorded window of one rank."""
+class RankAnalysis(NotebookDisplay, Record):
+    """The overview of one recorded window of one rank. Its JSON (``ranks[i]`` of the result):
+    the file's name for the path, the steps with their source, the busiest device's figures as
+    ``gpu``, and its sections beside its figures."""
+
+    json_derived = (Derived("file", "window", attr="file_name"),
+                    Derived("steps", "device", attr="steps_with_source"),
+                    Derived("gpu", "phases_ms", attr="busiest_gpu"))
+    json_internal = frozenset({"path", "steps", "step_source", "rank_in_trace", "started_us",
+                               "findings", "path_bounds"})
+    json_spread = frozenset({"sections"})
 
     rank: int
     window: int
@@ -58,25 +67,20 @@ class RankAnalysis(NotebookDisplay, msgspec.Struct):
         """The figures of the busiest device (most ranks use exactly one)."""
         return max(self.gpus, key=lambda g: g.utilization_pct) if self.gpus else None
 
-    def to_dict(self) -> dict[str, Any]:
+    @property
+    def file_name(self) -> str:
+        return self.path.name
+
+    @property
+    def steps_with_source(self) -> dict[str, Any]:
+        """The steps' JSON, with where they came from (``source``)."""
+        return {**self.steps.to_dict(), "source": self.step_source}
+
+    @property
+    def busiest_gpu(self) -> dict[str, Any] | None:
+        """``gpu``'s JSON without its device (the JSON's ``gpu``; ``gpus`` names them)."""
         gpu = self.gpu
-        return {
-            "rank": self.rank,
-            "window": self.window,
-            "file": self.path.name,
-            "device": self.device,
-            "steps": {**self.steps.to_dict(), "source": self.step_source},
-            "breakdown_pct": self.breakdown_pct,
-            "breakdown_ms": self.breakdown_ms,
-            "phases_pct": self.phases_pct,
-            "phases_ms": self.phases_ms,
-            "gpu": None if gpu is None else _without(gpu.to_dict(), "device"),
-            "gpus": [g.to_dict() for g in self.gpus],
-            "timeline": None if self.timeline is None else self.timeline.to_dict(),
-            "environment": self.environment,
-            "notes": self.notes,
-            **self.sections.to_dict(),
-        }
+        return None if gpu is None else _without(gpu.to_dict(), "device")
 
     def to_pandas(self) -> Any:
         """One row per step: the step number and its time in ms."""
@@ -88,8 +92,12 @@ def _without(d: dict, key: str) -> dict:
     return {k: v for k, v in d.items() if k != key}
 
 
-class Analysis(NotebookDisplay, msgspec.Struct):
-    """The result of ``trainprof.analyze``: one ``RankAnalysis`` per rank and window."""
+class Analysis(NotebookDisplay, Record):
+    """The result of ``trainprof.analyze``: one ``RankAnalysis`` per rank and window. Its JSON
+    opens with the schema and the source."""
+
+    json_derived = (Derived("schema", "", attr="schema"), Derived("source", "schema"))
+    json_internal = frozenset({"source", "options"})
 
     ranks: list[RankAnalysis]
     findings: list[Any] = field(default_factory=list)
@@ -102,20 +110,14 @@ class Analysis(NotebookDisplay, msgspec.Struct):
     #: saved result read back has the defaults, or the options of the command reading it.
     options: AnalyzeOptions = field(default_factory=AnalyzeOptions)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.to_dict_without_ranks(), "ranks": [r.to_dict() for r in self.ranks]}
+    @property
+    def schema(self) -> str:
+        return SCHEMA
 
     def to_dict_without_ranks(self) -> dict[str, Any]:
         """``to_dict()`` with ``ranks`` left empty, in the same key order (the JSON writer
         adds the ranks one at a time: report/json.py)."""
-        return {
-            "schema": SCHEMA,
-            "source": self.source,
-            "ranks": [],
-            "findings": [f.to_dict() if hasattr(f, "to_dict") else f for f in self.findings],
-            "notes": self.notes,
-            "job": self.job.to_dict(),
-        }
+        return replace(self, ranks=[]).to_dict()
 
     def to_pandas(self) -> Any:
         """One row per rank and window: step time, phase shares and GPU figures."""

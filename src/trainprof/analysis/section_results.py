@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-import msgspec
-
-from trainprof.structs import fields
+from trainprof.structs import Record, fields
 
 if TYPE_CHECKING:
     from trainprof.analysis.critical_path.result import CriticalPath
@@ -43,8 +41,11 @@ class SectionResult(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
-class _Sections(msgspec.Struct):
-    """Dict-style reading of the sections present, in field order (the order they run in)."""
+class _Sections(Record):
+    """Dict-style reading of the sections present, in field order (the order they run in). Its
+    JSON: each present section's own, by name."""
+
+    json_omit_none = True
 
     def items(self) -> list[tuple[str, SectionResult]]:
         """(name, result) of every section present."""
@@ -54,10 +55,6 @@ class _Sections(msgspec.Struct):
     def names(self) -> list[str]:
         """The names of the sections present."""
         return [name for name, _ in self.items()]
-
-    def to_dict(self) -> dict[str, Any]:
-        """Each present section's JSON form, by name."""
-        return {name: result.to_dict() for name, result in self.items()}
 
     def __getitem__(self, name: str) -> Any:
         """``sections["kernels"]``, as when this was a dict (notebooks written then); KeyError

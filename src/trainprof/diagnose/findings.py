@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 from msgspec import field
 
 from trainprof.analysis.dataframes import data_frame
 from trainprof.display import NotebookDisplay
 from trainprof.errors import TraceError
-from trainprof.structs import Record, fields
+from trainprof.structs import Derived, Record, fields
 from trainprof.vocabulary import SEVERITY_ORDER, Severity  # noqa: F401 (re-exported)
 
 DOCS = "docs/rules.md"
@@ -40,10 +39,19 @@ class Fix(Record):
     accelerate: str = ""
 
 
-class Finding(NotebookDisplay, msgspec.Struct):
+class Finding(NotebookDisplay, Record):
     """One diagnosis: what is slow (``id``, ``title``), why (``explanation``, ``evidence``),
     what it costs (``saving_pct`` of the step, ``saving_ms`` per step, and the assumption) and
-    what to change (``fix``). ``rank`` is None when it concerns the whole job."""
+    what to change (``fix``). ``rank`` is None when it concerns the whole job. Its JSON gives
+    the savings as every report does (``reported_saving_*``), its rule's docs, and its
+    free-form ``extra`` keys beside the others."""
+
+    json_derived = (Derived("window", "rank"),
+                    Derived("saving_pct", "evidence", attr="reported_saving_pct"),
+                    Derived("saving_ms", "saving_pct", attr="reported_saving_ms"),
+                    Derived("docs", "fix"))
+    json_internal = frozenset({"window", "saving_pct", "saving_ms"})
+    json_spread = frozenset({"extra"})
 
     id: str
     severity: Severity
@@ -82,23 +90,6 @@ class Finding(NotebookDisplay, msgspec.Struct):
             fix=Fix(**d.get("fix", {"summary": ""})),
             extra={k: v for k, v in d.items() if k not in known | {"evidence", "fix", "docs"}},
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "severity": self.severity,
-            "rank": self.rank,
-            "window": self.window,
-            "title": self.title,
-            "explanation": self.explanation,
-            "evidence": [e.to_dict() for e in self.evidence],
-            "saving_pct": self.reported_saving_pct,
-            "saving_ms": self.reported_saving_ms,
-            "saving_assumption": self.saving_assumption,
-            "fix": self.fix.to_dict(),
-            "docs": self.docs,
-            **self.extra,
-        }
 
 
 #: A finding that saves less than this share of a step (rounds to "~0%") is shown folded, in one
