@@ -116,7 +116,7 @@ def record_dict(record: Record) -> dict[str, Any]:
         if (key in omit and not value) or (omit_none and value is None):
             continue
         if attr in spread:
-            out.update(plain(value))
+            out.update(plain(value) if value is not None else {})
         else:
             out[key] = plain(value)
     return out

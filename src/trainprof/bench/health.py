@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import msgspec
-
 from trainprof.diagnose import verdicts
 from trainprof.diagnose.findings import DOCS
 from trainprof.structs import Derived, Record
@@ -101,8 +99,17 @@ class PhaseCheck(Record):
         return _ADVICE.get((self.phase, self.status))
 
 
-class Checklist(msgspec.Struct):
-    """The four phases, timed one by one, and how they were timed."""
+class Checklist(Record):
+    """The four phases, timed one by one, and how they were timed. Its JSON opens with the
+    schema and the device, then the step, each phase's ms and share, the healthy ranges and
+    the phases flagged, before each phase's check."""
+
+    json_derived = (Derived("schema", "", attr="schema"), Derived("step_ms", "device"),
+                    Derived("phases_ms", "step_ms"), Derived("phases_pct", "phases_ms"),
+                    Derived("healthy_pct", "phases_pct"),
+                    Derived("flagged", "healthy_pct", attr="flagged_phases"),
+                    Derived("phases", "flagged"))
+    json_internal = frozenset({"phases"})
 
     phases: list[PhaseCheck]
     device: str
@@ -118,18 +125,25 @@ class Checklist(msgspec.Struct):
     def flagged(self) -> list[PhaseCheck]:
         return [p for p in self.phases if p.flagged]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA,
-            "device": self.device,
-            "step_ms": self.step_ms,
-            "phases_ms": {p.phase: p.ms for p in self.phases},
-            "phases_pct": {p.phase: p.pct for p in self.phases},
-            "healthy_pct": {name: list(bounds) for name, bounds in HEALTHY_PCT.items()},
-            "flagged": [p.phase for p in self.flagged()],
-            "phases": [p.to_dict() for p in self.phases],
-            "method": self.method,
-        }
+    @property
+    def schema(self) -> str:
+        return SCHEMA
+
+    @property
+    def phases_ms(self) -> dict[str, float]:
+        return {p.phase: p.ms for p in self.phases}
+
+    @property
+    def phases_pct(self) -> dict[str, float]:
+        return {p.phase: p.pct for p in self.phases}
+
+    @property
+    def healthy_pct(self) -> dict[str, list[float]]:
+        return {name: list(bounds) for name, bounds in HEALTHY_PCT.items()}
+
+    @property
+    def flagged_phases(self) -> list[str]:
+        return [p.phase for p in self.flagged()]
 
 
 def judge(phase_ms: dict[str, float], device: str, method: dict[str, Any]) -> Checklist:

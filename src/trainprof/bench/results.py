@@ -8,7 +8,6 @@ from __future__ import annotations
 import statistics
 from typing import Any, Literal
 
-import msgspec
 import numpy as np
 from msgspec import field
 
@@ -103,8 +102,18 @@ class StrategyResult(Record):
         return self.step_ms()
 
 
-class BenchResult(msgspec.Struct):
-    """Every strategy's row, the baseline they are compared with, and how they were run."""
+class BenchResult(Record):
+    """Every strategy's row, the baseline they are compared with, and how they were run. Its
+    JSON opens with the schema, the device, the baseline and the fastest strategy, and lists
+    the rows last."""
+
+    json_derived = (Derived("schema", "", attr="schema"), Derived("device", "schema"),
+                    Derived("baseline", "device"),
+                    Derived("fastest", "baseline", attr="fastest_name"),
+                    Derived("baseline_again", "fastest"),
+                    Derived("strategies", "environment"))
+    json_internal = frozenset({"strategies", "baseline", "device",
+                               "baseline_again_samples_per_s"})
 
     strategies: list[StrategyResult]
     baseline: str | None
@@ -138,19 +147,20 @@ class BenchResult(msgspec.Struct):
         ran = [r for r in self.strategies if r.ok and r.samples_per_s]
         return max(ran, key=lambda r: r.samples_per_s or 0.0) if ran else None
 
-    def to_dict(self) -> dict[str, Any]:
+    @property
+    def schema(self) -> str:
+        return SCHEMA
+
+    @property
+    def fastest_name(self) -> str | None:
         fastest = self.fastest()
-        return {
-            "schema": SCHEMA,
-            "device": self.device,
-            "baseline": self.baseline,
-            "fastest": fastest.name if fastest else None,
-            "baseline_again": {"samples_per_s": self.baseline_again_samples_per_s,
-                               "drift_pct": self.drift_pct, "drifted": self.drifted},
-            "settings": self.settings,
-            "environment": self.environment,
-            "strategies": [r.to_dict() for r in self.strategies],
-        }
+        return fastest.name if fastest else None
+
+    @property
+    def baseline_again(self) -> dict[str, Any]:
+        """The baseline run again at the end: its samples/s and the drift from its first run."""
+        return {"samples_per_s": self.baseline_again_samples_per_s,
+                "drift_pct": self.drift_pct, "drifted": self.drifted}
 
 
 def set_relative_speeds(results: list[StrategyResult], baseline: str | None) -> None:

@@ -63,8 +63,13 @@ class Run(Record):
         return None if rate is None or self.batch_size is None else rate * self.batch_size * self.ranks
 
 
-class Gate(msgspec.Struct):
-    """``--fail-if-slower``: failed when NEW's median step is slower by more than the limit."""
+class Gate(Record):
+    """``--fail-if-slower``: failed when NEW's median step is slower by more than the limit.
+    Its JSON: the limit, the verdict and its message, then the odds' figures beside them."""
+
+    json_derived = (Derived("failed", "limit_pct"), Derived("message", "failed", attr="text"))
+    json_internal = frozenset({"base_ms", "new_ms", "ranks"})
+    json_spread = frozenset({"odds"})
 
     limit_pct: float
     odds: SlowdownOdds | None
@@ -102,9 +107,10 @@ class Gate(msgspec.Struct):
         """How several ranks were resampled, for the message."""
         return ", the ranks of a step together" if self.ranks > 1 else ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"limit_pct": self.limit_pct, "failed": self.failed, "message": self.message(),
-                **(self.odds.to_dict() if self.odds else {})}
+    @property
+    def text(self) -> str:
+        """``message()``."""
+        return self.message()
 
 
 class SpeedVerdict(Record):
