@@ -64,3 +64,20 @@ def test_sections_by_name_as_when_they_were_a_dict():
     for missing in ("kernels", "nonsense", "items"):
         with pytest.raises(KeyError):
             sections[missing]
+
+
+def test_a_diffs_json_lists_its_top_changes_and_the_old_argument_warns():
+    """``with_top(n)`` sets how many changed ops and kernels the JSON lists (ours: the slices
+    of the full lists); ``to_dict(top=n)``, the old way, warns and gives the same."""
+    import warnings
+
+    from trainprof.analysis.deltas import Delta, NameDelta, TraceDiff
+
+    ops = [NameDelta(f"op{i}", "slower", 1.0, 1.0, float(i), float(2 * i)) for i in range(12)]
+    d = TraceDiff(Delta(1.0, 2.0), {}, {}, ops, ops[:3], "host self")
+    assert [o["name"] for o in d.with_top(5).to_dict()["ops"]] == [o.name for o in ops[:5]]
+    assert len(d.to_dict()["ops"]) == 12 and len(d.with_top(2).to_dict()["kernels"]) == 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert d.to_dict(top=5) == d.with_top(5).to_dict()
+    assert any(issubclass(w.category, DeprecationWarning) for w in caught)

@@ -52,7 +52,7 @@ def _gloo_job(tmp_path, gpu: bool, backend: str = "gloo", ddp: bool = True):
 def test_gloo_cpu_job_collective_time_within_the_step_and_no_nccl_advice(tmp_path):
     a = _gloo_job(tmp_path, gpu=False)
     comm = a.ranks[0].sections.communication
-    row = comm.types[0].to_dict(comm.steps)
+    row = comm.types[0].to_dict()
     assert row["time_ms_per_step"] == pytest.approx(16.0)  # the sum of durations, documented
     assert row["busy_ms_per_step"] == pytest.approx(8.5)  # the union: what the table shows
     f = next(f for f in a.findings if f.id == "communication_exposed")

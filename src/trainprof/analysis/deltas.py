@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
-import msgspec
 from msgspec import field
 
 from trainprof.analysis.dataframes import data_frame
-from trainprof.structs import Derived, Record
+from trainprof.structs import Derived, Record, record_dict, replace
 
 #: A name is slower or faster when its time per step changed by at least this share of its
 #: base time and by at least MIN_CHANGE_US µs per step; smaller changes count as the same.
@@ -62,7 +62,14 @@ class NameDelta(Record):
         return device if abs(device) > abs(host) else host
 
 
-class TraceDiff(msgspec.Struct):
+class TraceDiff(Record):
+    """What changed between two runs. Its JSON lists the ``top`` largest changes of ops and
+    kernels (``with_top``), after the op metric."""
+
+    json_derived = (Derived("ops", "op_metric", attr="top_ops"),
+                    Derived("kernels", "ops", attr="top_kernels"))
+    json_internal = frozenset({"ops", "kernels", "top"})
+
     step_ms: Delta  # median step time
     breakdown_ms: dict[str, Delta]  # mean ms per step per category
     phases_ms: dict[str, Delta]
@@ -70,17 +77,28 @@ class TraceDiff(msgspec.Struct):
     kernels: list[NameDelta]
     op_metric: str  # which host time of ops is compared: "host self" or "host total"
     notes: list[str] = field(default_factory=list)
+    #: Changed ops and kernels the JSON lists.
+    top: int = TOP_CHANGES
 
-    def to_dict(self, top: int = TOP_CHANGES) -> dict[str, Any]:
-        return {
-            "step_ms": self.step_ms.to_dict(),
-            "breakdown_ms": {k: v.to_dict() for k, v in self.breakdown_ms.items()},
-            "phases_ms": {k: v.to_dict() for k, v in self.phases_ms.items()},
-            "op_metric": self.op_metric,
-            "ops": [o.to_dict() for o in self.ops[:top]],
-            "kernels": [k.to_dict() for k in self.kernels[:top]],
-            "notes": self.notes,
-        }
+    def with_top(self, top: int) -> TraceDiff:
+        """The diff whose JSON lists the ``top`` largest changes of ops and kernels."""
+        return replace(self, top=top)
+
+    def to_dict(self, top: int | None = None) -> dict[str, Any]:
+        """The JSON form. ``top`` (deprecated): ``with_top(top).to_dict()``."""
+        if top is None:
+            return record_dict(self)
+        warnings.warn("TraceDiff.to_dict(top) is deprecated: use with_top(top).to_dict()",
+                      DeprecationWarning, stacklevel=2)
+        return record_dict(self.with_top(top))
+
+    @property
+    def top_ops(self) -> list[NameDelta]:
+        return self.ops[:self.top]
+
+    @property
+    def top_kernels(self) -> list[NameDelta]:
+        return self.kernels[:self.top]
 
     def to_pandas(self) -> Any:
         """One row per changed op and kernel (``what`` says which)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from trainprof.analysis.diff import diff
 from trainprof.analysis.results import Analysis
 from trainprof.deprecated import old_names
-from trainprof.diagnose.comparison import Comparison, Gate, Run, SpeedVerdict
+from trainprof.diagnose.comparison import TOP_CHANGED, Comparison, Gate, Run, SpeedVerdict
 from trainprof.stats import slowdown_odds
 
 
@@ -29,7 +29,7 @@ def compare_analyses(a: Analysis, b: Analysis, labels: tuple[str, str], *,
     """Compare two analysed runs; ``fail_if_slower`` (percent) adds the regression gate."""
     runs = [_run(x, label, n) for x, label, n in ((a, labels[0], batch_size[0]),
                                                   (b, labels[1], batch_size[1]))]
-    result = Comparison(runs[0], runs[1], diff(a, b))
+    result = Comparison(runs[0], runs[1], diff(a, b)).with_top(TOP_CHANGED)
     if fail_if_slower is not None:
         odds = slowdown_odds(runs[0].step_ms, runs[1].step_ms, fail_if_slower,
                              runs[0].step_numbers, runs[1].step_numbers)

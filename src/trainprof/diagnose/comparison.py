@@ -4,9 +4,9 @@ computes it; the renderers read it without the code that loads traces."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
-import msgspec
 import numpy as np
 from msgspec import field
 
@@ -14,7 +14,7 @@ from trainprof.analysis.deltas import TraceDiff
 from trainprof.deprecated import old_names
 from trainprof.display import NotebookDisplay
 from trainprof.stats import SlowdownOdds, likelihood
-from trainprof.structs import Derived, Record
+from trainprof.structs import Derived, Record, record_dict, replace
 
 SCHEMA = "trainprof.compare/1"
 #: Changed ops and kernels listed (the JSON keeps ``analysis.diff.TOP_CHANGES``).
@@ -183,7 +183,16 @@ class SpeedVerdict(Record):
         return self.message()
 
 
-class Comparison(NotebookDisplay, msgspec.Struct):
+class Comparison(NotebookDisplay, Record):
+    """Two runs side by side. Its JSON: the schema, both runs, what changed (the diff's keys,
+    ``with_top`` changes listed), the gate and the verdict, and the diff's notes and its own
+    (at the diff's ``notes`` place)."""
+
+    json_derived = (Derived("schema", "", attr="schema"),
+                    Derived("notes", "verdict", attr="all_notes"))
+    json_internal = frozenset({"notes"})
+    json_spread = frozenset({"diff"})
+
     base: Run
     new: Run
     diff: TraceDiff
@@ -191,11 +200,26 @@ class Comparison(NotebookDisplay, msgspec.Struct):
     notes: list[str] = field(default_factory=list)
     verdict: SpeedVerdict | None = None
 
-    def to_dict(self, top: int = TOP_CHANGED) -> dict[str, Any]:
-        return {"schema": SCHEMA, "base": self.base.to_dict(), "new": self.new.to_dict(),
-                **self.diff.to_dict(top), "gate": self.gate.to_dict() if self.gate else None,
-                "verdict": self.verdict.to_dict() if self.verdict else None,
-                "notes": [*self.diff.notes, *self.notes]}
+    @property
+    def schema(self) -> str:
+        return SCHEMA
+
+    @property
+    def all_notes(self) -> list[str]:
+        return [*self.diff.notes, *self.notes]
+
+    def with_top(self, top: int = TOP_CHANGED) -> Comparison:
+        """The comparison whose JSON lists the ``top`` largest changes of ops and kernels."""
+        return replace(self, diff=replace(self.diff, top=top))
+
+    def to_dict(self, top: int | None = None) -> dict[str, Any]:
+        """The JSON form. ``top`` (deprecated): ``with_top(top).to_dict()``."""
+        if top is None:
+            return record_dict(self)
+        warnings.warn("Comparison.to_dict(top) is deprecated: use with_top(top).to_dict()",
+                      DeprecationWarning, stacklevel=2)
+        return record_dict(self.with_top(top))
+
 
 
 __getattr__ = old_names(__name__, {"Verdict": "SpeedVerdict"})

@@ -62,7 +62,7 @@ def _comparison_text(comparison: Comparison, output: Output, top: int) -> None:
 def _comparison_json(comparison: Comparison, output: Output, top: int) -> None:
     from trainprof.report.json import to_json_bytes
 
-    write_or_print(to_json_bytes(comparison.to_dict(top)).decode(), output)
+    write_or_print(to_json_bytes(comparison.with_top(top).to_dict()).decode(), output)
 
 
 def _comparison_markdown(comparison: Comparison, output: Output, top: int) -> None:

@@ -178,7 +178,7 @@ def _communication(c: Communication) -> CommunicationSummary:
     totals = c.totals
     return CommunicationSummary(
         source=c.source, backend=c.backend, window_us=float(totals.window_us), steps=c.steps,
-        types=[CollectiveTypeSummary(**{**shallow_dict(t), "bytes": t.bytes or 0.0})
+        types=[CollectiveTypeSummary(**{**_without_steps(t), "bytes": t.bytes or 0.0})
                for t in c.types],
         busy_us=float(totals.busy_us), exposed_us=float(totals.exposed_us),
         per_step_ms=[float(x) for x in c.per_step_ms],
@@ -189,6 +189,11 @@ def _communication(c: Communication) -> CommunicationSummary:
             step_end_us=[float(x) if np.isfinite(x) else None for x in inst.step_ends()]),
         notes=list(c.notes),
     )
+
+
+def _without_steps(t: CollectiveType) -> dict[str, Any]:
+    """A collective type's fields but its section's step count (the summary keeps it once)."""
+    return {k: v for k, v in shallow_dict(t).items() if k != "steps"}
 
 
 def rank_from_summary(s: RankSummary, source: Path) -> RankAnalysis:

@@ -39,8 +39,14 @@ from trainprof.trace.model import (
 _HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
 
 
-class CollectiveType(msgspec.Struct):
-    """All collectives of one type inside the step window; times in µs."""
+class CollectiveType(Record):
+    """All collectives of one type inside the step window; times in µs. ``steps``: the steps of
+    its section (``Communication`` sets it), for the figures per step its JSON writes."""
+
+    json_derived = (Derived("count_per_step", "count"), Derived("bytes_per_step", "bytes"),
+                    Derived("time_ms_per_step", "time_us"),
+                    Derived("busy_ms_per_step", "busy_us"), Derived("overlap_pct", "exposed_us"))
+    json_internal = frozenset({"steps"})
 
     type: str
     count: int
@@ -49,29 +55,29 @@ class CollectiveType(msgspec.Struct):
     time_us: float  # sum of durations
     busy_us: float  # union
     exposed_us: float  # busy time with no compute running
+    steps: int = 0
 
     @property
     def overlap_pct(self) -> float | None:
         return (self.busy_us - self.exposed_us) / self.busy_us * 100.0 if self.busy_us else None
 
-    def count_per_step(self, steps: int) -> float:
-        """Calls per step over ``steps`` steps (its ``Communication.steps``)."""
-        return self.count / max(steps, 1)
+    @property
+    def count_per_step(self) -> float:
+        """Calls per step."""
+        return self.count / max(self.steps, 1)
 
-    def busy_ms_per_step(self, steps: int) -> float:
-        """Busy time (union) per step, in ms, over ``steps`` steps."""
-        return self.busy_us / max(steps, 1) / 1000.0
+    @property
+    def bytes_per_step(self) -> float | None:
+        return None if self.bytes is None else self.bytes / max(self.steps, 1)
 
-    def to_dict(self, steps: int) -> dict[str, Any]:
-        n = max(steps, 1)
-        return {
-            "type": self.type, "count": self.count, "count_per_step": self.count_per_step(steps),
-            "sized": self.sized, "bytes": self.bytes,
-            "bytes_per_step": None if self.bytes is None else self.bytes / n,
-            "time_us": self.time_us, "time_ms_per_step": self.time_us / n / 1000.0,
-            "busy_us": self.busy_us, "busy_ms_per_step": self.busy_ms_per_step(steps),
-            "exposed_us": self.exposed_us, "overlap_pct": self.overlap_pct,
-        }
+    @property
+    def time_ms_per_step(self) -> float:
+        return self.time_us / max(self.steps, 1) / 1000.0
+
+    @property
+    def busy_ms_per_step(self) -> float:
+        """Busy time (union) per step, in ms."""
+        return self.busy_us / max(self.steps, 1) / 1000.0
 
 
 class Instances(msgspec.Struct):
@@ -129,6 +135,10 @@ class Communication(Record):
     exact: Totals | None = None
     instances: Instances = field(default_factory=Instances.empty)
 
+    def __post_init__(self) -> None:
+        for t in self.types:  # their figures per step are over this section's steps
+            t.steps = self.steps
+
     @staticmethod
     def of(source: str, backend: str | None, steps: int, totals: Totals, per_step_ms: list[float],
            types: list[CollectiveType], notes: list[str], instances: Instances) -> Communication:
@@ -170,7 +180,7 @@ class Communication(Record):
     @property
     def reported_types(self) -> list[dict[str, Any]]:
         """The types as the JSON writes them: with their figures per step."""
-        return [t.to_dict(self.steps) for t in self.types]
+        return [t.to_dict() for t in self.types]
 
     def to_pandas(self) -> Any:
         return data_frame(self.reported_types)

@@ -22,9 +22,9 @@ def text(result: Communication, ctx: ViewContext) -> TextTable | None:
         t.add_column(col, justify="left" if col == "collective" else "right")
     n = max(result.steps, 1)
     for row in result.types:
-        t.add_row(row.type, f"{row.count_per_step(n):.1f}",
+        t.add_row(row.type, f"{row.count_per_step:.1f}",
                   size(None if row.bytes is None else row.bytes / n),
-                  ms(row.busy_ms_per_step(n)), ms(row.exposed_us / n / 1e3), pct(row.overlap_pct))
+                  ms(row.busy_ms_per_step), ms(row.exposed_us / n / 1e3), pct(row.overlap_pct))
     return t
 
 
@@ -36,8 +36,8 @@ def communication_table(comm: Communication) -> Table | None:
             Column("hidden by compute", title="share of its time overlapped with compute")]
     out = Table(cols)
     for t in comm.types:
-        out.rows.append([text_cell(t.type), num(t.count_per_step(comm.steps), 1),
-                         num(t.busy_ms_per_step(comm.steps), 2), num(t.overlap_pct, 0, "%")])
+        out.rows.append([text_cell(t.type), num(t.count_per_step, 1),
+                         num(t.busy_ms_per_step, 2), num(t.overlap_pct, 0, "%")])
     return out
 
 
