@@ -43,6 +43,11 @@ class Table(msgspec.Struct):
 fmt = number
 
 
+def ms_of_us(us: float | None) -> float | None:
+    """Microseconds as milliseconds, for a ``num`` cell (None stays None)."""
+    return None if us is None else us / 1000.0
+
+
 def num(value: float | None, digits: int = 1, unit: str = "") -> Cell:
     return Cell(fmt(value, digits, unit), -1e300 if value is None else float(value))
 

@@ -10,7 +10,7 @@ from rich.text import Text
 from trainprof.analysis.sections.kernel_shares import KernelClassShares
 from trainprof.analysis.sections.kernels import KernelRow, KernelStats
 from trainprof.formatting import counted, ms_from_us, number
-from trainprof.report.html.tables import DEFAULT_ROWS, Cell, Column, Table, num
+from trainprof.report.html.tables import DEFAULT_ROWS, Cell, Column, Table, ms_of_us, num
 from trainprof.report.html.tables import text as text_cell
 from trainprof.report.labels import TENSOR_CORE_OF_ALL
 from trainprof.report.markdown.text import md_text, table
@@ -98,15 +98,11 @@ def kernels_table(kernels: KernelStats, rows: int = DEFAULT_ROWS) -> Table:
     for r, name in zip(shown, distinct_names([r.name for r in shown]), strict=True):
         out.rows.append([
             Cell(name, title=r.name if name != r.name else ""), num(r.calls, 0),
-            num(_in_ms(r.total_us), 2), num(r.mean_us, 1), num(r.share_pct, 1, "%"),
+            num(ms_of_us(r.total_us), 2), num(r.mean_us, 1), num(r.share_pct, 1, "%"),
             num(r.occupancy_pct, 0, "%"), text_cell("yes" if r.tensor_cores else "no"),
             text_cell(_class_label(r)), text_cell(r.op or ""),
         ])
     return out
-
-
-def _in_ms(us: float | None) -> float | None:
-    return None if us is None else us / 1000.0
 
 
 def _class_label(row: KernelRow) -> str:

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from trainprof.analysis.sections.operators import OperatorStats
 from trainprof.formatting import counted, ms_from_us, number
-from trainprof.report.html.tables import DEFAULT_ROWS, Column, Table, num
+from trainprof.report.html.tables import DEFAULT_ROWS, Column, Table, ms_of_us, num
 from trainprof.report.html.tables import text as text_cell
 from trainprof.report.labels import SORT_LABELS
 from trainprof.report.markdown.text import md_text, table
@@ -67,10 +67,6 @@ def _operators(result: OperatorStats, width: int, top: int) -> Group:
     return Group(head, t, *lines)
 
 
-def _in_ms(us: float | None) -> float | None:
-    return None if us is None else us / 1000.0
-
-
 def operators_table(ops: OperatorStats, rows: int = DEFAULT_ROWS) -> Table:
     device = ops.has_device
     cols = [Column("operator", numeric=False), Column("calls")]
@@ -86,8 +82,8 @@ def operators_table(ops: OperatorStats, rows: int = DEFAULT_ROWS) -> Table:
         name = r.name + (f" {r.shape}" if r.shape else "")
         cells = [text_cell(name), num(r.calls, 0)]
         if device:
-            cells += [num(_in_ms(r.device_self_us), 2), num(_in_ms(r.device_total_us), 2)]
-        cells += [num(_in_ms(r.host_self_us), 2), num(_in_ms(r.host_total_us), 2)]
+            cells += [num(ms_of_us(r.device_self_us), 2), num(ms_of_us(r.device_total_us), 2)]
+        cells += [num(ms_of_us(r.host_self_us), 2), num(ms_of_us(r.host_total_us), 2)]
         out.rows.append(cells)
     return out
 
