@@ -28,7 +28,7 @@ from trainprof.analysis.sections.communication import (
     Instances,
     Totals,
 )
-from trainprof.structs import shallow_dict
+from trainprof.structs import fields, shallow_dict
 from trainprof.trace.model import COLLECTIVE_TYPES
 
 
@@ -201,13 +201,13 @@ def rank_from_summary(s: RankSummary, source: Path) -> RankAnalysis:
     are absent, and ``findings`` holds the rank's own findings."""
     for f in s.findings:
         msgspec.convert(f, FindingRecord)  # a malformed one fails here, not in a report
-    steps = msgspec.to_builtins(s.steps)
     sections = RankSections(
         communication=None if s.communication is None else _rebuilt(s.communication),
         parallelism=s.parallelism)
     return RankAnalysis(
         rank=s.rank, window=s.window, path=Path(s.file), device=s.device,
-        steps=StepStats.from_dict(steps), step_source=s.steps.source, breakdown_pct=dict(s.breakdown_pct),
+        steps=StepStats(**{f.name: getattr(s.steps, f.name) for f in fields(StepStats)}),
+        step_source=s.steps.source, breakdown_pct=dict(s.breakdown_pct),
         breakdown_ms=dict(s.breakdown_ms), phases_pct=dict(s.phases_pct),
         phases_ms=dict(s.phases_ms), gpus=list(s.gpus), timeline=s.timeline,
         environment=dict(s.environment),

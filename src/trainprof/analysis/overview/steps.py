@@ -309,7 +309,8 @@ def step_stats(w: StepWindows, host_ops: np.ndarray | None = None,
     numbers = np.asarray(spread.slow_steps, dtype=np.int64)
     gaps = np.unique(np.diff(numbers))
     slow = np.isin(w.numbers, numbers)
-    counted = host_ops is not None and len(host_ops) == len(ms) and bool(host_ops.any())
+    ops = host_ops if host_ops is not None and len(host_ops) == len(ms) and host_ops.any() \
+        else None  # None: not counted, or the trace has no ops
     return StepStats(
         count=int(len(ms)),
         mean_ms=spread.mean_ms,
@@ -324,9 +325,8 @@ def step_stats(w: StepWindows, host_ops: np.ndarray | None = None,
         slow_excess_ms=spread.slow_excess_ms,
         slow_period=(int(gaps[0]) if len(numbers) >= 3 and len(gaps) == 1 and gaps[0] > 1
                      else None),
-        ops_per_step=float(np.median(host_ops)) if counted and host_ops is not None else None,
-        slow_step_ops=(float(host_ops[slow].mean()) if counted and host_ops is not None
-                       and slow.any() else None),
+        ops_per_step=float(np.median(ops)) if ops is not None else None,
+        slow_step_ops=float(ops[slow].mean()) if ops is not None and slow.any() else None,
         slow_excess_by_category_ms=_slow_excess(breakdown_us, slow),
     )
 

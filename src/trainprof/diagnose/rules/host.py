@@ -296,9 +296,8 @@ def step_variance(r: RankAnalysis) -> Finding | None:
     why = ("Some steps take much longer than the median: periodic work (evaluation, "
            "checkpointing, logging, garbage collection, recompilation) or contention.")
     fix = STEADY_STEPS
-    work, median_ops, slow_ops = None, s.ops_per_step or 0.0, s.slow_step_ops or 0.0
-    if s.ops_per_step is not None and s.slow_step_ops is not None:
-        work = slow_step_work(median_ops, slow_ops)
+    work = slow_step_work(s.ops_per_step, s.slow_step_ops)
+    median_ops, slow_ops = s.ops_per_step or 0.0, s.slow_step_ops or 0.0  # counted when work
     if work is not None:
         evidence += [Evidence("ops per step (median)", round(median_ops), "", where(r)),
                      Evidence("ops per slow step", round(slow_ops), "", where(r))]
